@@ -1,0 +1,49 @@
+"""Job kinds: a name and the function a worker runs for it.
+
+A handler takes the job's parameters (plain JSON values) and a Progress, and returns the job's result (a JSON
+object). It refuses with ApplicationError; anything else it raises fails the job as an internal error. A
+handler must be safe to run again for the same job after a crash: the job id is in `progress.job_id`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lakeui.errors import ApplicationError
+
+
+class Progress(Protocol):
+    job_id: str
+
+    def report(self, percent: int, message: str = "") -> None: ...
+
+
+Handler = Callable[[dict[str, Any], Progress], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    handler: Handler
+
+
+_KINDS: dict[str, JobKind] = {}
+
+
+def job_kind(name: str) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        _KINDS[name] = JobKind(name=name, handler=handler)
+        return handler
+
+    return register
+
+
+def job_kind_get(name: str) -> JobKind:
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise ApplicationError("unknown_job_kind", f"There is no job kind {name!r}.") from None
+
+
+def job_kind_names() -> list[str]:
+    return sorted(_KINDS)

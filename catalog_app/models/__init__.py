@@ -1,0 +1,3 @@
+from catalog_app.models.jobs import Job
+
+__all__ = ["Job"]

@@ -1,0 +1,3 @@
+from catalog_app.services.jobs import JobOutcome, job_cancel, job_create, job_execute
+
+__all__ = ["JobOutcome", "job_cancel", "job_create", "job_execute"]

@@ -1,0 +1,82 @@
+"""The health report: database, broker, worker and Spark, the last two proven by a real job on a worker."""
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from celery import current_app
+from django.db import connection, transaction
+from django.utils import timezone
+
+from catalog_app.jobs.kinds import SPARK_CHECK
+from catalog_app.models import Job
+from catalog_app.services.jobs import job_create
+
+# Concurrent health calls share one check job, and a check that succeeded this recently is reused, so that
+# polling the endpoint cannot flood the workers with Spark jobs.
+REUSE_SUCCESS_FOR = timedelta(seconds=10)
+POLL_INTERVAL = 0.25
+
+
+@dataclass
+class PartHealth:
+    status: str  # ok | error | unavailable
+    detail: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_database() -> PartHealth:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return PartHealth("ok", connection.vendor)
+    except Exception as exc:
+        return PartHealth("error", f"{type(exc).__name__}: {exc}")
+
+
+def _check_broker() -> PartHealth:
+    try:
+        with current_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=3)
+            return PartHealth("ok", conn.transport.driver_name)
+    except Exception as exc:
+        return PartHealth("error", f"{type(exc).__name__}: {exc}")
+
+
+def _spark_check_job() -> Job:
+    with transaction.atomic():
+        recent = Job.objects.filter(kind=SPARK_CHECK, created_at__gte=timezone.now() - REUSE_SUCCESS_FOR)
+        shared = recent.exclude(status__in=[Job.Status.FAILED, Job.Status.CANCELLED]).order_by("-created_at").first()
+        return shared or job_create(kind=SPARK_CHECK, params={"rows": 1000})
+
+
+def _wait(job: Job, timeout: float) -> Job:
+    deadline = time.monotonic() + timeout
+    while not job.is_finished and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL)
+        job.refresh_from_db()
+    return job
+
+
+def health_report(*, timeout: float) -> dict[str, Any]:
+    parts = {"database": _check_database(), "broker": _check_broker()}
+    if parts["database"].status == "ok" and parts["broker"].status == "ok":
+        job = _wait(_spark_check_job(), timeout)
+        parts["worker"], parts["spark"] = _worker_and_spark(job, timeout)
+    else:
+        parts["worker"] = parts["spark"] = PartHealth("unavailable", "needs the database and the broker")
+    ok = all(part.status == "ok" for part in parts.values())
+    return {"status": "ok" if ok else "error", "parts": {name: asdict(part) for name, part in parts.items()}}
+
+
+def _worker_and_spark(job: Job, timeout: float) -> tuple[PartHealth, PartHealth]:
+    if job.status == Job.Status.QUEUED:
+        missing = PartHealth("unavailable", f"no worker took the check job {job.id} within {timeout:.0f} s")
+        return missing, PartHealth("unavailable", "needs a worker")
+    worker = PartHealth("ok", job.worker.split("/")[0], {"job": str(job.id)})
+    if job.status == Job.Status.SUCCEEDED:
+        return worker, PartHealth("ok", f"Spark {job.result['spark_version']}", job.result)
+    if job.status == Job.Status.RUNNING:
+        return worker, PartHealth("unavailable", f"the Spark check job {job.id} is still running after {timeout:.0f} s")
+    return worker, PartHealth("error", f"{job.error_code}: {job.error_message}")

@@ -1,0 +1,156 @@
+"""Jobs: created in the caller's transaction, enqueued after it commits, run once however often delivered.
+
+A delivery claims its job with one conditional UPDATE (queued -> running, or running with a stale heartbeat ->
+running again after a dead worker). A delivery that loses the claim while the job is alive elsewhere is a
+duplicate: the task retries later and then finds the job finished. Only the holder of the current claim may
+write progress or the outcome.
+"""
+
+import enum
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import close_old_connections, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from catalog_app.jobs.registry import job_kind_get
+from catalog_app.models import Job
+from lakeui.errors import ApplicationError, ConflictError
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_CANCELLED = "The job was cancelled."
+MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
+MESSAGE_INTERNAL = "The job failed with an unexpected error: {error}"
+MESSAGE_ALREADY_FINISHED = "The job has already finished ({status})."
+
+
+class JobOutcome(enum.Enum):
+    RAN = "ran"
+    ALREADY_FINISHED = "already_finished"
+    BUSY = "busy"
+
+
+class JobCancelled(Exception):
+    pass
+
+
+def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None = None) -> Job:
+    """Record a job and enqueue it once the surrounding transaction commits (never for a rolled-back one)."""
+    from catalog_app.tasks import run_job
+
+    job_kind_get(kind)
+    job = Job.objects.create(
+        kind=kind, params=params, requested_by=requested_by if requested_by and requested_by.is_authenticated else None
+    )
+    job_id = str(job.id)
+    transaction.on_commit(lambda: run_job.delay(job_id))
+    return job
+
+
+@transaction.atomic
+def job_cancel(*, job: Job) -> Job:
+    """A queued job is cancelled at once; a running one at its next progress report."""
+    job = Job.objects.select_for_update().get(id=job.id)
+    if job.is_finished:
+        raise ConflictError("job_finished", MESSAGE_ALREADY_FINISHED.format(status=job.status))
+    if job.status == Job.Status.QUEUED:
+        job.status = Job.Status.CANCELLED
+        job.finished_at = timezone.now()
+        job.error_code, job.error_message = "cancelled", MESSAGE_CANCELLED
+    job.cancel_requested = True
+    job.save()
+    return job
+
+
+@dataclass
+class _Claim:
+    """The right to run one job, held by one delivery; progress and outcome are written only under it."""
+
+    job_id: str
+    token: str
+
+    def _update(self, **fields: Any) -> int:
+        return Job.objects.filter(id=self.job_id, worker=self.token, status=Job.Status.RUNNING).update(**fields)
+
+    def report(self, percent: int, message: str = "") -> None:
+        self._update(progress=max(0, min(100, percent)), progress_message=message[:255], heartbeat_at=timezone.now())
+        if Job.objects.filter(id=self.job_id, cancel_requested=True).exists():
+            raise JobCancelled()
+
+    def heartbeat(self) -> None:
+        self._update(heartbeat_at=timezone.now())
+
+    def finish(self, status: str, *, result: Any = None, error_code: str = "", error_message: str = "") -> None:
+        fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "result": result}
+        fields.update(error_code=error_code, error_message=error_message)
+        if status == Job.Status.SUCCEEDED:
+            fields["progress"] = 100
+        self._update(**fields)
+
+
+class _Heartbeat(threading.Thread):
+    def __init__(self, claim: _Claim, interval: float) -> None:
+        super().__init__(daemon=True, name=f"job-heartbeat-{claim.job_id}")
+        self.claim, self.interval, self.stopped = claim, interval, threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.interval):
+                self.claim.heartbeat()
+        finally:
+            connection.close()
+
+
+def _claim(*, job_id: str, worker: str) -> _Claim | None:
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER)
+    token = f"{worker}/{uuid.uuid4().hex[:12]}"
+    claimed = (
+        Job.objects.filter(id=job_id)
+        .filter(Q(status=Job.Status.QUEUED) | Q(status=Job.Status.RUNNING, heartbeat_at__lt=stale_before))
+        .update(status=Job.Status.RUNNING, worker=token, heartbeat_at=now, attempts=F("attempts") + 1)
+    )
+    if not claimed:
+        return None
+    Job.objects.filter(id=job_id, started_at__isnull=True).update(started_at=now)
+    return _Claim(job_id=job_id, token=token)
+
+
+def job_execute(*, job_id: str, worker: str) -> JobOutcome:
+    """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction."""
+    claim = _claim(job_id=job_id, worker=worker)
+    if claim is None:
+        job = Job.objects.filter(id=job_id).first()
+        return JobOutcome.BUSY if job is not None and not job.is_finished else JobOutcome.ALREADY_FINISHED
+
+    job = Job.objects.get(id=job_id)
+    heartbeat = _Heartbeat(claim, interval=max(1.0, settings.LAKEUI_JOB_STALE_AFTER / 4))
+    heartbeat.start()
+    try:
+        result = job_kind_get(job.kind).handler(job.params, claim)
+    except JobCancelled:
+        claim.finish(Job.Status.CANCELLED, error_code="cancelled", error_message=MESSAGE_CANCELLED)
+    except ApplicationError as exc:
+        claim.finish(Job.Status.FAILED, error_code=exc.code, error_message=exc.message, result=exc.details)
+    except SoftTimeLimitExceeded:
+        claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT)
+    except Exception as exc:
+        logger.exception("Job %s (%s) failed", job_id, job.kind)
+        message = MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000]
+        claim.finish(Job.Status.FAILED, error_code="internal_error", error_message=message)
+    else:
+        claim.finish(Job.Status.SUCCEEDED, result=result)
+    finally:
+        heartbeat.stopped.set()
+        heartbeat.join()
+        close_old_connections()
+    return JobOutcome.RAN

@@ -1,0 +1,11 @@
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView
+
+from lakeui.api.views import NotFoundApi
+
+urlpatterns = [
+    path("schema", SpectacularAPIView.as_view(), name="api-schema"),
+    path("", include("catalog_app.urls")),
+    path("", include("merge_app.urls")),
+    re_path(r"^.*$", NotFoundApi.as_view()),
+]

@@ -1,0 +1,166 @@
+"""Settings shared by every environment. Everything that differs between machines comes from the environment."""
+
+import os
+from pathlib import Path
+
+from lakeui.settings.env import (
+    celery_broker_config,
+    database_config,
+    env_bool,
+    env_list,
+    filesystem_broker_dirs,
+    warehouse_location,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+ENV = os.environ
+VAR_DIR = Path(ENV.get("LAKEUI_VAR_DIR") or BASE_DIR / "var")
+
+SECRET_KEY = ENV.get("SECRET_KEY", "")
+DEBUG = env_bool(ENV, "DEBUG", False)
+ALLOWED_HOSTS = env_list(ENV, "ALLOWED_HOSTS", [])
+CSRF_TRUSTED_ORIGINS = env_list(ENV, "CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "catalog_app",
+    "merge_app",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "lakeui.urls"
+WSGI_APPLICATION = "lakeui.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_config(ENV, VAR_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+# Outside production, whitenoise serves the apps' static files straight from their folders.
+WHITENOISE_USE_FINDERS = True
+
+REST_FRAMEWORK = {
+    # Token first: an anonymous API call then gets 401 with a WWW-Authenticate header, not a bare 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "lakeui.api.pagination.PagePagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "EXCEPTION_HANDLER": "lakeui.api.exception_handlers.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "LakeUI API",
+    "DESCRIPTION": "A lakehouse catalog with git-like branches: branches, tables, data jobs, diffs and merges.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Served from the drf-spectacular-sidecar package: the docs page needs no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Data engine -----------------------------------------------------------------------------------------
+SPARK_MASTER = ENV.get("SPARK_MASTER") or "local[*]"
+SPARK_DRIVER_MEMORY = ENV.get("SPARK_DRIVER_MEMORY") or "2g"
+LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
+
+# --- Jobs and Celery -------------------------------------------------------------------------------------
+# A running job writes a heartbeat; a delivery that finds a fresher heartbeat than this is a duplicate and
+# retries later, one that finds an older one takes the job over (its worker died).
+LAKEUI_JOB_STALE_AFTER = int(ENV.get("LAKEUI_JOB_STALE_AFTER") or 60)
+LAKEUI_HEALTH_TIMEOUT = int(ENV.get("LAKEUI_HEALTH_TIMEOUT") or 60)
+
+# Time limits stay below the broker's visibility timeout, so a long job is never handed to a second worker
+# while the first is still within its limit.
+CELERY_TASK_TIME_LIMIT = 2 * 60 * 60
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5 * 60
+CELERY_BROKER_VISIBILITY_TIMEOUT = CELERY_TASK_TIME_LIMIT + 60 * 60
+
+_broker = celery_broker_config(ENV, VAR_DIR, visibility_timeout=CELERY_BROKER_VISIBILITY_TIMEOUT)
+for _folder in filesystem_broker_dirs(_broker):
+    _folder.mkdir(parents=True, exist_ok=True)
+CELERY_BROKER_URL = _broker["broker_url"]
+CELERY_RESULT_BACKEND = _broker["result_backend"]
+CELERY_BROKER_TRANSPORT_OPTIONS = _broker["broker_transport_options"]
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _broker["result_backend_transport_options"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = ENV.get("LAKEUI_QUEUE") or "lakeui"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_EXPIRES = 24 * 60 * 60
+CELERY_TASK_TRACK_STARTED = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_CONCURRENCY = int(ENV.get("LAKEUI_WORKER_CONCURRENCY") or 1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": ENV.get("LOG_LEVEL") or "INFO"},
+    "loggers": {"py4j": {"level": "WARNING"}},
+}

@@ -1,0 +1,26 @@
+"""Test settings: the real PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set, else the embedded defaults.
+
+The worker that the suite starts is a subprocess with these same settings; the values it must share with the
+test process (queue name, var folder) are put in the environment so that it inherits them.
+"""
+
+import os
+import uuid
+from pathlib import Path
+
+_root = Path(__file__).resolve().parent.parent.parent
+os.environ.setdefault("LAKEUI_VAR_DIR", str(_root / "var" / "test"))
+os.environ.setdefault("LAKEUI_QUEUE", f"lakeui-test-{uuid.uuid4().hex[:8]}")
+os.environ.setdefault("LAKEUI_JOB_STALE_AFTER", "8")
+
+from lakeui.settings.base import *  # noqa: E402, F403
+from lakeui.settings.base import DATABASES, VAR_DIR  # noqa: E402
+
+SECRET_KEY = "django-insecure-test-key"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not pytest-django's in-memory default: the worker process must open the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MergeAppConfig(AppConfig):
+    name = "merge_app"
+    verbose_name = "Merge"

@@ -1,0 +1,45 @@
+"""Job kinds that exist only for the tests. The worker the suite starts loads this module (`--include`)."""
+
+import time
+from pathlib import Path
+from typing import Any
+
+from catalog_app.jobs.registry import Progress, job_kind
+from lakeui.errors import ApplicationError
+
+
+@job_kind("test.echo")
+def echo(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    progress.report(50, "halfway")
+    time.sleep(params.get("sleep", 0))
+    return {"echo": params}
+
+
+@job_kind("test.count")
+def count(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Appends one line per run to a file, so a test can count how often the work was really done."""
+    with Path(params["path"]).open("a") as marker:
+        marker.write(f"run {progress.job_id}\n")
+    time.sleep(params.get("sleep", 0))
+    return {"runs": Path(params["path"]).read_text().count("run ")}
+
+
+@job_kind("test.fail")
+def fail(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    raise ApplicationError("test_refused", "The test job was asked to fail.", details={"why": params.get("why")})
+
+
+@job_kind("test.crash")
+def crash(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    return {"value": 1 / params.get("divisor", 0)}
+
+
+@job_kind("test.until_cancelled")
+def until_cancelled(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    deadline = time.monotonic() + params.get("max_seconds", 60)
+    step = 0
+    while time.monotonic() < deadline:
+        step += 1
+        progress.report(min(step, 99), f"step {step}")
+        time.sleep(0.2)
+    return {"steps": step}

@@ -1,0 +1,62 @@
+"""A real Celery worker in a subprocess, on the test database and the test queue."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+
+READY_TIMEOUT = 120
+
+
+def database_url(db: dict) -> str:
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    credentials = quote(db.get("USER") or "")
+    if db.get("PASSWORD"):
+        credentials += ":" + quote(db["PASSWORD"])
+    host = f"{credentials}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}"
+    return f"postgres://{host}/{db['NAME']}"
+
+
+class Worker:
+    def __init__(self, *, db: dict, log_path: Path, concurrency: int = 2) -> None:
+        self.log_path = log_path
+        env = dict(os.environ)
+        env.update(DJANGO_SETTINGS_MODULE="lakeui.settings.test", DATABASE_URL=database_url(db))
+        self.command = [sys.executable, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO"]
+        self.command += ["--concurrency", str(concurrency), "--include", "tests.support.jobkinds"]
+        self.command += ["--hostname", f"test-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle"]
+        self.env = env
+        self.process: subprocess.Popen | None = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> "Worker":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("w") as log:
+            self.process = subprocess.Popen(
+                self.command, cwd=settings.BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + READY_TIMEOUT
+        while " ready." not in self.log():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"The Celery worker did not start:\n{self.log()[-4000:]}")
+            time.sleep(0.2)
+        return self
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
