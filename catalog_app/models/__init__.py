@@ -1,3 +1,25 @@
+from catalog_app.models.catalog import (
+    Branch,
+    Catalog,
+    Commit,
+    Line,
+    ObjectKind,
+    ObjectVersion,
+    Operation,
+    SchemaVersion,
+    Tag,
+)
 from catalog_app.models.jobs import Job
 
-__all__ = ["Job"]
+__all__ = [
+    "Branch",
+    "Catalog",
+    "Commit",
+    "Job",
+    "Line",
+    "ObjectKind",
+    "ObjectVersion",
+    "Operation",
+    "SchemaVersion",
+    "Tag",
+]

@@ -1,0 +1,175 @@
+"""Catalogs, refs, commits and versioned objects.
+
+Commits form a DAG (first parent, plus the merged source head for merges). A branch's state at a commit is the
+latest version of each object along the commit's first-parent chain: merges write the merged state of every
+object they change as new versions on the target, so the first-parent chain alone holds a branch's state.
+
+To read that chain without walking it commit by commit, commits are grouped in **lines**: a line is a run of
+consecutive first-parent commits made by one branch. A commit appends to its parent's line when the parent is
+the line's tip and the line belongs to the committing branch; otherwise it starts a new line forked from the
+parent. The chain of a commit is then a handful of (line, up-to-seq) pairs, one per fork, and "the objects at
+commit C" is one indexed query. Creating a branch writes one row and copies nothing.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+def new_commit_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Catalog(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=63, unique=True)
+    description = models.TextField(blank=True)
+    default_branch = models.CharField(max_length=255, default="main")
+    # The catalog-wide commit sequence. Incremented under a row lock by every commit: commits of one catalog
+    # are serialised (they are short metadata transactions), which gives one total order of commit times.
+    last_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Line(models.Model):
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="lines")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="forks")
+    # The last seq of the parent line that belongs to this line's history (the fork point).
+    fork_seq = models.BigIntegerField(null=True, blank=True)
+    tip_seq = models.BigIntegerField()
+    branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+
+class Commit(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=new_commit_id, editable=False)
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="commits")
+    seq = models.BigIntegerField()
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="commits")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    merge_parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="merged_into"
+    )
+    created_at = models.DateTimeField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "seq"], name="commit_seq_unique")]
+        indexes = [models.Index(fields=["line", "seq"]), models.Index(fields=["line", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.id[:12]
+
+
+class Branch(models.Model):
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="branches")
+    name = models.CharField(max_length=255)
+    head = models.ForeignKey(Commit, on_delete=models.RESTRICT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "name"], name="branch_name_unique")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Tag(models.Model):
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=255)
+    commit = models.ForeignKey(Commit, on_delete=models.RESTRICT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "name"], name="tag_name_unique")]
+        ordering = ["name"]
+
+
+class ObjectKind(models.TextChoices):
+    DATABASE = "database"
+    TABLE = "table"
+    VIEW = "view"
+    SHARE = "share"
+    ROLE = "role"
+
+
+class ObjectVersion(models.Model):
+    """The state of one object as of one commit. `object_id` is the object's stable id (survives renames and
+    merges); `parent_id` is the database of a table or view."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    object_id = models.UUIDField()
+    kind = models.CharField(max_length=16, choices=ObjectKind.choices)
+    parent_id = models.UUIDField(null=True, blank=True)
+    name = models.CharField(max_length=63)
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="object_versions")
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
+    seq = models.BigIntegerField()
+    dropped = models.BooleanField(default=False)
+    state = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["line", "seq"]),
+            models.Index(fields=["object_id", "seq"]),
+        ]
+
+
+class Operation(models.Model):
+    """One operation of DESIGN.md section 3 on one object in one commit: what the merge engine replays."""
+
+    class Op(models.TextChoices):
+        CREATE = "create"
+        DROP = "drop"
+        MODIFY_NAME = "modify_name"
+        SET_PROPERTIES = "set_properties"
+        UNSET_PROPERTIES = "unset_properties"
+        ALTER_NAME = "alter_name"
+        ALTER_PROPERTIES = "alter_properties"
+        ALTER_COLUMN = "alter_column"
+        ALTER_PARTITION = "alter_partition"
+        INSERT = "insert"
+        DELETE = "delete"
+        UPDATE = "update"
+        OVERWRITE = "overwrite"
+        COMPACTION = "compaction"
+
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="operations")
+    position = models.PositiveIntegerField()
+    object_id = models.UUIDField()
+    object_kind = models.CharField(max_length=16, choices=ObjectKind.choices)
+    op = models.CharField(max_length=32, choices=Op.choices)
+    details = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["commit", "position"]
+        indexes = [models.Index(fields=["object_id"])]
+
+
+class SchemaVersion(models.Model):
+    """A table schema. Visible versions are the ones users committed on a branch; invisible ones were brought in
+    by a merge because merged data was written with them (DESIGN.md 4.5)."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    table_id = models.UUIDField()
+    columns = models.JSONField()
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="schema_versions")
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
+    seq = models.BigIntegerField()
+    visible = models.BooleanField(default=True)
+    # For an invisible version: the version on the source branch it was copied from.
+    copied_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["table_id", "seq"])]

@@ -1,0 +1,84 @@
+"""Objects as of a commit: the newest version of each object along the commit's first-parent chain."""
+
+import uuid
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from catalog_app.models import Commit, ObjectKind, ObjectVersion, Operation, SchemaVersion
+from catalog_app.selectors.refs import Chain
+from lakeui.errors import NotFoundError
+
+KIND_LABEL = {kind.value: kind.label.lower() for kind in ObjectKind}
+
+
+def _newest(chain: Chain) -> QuerySet[ObjectVersion]:
+    """Versions that are the newest of their object on the chain (dropped ones included)."""
+    in_chain = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id)
+    newest_seq = in_chain.filter(object_id=OuterRef("object_id")).order_by("-seq").values("seq")[:1]
+    return in_chain.filter(seq=Subquery(newest_seq))
+
+
+def objects_at(chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -> QuerySet[ObjectVersion]:
+    """The live objects of a kind (in one database, for tables and views), by name."""
+    versions = _newest(chain).filter(kind=kind, dropped=False)
+    if parent_id is not None:
+        versions = versions.filter(parent_id=parent_id)
+    return versions.select_related("commit").order_by("name")
+
+
+def object_find(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
+    return objects_at(chain, kind=kind, parent_id=parent_id).filter(name=name).first()
+
+
+def object_get(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion:
+    version = object_find(chain, kind=kind, name=name, parent_id=parent_id)
+    if version is None:
+        raise NotFoundError(f"{kind}_not_found", f"There is no {KIND_LABEL[kind]} {name!r} at this ref.")
+    return version
+
+
+def object_by_id(chain: Chain, *, object_id: uuid.UUID) -> ObjectVersion | None:
+    """The newest version of an object on the chain, dropped or not (None if it never existed there)."""
+    return _newest(chain).filter(object_id=object_id).first()
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    version: ObjectVersion
+    commit: Commit
+    operations: list[Operation]
+    schema_version: SchemaVersion | None
+
+
+def object_history(chain: Chain, *, object_id: uuid.UUID) -> list[HistoryEntry]:
+    """Every version of the object on the chain, newest first, with its commit and operations."""
+    versions = list(
+        ObjectVersion.objects.filter(chain.q(), object_id=object_id)
+        .select_related("commit", "commit__author")
+        .order_by("-seq")
+    )
+    commit_ids = [version.commit_id for version in versions]
+    operations: dict[str, list[Operation]] = {}
+    for operation in Operation.objects.filter(commit_id__in=commit_ids, object_id=object_id):
+        operations.setdefault(operation.commit_id, []).append(operation)
+    schema_ids = {version.state.get("schema_version_id") for version in versions} - {None}
+    schemas = SchemaVersion.objects.in_bulk(schema_ids)
+    return [
+        HistoryEntry(
+            version=version,
+            commit=version.commit,
+            operations=operations.get(version.commit_id, []),
+            schema_version=schemas.get(version.state.get("schema_version_id")),
+        )
+        for version in versions
+    ]
+
+
+def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersion]:
+    """The table's schema versions on this chain, oldest first: visible ones and invisible ones (merges)."""
+    return SchemaVersion.objects.filter(chain.q(), table_id=table_id).select_related("commit").order_by("seq", "id")
+
+
+def schema_version_get(schema_version_id: int) -> SchemaVersion:
+    return SchemaVersion.objects.get(id=schema_version_id)

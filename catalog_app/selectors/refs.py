@@ -1,0 +1,126 @@
+"""Reading refs and history: which commit a ref names, its first-parent chain, the log, time travel."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+
+from catalog_app.models import Branch, Catalog, Commit, Line, Tag
+from catalog_app.names import COMMIT_ID_PREFIX
+from lakeui.errors import ApplicationError, NotFoundError
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A commit's first-parent history as (line, up-to-seq) pairs: the commit's own line first."""
+
+    commit: Commit
+    segments: tuple[tuple[int, int], ...]
+
+    def q(self) -> Q:
+        condition = Q()
+        for line_id, upto in self.segments:
+            condition |= Q(line_id=line_id, seq__lte=upto)
+        return condition
+
+
+@dataclass(frozen=True)
+class ResolvedRef:
+    catalog: Catalog
+    kind: str  # branch | tag | commit
+    name: str
+    commit: Commit
+    branch: Branch | None
+    chain: Chain
+
+
+def catalog_list() -> QuerySet[Catalog]:
+    return Catalog.objects.all()
+
+
+def catalog_get(*, name: str) -> Catalog:
+    catalog = Catalog.objects.filter(name=name).first()
+    if catalog is None:
+        raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
+    return catalog
+
+
+def commit_chain(commit: Commit) -> Chain:
+    segments = [(commit.line_id, commit.seq)]
+    line = Line.objects.only("parent_id", "fork_seq").get(id=commit.line_id)
+    while line.parent_id is not None:
+        segments.append((line.parent_id, line.fork_seq))
+        line = Line.objects.only("parent_id", "fork_seq").get(id=line.parent_id)
+    return Chain(commit=commit, segments=tuple(segments))
+
+
+def commit_log(chain: Chain) -> QuerySet[Commit]:
+    """The first-parent log, newest first."""
+    return (
+        Commit.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id).select_related("author").order_by("-seq")
+    )
+
+
+def commit_at(chain: Chain, at: datetime) -> Commit:
+    commit = commit_log(chain).filter(created_at__lte=at).first()
+    if commit is None:
+        raise NotFoundError("no_commit_at", f"The ref has no commit at or before {at.isoformat()}.")
+    return commit
+
+
+def commit_get(*, catalog: Catalog, commit_id: str) -> Commit:
+    if not COMMIT_ID_PREFIX.fullmatch(commit_id):
+        raise NotFoundError("commit_not_found", f"There is no commit {commit_id!r}.")
+    matches = list(Commit.objects.filter(catalog=catalog, id__startswith=commit_id)[:2])
+    if not matches:
+        raise NotFoundError("commit_not_found", f"There is no commit {commit_id!r}.")
+    if len(matches) > 1:
+        raise ApplicationError("ambiguous_commit", f"Commit id prefix {commit_id!r} names several commits.")
+    return matches[0]
+
+
+def branch_list(*, catalog: Catalog) -> QuerySet[Branch]:
+    return Branch.objects.filter(catalog=catalog).select_related("head")
+
+
+def branch_get(*, catalog: Catalog, name: str) -> Branch:
+    branch = branch_list(catalog=catalog).filter(name=name).first()
+    if branch is None:
+        raise NotFoundError("branch_not_found", f"There is no branch {name!r} in catalog {catalog.name!r}.")
+    return branch
+
+
+def tag_list(*, catalog: Catalog) -> QuerySet[Tag]:
+    return Tag.objects.filter(catalog=catalog).select_related("commit")
+
+
+def tag_get(*, catalog: Catalog, name: str) -> Tag:
+    tag = tag_list(catalog=catalog).filter(name=name).first()
+    if tag is None:
+        raise NotFoundError("tag_not_found", f"There is no tag {name!r} in catalog {catalog.name!r}.")
+    return tag
+
+
+def ref_resolve(*, catalog: Catalog, ref: str, at: datetime | None = None) -> ResolvedRef:
+    """A branch, a tag or a commit id (or a unique prefix of 8+ hex digits), optionally as of a time."""
+    branch = branch_list(catalog=catalog).filter(name=ref).first()
+    if branch is not None:
+        kind, commit = "branch", branch.head
+    else:
+        tag = tag_list(catalog=catalog).filter(name=ref).first()
+        if tag is not None:
+            kind, commit = "tag", tag.commit
+        elif COMMIT_ID_PREFIX.fullmatch(ref):
+            kind, commit = "commit", commit_get(catalog=catalog, commit_id=ref)
+        else:
+            raise NotFoundError("ref_not_found", f"There is no branch, tag or commit {ref!r}.")
+    chain = commit_chain(commit)
+    if at is not None:
+        commit = commit_at(chain, at)
+        chain = commit_chain(commit)
+    return ResolvedRef(catalog=catalog, kind=kind, name=ref, commit=commit, branch=branch, chain=chain)
+
+
+def commit_is_ancestor(*, ancestor: Commit, of: Commit) -> bool:
+    """Whether `ancestor` is on the first-parent chain of `of`."""
+    return any(line_id == ancestor.line_id and ancestor.seq <= upto for line_id, upto in commit_chain(of).segments)

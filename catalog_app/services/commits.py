@@ -1,0 +1,189 @@
+"""Writing commits. A service opens a draft inside its transaction, reads the branch head's state through it,
+stages object versions and operations, and commits; nothing is visible until the transaction commits.
+
+The draft locks the catalog row first, so commits of one catalog are serialised and get increasing sequence
+numbers and times. A writer that names the head it read (`expected_head`) gets a 409 `branch_moved` if the
+branch has moved since; one that does not is applied to the current head.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from catalog_app.models import Branch, Catalog, Commit, Line, ObjectVersion, Operation, SchemaVersion, Tag
+from catalog_app.selectors import objects as object_selectors
+from catalog_app.selectors.refs import Chain, commit_chain
+from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+
+MESSAGE_BRANCH_MOVED = "Branch {branch!r} has moved: its head is {head}, not {expected}. Read it again and retry."
+MESSAGE_READ_ONLY_REF = "{ref!r} is a {kind}; only branches can be written to."
+
+
+@dataclass
+class _Staged:
+    version: ObjectVersion
+    new_schema: list[dict] | None = None
+
+
+@dataclass
+class CommitDraft:
+    catalog: Catalog
+    branch: Branch
+    parent: Commit
+    chain: Chain
+    _staged: list[_Staged] = field(default_factory=list)
+    _operations: list[Operation] = field(default_factory=list)
+
+    # --- reading the head's state -------------------------------------------------------------------------
+    def find(self, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
+        return object_selectors.object_find(self.chain, kind=kind, name=name, parent_id=parent_id)
+
+    def get(self, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion:
+        return object_selectors.object_get(self.chain, kind=kind, name=name, parent_id=parent_id)
+
+    def children(self, kind: str, parent_id: uuid.UUID) -> list[ObjectVersion]:
+        return list(object_selectors.objects_at(self.chain, kind=kind, parent_id=parent_id))
+
+    # --- staging ------------------------------------------------------------------------------------------
+    def put(
+        self,
+        *,
+        kind: str,
+        object_id: uuid.UUID,
+        name: str,
+        state: dict[str, Any],
+        parent_id: uuid.UUID | None = None,
+        dropped: bool = False,
+        new_schema: list[dict] | None = None,
+    ) -> ObjectVersion:
+        """Stage the object's next version. With `new_schema`, a new visible schema version is recorded and
+        `state["schema_version_id"]` is set to it."""
+        version = ObjectVersion(
+            catalog=self.catalog, object_id=object_id, kind=kind, parent_id=parent_id, name=name,
+            dropped=dropped, state=state,
+        )  # fmt: skip
+        self._staged.append(_Staged(version=version, new_schema=new_schema))
+        return version
+
+    def operation(self, *, object_id: uuid.UUID, kind: str, op: str, details: dict[str, Any] | None = None) -> None:
+        self._operations.append(
+            Operation(
+                object_id=object_id, object_kind=kind, op=op, details=details or {}, position=len(self._operations)
+            )
+        )
+
+    # --- committing ---------------------------------------------------------------------------------------
+    def commit(self, *, author: AbstractBaseUser | None, message: str, merge_parent: Commit | None = None) -> Commit:
+        if not self._staged and not self._operations and merge_parent is None:
+            raise ApplicationError("empty_commit", "Nothing to commit: the change leaves every object as it was.")
+        commit = _commit_insert(
+            catalog=self.catalog, branch=self.branch, parent=self.parent, author=author, message=message,
+            merge_parent=merge_parent,
+        )  # fmt: skip
+        for staged in self._staged:
+            if staged.new_schema is not None:
+                schema = SchemaVersion.objects.create(
+                    catalog=self.catalog, table_id=staged.version.object_id, columns=staged.new_schema,
+                    commit=commit, line=commit.line, seq=commit.seq,
+                )  # fmt: skip
+                staged.version.state = {**staged.version.state, "schema_version_id": schema.id}
+            staged.version.commit, staged.version.line, staged.version.seq = commit, commit.line, commit.seq
+        ObjectVersion.objects.bulk_create([staged.version for staged in self._staged])
+        for operation in self._operations:
+            operation.commit = commit
+        Operation.objects.bulk_create(self._operations)
+        moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
+        if not moved:  # unreachable while the catalog lock is held; kept as the last line of defence
+            raise ConflictError("branch_moved", f"Branch {self.branch.name!r} moved during the commit.")
+        self.branch.head = commit
+        return commit
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where and as whom a write commits: the branch, the author, the head the writer read (optional; when
+    given, a moved branch is a 409) and the commit message (a service supplies one when empty)."""
+
+    catalog: Catalog
+    branch: str
+    author: AbstractBaseUser | None = None
+    expected_head: str | None = None
+    message: str = ""
+
+    def begin(self) -> "CommitDraft":
+        return commit_begin(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
+
+    def finish(self, draft: "CommitDraft", default_message: str) -> Commit:
+        return draft.commit(author=self.author, message=self.message or default_message)
+
+
+def commit_begin(*, catalog: Catalog, branch: str, expected_head: str | None = None) -> CommitDraft:
+    """Open a draft on a branch. Must run inside `transaction.atomic()`: the catalog lock lasts until it ends."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("commit_begin must be called inside transaction.atomic()")
+    catalog = Catalog.objects.select_for_update().get(id=catalog.id)
+    target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
+    if target is None:
+        _refuse_non_branch(catalog=catalog, ref=branch)
+    if expected_head is not None and not target.head_id.startswith(expected_head):
+        raise ConflictError(
+            "branch_moved",
+            MESSAGE_BRANCH_MOVED.format(branch=branch, head=target.head_id, expected=expected_head),
+            details={"head": target.head_id},
+        )
+    return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
+
+
+def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:
+    if Tag.objects.filter(catalog=catalog, name=ref).exists():
+        raise ApplicationError("read_only_ref", MESSAGE_READ_ONLY_REF.format(ref=ref, kind="tag"))
+    if Commit.objects.filter(catalog=catalog, id__startswith=ref).exists() and len(ref) >= 8:
+        raise ApplicationError("read_only_ref", MESSAGE_READ_ONLY_REF.format(ref=ref, kind="commit"))
+    raise NotFoundError("branch_not_found", f"There is no branch {ref!r} in catalog {catalog.name!r}.")
+
+
+def _next_seq(catalog: Catalog) -> int:
+    Catalog.objects.filter(id=catalog.id).update(last_seq=F("last_seq") + 1)
+    return Catalog.objects.values_list("last_seq", flat=True).get(id=catalog.id)
+
+
+def _commit_insert(
+    *,
+    catalog: Catalog,
+    branch: Branch | None,
+    parent: Commit | None,
+    author: AbstractBaseUser | None,
+    message: str,
+    merge_parent: Commit | None = None,
+) -> Commit:
+    """Insert a commit after `parent` (None for a catalog's first), on the line the branch may extend."""
+    seq = _next_seq(catalog)
+    created_at = timezone.now() if parent is None else max(timezone.now(), parent.created_at)
+    line = None
+    if parent is not None:
+        line = Line.objects.get(id=parent.line_id)
+        extends = line.tip_seq == parent.seq and branch is not None and line.branch_id == branch.id
+        if extends:
+            line.tip_seq = seq
+            line.save(update_fields=["tip_seq"])
+        else:
+            line = None
+    if line is None:
+        line = Line.objects.create(
+            catalog=catalog, parent_id=parent.line_id if parent else None, fork_seq=parent.seq if parent else None,
+            tip_seq=seq, branch=branch,
+        )  # fmt: skip
+    return Commit.objects.create(
+        catalog=catalog, seq=seq, line=line, parent=parent, merge_parent=merge_parent, created_at=created_at,
+        author=author if author is not None and author.is_authenticated else None, message=message,
+    )  # fmt: skip
+
+
+def catalog_initial_commit(*, catalog: Catalog, author: AbstractBaseUser | None) -> Commit:
+    """The root commit of a new catalog; its line is handed to the default branch once that exists."""
+    return _commit_insert(catalog=catalog, branch=None, parent=None, author=author, message="Create catalog")
