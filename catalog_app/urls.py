@@ -1,11 +1,61 @@
-from django.urls import path
+from django.urls import path, register_converter
 
+from catalog_app.apis import catalogs, objects
 from catalog_app.apis.health import HealthApi
 from catalog_app.apis.jobs import JobCancelApi, JobDetailApi, JobListApi
+from catalog_app.models import ObjectKind
+
+
+class RefConverter:
+    """A branch, tag or commit id; branch names may hold '/', so it matches lazily up to the next keyword."""
+
+    regex = r"[A-Za-z0-9_][A-Za-z0-9_./-]*?"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(RefConverter, "ref")
+
+CAT = "catalogs/<str:catalog>"
+REF = f"{CAT}/refs/<ref:ref>"
+DB = f"{REF}/databases/<str:database>"
+TABLE = f"{DB}/tables/<str:table>"
+
+
+def branch_objects(prefix: str, plural: str, kind: str) -> list:
+    return [
+        path(f"{prefix}/{plural}", objects.BranchObjectListApi.as_view(
+            kind=kind, input_serializer=objects.ViewInputSerializer if kind == ObjectKind.VIEW
+            else objects.BranchObjectInputSerializer)),
+        path(f"{prefix}/{plural}/<str:name>", objects.BranchObjectDetailApi.as_view(kind=kind)),
+    ]  # fmt: skip
+
 
 urlpatterns = [
     path("health", HealthApi.as_view(), name="health"),
     path("jobs", JobListApi.as_view(), name="job-list"),
     path("jobs/<uuid:job_id>", JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<uuid:job_id>/cancel", JobCancelApi.as_view(), name="job-cancel"),
+    path("catalogs", catalogs.CatalogListApi.as_view()),
+    path(CAT, catalogs.CatalogDetailApi.as_view()),
+    path(f"{CAT}/branches", catalogs.BranchListApi.as_view()),
+    path(f"{CAT}/branches/<path:branch>", catalogs.BranchDetailApi.as_view()),
+    path(f"{CAT}/tags", catalogs.TagListApi.as_view()),
+    path(f"{CAT}/tags/<path:tag>", catalogs.TagDetailApi.as_view()),
+    path(f"{REF}/commits", catalogs.CommitLogApi.as_view()),
+    path(f"{REF}/databases", objects.DatabaseListApi.as_view()),
+    path(DB, objects.DatabaseDetailApi.as_view()),
+    path(f"{DB}/history", objects.ObjectHistoryApi.as_view()),
+    path(f"{DB}/tables", objects.TableListApi.as_view()),
+    path(TABLE, objects.TableDetailApi.as_view()),
+    path(f"{TABLE}/history", objects.ObjectHistoryApi.as_view()),
+    path(f"{TABLE}/columns", objects.ColumnListApi.as_view()),
+    path(f"{TABLE}/columns/<str:column>", objects.ColumnDetailApi.as_view()),
+    *branch_objects(DB, "views", ObjectKind.VIEW),
+    *branch_objects(REF, "shares", ObjectKind.SHARE),
+    *branch_objects(REF, "roles", ObjectKind.ROLE),
 ]

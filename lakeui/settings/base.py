@@ -101,7 +101,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
         "rest_framework.parsers.FormParser",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "lakeui.api.schema.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "lakeui.api.pagination.PagePagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "EXCEPTION_HANDLER": "lakeui.api.exception_handlers.exception_handler",

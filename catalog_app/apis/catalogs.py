@@ -1,0 +1,153 @@
+"""Catalogs, branches, tags and the commit log."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog_app.apis.common import AT_PARAMETER, CommitOutputSerializer, UserField, parse_at, read_ref
+from catalog_app.selectors.refs import branch_get, branch_list, catalog_get, catalog_list, commit_log, tag_get, tag_list
+from catalog_app.services.refs import (
+    branch_create,
+    branch_delete,
+    catalog_create,
+    catalog_delete,
+    tag_create,
+    tag_delete,
+)
+from lakeui.api.pagination import PagePagination
+
+
+def paginated(request, view, queryset, serializer_class):
+    paginator = PagePagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
+class CatalogOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    default_branch = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    created_by = UserField(allow_null=True)
+
+
+class CatalogListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=63)
+        description = serializers.CharField(required=False, allow_blank=True, default="")
+
+    @extend_schema(responses=CatalogOutputSerializer(many=True))
+    def get(self, request):
+        return paginated(request, self, catalog_list(), CatalogOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: CatalogOutputSerializer})
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        catalog = catalog_create(**data.validated_data, created_by=request.user)
+        return Response(CatalogOutputSerializer(catalog).data, status=status.HTTP_201_CREATED)
+
+
+class CatalogDetailApi(APIView):
+    @extend_schema(responses=CatalogOutputSerializer)
+    def get(self, request, catalog):
+        return Response(CatalogOutputSerializer(catalog_get(name=catalog)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, catalog):
+        catalog_delete(catalog=catalog_get(name=catalog))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class BranchOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    head = serializers.CharField(source="head_id")
+    created_at = serializers.DateTimeField()
+    created_by = UserField(allow_null=True)
+
+
+class BranchListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=255)
+        source = serializers.CharField(
+            max_length=255, required=False, help_text="Branch, tag or commit to start from (default: main)"
+        )
+        at = serializers.CharField(required=False, help_text="ISO 8601 timestamp: the source as it was then")
+
+        def to_internal_value(self, data):
+            # `from` is the documented field name; it is a Python keyword, so it is read by hand.
+            if isinstance(data, dict) and "from" in data and "source" not in data:
+                data = {**data, "source": data["from"]}
+            return super().to_internal_value(data)
+
+    @extend_schema(responses=BranchOutputSerializer(many=True))
+    def get(self, request, catalog):
+        return paginated(request, self, branch_list(catalog=catalog_get(name=catalog)), BranchOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: BranchOutputSerializer})
+    def post(self, request, catalog):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        found = catalog_get(name=catalog)
+        branch = branch_create(
+            catalog=found,
+            name=data.validated_data["name"],
+            source=data.validated_data.get("source", found.default_branch),
+            at=parse_at(data.validated_data.get("at")),
+            created_by=request.user,
+        )
+        return Response(BranchOutputSerializer(branch).data, status=status.HTTP_201_CREATED)
+
+
+class BranchDetailApi(APIView):
+    @extend_schema(responses=BranchOutputSerializer)
+    def get(self, request, catalog, branch):
+        return Response(BranchOutputSerializer(branch_get(catalog=catalog_get(name=catalog), name=branch)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, catalog, branch):
+        branch_delete(catalog=catalog_get(name=catalog), name=branch)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TagOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    commit = serializers.CharField(source="commit_id")
+    created_at = serializers.DateTimeField()
+    created_by = UserField(allow_null=True)
+
+
+class TagListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=255)
+        ref = serializers.CharField(max_length=255)
+
+    @extend_schema(responses=TagOutputSerializer(many=True))
+    def get(self, request, catalog):
+        return paginated(request, self, tag_list(catalog=catalog_get(name=catalog)), TagOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: TagOutputSerializer})
+    def post(self, request, catalog):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        tag = tag_create(catalog=catalog_get(name=catalog), **data.validated_data, created_by=request.user)
+        return Response(TagOutputSerializer(tag).data, status=status.HTTP_201_CREATED)
+
+
+class TagDetailApi(APIView):
+    @extend_schema(responses=TagOutputSerializer)
+    def get(self, request, catalog, tag):
+        return Response(TagOutputSerializer(tag_get(catalog=catalog_get(name=catalog), name=tag)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, catalog, tag):
+        tag_delete(catalog=catalog_get(name=catalog), name=tag)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CommitLogApi(APIView):
+    @extend_schema(parameters=[AT_PARAMETER], responses=CommitOutputSerializer(many=True))
+    def get(self, request, catalog, ref):
+        return paginated(request, self, commit_log(read_ref(request, catalog, ref).chain), CommitOutputSerializer)

@@ -1,0 +1,75 @@
+"""What every catalog endpoint shares: finding the catalog and ref, time travel, the write target."""
+
+from datetime import UTC
+
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive, make_aware
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+from rest_framework.request import Request
+
+from catalog_app.models import Catalog
+from catalog_app.selectors.refs import Chain, ResolvedRef, catalog_get, ref_resolve
+from catalog_app.services.commits import WriteTarget
+from lakeui.errors import ApplicationError
+
+AT_PARAMETER = OpenApiParameter("at", str, description="ISO 8601 timestamp: read the ref as it was then (time travel)")
+IF_MATCH_PARAMETER = OpenApiParameter(
+    "If-Match", str, location=OpenApiParameter.HEADER,
+    description="The branch head the change was based on; if the branch has moved since, the write is a 409",
+)  # fmt: skip
+
+
+def parse_at(value: str | None):
+    if not value:
+        return None
+    moment = parse_datetime(value)
+    if moment is None:
+        raise ApplicationError("invalid_timestamp", f"{value!r} is not an ISO 8601 timestamp.", status=400)
+    return make_aware(moment, UTC) if is_naive(moment) else moment
+
+
+def read_ref(request: Request, catalog: str, ref: str) -> ResolvedRef:
+    return ref_resolve(catalog=catalog_get(name=catalog), ref=ref, at=parse_at(request.query_params.get("at")))
+
+
+def read_chain(request: Request, catalog: str, ref: str) -> Chain:
+    return read_ref(request, catalog, ref).chain
+
+
+def write_target(request: Request, catalog: str | Catalog, branch: str) -> WriteTarget:
+    if request.query_params.get("at"):
+        raise ApplicationError("read_only_ref", "A ref at a point in time is read-only; write to the branch.")
+    message = request.data.get("message", "") if isinstance(request.data, dict) else ""
+    if not isinstance(message, str):
+        raise ApplicationError("invalid_input", "message must be a string.")
+    return WriteTarget(
+        catalog=catalog if isinstance(catalog, Catalog) else catalog_get(name=catalog),
+        branch=branch,
+        author=request.user,
+        expected_head=request.headers.get("If-Match", "").strip('"') or None,
+        message=message[:2000],
+    )
+
+
+class UserField(serializers.CharField):
+    def to_representation(self, value):
+        return value.username if value is not None else None
+
+
+class CommitOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    seq = serializers.IntegerField()
+    parent = serializers.CharField(source="parent_id", allow_null=True)
+    merge_parent = serializers.CharField(source="merge_parent_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+    author = UserField(allow_null=True)
+    message = serializers.CharField()
+
+
+class WriteInputSerializer(serializers.Serializer):
+    message = serializers.CharField(required=False, allow_blank=True, max_length=2000, help_text="Commit message")
+
+
+class CommitIdOutputSerializer(serializers.Serializer):
+    commit = serializers.CharField(source="id")

@@ -1,0 +1,328 @@
+"""Databases, tables, columns, views, shares and roles at a ref. Reads take `?at=`; writes need a branch."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog_app import schema
+from catalog_app.apis.catalogs import paginated
+from catalog_app.apis.common import (
+    AT_PARAMETER,
+    IF_MATCH_PARAMETER,
+    CommitIdOutputSerializer,
+    CommitOutputSerializer,
+    WriteInputSerializer,
+    read_chain,
+    write_target,
+)
+from catalog_app.models import ObjectKind
+from catalog_app.selectors.objects import object_get, object_history, objects_at, schema_history
+from catalog_app.services import tables as table_services
+from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
+from catalog_app.services.databases import database_create, database_drop, database_update
+
+DATABASE, TABLE, VIEW = ObjectKind.DATABASE, ObjectKind.TABLE, ObjectKind.VIEW
+WRITE_DOC = {"parameters": [IF_MATCH_PARAMETER]}
+
+
+def _valid(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _database(chain, name):
+    return object_get(chain, kind=DATABASE, name=name)
+
+
+def _table(chain, database, name):
+    return object_get(chain, kind=TABLE, name=name, parent_id=_database(chain, database).object_id)
+
+
+class VersionOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="object_id")
+    name = serializers.CharField()
+    commit = serializers.CharField(source="commit_id")
+    updated_at = serializers.DateTimeField(source="commit.created_at")
+
+
+class DatabaseOutputSerializer(VersionOutputSerializer):
+    properties = serializers.DictField(source="state.properties")
+    comment = serializers.CharField(source="state.comment")
+
+
+class ColumnSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    name = serializers.CharField(max_length=63)
+    type = serializers.CharField(max_length=40)
+    nullable = serializers.BooleanField(default=True)
+    default = serializers.JSONField(required=False, allow_null=True)
+
+
+class TableOutputSerializer(VersionOutputSerializer):
+    database = serializers.UUIDField(source="parent_id")
+    columns = ColumnSerializer(source="state.columns", many=True)
+    partition_by = serializers.SerializerMethodField()
+    primary_key = serializers.SerializerMethodField()
+    properties = serializers.DictField(source="state.properties")
+    comment = serializers.CharField(source="state.comment")
+    schema_version = serializers.IntegerField(source="state.schema_version_id")
+
+    def get_partition_by(self, version) -> list[str]:
+        return schema.column_names(version.state["columns"], version.state["partition_by"])
+
+    def get_primary_key(self, version) -> list[str]:
+        return schema.column_names(version.state["columns"], version.state["primary_key"])
+
+
+class OperationOutputSerializer(serializers.Serializer):
+    op = serializers.CharField()
+    details = serializers.JSONField()
+
+
+class SchemaVersionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    visible = serializers.BooleanField()
+    commit = serializers.CharField(source="commit_id")
+    created_at = serializers.DateTimeField(source="commit.created_at")
+    columns = ColumnSerializer(many=True)
+
+
+class HistoryEntryOutputSerializer(serializers.Serializer):
+    commit = CommitOutputSerializer()
+    name = serializers.CharField(source="version.name")
+    dropped = serializers.BooleanField(source="version.dropped")
+    operations = OperationOutputSerializer(many=True)
+    schema_version = serializers.IntegerField(source="schema_version.id", allow_null=True, default=None)
+
+
+class PropertiesInputSerializer(WriteInputSerializer):
+    name = serializers.CharField(required=False, max_length=63)
+    set_properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    unset_properties = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+def _written(version, serializer_class, code=status.HTTP_200_OK):
+    return Response(serializer_class(version).data, status=code)
+
+
+# --- databases ------------------------------------------------------------------------------------------
+
+
+class DatabaseListApi(APIView):
+    class InputSerializer(WriteInputSerializer):
+        name = serializers.CharField(max_length=63)
+        properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+        comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=DatabaseOutputSerializer(many=True))
+    def get(self, request, catalog, ref):
+        return paginated(
+            request, self, objects_at(read_chain(request, catalog, ref), kind=DATABASE), DatabaseOutputSerializer
+        )
+
+    @extend_schema(request=InputSerializer, responses={201: DatabaseOutputSerializer}, **WRITE_DOC)
+    def post(self, request, catalog, ref):
+        data = _valid(self.InputSerializer, request.data)
+        data.pop("message", None)
+        version = database_create(target=write_target(request, catalog, ref), **data)
+        return _written(version, DatabaseOutputSerializer, status.HTTP_201_CREATED)
+
+
+class DatabaseDetailApi(APIView):
+    class UpdateInputSerializer(PropertiesInputSerializer):
+        comment = serializers.CharField(required=False, allow_blank=True)
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=DatabaseOutputSerializer)
+    def get(self, request, catalog, ref, database):
+        return Response(DatabaseOutputSerializer(_database(read_chain(request, catalog, ref), database)).data)
+
+    @extend_schema(request=UpdateInputSerializer, responses=DatabaseOutputSerializer, **WRITE_DOC)
+    def patch(self, request, catalog, ref, database):
+        data = _valid(self.UpdateInputSerializer, request.data)
+        version = database_update(
+            target=write_target(request, catalog, ref),
+            name=database,
+            new_name=data.get("name"),
+            set_properties=data.get("set_properties"),
+            unset_properties=data.get("unset_properties"),
+            comment=data.get("comment"),
+        )
+        return _written(version, DatabaseOutputSerializer)
+
+    @extend_schema(responses=CommitIdOutputSerializer, **WRITE_DOC)
+    def delete(self, request, catalog, ref, database):
+        cascade = request.query_params.get("cascade") in ("1", "true")
+        commit = database_drop(target=write_target(request, catalog, ref), name=database, cascade=cascade)
+        return Response(CommitIdOutputSerializer(commit).data)
+
+
+class ObjectHistoryApi(APIView):
+    """Each version of a database or table on the ref, newest first; for a table also its schema history."""
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=HistoryEntryOutputSerializer(many=True))
+    def get(self, request, catalog, ref, database, table=None):
+        chain = read_chain(request, catalog, ref)
+        current = _database(chain, database) if table is None else _table(chain, database, table)
+        body = {
+            "versions": HistoryEntryOutputSerializer(object_history(chain, object_id=current.object_id), many=True).data
+        }
+        if table is not None:
+            versions = schema_history(chain, table_id=current.object_id)
+            body["schema_versions"] = SchemaVersionOutputSerializer(versions, many=True).data
+        return Response(body)
+
+
+# --- tables and columns ---------------------------------------------------------------------------------
+
+
+class TableListApi(APIView):
+    class InputSerializer(WriteInputSerializer):
+        name = serializers.CharField(max_length=63)
+        columns = ColumnSerializer(many=True)
+        partition_by = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        primary_key = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+        comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=TableOutputSerializer(many=True))
+    def get(self, request, catalog, ref, database):
+        chain = read_chain(request, catalog, ref)
+        tables = objects_at(chain, kind=TABLE, parent_id=_database(chain, database).object_id)
+        return paginated(request, self, tables, TableOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: TableOutputSerializer}, **WRITE_DOC)
+    def post(self, request, catalog, ref, database):
+        data = _valid(self.InputSerializer, request.data)
+        data.pop("message", None)
+        data["columns"] = [dict(column) for column in data["columns"]]
+        version = table_services.table_create(target=write_target(request, catalog, ref), database=database, **data)
+        return _written(version, TableOutputSerializer, status.HTTP_201_CREATED)
+
+
+class TableDetailApi(APIView):
+    class UpdateInputSerializer(PropertiesInputSerializer):
+        partition_by = serializers.ListField(child=serializers.CharField(), required=False)
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=TableOutputSerializer)
+    def get(self, request, catalog, ref, database, table):
+        return Response(TableOutputSerializer(_table(read_chain(request, catalog, ref), database, table)).data)
+
+    @extend_schema(request=UpdateInputSerializer, responses=TableOutputSerializer, **WRITE_DOC)
+    def patch(self, request, catalog, ref, database, table):
+        data = _valid(self.UpdateInputSerializer, request.data)
+        version = table_services.table_update(
+            target=write_target(request, catalog, ref),
+            database=database,
+            name=table,
+            new_name=data.get("name"),
+            set_properties=data.get("set_properties"),
+            unset_properties=data.get("unset_properties"),
+            partition_by=data.get("partition_by"),
+        )
+        return _written(version, TableOutputSerializer)
+
+    @extend_schema(responses=CommitIdOutputSerializer, **WRITE_DOC)
+    def delete(self, request, catalog, ref, database, table):
+        commit = table_services.table_drop(target=write_target(request, catalog, ref), database=database, name=table)
+        return Response(CommitIdOutputSerializer(commit).data)
+
+
+class ColumnListApi(APIView):
+    class InputSerializer(ColumnSerializer, WriteInputSerializer):
+        pass
+
+    @extend_schema(request=InputSerializer, responses={201: TableOutputSerializer}, **WRITE_DOC)
+    def post(self, request, catalog, ref, database, table):
+        spec = dict(_valid(self.InputSerializer, request.data))
+        spec.pop("message", None)
+        version = table_services.column_add(
+            target=write_target(request, catalog, ref), database=database, table=table, spec=spec
+        )
+        return _written(version, TableOutputSerializer, status.HTTP_201_CREATED)
+
+
+class ColumnDetailApi(APIView):
+    class UpdateInputSerializer(WriteInputSerializer):
+        name = serializers.CharField(max_length=63, required=False)
+        type = serializers.CharField(max_length=40, required=False)
+        nullable = serializers.BooleanField(required=False)
+        default = serializers.JSONField(required=False, allow_null=True)
+
+    @extend_schema(request=UpdateInputSerializer, responses=TableOutputSerializer, **WRITE_DOC)
+    def patch(self, request, catalog, ref, database, table, column):
+        changes = dict(_valid(self.UpdateInputSerializer, request.data))
+        changes.pop("message", None)
+        version = table_services.column_update(
+            target=write_target(request, catalog, ref), database=database, table=table, column=column, changes=changes
+        )
+        return _written(version, TableOutputSerializer)
+
+    @extend_schema(responses=TableOutputSerializer, **WRITE_DOC)
+    def delete(self, request, catalog, ref, database, table, column):
+        version = table_services.column_drop(
+            target=write_target(request, catalog, ref), database=database, table=table, column=column
+        )
+        return _written(version, TableOutputSerializer)
+
+
+# --- views, shares and roles (branch-scoped, never merged) ----------------------------------------------
+
+
+class BranchObjectOutputSerializer(VersionOutputSerializer):
+    kind = serializers.CharField()
+    state = serializers.JSONField()
+
+
+class BranchObjectInputSerializer(WriteInputSerializer):
+    name = serializers.CharField(max_length=63)
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ViewInputSerializer(BranchObjectInputSerializer):
+    sql = serializers.CharField(max_length=100_000, help_text="The view's SELECT, stored as text")
+
+
+class BranchObjectListApi(APIView):
+    """Views (in a database), shares and roles. `kind` is set per route."""
+
+    kind = VIEW
+    input_serializer = BranchObjectInputSerializer
+
+    def _parent(self, chain, database):
+        return _database(chain, database).object_id if database else None
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=BranchObjectOutputSerializer(many=True))
+    def get(self, request, catalog, ref, database=None):
+        chain = read_chain(request, catalog, ref)
+        versions = objects_at(chain, kind=self.kind, parent_id=self._parent(chain, database))
+        return paginated(request, self, versions, BranchObjectOutputSerializer)
+
+    @extend_schema(request=BranchObjectInputSerializer, responses={201: BranchObjectOutputSerializer}, **WRITE_DOC)
+    def post(self, request, catalog, ref, database=None):
+        data = dict(_valid(self.input_serializer, request.data))
+        data.pop("message", None)
+        name = data.pop("name")
+        version = branch_object_create(
+            target=write_target(request, catalog, ref), kind=self.kind, name=name, state=data, database=database
+        )
+        return _written(version, BranchObjectOutputSerializer, status.HTTP_201_CREATED)
+
+
+class BranchObjectDetailApi(APIView):
+    kind = VIEW
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=BranchObjectOutputSerializer)
+    def get(self, request, catalog, ref, name, database=None):
+        chain = read_chain(request, catalog, ref)
+        parent = _database(chain, database).object_id if database else None
+        return Response(
+            BranchObjectOutputSerializer(object_get(chain, kind=self.kind, name=name, parent_id=parent)).data
+        )
+
+    @extend_schema(responses=CommitIdOutputSerializer, **WRITE_DOC)
+    def delete(self, request, catalog, ref, name, database=None):
+        target = write_target(request, catalog, ref)
+        commit = branch_object_drop(target=target, kind=self.kind, name=name, database=database)
+        return Response(CommitIdOutputSerializer(commit).data)
