@@ -62,16 +62,24 @@ def commit_log(chain: Chain) -> QuerySet[Commit]:
 
 
 def commit_at(chain: Chain, at: datetime) -> Commit:
-    commit = commit_log(chain).filter(created_at__lte=at).first()
-    if commit is None:
-        raise NotFoundError("no_commit_at", f"The ref has no commit at or before {at.isoformat()}.")
-    return commit
+    """The newest commit of the chain made at or before `at`. Commit times rise along the chain, so the first
+    segment (newest first) holding such a commit holds the answer; each look-up is one index probe."""
+    for line_id, upto in chain.segments:
+        commit = (
+            Commit.objects.filter(line_id=line_id, seq__lte=upto, created_at__lte=at)
+            .order_by("-created_at", "-seq")
+            .first()
+        )
+        if commit is not None:
+            return commit
+    raise NotFoundError("no_commit_at", f"The ref has no commit at or before {at.isoformat()}.")
 
 
 def commit_get(*, catalog: Catalog, commit_id: str) -> Commit:
     if not COMMIT_ID_PREFIX.fullmatch(commit_id):
         raise NotFoundError("commit_not_found", f"There is no commit {commit_id!r}.")
-    matches = list(Commit.objects.filter(catalog=catalog, id__startswith=commit_id)[:2])
+    lookup = {"id": commit_id} if len(commit_id) == 32 else {"id__startswith": commit_id}
+    matches = list(Commit.objects.filter(catalog=catalog, **lookup)[:2])
     if not matches:
         raise NotFoundError("commit_not_found", f"There is no commit {commit_id!r}.")
     if len(matches) > 1:
