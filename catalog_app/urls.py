@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from catalog_app.apis import catalogs, objects
+from catalog_app.apis import catalogs, data, objects
 from catalog_app.apis.health import HealthApi
 from catalog_app.apis.jobs import JobCancelApi, JobDetailApi, JobListApi
 from catalog_app.models import ObjectKind
@@ -55,6 +55,12 @@ urlpatterns = [
     path(f"{TABLE}/history", objects.ObjectHistoryApi.as_view()),
     path(f"{TABLE}/columns", objects.ColumnListApi.as_view()),
     path(f"{TABLE}/columns/<str:column>", objects.ColumnDetailApi.as_view()),
+    path(f"{TABLE}/load", data.TableLoadApi.as_view()),
+    path(f"{TABLE}/delete", data.TableDeleteApi.as_view()),
+    path(f"{TABLE}/update", data.TableUpdateApi.as_view()),
+    path(f"{TABLE}/compact", data.TableCompactApi.as_view()),
+    path(f"{TABLE}/rows", data.TableRowsApi.as_view()),
+    path(f"{CAT}/gc", data.CatalogGcApi.as_view()),
     *branch_objects(DB, "views", ObjectKind.VIEW),
     *branch_objects(REF, "shares", ObjectKind.SHARE),
     *branch_objects(REF, "roles", ObjectKind.ROLE),

@@ -32,6 +32,7 @@ class SparkConfig:
             "spark.driver.memory": self.driver_memory,
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         }
         if self.master.startswith("local"):
             options["spark.driver.host"] = "127.0.0.1"

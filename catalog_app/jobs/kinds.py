@@ -1,12 +1,32 @@
 """The production job kinds. Each is glue: plain values in, a service or engine call, a JSON result out."""
 
+import time
+import uuid
 from typing import Any
 
-from catalog_app.engine import checks
+from django.conf import settings
+from pyspark.errors import PySparkException
+
+from catalog_app.engine import checks, files
+from catalog_app.engine.tables import Warehouse, deleted_count, read_page
 from catalog_app.jobs.registry import Progress, job_kind
+from catalog_app.models import Catalog, Commit, DataFile, Job
+from catalog_app.selectors.objects import object_by_id
+from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.tables import table_columns, table_files
+from catalog_app.services.data import CHANGES, data_change_commit, table_snapshot
 from catalog_app.spark import spark_session
+from lakeui.errors import ApplicationError, NotFoundError
 
 SPARK_CHECK = "spark_check"
+# SQLSTATE class 22, "data exception": a value the user supplied or computed (bad cast, division by zero).
+DATA_EXCEPTION_SQLSTATE = "22"
+OPERATION_VERB = {
+    "table_load": "Load",
+    "table_delete": "Delete from",
+    "table_update": "Update",
+    "table_compact": "Compact",
+}
 
 
 @job_kind(SPARK_CHECK)
@@ -15,3 +35,110 @@ def spark_check(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     spark = spark_session()
     progress.report(50, "Running a Spark job")
     return checks.spark_roundtrip(spark, rows=int(params.get("rows", 1000)))
+
+
+def _table_change(kind: str):
+    def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        job = Job.objects.select_related("requested_by").get(id=progress.job_id)
+        done = Commit.objects.filter(job=job).first()
+        if done is not None:  # delivered again after its commit: report that commit, do not write twice
+            details = done.operations.first().details
+            return {
+                "commit": done.id,
+                **{k: v for k, v in details.items() if k.startswith(("rows_", "segments_", "bytes_"))},
+            }
+        progress.report(5, "Reading the table")
+        snapshot = table_snapshot(
+            catalog_id=params["catalog_id"], branch=params["branch"], table_id=params["table_id"],
+            warehouse=settings.LAKEUI_WAREHOUSE,
+        )  # fmt: skip
+        spark = spark_session()
+        progress.report(15, "Running on Spark")
+        try:
+            change = CHANGES[kind](spark, snapshot, params, tag=f"{job.id.hex}-{job.attempts}")
+        except PySparkException as exc:
+            if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
+                raise
+            message = str(exc).split("\n", 1)[0][:500]
+            raise ApplicationError("data_error", f"Spark refused the data: {message}") from None
+        if change.empty:
+            return {"commit": None, **change.figures()}
+        progress.report(90, "Committing")
+        message = params.get("message") or f"{OPERATION_VERB[kind]} {params['database']}.{params['table']}"
+        commit = data_change_commit(snapshot=snapshot, change=change, job=job, message=message)
+        return {"commit": commit.id, **change.figures()}
+
+    return run
+
+
+for _kind in CHANGES:
+    job_kind(_kind)(_table_change(_kind))
+
+
+@job_kind("table_rows")
+def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    commit = Commit.objects.select_related("catalog").get(id=params["commit"])
+    chain = commit_chain(commit)
+    table = object_by_id(chain, object_id=uuid.UUID(params["table_id"]))
+    if table is None or table.dropped:
+        raise NotFoundError("table_not_found", "The table does not exist at this ref.")
+    columns, data = table_columns(table), table_files(chain, table_id=table.object_id)
+    reads = data.reads()
+    offset, limit = (params["page"] - 1) * params["page_size"], params["page_size"]
+    # Only the segments the page can reach: their rows less deletions is a lower bound of what they hold.
+    reach, held = [], 0
+    for segment, read in zip(data.segments, reads, strict=True):
+        reach.append(read)
+        held += segment.row_count - sum(d.row_count for d in data.deltas.get(segment.id, []))
+        if held >= offset + limit:
+            break
+    spark, warehouse, base = (
+        spark_session(),
+        Warehouse(settings.LAKEUI_WAREHOUSE),
+        f"{commit.catalog_id}/{table.object_id}",
+    )
+    rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
+    overlapping = any(len(deltas) > 1 for deltas in data.deltas.values())
+    deleted = (
+        deleted_count(spark, warehouse, base, reads)
+        if overlapping
+        else sum(d.row_count for deltas in data.deltas.values() for d in deltas)
+    )
+    return {
+        "count": sum(s.row_count for s in data.segments) - deleted,
+        "page": params["page"],
+        "page_size": limit,
+        "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in columns],
+        "rows": rows,
+    }
+
+
+@job_kind("catalog_gc")
+def catalog_gc(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Remove files under the catalog's folder that no commit references and that are older than the grace
+    period (files of failed or killed jobs, spent uploads). Files any commit references are kept, whichever
+    refs still reach them."""
+    grace = int(params["grace_seconds"])
+    if grace <= 0:
+        raise ApplicationError("invalid_grace_period", "The grace period must be more than 0 seconds.")
+    catalog = Catalog.objects.get(id=params["catalog_id"])
+    referenced = set(DataFile.objects.filter(catalog=catalog).values_list("path", flat=True))
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    spark, prefix = spark_session(), f"{catalog.id}/"
+    cutoff_ms = (time.time() - grace) * 1000
+    removed, removed_bytes, kept = [], 0, 0
+    for stored in list(files.list_files(spark, warehouse.uri(str(catalog.id)))):
+        relative = prefix + stored.uri.split(prefix, 1)[1]
+        owner = relative.rsplit("/", 1)[0] + "/" + relative.rsplit("/", 1)[1].removeprefix(".").removesuffix(".crc")
+        if relative in referenced or owner in referenced or stored.modified_ms > cutoff_ms:
+            kept += 1
+            continue
+        if files.delete_file(spark, stored.uri):
+            removed.append(relative)
+            removed_bytes += stored.size
+    return {
+        "files_removed": len(removed),
+        "bytes_removed": removed_bytes,
+        "files_kept": kept,
+        "removed": removed[:1000],
+    }

@@ -9,12 +9,15 @@ from catalog_app.models.catalog import (
     SchemaVersion,
     Tag,
 )
+from catalog_app.models.data import DataFile, FileEntry
 from catalog_app.models.jobs import Job
 
 __all__ = [
     "Branch",
     "Catalog",
     "Commit",
+    "DataFile",
+    "FileEntry",
     "Job",
     "Line",
     "ObjectKind",

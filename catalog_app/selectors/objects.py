@@ -12,11 +12,16 @@ from lakeui.errors import NotFoundError
 KIND_LABEL = {kind.value: kind.label.lower() for kind in ObjectKind}
 
 
+def newest_on_chain(rows: QuerySet, chain: Chain, *, key: str) -> QuerySet:
+    """Of rows recorded per commit (with line and seq), those that are the newest for their `key` on the chain."""
+    in_chain = rows.filter(chain.q())
+    newest_seq = in_chain.filter(**{key: OuterRef(key)}).order_by("-seq").values("seq")[:1]
+    return in_chain.filter(seq=Subquery(newest_seq))
+
+
 def _newest(chain: Chain) -> QuerySet[ObjectVersion]:
     """Versions that are the newest of their object on the chain (dropped ones included)."""
-    in_chain = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id)
-    newest_seq = in_chain.filter(object_id=OuterRef("object_id")).order_by("-seq").values("seq")[:1]
-    return in_chain.filter(seq=Subquery(newest_seq))
+    return newest_on_chain(ObjectVersion.objects.filter(catalog_id=chain.commit.catalog_id), chain, key="object_id")
 
 
 def objects_at(chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -> QuerySet[ObjectVersion]:

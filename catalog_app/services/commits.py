@@ -15,7 +15,19 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from catalog_app.models import Branch, Catalog, Commit, Line, ObjectVersion, Operation, SchemaVersion, Tag
+from catalog_app.models import (
+    Branch,
+    Catalog,
+    Commit,
+    DataFile,
+    FileEntry,
+    Job,
+    Line,
+    ObjectVersion,
+    Operation,
+    SchemaVersion,
+    Tag,
+)
 from catalog_app.selectors import objects as object_selectors
 from catalog_app.selectors.refs import Chain, commit_chain
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -38,6 +50,8 @@ class CommitDraft:
     chain: Chain
     _staged: list[_Staged] = field(default_factory=list)
     _operations: list[Operation] = field(default_factory=list)
+    _new_files: list[DataFile] = field(default_factory=list)
+    _file_entries: list[tuple[DataFile, bool]] = field(default_factory=list)
 
     # --- reading the head's state -------------------------------------------------------------------------
     def find(self, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
@@ -77,13 +91,29 @@ class CommitDraft:
             )
         )
 
+    def add_file(self, file: DataFile, *, new: bool = True) -> None:
+        """Make a file live in its table; `new` files are registered by this commit."""
+        if new:
+            self._new_files.append(file)
+        self._file_entries.append((file, False))
+
+    def remove_file(self, file: DataFile) -> None:
+        self._file_entries.append((file, True))
+
     # --- committing ---------------------------------------------------------------------------------------
-    def commit(self, *, author: AbstractBaseUser | None, message: str, merge_parent: Commit | None = None) -> Commit:
-        if not self._staged and not self._operations and merge_parent is None:
+    def commit(
+        self,
+        *,
+        author: AbstractBaseUser | None,
+        message: str,
+        merge_parent: Commit | None = None,
+        job: Job | None = None,
+    ) -> Commit:
+        if not self._staged and not self._operations and not self._file_entries and merge_parent is None:
             raise ApplicationError("empty_commit", "Nothing to commit: the change leaves every object as it was.")
         commit = _commit_insert(
             catalog=self.catalog, branch=self.branch, parent=self.parent, author=author, message=message,
-            merge_parent=merge_parent,
+            merge_parent=merge_parent, job=job,
         )  # fmt: skip
         for staged in self._staged:
             if staged.new_schema is not None:
@@ -97,6 +127,19 @@ class CommitDraft:
         for operation in self._operations:
             operation.commit = commit
         Operation.objects.bulk_create(self._operations)
+        DataFile.objects.bulk_create(self._new_files)
+        FileEntry.objects.bulk_create(
+            FileEntry(
+                catalog=self.catalog,
+                table_id=file.table_id,
+                file=file,
+                commit=commit,
+                line=commit.line,
+                seq=commit.seq,
+                removed=removed,
+            )
+            for file, removed in self._file_entries
+        )
         moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
         if not moved:  # unreachable while the catalog lock is held; kept as the last line of defence
             raise ConflictError("branch_moved", f"Branch {self.branch.name!r} moved during the commit.")
@@ -160,6 +203,7 @@ def _commit_insert(
     author: AbstractBaseUser | None,
     message: str,
     merge_parent: Commit | None = None,
+    job: Job | None = None,
 ) -> Commit:
     """Insert a commit after `parent` (None for a catalog's first), on the line the branch may extend."""
     seq = _next_seq(catalog)
@@ -180,7 +224,7 @@ def _commit_insert(
         )  # fmt: skip
     return Commit.objects.create(
         catalog=catalog, seq=seq, line=line, parent=parent, merge_parent=merge_parent, created_at=created_at,
-        author=author if author is not None and author.is_authenticated else None, message=message,
+        author=author if author is not None and author.is_authenticated else None, message=message, job=job,
     )  # fmt: skip
 
 

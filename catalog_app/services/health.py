@@ -1,6 +1,5 @@
 """The health report: database, broker, worker and Spark, the last two proven by a real job on a worker."""
 
-import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -11,10 +10,10 @@ from django.utils import timezone
 
 from catalog_app.jobs.kinds import SPARK_CHECK
 from catalog_app.models import Job
-from catalog_app.services.jobs import job_create
+from catalog_app.services.jobs import job_create, job_wait
 
-# Concurrent health calls share one check job, and a check that succeeded this recently is reused, so that
-# polling the endpoint cannot flood the workers with Spark jobs.
+# Health calls share any unfinished check job (whatever its age), and a check that succeeded this recently is
+# reused, so that polling the endpoint, with or without a worker up, cannot pile up Spark jobs.
 REUSE_SUCCESS_FOR = timedelta(seconds=10)
 POLL_INTERVAL = 0.25
 
@@ -46,23 +45,16 @@ def _check_broker() -> PartHealth:
 
 def _spark_check_job() -> Job:
     with transaction.atomic():
-        recent = Job.objects.filter(kind=SPARK_CHECK, created_at__gte=timezone.now() - REUSE_SUCCESS_FOR)
-        shared = recent.exclude(status__in=[Job.Status.FAILED, Job.Status.CANCELLED]).order_by("-created_at").first()
-        return shared or job_create(kind=SPARK_CHECK, params={"rows": 1000})
-
-
-def _wait(job: Job, timeout: float) -> Job:
-    deadline = time.monotonic() + timeout
-    while not job.is_finished and time.monotonic() < deadline:
-        time.sleep(POLL_INTERVAL)
-        job.refresh_from_db()
-    return job
+        checks = Job.objects.filter(kind=SPARK_CHECK).order_by("-created_at")
+        unfinished = checks.filter(status__in=[Job.Status.QUEUED, Job.Status.RUNNING]).first()
+        recent = checks.filter(status=Job.Status.SUCCEEDED, created_at__gte=timezone.now() - REUSE_SUCCESS_FOR).first()
+        return unfinished or recent or job_create(kind=SPARK_CHECK, params={"rows": 1000})
 
 
 def health_report(*, timeout: float) -> dict[str, Any]:
     parts = {"database": _check_database(), "broker": _check_broker()}
     if parts["database"].status == "ok" and parts["broker"].status == "ok":
-        job = _wait(_spark_check_job(), timeout)
+        job = job_wait(_spark_check_job(), timeout=timeout, interval=POLL_INTERVAL)
         parts["worker"], parts["spark"] = _worker_and_spark(job, timeout)
     else:
         parts["worker"] = parts["spark"] = PartHealth("unavailable", "needs the database and the broker")

@@ -43,6 +43,14 @@ class JobCancelled(Exception):
     pass
 
 
+class ClaimLost(Exception):
+    """Another delivery took the job over (this one's heartbeat went stale): stop without writing anything."""
+
+
+MAX_ATTEMPTS = 3
+MESSAGE_TOO_MANY_ATTEMPTS = "The job was started {attempts} times without finishing (its worker died each time)."
+
+
 def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None = None) -> Job:
     """Record a job and enqueue it once the surrounding transaction commits (never for a rolled-back one)."""
     from catalog_app.tasks import run_job
@@ -52,7 +60,9 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
         kind=kind, params=params, requested_by=requested_by if requested_by and requested_by.is_authenticated else None
     )
     job_id = str(job.id)
-    transaction.on_commit(lambda: run_job.delay(job_id))
+    # robust: a broker that is down must not turn the caller's committed write into a 500; the job stays
+    # queued and is visible as such.
+    transaction.on_commit(lambda: run_job.delay(job_id), robust=True)
     return job
 
 
@@ -71,6 +81,17 @@ def job_cancel(*, job: Job) -> Job:
     return job
 
 
+def job_wait(job: Job, *, timeout: float, interval: float = 0.2) -> Job:
+    """Poll until the job finishes or `timeout` seconds pass; returns the job as last read."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not job.is_finished and time.monotonic() < deadline:
+        time.sleep(interval)
+        job.refresh_from_db()
+    return job
+
+
 @dataclass
 class _Claim:
     """The right to run one job, held by one delivery; progress and outcome are written only under it."""
@@ -82,7 +103,9 @@ class _Claim:
         return Job.objects.filter(id=self.job_id, worker=self.token, status=Job.Status.RUNNING).update(**fields)
 
     def report(self, percent: int, message: str = "") -> None:
-        self._update(progress=max(0, min(100, percent)), progress_message=message[:255], heartbeat_at=timezone.now())
+        fields = {"progress": max(0, min(100, percent)), "progress_message": message[:255]}
+        if not self._update(**fields, heartbeat_at=timezone.now()):
+            raise ClaimLost()
         if Job.objects.filter(id=self.job_id, cancel_requested=True).exists():
             raise JobCancelled()
 
@@ -105,7 +128,10 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stopped.wait(self.interval):
-                self.claim.heartbeat()
+                try:
+                    self.claim.heartbeat()
+                except Exception:  # a busy database must not end the heartbeat: try again next interval
+                    logger.warning("Heartbeat of job %s failed; retrying", self.claim.job_id, exc_info=True)
         finally:
             connection.close()
 
@@ -133,10 +159,16 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
         return JobOutcome.BUSY if job is not None and not job.is_finished else JobOutcome.ALREADY_FINISHED
 
     job = Job.objects.get(id=job_id)
+    if job.attempts > MAX_ATTEMPTS:
+        message = MESSAGE_TOO_MANY_ATTEMPTS.format(attempts=job.attempts - 1)
+        claim.finish(Job.Status.FAILED, error_code="too_many_attempts", error_message=message)
+        return JobOutcome.RAN
     heartbeat = _Heartbeat(claim, interval=max(1.0, settings.LAKEUI_JOB_STALE_AFTER / 4))
     heartbeat.start()
     try:
         result = job_kind_get(job.kind).handler(job.params, claim)
+    except ClaimLost:
+        logger.warning("Job %s was taken over by another delivery; this run stops", job_id)
     except JobCancelled:
         claim.finish(Job.Status.CANCELLED, error_code="cancelled", error_message=MESSAGE_CANCELLED)
     except ApplicationError as exc:

@@ -129,6 +129,8 @@ LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
 # retries later, one that finds an older one takes the job over (its worker died).
 LAKEUI_JOB_STALE_AFTER = int(ENV.get("LAKEUI_JOB_STALE_AFTER") or 60)
 LAKEUI_HEALTH_TIMEOUT = int(ENV.get("LAKEUI_HEALTH_TIMEOUT") or 60)
+# How long a read through a worker (table rows, SQL SELECT) may take before the API answers 504 with the job.
+LAKEUI_READ_TIMEOUT = int(ENV.get("LAKEUI_READ_TIMEOUT") or 120)
 
 # Time limits stay below the broker's visibility timeout, so a long job is never handed to a second worker
 # while the first is still within its limit.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 _root = Path(__file__).resolve().parent.parent.parent
 os.environ.setdefault("LAKEUI_VAR_DIR", str(_root / "var" / "test"))
+os.environ.setdefault("LAKEUI_WAREHOUSE", str(_root / "var" / "test" / "warehouse"))
 os.environ.setdefault("LAKEUI_QUEUE", f"lakeui-test-{uuid.uuid4().hex[:8]}")
 os.environ.setdefault("LAKEUI_JOB_STALE_AFTER", "8")
 

@@ -32,7 +32,7 @@ class Command(BaseCommand):
         try:
             while all(process.poll() is None for process in processes):
                 time.sleep(0.5)
-            code = next(process.returncode for process in processes if process.poll() is not None) or 1
+            code = next(process.returncode for process in processes if process.poll() is not None)
             self.stderr.write("One of the processes exited; stopping the other.")
         except KeyboardInterrupt:
             self.stdout.write("Stopping the web server and the worker...")

@@ -1,0 +1,136 @@
+"""Table data endpoints: writes answer 202 with the job; rows are read by a worker and returned."""
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog_app.apis.common import AT_PARAMETER, IF_MATCH_PARAMETER, WriteInputSerializer, read_ref, write_target
+from catalog_app.apis.jobs import JobOutputSerializer
+from catalog_app.selectors.refs import catalog_get
+from catalog_app.services.data_jobs import table_for_write, table_data_submit, table_rows_read, upload_store
+from catalog_app.services.jobs import job_create
+from lakeui.errors import ApplicationError
+
+DEFAULT_GRACE_HOURS = 24
+
+
+def _accepted(job):
+    return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TableLoadApi(APIView):
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    class InputSerializer(WriteInputSerializer):
+        strategy = serializers.CharField()
+        rows = serializers.ListField(child=serializers.JSONField(), required=False)
+        file = serializers.FileField(required=False, help_text="Multipart upload: a Parquet, CSV or JSON-lines file")
+        format = serializers.CharField(required=False, help_text="parquet, csv or json (with `file`)")
+        partitions = serializers.ListField(child=serializers.DictField(), required=False)
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
+    def post(self, request, catalog, ref, database, table):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = {key: value for key, value in data.validated_data.items() if key not in ("file", "format", "message")}
+        target = write_target(request, catalog, ref)
+        if "file" in data.validated_data:
+            current = table_for_write(target, database, table)
+            file_format = data.validated_data.get("format") or data.validated_data["file"].name.rsplit(".", 1)[-1]
+            params["upload"] = upload_store(
+                catalog=target.catalog,
+                table=current,
+                upload=data.validated_data["file"],
+                file_format=file_format.lower(),
+            )
+        return _accepted(
+            table_data_submit(target=target, database=database, table=table, kind="table_load", params=params)
+        )
+
+
+class TableDeleteApi(APIView):
+    class InputSerializer(WriteInputSerializer):
+        where = serializers.CharField(max_length=10_000, help_text="A predicate over the table's columns")
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
+    def post(self, request, catalog, ref, database, table):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        job = table_data_submit(
+            target=write_target(request, catalog, ref), database=database, table=table, kind="table_delete",
+            params={"where": data.validated_data["where"]},
+        )  # fmt: skip
+        return _accepted(job)
+
+
+class TableUpdateApi(APIView):
+    class InputSerializer(WriteInputSerializer):
+        set = serializers.DictField(child=serializers.CharField(max_length=10_000), help_text="column: expression")
+        where = serializers.CharField(max_length=10_000, required=False, help_text="Default: every row")
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
+    def post(self, request, catalog, ref, database, table):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = {"set": data.validated_data["set"], "where": data.validated_data.get("where")}
+        job = table_data_submit(
+            target=write_target(request, catalog, ref),
+            database=database,
+            table=table,
+            kind="table_update",
+            params=params,
+        )
+        return _accepted(job)
+
+
+class TableCompactApi(APIView):
+    @extend_schema(request=WriteInputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
+    def post(self, request, catalog, ref, database, table):
+        job = table_data_submit(
+            target=write_target(request, catalog, ref), database=database, table=table, kind="table_compact", params={}
+        )
+        return _accepted(job)
+
+
+class TableRowsApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField()
+        page = serializers.IntegerField()
+        page_size = serializers.IntegerField()
+        columns = serializers.ListField(child=serializers.DictField())
+        rows = serializers.ListField(child=serializers.ListField())
+
+    @extend_schema(
+        parameters=[AT_PARAMETER, OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
+        responses=OutputSerializer,
+    )
+    def get(self, request, catalog, ref, database, table):
+        try:
+            page = int(request.query_params.get("page", 1))
+            page_size = int(request.query_params.get("page_size", 50))
+        except ValueError:
+            raise ApplicationError("invalid_input", "page and page_size must be whole numbers.") from None
+        result = table_rows_read(
+            resolved=read_ref(request, catalog, ref), database=database, table=table, page=page, page_size=page_size,
+            user=request.user, timeout=settings.LAKEUI_READ_TIMEOUT,
+        )  # fmt: skip
+        return Response(result)
+
+
+class CatalogGcApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        grace_hours = serializers.FloatField(required=False, default=DEFAULT_GRACE_HOURS, help_text="Default 24")
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer})
+    def post(self, request, catalog):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        grace_seconds = round(data.validated_data["grace_hours"] * 3600)
+        if grace_seconds <= 0:
+            raise ApplicationError("invalid_grace_period", "grace_hours must be more than 0.")
+        found = catalog_get(name=catalog)
+        params = {"catalog_id": str(found.id), "grace_seconds": grace_seconds}
+        return _accepted(job_create(kind="catalog_gc", params=params, requested_by=request.user))

@@ -1,0 +1,159 @@
+"""Incoming rows checked against a table's schema: unknown columns, wrong types and nulls in NOT NULL columns
+are refused with a message that names the row and column. A missing column takes its default (or NULL)."""
+
+import base64
+import datetime
+import decimal
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from catalog_app.engine.tables import Column, spark_type, struct_type
+
+FILE_FORMATS = ("parquet", "csv", "json")
+MAX_ERRORS = 5
+
+
+class IncomingError(ValueError):
+    def __init__(self, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+
+
+def _integer(value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        raise TypeError
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError
+    return float(value)
+
+
+def _timestamp(value: Any) -> datetime.datetime:
+    moment = datetime.datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def _decimal(value: Any, column_type: str) -> decimal.Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError
+    number = decimal.Decimal(str(value))
+    precision, scale = (int(part) for part in column_type[len("decimal(") : -1].split(","))
+    if not number.is_finite() or number != number.quantize(decimal.Decimal(1).scaleb(-scale)):
+        raise TypeError
+    integer_digits = len(str(int(abs(number)))) if abs(number) >= 1 else 0
+    if integer_digits > precision - scale:
+        raise TypeError
+    return number
+
+
+def _exactly(kind: type):
+    def convert(value: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError
+        return value
+
+    return convert
+
+
+CONVERT = {
+    "boolean": _exactly(bool),
+    "int": lambda v: _integer(v, -(2**31), 2**31),
+    "long": lambda v: _integer(v, -(2**63), 2**63),
+    "float": _number,
+    "double": _number,
+    "string": _exactly(str),
+    "binary": lambda v: base64.b64decode(v, validate=True),
+    "date": lambda v: datetime.date.fromisoformat(v),
+    "timestamp": _timestamp,
+}
+
+
+def _convert(value: Any, column: Column) -> Any:
+    if column.type.startswith("decimal"):
+        return _decimal(value, column.type)
+    return CONVERT[column.type](value)
+
+
+def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Column]) -> DataFrame:
+    """JSON rows (objects keyed by column name) as a DataFrame in the table's schema."""
+    by_name = {column.name: column for column in columns}
+    values, errors = [], []
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise IncomingError("invalid_rows", f"Row {index} is not an object of column values.")
+        unknown = sorted(set(row) - set(by_name))
+        if unknown:
+            raise IncomingError("unknown_column", f"Row {index} has columns the table does not have: {unknown}.")
+        converted = []
+        for column in columns:
+            value = row.get(column.name, column.default) if column.name in row else column.default
+            if value is None:
+                if not column.nullable:
+                    errors.append(f"row {index}: column {column.name!r} is NOT NULL and has no value")
+                converted.append(None)
+                continue
+            try:
+                converted.append(_convert(value, column))
+            except (TypeError, ValueError, decimal.InvalidOperation):
+                errors.append(f"row {index}: {value!r} is not a {column.type} for column {column.name!r}")
+                converted.append(None)
+        if len(errors) >= MAX_ERRORS:
+            break
+        values.append(tuple(converted))
+    if errors:
+        code = "type_mismatch" if any(" is not a " in error for error in errors) else "not_null_violation"
+        raise IncomingError(code, "The rows do not fit the table's schema: " + "; ".join(errors) + ".", errors)
+    return spark.createDataFrame(values, struct_type(columns))
+
+
+def file_frame(spark: SparkSession, uri: str, file_format: str, columns: Sequence[Column]) -> DataFrame:
+    """An uploaded Parquet, CSV (with a header) or JSON-lines file as a DataFrame in the table's schema."""
+    if file_format not in FILE_FORMATS:
+        raise IncomingError("unsupported_format", f"File format must be one of {FILE_FORMATS}.")
+    reader = spark.read.option("header", "true") if file_format == "csv" else spark.read
+    if file_format == "json":
+        reader = reader.option("mode", "FAILFAST")
+    try:
+        frame = reader.format(file_format).load(uri)
+        incoming = frame.columns
+    except Exception as exc:  # a file Spark cannot read is the user's error, not ours
+        raise IncomingError("unreadable_file", f"The {file_format} file cannot be read: {str(exc)[:300]}") from None
+    return checked_frame(frame, incoming, columns)
+
+
+def checked_frame(frame: DataFrame, incoming: Sequence[str], columns: Sequence[Column]) -> DataFrame:
+    """Cast `frame` to the table's schema by column name, refusing what does not fit (one Spark pass)."""
+    by_name = {column.name: column for column in columns}
+    unknown = sorted(set(incoming) - set(by_name))
+    if unknown:
+        raise IncomingError("unknown_column", f"The data has columns the table does not have: {unknown}.")
+    projected, checks = [], []
+    for column in columns:
+        target = spark_type(column.type)
+        if column.name in incoming:
+            source = F.col(f"`{column.name}`")
+            cast = source.try_cast(target)  # Spark 4 is ANSI: cast raises on bad input, try_cast gives NULL
+            checks.append(F.sum(F.when(source.isNotNull() & cast.isNull(), 1).otherwise(0)).alias(f"bad:{column.name}"))
+        else:
+            cast = F.lit(column.default).cast(target)
+        projected.append(cast.alias(column.name))
+        if not column.nullable:
+            checks.append(F.sum(F.when(cast.isNull(), 1).otherwise(0)).alias(f"null:{column.name}"))
+    if checks:
+        counts = frame.agg(*checks).first().asDict()
+        problems = [(key.split(":", 1), count) for key, count in counts.items() if count]
+        if problems:
+            messages = [
+                f"{count} values of column {name!r} are not of type {by_name[name].type}" if kind == "bad"
+                else f"{count} rows have no value for NOT NULL column {name!r}"
+                for (kind, name), count in problems
+            ]  # fmt: skip
+            code = "type_mismatch" if any(kind == "bad" for (kind, _), _ in problems) else "not_null_violation"
+            raise IncomingError(code, "The data does not fit the table's schema: " + "; ".join(messages) + ".")
+    return frame.select(*projected)

@@ -1,0 +1,58 @@
+"""Table data: immutable Parquet files and which commits added or removed them.
+
+A **segment** holds rows; a **delta file** lists deleted row positions of one segment. Files are written once
+under `<warehouse>/<catalog id>/<table id>/` and registered only by the commit that makes them live, so a job
+that fails leaves no row here (its files are orphans for garbage collection). Which files a table has at a
+commit is the newest `FileEntry` of each file along the commit's first-parent chain, like object versions.
+"""
+
+import uuid
+
+from django.db import models
+
+from catalog_app.models.catalog import Catalog, Commit, Line, SchemaVersion
+
+
+class DataFile(models.Model):
+    class Kind(models.TextChoices):
+        SEGMENT = "segment"
+        DELTA = "delta"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    table_id = models.UUIDField()
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    # Relative to the warehouse root, built by the code from ids: `<catalog id>/<table id>/...`.
+    path = models.CharField(max_length=1024, unique=True)
+    row_count = models.BigIntegerField()
+    size_bytes = models.BigIntegerField()
+    # Segments: partition values by column id, per-column statistics {column id: {min, max, nulls}}, and the
+    # schema version the file was written with (visible on the branch that wrote it; see DESIGN.md 4.5).
+    partition_values = models.JSONField(default=dict)
+    stats = models.JSONField(default=dict)
+    schema_version = models.ForeignKey(SchemaVersion, null=True, blank=True, on_delete=models.PROTECT)
+    schema_visible = models.BooleanField(default=True)
+    # Delta files: the segment whose rows they delete.
+    segment = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="deltas")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["table_id", "kind"])]
+
+
+class FileEntry(models.Model):
+    """A file becoming live in (or removed from) a table in one commit."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    table_id = models.UUIDField()
+    file = models.ForeignKey(DataFile, on_delete=models.CASCADE, related_name="entries")
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="file_entries")
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
+    seq = models.BigIntegerField()
+    removed = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["table_id", "line", "seq"]),
+            models.Index(fields=["file", "seq"]),
+        ]

@@ -1,0 +1,318 @@
+"""Table data jobs: load (append_only, full_refresh), delete, update, compaction; one commit each.
+
+A job reads a snapshot of the table at the branch head, does its Spark work (writing new files only), and then
+commits in one transaction on the branch's current head, provided the table's schema and every file the job
+read or replaced are unchanged there (optimistic concurrency, as Delta Lake does); otherwise the job fails with
+`concurrent_change` and the files it wrote are orphans for garbage collection. A job delivered again after its
+commit finds that commit (by job id) and does not write twice.
+"""
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from pyspark.sql import DataFrame
+
+from catalog_app.engine import dml, incoming
+from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate, to_column
+from catalog_app.engine.tables import (
+    SEGMENT_ID,
+    Column,
+    Warehouse,
+    WrittenFile,
+    read_segments,
+    write_deltas,
+    write_segments,
+)
+from catalog_app.models import Catalog, Commit, DataFile, Job, ObjectKind, ObjectVersion, Operation
+from catalog_app.selectors.objects import object_by_id
+from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.tables import TableFiles, table_columns, table_files
+from catalog_app.services.commits import commit_begin
+from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+
+Op = Operation.Op
+WRITE_MODE, COPY_ON_WRITE, MERGE_ON_READ = "write.mode", "copy-on-write", "merge-on-read"
+COMPACTION_TARGET = "compaction.target-bytes"
+DEFAULT_COMPACTION_TARGET = 128 * 1024 * 1024
+LOAD_STRATEGIES = ("append_only", "full_refresh")
+MESSAGE_CONCURRENT = "The table changed on branch {branch!r} while the job ran ({why}); nothing was committed."
+
+
+def predicate_column(where: str, columns: list[Column]):
+    try:
+        return to_column(parse_predicate(where, {c.name: c.type for c in columns}))
+    except PredicateError as exc:
+        raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
+
+
+def assignment_columns(assignments: dict[str, str], columns: list[Column]):
+    try:
+        parsed = parse_assignments(assignments, {c.name: c.type for c in columns})
+    except PredicateError as exc:
+        raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
+    return {name: to_column(expression) for name, expression in parsed.items()}
+
+
+@dataclass
+class Snapshot:
+    """The table as the job read it at the start."""
+
+    catalog: Catalog
+    branch: str
+    table: ObjectVersion
+    files: TableFiles
+    warehouse: Warehouse
+
+    @property
+    def columns(self) -> list[Column]:
+        return table_columns(self.table)
+
+    @property
+    def base(self) -> str:
+        return f"{self.catalog.id}/{self.table.object_id}"
+
+    @property
+    def copy_on_write(self) -> bool:
+        return self.table.state["properties"].get(WRITE_MODE, MERGE_ON_READ) == COPY_ON_WRITE
+
+    def read(self, spark, segments: list[DataFile] | None = None, *, positions: bool = False) -> DataFrame:
+        chosen = self.files if segments is None else TableFiles(segments, self.files.deltas)
+        return read_segments(spark, self.warehouse, self.base, self.columns, chosen.reads(), positions=positions)
+
+    def write(self, spark, rows: DataFrame, tag: str) -> list[WrittenFile]:
+        partition_ids = self.table.state["partition_by"]
+        return write_segments(
+            spark, self.warehouse, self.base, rows, self.columns, partition_ids=partition_ids, tag=tag
+        )
+
+    def with_deltas(self, segments: list[DataFile]) -> list[DataFile]:
+        return [*segments, *(delta for s in segments for delta in self.files.deltas.get(s.id, []))]
+
+
+@dataclass
+class DataChange:
+    op: str
+    new_segments: list[WrittenFile] = field(default_factory=list)
+    new_deltas: list[WrittenFile] = field(default_factory=list)
+    removed: list[DataFile] = field(default_factory=list)  # segments and delta files the change replaces
+    touched: list[DataFile] = field(default_factory=list)  # segments whose rows it deleted or updated
+    counts: dict[str, int] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    segments_read: list[DataFile] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.new_segments or self.new_deltas or self.removed)
+
+    def figures(self) -> dict[str, int]:
+        removed_segments = [f for f in self.removed if f.kind == DataFile.Kind.SEGMENT]
+        return {
+            "rows_inserted": 0, "rows_updated": 0, "rows_deleted": 0, **self.counts,
+            "segments_read": len(self.segments_read),
+            "segments_rewritten": len(removed_segments) if self.op != Op.OVERWRITE else 0,
+            "segments_written": len(self.new_segments),
+            "delta_files_written": len(self.new_deltas),
+            "bytes_read": sum(s.size_bytes for s in self.segments_read),
+            "bytes_written": sum(f.size_bytes for f in [*self.new_segments, *self.new_deltas]),
+        }  # fmt: skip
+
+
+# --- the worker side --------------------------------------------------------------------------------------
+
+
+def table_snapshot(*, catalog_id: str, branch: str, table_id: str, warehouse: str) -> Snapshot:
+    catalog = Catalog.objects.get(id=catalog_id)
+    from catalog_app.selectors.refs import branch_get
+
+    chain = commit_chain(branch_get(catalog=catalog, name=branch).head)
+    table = object_by_id(chain, object_id=uuid.UUID(table_id))
+    if table is None or table.dropped or table.kind != ObjectKind.TABLE:
+        raise NotFoundError("table_not_found", f"The table no longer exists on branch {branch!r}.")
+    return Snapshot(catalog, branch, table, table_files(chain, table_id=table.object_id), Warehouse(warehouse))
+
+
+def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, message: str) -> Commit:
+    """Commit `change` on the branch's current head if the table is still as the job read it."""
+    with transaction.atomic():
+        draft = commit_begin(catalog=snapshot.catalog, branch=snapshot.branch)
+        current = object_by_id(draft.chain, object_id=snapshot.table.object_id)
+        if current is None or current.dropped:
+            raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why="dropped"))
+        if current.state["schema_version_id"] != snapshot.table.state["schema_version_id"]:
+            why = "its schema changed"
+            raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why=why))
+        live = table_files(draft.chain, table_id=current.object_id)
+        live_ids = {f.id for f in live.segments} | {d.id for ds in live.deltas.values() for d in ds}
+        if not {f.id for f in [*change.removed, *change.touched]} <= live_ids:
+            why = "files it read were replaced"
+            raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why=why))
+        new_segments = [_data_file(snapshot, written, DataFile.Kind.SEGMENT) for written in change.new_segments]
+        new_deltas = [_data_file(snapshot, written, DataFile.Kind.DELTA) for written in change.new_deltas]
+        for file in [*new_segments, *new_deltas]:
+            draft.add_file(file)
+        for file in change.removed:
+            draft.remove_file(file)
+        draft.put(
+            kind=ObjectKind.TABLE, object_id=current.object_id, name=current.name, parent_id=current.parent_id,
+            state=current.state,
+        )  # fmt: skip
+        details = {
+            "segments_added": [str(f.id) for f in new_segments],
+            "deltas_added": [str(f.id) for f in new_deltas],
+            "segments_removed": [str(f.id) for f in change.removed if f.kind == DataFile.Kind.SEGMENT],
+            "deltas_removed": [str(f.id) for f in change.removed if f.kind == DataFile.Kind.DELTA],
+            "segments_touched": [str(f.id) for f in change.touched],
+            **change.figures(),
+            **change.details,
+        }
+        draft.operation(object_id=current.object_id, kind=ObjectKind.TABLE, op=change.op, details=details)
+        return draft.commit(author=job.requested_by, message=message, job=job)
+
+
+def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str) -> DataFile:
+    return DataFile(
+        catalog=snapshot.catalog, table_id=snapshot.table.object_id, kind=kind, path=written.path,
+        row_count=written.row_count, size_bytes=written.size_bytes, stats=written.stats,
+        partition_values=written.partition_values,
+        schema_version_id=snapshot.table.state["schema_version_id"] if kind == DataFile.Kind.SEGMENT else None,
+        segment_id=uuid.UUID(written.segment_id) if written.segment_id else None,
+    )  # fmt: skip
+
+
+# --- the changes ------------------------------------------------------------------------------------------
+
+
+def _incoming(spark, snapshot: Snapshot, params: dict) -> DataFrame:
+    try:
+        if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
+            return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
+        upload = params["upload"]
+        return incoming.file_frame(spark, snapshot.warehouse.uri(upload["path"]), upload["format"], snapshot.columns)
+    except incoming.IncomingError as exc:
+        raise ApplicationError(exc.code, exc.message, details=exc.details) from None
+
+
+def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
+    rows = _incoming(spark, snapshot, params)
+    if params["strategy"] == "append_only":
+        written = snapshot.write(spark, rows, tag)
+        return DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": sum(w.row_count for w in written)})
+    replaced = _segments_in_partitions(snapshot, params.get("partitions"), rows)
+    deleted = snapshot.read(spark, replaced).count() if replaced else 0
+    written = snapshot.write(spark, rows, tag)
+    details = {"partitions": params["partitions"]} if params.get("partitions") else {"whole_table": True}
+    return DataChange(
+        Op.OVERWRITE, new_segments=written, removed=snapshot.with_deltas(replaced), segments_read=[], details=details,
+        counts={"rows_inserted": sum(w.row_count for w in written), "rows_deleted": deleted},
+    )  # fmt: skip
+
+
+def _segments_in_partitions(snapshot: Snapshot, partitions: list[dict] | None, rows: DataFrame) -> list[DataFile]:
+    """All live segments, or those of the given partitions (whose incoming rows must all fall in them)."""
+    if not partitions:
+        return list(snapshot.files.segments)
+    by_name = {c.name: c for c in snapshot.columns}
+    spec = [by_name[name] for name in _partition_names(snapshot)]
+    wanted = [{str(c.id): partition.get(c.name) for c in spec} for partition in partitions]
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    inside = reduce(
+        lambda a, b: a | b,
+        [
+            reduce(
+                lambda x, y: x & y,
+                [F.col(f"`{c.name}`").eqNullSafe(F.lit(p[str(c.id)]).cast(rows.schema[c.name].dataType)) for c in spec],
+            )
+            for p in wanted
+        ],
+    )
+    outside = rows.filter(~inside).count()
+    if outside:
+        raise ApplicationError(
+            "rows_outside_partitions", f"{outside} incoming rows are not in the partitions being overwritten."
+        )
+    return [s for s in snapshot.files.segments if _values_match(s.partition_values, wanted)]
+
+
+def _values_match(values: dict, wanted: list[dict]) -> bool:
+    return any(all(str(values.get(key)) == str(value) for key, value in partition.items()) for partition in wanted)
+
+
+def _partition_names(snapshot: Snapshot) -> list[str]:
+    by_id = {c.id: c.name for c in snapshot.columns}
+    return [by_id[i] for i in snapshot.table.state["partition_by"]]
+
+
+def _matched(spark, snapshot: Snapshot, predicate) -> tuple[DataFrame, DataFrame, list[DataFile]]:
+    rows = snapshot.read(spark, positions=True)
+    matched = dml.positions_matching(rows, predicate).cache()
+    touched_ids = {row[SEGMENT_ID] for row in matched.select(SEGMENT_ID).distinct().collect()}
+    touched = [s for s in snapshot.files.segments if str(s.id) in touched_ids]
+    return rows, matched, touched
+
+
+def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
+    predicate = predicate_column(params["where"], snapshot.columns)
+    _, matched, touched = _matched(spark, snapshot, predicate)
+    deleted = matched.count()
+    change = DataChange(
+        Op.DELETE, touched=touched, counts={"rows_deleted": deleted}, segments_read=snapshot.files.segments
+    )
+    if not deleted:
+        return change
+    if snapshot.copy_on_write:
+        kept = dml.rows_not_matching(snapshot.read(spark, touched), predicate)
+        change.new_segments, change.removed = snapshot.write(spark, kept, tag), snapshot.with_deltas(touched)
+    else:
+        change.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, matched, tag=tag)
+    return change
+
+
+def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
+    predicate = predicate_column(params["where"], snapshot.columns)
+    assignments = assignment_columns(params["set"], snapshot.columns)
+    rows, matched, touched = _matched(spark, snapshot, predicate)
+    updated = matched.count()
+    change = DataChange(
+        Op.UPDATE, touched=touched, counts={"rows_updated": updated}, segments_read=snapshot.files.segments
+    )
+    if not updated:
+        return change
+    if snapshot.copy_on_write:
+        new_rows = dml.rows_updated(snapshot.read(spark, touched), predicate, assignments)
+        change.removed = snapshot.with_deltas(touched)
+    else:
+        new_rows = dml.matched_rows_updated(rows, predicate, assignments).select(
+            *[f"`{c.name}`" for c in snapshot.columns]
+        )
+        change.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, matched, tag=tag)
+    try:
+        checked = incoming.checked_frame(new_rows, new_rows.columns, snapshot.columns)
+    except incoming.IncomingError as exc:
+        raise ApplicationError(exc.code, exc.message) from None
+    change.new_segments = snapshot.write(spark, checked, tag)
+    return change
+
+
+def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
+    """Rewrite small segments and segments with delta files into fewer files; no row changes."""
+    target = int(snapshot.table.state["properties"].get(COMPACTION_TARGET, DEFAULT_COMPACTION_TARGET))
+    small = [s for s in snapshot.files.segments if s.size_bytes < target or s.id in snapshot.files.deltas]
+    if len(small) < 2 and not any(s.id in snapshot.files.deltas for s in small):
+        return DataChange(Op.COMPACTION)
+    rows = snapshot.read(spark, small)
+    files = max(1, math.ceil(sum(s.size_bytes for s in small) / target))
+    before = rows.count()
+    written = snapshot.write(spark, rows.coalesce(files), tag)
+    if sum(w.row_count for w in written) != before:
+        raise ApplicationError("compaction_mismatch", "Compaction wrote a different number of rows; nothing committed.")
+    return DataChange(Op.COMPACTION, new_segments=written, removed=snapshot.with_deltas(small), segments_read=small)
+
+
+CHANGES = {"table_load": load_change, "table_delete": delete_change, "table_update": update_change,
+           "table_compact": compaction_change}  # fmt: skip

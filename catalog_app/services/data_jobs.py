@@ -1,0 +1,142 @@
+"""Submitting table data jobs from the web process: every check that needs no Spark runs here, so bad input is
+a 400 before anything is enqueued; the worker does the rest (see services/data.py)."""
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from catalog_app.engine.incoming import FILE_FORMATS
+from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate
+from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
+from catalog_app.selectors.objects import object_get
+from catalog_app.selectors.refs import ResolvedRef, ref_resolve
+from catalog_app.selectors.tables import table_columns
+from catalog_app.services.commits import WriteTarget
+from catalog_app.services.data import LOAD_STRATEGIES
+from catalog_app.services.jobs import job_create, job_wait
+from lakeui.errors import ApplicationError
+
+ALL_STRATEGIES = (
+    "append_only",
+    "full_refresh",
+    "insert",
+    "update",
+    "upsert",
+    "delete_insert",
+    "incremental",
+    "scd2",
+    "snapshot",
+)
+MAX_JSON_ROWS = 10_000
+MAX_PAGE_SIZE = 1000
+
+
+def _table_at(resolved: ResolvedRef, database: str, table: str) -> ObjectVersion:
+    db = object_get(resolved.chain, kind=ObjectKind.DATABASE, name=database)
+    return object_get(resolved.chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
+
+
+def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVersion:
+    resolved = ref_resolve(catalog=target.catalog, ref=target.branch)
+    if resolved.kind != "branch":
+        raise ApplicationError(
+            "read_only_ref", f"{target.branch!r} is a {resolved.kind}; only branches can be written to."
+        )
+    if target.expected_head and not resolved.commit.id.startswith(target.expected_head):
+        from lakeui.errors import ConflictError
+
+        raise ConflictError(
+            "branch_moved", f"Branch {target.branch!r} has moved.", details={"head": resolved.commit.id}
+        )
+    return _table_at(resolved, database, table)
+
+
+def _checked(parse, *args) -> Any:
+    try:
+        return parse(*args)
+    except PredicateError as exc:
+        raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
+
+
+def _load_params(table: ObjectVersion, params: dict) -> dict:
+    strategy = params.get("strategy")
+    if strategy not in ALL_STRATEGIES:
+        raise ApplicationError("invalid_strategy", f"strategy must be one of {ALL_STRATEGIES}.")
+    if strategy not in LOAD_STRATEGIES:
+        raise ApplicationError(
+            "strategy_not_supported", f"Strategy {strategy!r} is not available yet; use one of {LOAD_STRATEGIES}."
+        )
+    if ("rows" in params) == ("upload" in params):
+        raise ApplicationError("invalid_input", "Give the incoming data as either `rows` or an uploaded `file`.")
+    if "rows" in params and (not isinstance(params["rows"], list) or len(params["rows"]) > MAX_JSON_ROWS):
+        raise ApplicationError(
+            "invalid_rows", f"rows must be a list of at most {MAX_JSON_ROWS} objects; upload a file for more."
+        )
+    partitions = params.get("partitions")
+    if partitions:
+        names = {c.name for c in table_columns(table) if c.id in table.state["partition_by"]}
+        if strategy != "full_refresh" or not names:
+            raise ApplicationError("invalid_input", "partitions are for full_refresh of a partitioned table.")
+        if not isinstance(partitions, list) or not all(isinstance(p, dict) and set(p) == names for p in partitions):
+            raise ApplicationError("invalid_input", f"Each partition must give a value for exactly {sorted(names)}.")
+    return {key: params[key] for key in ("strategy", "rows", "upload", "partitions") if key in params}
+
+
+def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: str, params: dict) -> Job:
+    """Check a data change and enqueue it as a job (202). Kinds: table_load, table_delete, table_update,
+    table_compact."""
+    current = table_for_write(target, database, table)
+    types = {c.name: c.type for c in table_columns(current)}
+    if kind == "table_load":
+        checked = _load_params(current, params)
+    elif kind == "table_delete":
+        _checked(parse_predicate, params.get("where") or "", types)
+        checked = {"where": params["where"]}
+    elif kind == "table_update":
+        where = params.get("where") or "TRUE"
+        _checked(parse_predicate, where, types)
+        _checked(parse_assignments, params.get("set") or {}, types)
+        checked = {"where": where, "set": params["set"]}
+    else:
+        checked = {}
+    job_params = {
+        "catalog_id": str(target.catalog.id), "branch": target.branch, "table_id": str(current.object_id),
+        "database": database, "table": table, "message": target.message, **checked,
+    }  # fmt: skip
+    return job_create(kind=kind, params=job_params, requested_by=target.author)
+
+
+def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile, file_format: str) -> dict:
+    """Save an uploaded file where the workers read it: the table's staging folder in the warehouse."""
+    if file_format not in FILE_FORMATS:
+        raise ApplicationError("unsupported_format", f"format must be one of {FILE_FORMATS}.")
+    if "://" in settings.LAKEUI_WAREHOUSE:
+        raise ApplicationError("upload_unsupported", "Uploads need a local warehouse; load from a query instead.")
+    relative = f"{catalog.id}/{table.object_id}/staging/{uuid.uuid4().hex}.{file_format}"
+    destination = Path(settings.LAKEUI_WAREHOUSE) / relative
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with destination.open("wb") as out:
+        for chunk in upload.chunks():
+            out.write(chunk)
+    return {"path": relative, "format": file_format}
+
+
+def table_rows_read(
+    *, resolved: ResolvedRef, database: str, table: str, page: int, page_size: int, user, timeout: float
+) -> dict:
+    """A page of rows at a ref, read by a worker's SparkSession; waits for it up to `timeout` seconds."""
+    if page < 1 or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
+    current = _table_at(resolved, database, table)
+    params = {"commit": resolved.commit.id, "table_id": str(current.object_id), "page": page, "page_size": page_size}
+    job = job_wait(job_create(kind="table_rows", params=params, requested_by=user), timeout=timeout)
+    if job.status == Job.Status.SUCCEEDED:
+        return job.result
+    if job.status == Job.Status.FAILED:
+        raise ApplicationError(job.error_code, job.error_message)
+    raise ApplicationError(
+        "read_timeout", f"The read did not finish within {timeout:.0f} s.", status=504, details={"job": str(job.id)}
+    )

@@ -1,0 +1,43 @@
+"""Helpers for table data tests: run data jobs through the real worker, read tables with the engine."""
+
+from django.conf import settings
+from pyspark.sql import DataFrame
+
+from catalog_app.engine.tables import Warehouse, read_segments
+from catalog_app.models import Job, ObjectKind
+from catalog_app.selectors.objects import object_get
+from catalog_app.selectors.refs import ref_resolve
+from catalog_app.selectors.tables import table_columns, table_files
+from catalog_app.services.data_jobs import table_data_submit
+from tests.conftest import wait_for_job
+from tests.support.catalogs import on
+
+
+def run(catalog, kind, params, *, branch="main", database="sales", table="orders", expect="succeeded") -> Job:
+    job = table_data_submit(target=on(catalog, branch), database=database, table=table, kind=kind, params=params)
+    job = wait_for_job(job.id, timeout=240)
+    assert job.status == expect, f"{job.status}: {job.error_code} {job.error_message}"
+    return job
+
+
+def load(catalog, rows, **kwargs) -> Job:
+    return run(catalog, "table_load", {"strategy": "append_only", "rows": rows}, **kwargs)
+
+
+def table_version(catalog, ref="main", database="sales", table="orders", at=None):
+    chain = ref_resolve(catalog=catalog, ref=ref, at=at).chain
+    db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
+    return chain, object_get(chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
+
+
+def read(spark, catalog, ref="main", database="sales", table="orders") -> DataFrame:
+    """The table's rows at a ref, read in this process with the engine (as a worker reads them)."""
+    chain, version = table_version(catalog, ref, database, table)
+    files = table_files(chain, table_id=version.object_id)
+    base = f"{catalog.id}/{version.object_id}"
+    return read_segments(spark, Warehouse(settings.LAKEUI_WAREHOUSE), base, table_columns(version), files.reads())
+
+
+def files_at(catalog, ref="main", database="sales", table="orders"):
+    chain, version = table_version(catalog, ref, database, table)
+    return table_files(chain, table_id=version.object_id)
