@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from catalog_app.apis.common import AT_PARAMETER, IF_MATCH_PARAMETER, WriteInputSerializer, read_ref, write_target
 from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.selectors.refs import catalog_get
-from catalog_app.services.data_jobs import table_for_write, table_data_submit, table_rows_read, upload_store
+from catalog_app.services.data_jobs import table_data_submit, table_for_write, table_rows_read, upload_store
 from catalog_app.services.jobs import job_create
 from lakeui.errors import ApplicationError
 

@@ -20,10 +20,11 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
         token, _ = Token.objects.get_or_create(user=user)
+        shown = password if created else "as set when it was created"
         self.stdout.write(
             self.style.SUCCESS(
                 "\nLakeUI demo login\n"
-                f"  browser:  http://127.0.0.1:8000/  (user {DEMO_USERNAME}, password {password if created else 'as set before'})\n"
+                f"  browser:  http://127.0.0.1:8000/  (user {DEMO_USERNAME}, password {shown})\n"
                 f"  API:      curl -H 'Authorization: Token {token.key}' http://127.0.0.1:8000/api/v1/jobs\n"
                 "  API docs: http://127.0.0.1:8000/api/docs\n"
             )
