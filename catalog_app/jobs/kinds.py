@@ -8,13 +8,13 @@ from django.conf import settings
 from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files
-from catalog_app.engine.tables import Warehouse, deleted_count, read_page
+from catalog_app.engine.tables import Warehouse, deleted_count, json_value, read_page
 from catalog_app.jobs.registry import Progress, job_kind
 from catalog_app.models import Catalog, Commit, DataFile, Job
 from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import table_columns, table_files
-from catalog_app.services.data import CHANGES, data_change_commit, table_snapshot
+from catalog_app.services.data import CHANGES, data_change_commit, select_frame, table_snapshot
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, NotFoundError
 
@@ -110,6 +110,25 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         "page_size": limit,
         "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in columns],
         "rows": rows,
+    }
+
+
+MAX_SELECT_ROWS = 10_000
+
+
+@job_kind("sql_select")
+def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    commit = Commit.objects.select_related("catalog").get(id=params["commit"])
+    limit = min(int(params.get("limit", 1000)), MAX_SELECT_ROWS)
+    frame = select_frame(
+        spark_session(), catalog=commit.catalog, chain=commit_chain(commit), statement=params["statement"],
+        warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
+    )  # fmt: skip
+    rows = frame.collect()
+    return {
+        "columns": [{"name": f.name, "type": f.dataType.simpleString()} for f in frame.schema.fields],
+        "rows": [[json_value(value) for value in row] for row in rows[:limit]],
+        "truncated": len(rows) > limit,
     }
 
 

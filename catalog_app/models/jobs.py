@@ -25,6 +25,8 @@ class Job(models.Model):
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
+    # The HTTP status the refusal maps to (4xx for the user's errors), for APIs that wait on the job.
+    error_status = models.PositiveSmallIntegerField(null=True, blank=True)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )

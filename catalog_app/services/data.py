@@ -10,12 +10,14 @@ commit finds that commit (by job id) and does not write twice.
 import math
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 from django.db import transaction
+from django.utils.dateparse import parse_datetime
 from pyspark.sql import DataFrame
 
-from catalog_app.engine import dml, incoming
+from catalog_app.engine import dml, incoming, sql
 from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate, to_column
 from catalog_app.engine.tables import (
     SEGMENT_ID,
@@ -27,8 +29,8 @@ from catalog_app.engine.tables import (
     write_segments,
 )
 from catalog_app.models import Catalog, Commit, DataFile, Job, ObjectKind, ObjectVersion, Operation
-from catalog_app.selectors.objects import object_by_id
-from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.objects import object_by_id, object_get
+from catalog_app.selectors.refs import Chain, branch_get, commit_at, commit_chain, commit_get
 from catalog_app.selectors.tables import TableFiles, table_columns, table_files
 from catalog_app.services.commits import commit_begin
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -65,6 +67,7 @@ class Snapshot:
     table: ObjectVersion
     files: TableFiles
     warehouse: Warehouse
+    head: Commit
 
     @property
     def columns(self) -> list[Column]:
@@ -125,13 +128,12 @@ class DataChange:
 
 def table_snapshot(*, catalog_id: str, branch: str, table_id: str, warehouse: str) -> Snapshot:
     catalog = Catalog.objects.get(id=catalog_id)
-    from catalog_app.selectors.refs import branch_get
-
     chain = commit_chain(branch_get(catalog=catalog, name=branch).head)
     table = object_by_id(chain, object_id=uuid.UUID(table_id))
     if table is None or table.dropped or table.kind != ObjectKind.TABLE:
         raise NotFoundError("table_not_found", f"The table no longer exists on branch {branch!r}.")
-    return Snapshot(catalog, branch, table, table_files(chain, table_id=table.object_id), Warehouse(warehouse))
+    files = table_files(chain, table_id=table.object_id)
+    return Snapshot(catalog, branch, table, files, Warehouse(warehouse), chain.commit)
 
 
 def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, message: str) -> Commit:
@@ -185,8 +187,45 @@ def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str) -> DataFile:
 # --- the changes ------------------------------------------------------------------------------------------
 
 
+def table_frame_at(spark, chain: Chain, *, database: str, table: str, warehouse: Warehouse) -> DataFrame:
+    """A table's rows at a commit, in its current schema there."""
+    db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
+    version = object_get(chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
+    files = table_files(chain, table_id=version.object_id)
+    base = f"{version.catalog_id}/{version.object_id}"
+    return read_segments(spark, warehouse, base, table_columns(version), files.reads())
+
+
+def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, warehouse: Warehouse, limit=None):
+    """A SELECT over tables of the ref whose chain is given; `FOR TIMESTAMP AS OF` reads a table as it was on
+    that chain then, `FOR VERSION AS OF '<commit>'` at that commit of the catalog."""
+
+    def frame_of(reference: sql.TableReference) -> DataFrame:
+        at_chain = chain
+        if reference.version is not None:
+            at_chain = commit_chain(commit_get(catalog=catalog, commit_id=reference.version))
+        elif reference.timestamp is not None:
+            moment = parse_datetime(reference.timestamp.replace(" ", "T"))
+            if moment is None:
+                raise ApplicationError("invalid_timestamp", f"{reference.timestamp!r} is not a timestamp.")
+            at_chain = commit_chain(commit_at(chain, moment if moment.tzinfo else moment.replace(tzinfo=UTC)))
+        return table_frame_at(spark, at_chain, database=reference.database, table=reference.table, warehouse=warehouse)
+
+    try:
+        references = sql.table_references(spark, statement)
+        return sql.run_select(spark, statement, references, frame_of, limit=limit)
+    except sql.SqlError as exc:
+        raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
+
+
 def _incoming(spark, snapshot: Snapshot, params: dict) -> DataFrame:
     try:
+        if "query" in params:
+            chain = commit_chain(snapshot.head)
+            frame = select_frame(
+                spark, catalog=snapshot.catalog, chain=chain, statement=params["query"], warehouse=snapshot.warehouse
+            )
+            return incoming.checked_frame(frame, frame.columns, snapshot.columns)
         if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
             return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
         upload = params["upload"]

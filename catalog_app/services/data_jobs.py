@@ -16,7 +16,7 @@ from catalog_app.selectors.refs import ResolvedRef, ref_resolve
 from catalog_app.selectors.tables import table_columns
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data import LOAD_STRATEGIES
-from catalog_app.services.jobs import job_create, job_wait
+from catalog_app.services.jobs import job_create, job_run_sync
 from lakeui.errors import ApplicationError
 
 ALL_STRATEGIES = (
@@ -69,8 +69,12 @@ def _load_params(table: ObjectVersion, params: dict) -> dict:
         raise ApplicationError(
             "strategy_not_supported", f"Strategy {strategy!r} is not available yet; use one of {LOAD_STRATEGIES}."
         )
-    if ("rows" in params) == ("upload" in params):
-        raise ApplicationError("invalid_input", "Give the incoming data as either `rows` or an uploaded `file`.")
+    if sum(source in params for source in ("rows", "upload", "query")) != 1:
+        raise ApplicationError(
+            "invalid_input", "Give the incoming data as one of `rows`, an uploaded `file` or `query`."
+        )
+    if "query" in params and (not isinstance(params["query"], str) or not params["query"].strip()):
+        raise ApplicationError("invalid_input", "query must be a SELECT statement over tables of the same ref.")
     if "rows" in params and (not isinstance(params["rows"], list) or len(params["rows"]) > MAX_JSON_ROWS):
         raise ApplicationError(
             "invalid_rows", f"rows must be a list of at most {MAX_JSON_ROWS} objects; upload a file for more."
@@ -82,7 +86,7 @@ def _load_params(table: ObjectVersion, params: dict) -> dict:
             raise ApplicationError("invalid_input", "partitions are for full_refresh of a partitioned table.")
         if not isinstance(partitions, list) or not all(isinstance(p, dict) and set(p) == names for p in partitions):
             raise ApplicationError("invalid_input", f"Each partition must give a value for exactly {sorted(names)}.")
-    return {key: params[key] for key in ("strategy", "rows", "upload", "partitions") if key in params}
+    return {key: params[key] for key in ("strategy", "rows", "upload", "query", "partitions") if key in params}
 
 
 def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: str, params: dict) -> Job:
@@ -127,16 +131,9 @@ def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile
 def table_rows_read(
     *, resolved: ResolvedRef, database: str, table: str, page: int, page_size: int, user, timeout: float
 ) -> dict:
-    """A page of rows at a ref, read by a worker's SparkSession; waits for it up to `timeout` seconds."""
+    """A page of rows at a ref, read by a worker's SparkSession."""
     if page < 1 or not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
     current = _table_at(resolved, database, table)
     params = {"commit": resolved.commit.id, "table_id": str(current.object_id), "page": page, "page_size": page_size}
-    job = job_wait(job_create(kind="table_rows", params=params, requested_by=user), timeout=timeout)
-    if job.status == Job.Status.SUCCEEDED:
-        return job.result
-    if job.status == Job.Status.FAILED:
-        raise ApplicationError(job.error_code, job.error_message)
-    raise ApplicationError(
-        "read_timeout", f"The read did not finish within {timeout:.0f} s.", status=504, details={"job": str(job.id)}
-    )
+    return job_run_sync(kind="table_rows", params=params, requested_by=user, timeout=timeout)

@@ -92,6 +92,19 @@ def job_wait(job: Job, *, timeout: float, interval: float = 0.2) -> Job:
     return job
 
 
+def job_run_sync(*, kind: str, params: dict[str, Any], requested_by, timeout: float) -> dict[str, Any]:
+    """Run a read on a worker (its warm SparkSession) and wait: the result, the job's own refusal with its
+    status, or a 504 naming the job if it takes longer than `timeout` seconds."""
+    job = job_wait(job_create(kind=kind, params=params, requested_by=requested_by), timeout=timeout)
+    if job.status == Job.Status.SUCCEEDED:
+        return job.result
+    if job.status == Job.Status.FAILED:
+        raise ApplicationError(job.error_code, job.error_message, status=job.error_status or 500, details=job.result)
+    raise ApplicationError(
+        "read_timeout", f"The read did not finish within {timeout:.0f} s.", status=504, details={"job": str(job.id)}
+    )
+
+
 @dataclass
 class _Claim:
     """The right to run one job, held by one delivery; progress and outcome are written only under it."""
@@ -112,9 +125,11 @@ class _Claim:
     def heartbeat(self) -> None:
         self._update(heartbeat_at=timezone.now())
 
-    def finish(self, status: str, *, result: Any = None, error_code: str = "", error_message: str = "") -> None:
+    def finish(
+        self, status: str, *, result: Any = None, error_code: str = "", error_message: str = "", error_status=None
+    ) -> None:
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "result": result}
-        fields.update(error_code=error_code, error_message=error_message)
+        fields.update(error_code=error_code, error_message=error_message, error_status=error_status)
         if status == Job.Status.SUCCEEDED:
             fields["progress"] = 100
         self._update(**fields)
@@ -172,7 +187,13 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
     except JobCancelled:
         claim.finish(Job.Status.CANCELLED, error_code="cancelled", error_message=MESSAGE_CANCELLED)
     except ApplicationError as exc:
-        claim.finish(Job.Status.FAILED, error_code=exc.code, error_message=exc.message, result=exc.details)
+        claim.finish(
+            Job.Status.FAILED,
+            error_code=exc.code,
+            error_message=exc.message,
+            result=exc.details,
+            error_status=exc.status,
+        )
     except SoftTimeLimitExceeded:
         claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT)
     except Exception as exc:
