@@ -55,10 +55,13 @@ def test_insert_is_visible_at_the_new_commit_only(spark):
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_delete_gives_the_same_rows_in_both_modes(spark, mode):
     catalog = two_segment_table(properties={"write.mode": mode})
-    segments_before = files_at(catalog).segments
+    segments_before, before = files_at(catalog).segments, head(catalog)
+    branch_create(catalog=catalog, name="other", source="main")
     job = run(catalog, "table_delete", {"where": "id IN (2, 3)"})
     assert job.result["rows_deleted"] == 2
     assertDataFrameEqual(read(spark, catalog), expected(spark, [r for r in ROWS if r["id"] not in (2, 3)]))
+    assertDataFrameEqual(read(spark, catalog, before), expected(spark, ROWS))
+    assertDataFrameEqual(read(spark, catalog, "other"), expected(spark, ROWS))
     after = files_at(catalog)
     if mode == "copy-on-write":
         # Only the segment holding rows 2 and 3 was rewritten; the other is still the same file.
@@ -75,8 +78,10 @@ def test_delete_gives_the_same_rows_in_both_modes(spark, mode):
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_update_gives_the_same_rows_in_both_modes(spark, mode):
     catalog = two_segment_table(properties={"write.mode": mode})
+    before = head(catalog)
     job = run(catalog, "table_update", {"set": {"amount": "amount + 1", "region": "upper(region)"}, "where": "id >= 7"})
     assert job.result["rows_updated"] == 2
+    assertDataFrameEqual(read(spark, catalog, before), expected(spark, ROWS))
     rows = [dict(r, amount=r["amount"] + 1, region=r["region"].upper()) if r["id"] >= 7 else r for r in ROWS]
     assertDataFrameEqual(read(spark, catalog), expected(spark, rows))
     assert job.result["segments_rewritten"] == (1 if mode == "copy-on-write" else 0)
