@@ -287,26 +287,26 @@ def _partition_names(snapshot: Snapshot) -> list[str]:
     return [by_id[i] for i in snapshot.table.state["partition_by"]]
 
 
-def _matched(spark, snapshot: Snapshot, predicate) -> tuple[DataFrame, DataFrame, list[DataFile]]:
+def _matched(spark, snapshot: Snapshot, predicate, *, op: str, counted: str) -> tuple[DataFrame, DataFrame, DataChange]:
+    """The table's rows with their positions, the positions matching `predicate`, and the change so far: the
+    segments those rows sit in (touched) and how many rows match (under `counted`)."""
     rows = snapshot.read(spark, positions=True)
     matched = dml.positions_matching(rows, predicate).cache()
     touched_ids = {row[SEGMENT_ID] for row in matched.select(SEGMENT_ID).distinct().collect()}
     touched = [s for s in snapshot.files.segments if str(s.id) in touched_ids]
-    return rows, matched, touched
+    counts = {counted: matched.count()}
+    return rows, matched, DataChange(op, touched=touched, counts=counts, segments_read=snapshot.files.segments)
 
 
 def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
     predicate = predicate_column(params["where"], snapshot.columns)
-    _, matched, touched = _matched(spark, snapshot, predicate)
-    deleted = matched.count()
-    change = DataChange(
-        Op.DELETE, touched=touched, counts={"rows_deleted": deleted}, segments_read=snapshot.files.segments
-    )
-    if not deleted:
+    _, matched, change = _matched(spark, snapshot, predicate, op=Op.DELETE, counted="rows_deleted")
+    if not change.counts["rows_deleted"]:
         return change
     if snapshot.copy_on_write:
-        kept = dml.rows_not_matching(snapshot.read(spark, touched), predicate)
-        change.new_segments, change.removed = snapshot.write(spark, kept, tag), snapshot.with_deltas(touched)
+        kept = dml.rows_not_matching(snapshot.read(spark, change.touched), predicate)
+        change.new_segments = snapshot.write(spark, kept, tag)
+        change.removed = snapshot.with_deltas(change.touched)
     else:
         change.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, matched, tag=tag)
     return change
@@ -315,13 +315,10 @@ def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
 def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
     predicate = predicate_column(params["where"], snapshot.columns)
     assignments = assignment_columns(params["set"], snapshot.columns)
-    rows, matched, touched = _matched(spark, snapshot, predicate)
-    updated = matched.count()
-    change = DataChange(
-        Op.UPDATE, touched=touched, counts={"rows_updated": updated}, segments_read=snapshot.files.segments
-    )
-    if not updated:
+    rows, matched, change = _matched(spark, snapshot, predicate, op=Op.UPDATE, counted="rows_updated")
+    if not change.counts["rows_updated"]:
         return change
+    touched = change.touched
     if snapshot.copy_on_write:
         new_rows = dml.rows_updated(snapshot.read(spark, touched), predicate, assignments)
         change.removed = snapshot.with_deltas(touched)
