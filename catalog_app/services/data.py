@@ -9,6 +9,8 @@ commit finds that commit (by job id) and does not write twice.
 
 import math
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
@@ -43,18 +45,23 @@ LOAD_STRATEGIES = ("append_only", "full_refresh")
 MESSAGE_CONCURRENT = "The table changed on branch {branch!r} while the job ran ({why}); nothing was committed."
 
 
-def predicate_column(where: str, columns: list[Column]):
+@contextmanager
+def predicate_errors() -> Iterator[None]:
+    """A predicate or assignment the user wrote that does not parse or check is a 400 `invalid_predicate`."""
     try:
-        return to_column(parse_predicate(where, {c.name: c.type for c in columns}))
+        yield
     except PredicateError as exc:
         raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
+
+
+def predicate_column(where: str, columns: list[Column]):
+    with predicate_errors():
+        return to_column(parse_predicate(where, {c.name: c.type for c in columns}))
 
 
 def assignment_columns(assignments: dict[str, str], columns: list[Column]):
-    try:
+    with predicate_errors():
         parsed = parse_assignments(assignments, {c.name: c.type for c in columns})
-    except PredicateError as exc:
-        raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
     return {name: to_column(expression) for name, expression in parsed.items()}
 
 

@@ -3,19 +3,18 @@ a 400 before anything is enqueued; the worker does the rest (see services/data.p
 
 import uuid
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from catalog_app.engine.incoming import FILE_FORMATS
-from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate
+from catalog_app.engine.predicates import parse_assignments, parse_predicate
 from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
 from catalog_app.selectors.tables import table_columns
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data import LOAD_STRATEGIES
+from catalog_app.services.data import LOAD_STRATEGIES, predicate_errors
 from catalog_app.services.jobs import job_create, job_run_sync
 from lakeui.errors import ApplicationError
 
@@ -54,13 +53,6 @@ def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVer
     return _table_at(resolved, database, table)
 
 
-def _checked(parse, *args) -> Any:
-    try:
-        return parse(*args)
-    except PredicateError as exc:
-        raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
-
-
 def _load_params(table: ObjectVersion, params: dict) -> dict:
     strategy = params.get("strategy")
     if strategy not in ALL_STRATEGIES:
@@ -97,12 +89,14 @@ def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: s
     if kind == "table_load":
         checked = _load_params(current, params)
     elif kind == "table_delete":
-        _checked(parse_predicate, params.get("where") or "", types)
+        with predicate_errors():
+            parse_predicate(params.get("where") or "", types)
         checked = {"where": params["where"]}
     elif kind == "table_update":
         where = params.get("where") or "TRUE"
-        _checked(parse_predicate, where, types)
-        _checked(parse_assignments, params.get("set") or {}, types)
+        with predicate_errors():
+            parse_predicate(where, types)
+            parse_assignments(params.get("set") or {}, types)
         checked = {"where": where, "set": params["set"]}
     else:
         checked = {}
