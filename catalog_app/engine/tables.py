@@ -7,6 +7,7 @@ projected onto the current schema by column id (renamed columns keep their data,
 default, widened ones are cast up), and the union of its delta files' positions is subtracted.
 """
 
+import base64
 import datetime
 import decimal
 import re
@@ -35,6 +36,7 @@ SIMPLE_SPARK_TYPES = {
 }
 DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 SEGMENT_ID, POSITION, ORDER = "_segment", "_pos", "_order"
+_POSITION_COLUMNS = ((SEGMENT_ID, "string"), (POSITION, "long"), (ORDER, "long"))
 STATS_TYPES = ("int", "long", "float", "double", "string", "date", "timestamp", "boolean")
 
 
@@ -163,9 +165,6 @@ def read_segments(
     return rows
 
 
-_POSITION_COLUMNS = ((SEGMENT_ID, "string"), (POSITION, "long"), (ORDER, "long"))
-
-
 # --- writing ----------------------------------------------------------------------------------------------
 
 
@@ -246,8 +245,6 @@ def write_deltas(
 def json_value(value: Any) -> Any:
     """A value as JSON: dates and times in ISO 8601, decimals as strings, bytes as base64."""
     if isinstance(value, bytes | bytearray):
-        import base64
-
         return base64.b64encode(bytes(value)).decode()
     return _json_value(value)
 

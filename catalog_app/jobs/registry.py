@@ -43,7 +43,3 @@ def job_kind_get(name: str) -> JobKind:
         return _KINDS[name]
     except KeyError:
         raise ApplicationError("unknown_job_kind", f"There is no job kind {name!r}.") from None
-
-
-def job_kind_names() -> list[str]:
-    return sorted(_KINDS)

@@ -83,7 +83,3 @@ def object_history(chain: Chain, *, object_id: uuid.UUID) -> list[HistoryEntry]:
 def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersion]:
     """The table's schema versions on this chain, oldest first: visible ones and invisible ones (merges)."""
     return SchemaVersion.objects.filter(chain.q(), table_id=table_id).select_related("commit").order_by("seq", "id")
-
-
-def schema_version_get(schema_version_id: int) -> SchemaVersion:
-    return SchemaVersion.objects.get(id=schema_version_id)

@@ -127,8 +127,3 @@ def ref_resolve(*, catalog: Catalog, ref: str, at: datetime | None = None) -> Re
         commit = commit_at(chain, at)
         chain = commit_chain(commit)
     return ResolvedRef(catalog=catalog, kind=kind, name=ref, commit=commit, branch=branch, chain=chain)
-
-
-def commit_is_ancestor(*, ancestor: Commit, of: Commit) -> bool:
-    """Whether `ancestor` is on the first-parent chain of `of`."""
-    return any(line_id == ancestor.line_id and ancestor.seq <= upto for line_id, upto in commit_chain(of).segments)

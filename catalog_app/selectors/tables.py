@@ -27,9 +27,6 @@ class TableFiles:
             for position, segment in enumerate(self.segments)
         ]
 
-    def live_rows_upper_bound(self) -> int:
-        return sum(segment.row_count for segment in self.segments)
-
 
 def table_files(chain: Chain, *, table_id: uuid.UUID) -> TableFiles:
     entries = (

@@ -8,16 +8,20 @@ commit finds that commit (by job id) and does not write twice.
 """
 
 import math
+import operator
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
+from functools import reduce
 from typing import Any
 
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from catalog_app.engine import dml, incoming, sql
 from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate, to_column
@@ -263,21 +267,14 @@ def _segments_in_partitions(snapshot: Snapshot, partitions: list[dict] | None, r
     by_name = {c.name: c for c in snapshot.columns}
     spec = [by_name[name] for name in _partition_names(snapshot)]
     wanted = [{str(c.id): partition.get(c.name) for c in spec} for partition in partitions]
-    from functools import reduce
 
-    from pyspark.sql import functions as F
+    def in_partition(values: dict) -> SparkColumn:
+        conditions = [
+            F.col(f"`{c.name}`").eqNullSafe(F.lit(values[str(c.id)]).cast(rows.schema[c.name].dataType)) for c in spec
+        ]
+        return reduce(operator.and_, conditions)
 
-    inside = reduce(
-        lambda a, b: a | b,
-        [
-            reduce(
-                lambda x, y: x & y,
-                [F.col(f"`{c.name}`").eqNullSafe(F.lit(p[str(c.id)]).cast(rows.schema[c.name].dataType)) for c in spec],
-            )
-            for p in wanted
-        ],
-    )
-    outside = rows.filter(~inside).count()
+    outside = rows.filter(~reduce(operator.or_, [in_partition(values) for values in wanted])).count()
     if outside:
         raise ApplicationError(
             "rows_outside_partitions", f"{outside} incoming rows are not in the partitions being overwritten."

@@ -16,7 +16,7 @@ from catalog_app.selectors.tables import table_columns
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data import LOAD_STRATEGIES, predicate_errors
 from catalog_app.services.jobs import job_create, job_run_sync
-from lakeui.errors import ApplicationError
+from lakeui.errors import ApplicationError, ConflictError
 
 ALL_STRATEGIES = (
     "append_only",
@@ -45,8 +45,6 @@ def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVer
             "read_only_ref", f"{target.branch!r} is a {resolved.kind}; only branches can be written to."
         )
     if target.expected_head and not resolved.commit.id.startswith(target.expected_head):
-        from lakeui.errors import ConflictError
-
         raise ConflictError(
             "branch_moved", f"Branch {target.branch!r} has moved.", details={"head": resolved.commit.id}
         )

@@ -9,6 +9,7 @@ write progress or the outcome.
 import enum
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,7 +54,7 @@ MESSAGE_TOO_MANY_ATTEMPTS = "The job was started {attempts} times without finish
 
 def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None = None) -> Job:
     """Record a job and enqueue it once the surrounding transaction commits (never for a rolled-back one)."""
-    from catalog_app.tasks import run_job
+    from catalog_app.tasks import run_job  # here, not at the top: tasks imports this module
 
     job_kind_get(kind)
     job = Job.objects.create(
@@ -83,8 +84,6 @@ def job_cancel(*, job: Job) -> Job:
 
 def job_wait(job: Job, *, timeout: float, interval: float = 0.2) -> Job:
     """Poll until the job finishes or `timeout` seconds pass; returns the job as last read."""
-    import time
-
     deadline = time.monotonic() + timeout
     while not job.is_finished and time.monotonic() < deadline:
         time.sleep(interval)
