@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint format migrate worker web clean
+.PHONY: run test install browser lint format migrate worker web clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,15 @@ $(STAMP): requirements.txt | $(BIN)/python
 
 install: $(STAMP)
 
+# The browser tests drive Debian's Chromium (Playwright cannot download its own browser builds here).
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || command -v chromium >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      echo "Installing Debian's chromium for the browser tests"; \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    else echo "No Chromium at $(CHROMIUM): install it (e.g. apt install chromium) for the browser tests"; fi; }
+
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
@@ -23,7 +32,7 @@ run: migrate
 	$(BIN)/python manage.py lakeui_demo
 	$(BIN)/python manage.py serve 127.0.0.1:8000
 
-test: install
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

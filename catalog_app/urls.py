@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from catalog_app.apis import catalogs, data, objects
+from catalog_app.apis import access, catalogs, data, objects
 from catalog_app.apis.health import HealthApi
 from catalog_app.apis.jobs import JobCancelApi, JobDetailApi, JobListApi
 from catalog_app.models import ObjectKind
@@ -61,6 +61,10 @@ urlpatterns = [
     path(f"{TABLE}/compact", data.TableCompactApi.as_view()),
     path(f"{TABLE}/rows", data.TableRowsApi.as_view()),
     path(f"{CAT}/gc", data.CatalogGcApi.as_view()),
+    path(f"{CAT}/roles", access.CatalogRoleListApi.as_view()),
+    path(f"{CAT}/roles/<str:user>", access.CatalogRoleDetailApi.as_view()),
+    path(f"{CAT}/protected-branches", access.ProtectedBranchListApi.as_view()),
+    path(f"{CAT}/protected-branches/<int:rule_id>", access.ProtectedBranchDetailApi.as_view()),
     *branch_objects(DB, "views", ObjectKind.VIEW),
     *branch_objects(REF, "shares", ObjectKind.SHARE),
     *branch_objects(REF, "roles", ObjectKind.ROLE),

@@ -1,5 +1,43 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import views
+from frontend.views import browser, catalogs, diff, jobs, requests, sql
 
-urlpatterns = [path("", views.home, name="home")]
+app_name = "frontend"
+
+CAT = "catalogs/<str:catalog>"
+TABLE = f"{CAT}/browse/<str:database>/<str:table>"
+MR = f"{CAT}/merge-requests/<int:number>"
+
+urlpatterns = [
+    path("", catalogs.catalog_index, name="catalogs"),
+    path("login/", auth_views.LoginView.as_view(template_name="frontend/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(CAT, catalogs.catalog_detail, name="catalog"),
+    path(f"{CAT}/branches/new", catalogs.branch_new, name="branch-new"),
+    path(f"{CAT}/tags/new", catalogs.tag_new, name="tag-new"),
+    path(f"{CAT}/log", catalogs.commit_log_page, name="log"),
+    path(f"{CAT}/browse", browser.browse, name="browse"),
+    path(TABLE, browser.table_detail, name="table"),
+    path(f"{TABLE}/rows", browser.table_rows, name="table-rows"),
+    path(f"{TABLE}/data-diff", browser.table_data_diff, name="table-data-diff"),
+    path(f"{TABLE}/restore", browser.table_restore, name="table-restore"),
+    path(f"{TABLE}/load", browser.table_load, name="table-load"),
+    path(f"{CAT}/diff", diff.diff_page, name="diff"),
+    path(f"{CAT}/merge", diff.merge_new, name="merge-new"),
+    path(f"{CAT}/merges", jobs.merge_index, name="merges"),
+    path(f"{CAT}/merges/<uuid:merge_id>", jobs.merge_detail, name="merge"),
+    path(f"{CAT}/restores", jobs.restore_index, name="restores"),
+    path(f"{CAT}/restores/<uuid:restore_id>", jobs.restore_detail, name="restore"),
+    path(f"{CAT}/sql", sql.sql_console, name="sql"),
+    path(f"{CAT}/merge-requests", requests.merge_request_index, name="merge-requests"),
+    path(f"{MR}", requests.merge_request_detail, name="merge-request"),
+    path(f"{MR}/reviews", requests.merge_request_review_view, name="merge-request-review"),
+    path(f"{MR}/resolutions", requests.merge_request_resolve, name="merge-request-resolve"),
+    path(f"{MR}/state", requests.merge_request_state, name="merge-request-state"),
+    path(f"{MR}/merge", requests.merge_request_merge_view, name="merge-request-merge"),
+    path("jobs/", jobs.job_index, name="jobs"),
+    path("jobs/<uuid:job_id>", jobs.job_detail, name="job"),
+    path("jobs/<uuid:job_id>.json", jobs.job_status, name="job-status"),
+    path("jobs/<uuid:job_id>/cancel", jobs.job_cancel_view, name="job-cancel"),
+]

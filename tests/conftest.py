@@ -41,7 +41,11 @@ def wait_for_job(job_id, timeout: float = 120) -> Job:
 
 @pytest.fixture
 def user(db):
-    return get_user_model().objects.create_user("alice", password="alice-password")
+    """alice, who owns (and so administers) the catalogs `make_catalog` builds; she may exist already."""
+    alice, _ = get_user_model().objects.get_or_create(username="alice")
+    alice.set_password("alice-password")
+    alice.save()
+    return alice
 
 
 @pytest.fixture

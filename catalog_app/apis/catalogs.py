@@ -6,6 +6,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.common import AT_PARAMETER, CommitOutputSerializer, UserField, parse_at, read_ref
+from catalog_app.models import Role
+from catalog_app.selectors.access import catalogs_visible
 from catalog_app.selectors.refs import branch_get, branch_list, catalog_get, catalog_list, commit_log, tag_get, tag_list
 from catalog_app.services.refs import (
     branch_create,
@@ -40,7 +42,8 @@ class CatalogListApi(APIView):
 
     @extend_schema(responses=CatalogOutputSerializer(many=True))
     def get(self, request):
-        return paginated(request, self, catalog_list(), CatalogOutputSerializer)
+        visible = catalogs_visible(user=request.user, catalogs=catalog_list())
+        return paginated(request, self, visible, CatalogOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: CatalogOutputSerializer})
     def post(self, request):
@@ -51,6 +54,8 @@ class CatalogListApi(APIView):
 
 
 class CatalogDetailApi(APIView):
+    required_roles = {"DELETE": Role.ADMIN}
+
     @extend_schema(responses=CatalogOutputSerializer)
     def get(self, request, catalog):
         return Response(CatalogOutputSerializer(catalog_get(name=catalog)).data)

@@ -1,15 +1,13 @@
 """What every catalog endpoint shares: finding the catalog and ref, time travel, the write target."""
 
-from datetime import UTC
-
-from django.utils.dateparse import parse_datetime
-from django.utils.timezone import is_naive, make_aware
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.request import Request
 
 from catalog_app.models import Catalog
 from catalog_app.selectors.refs import Chain, ResolvedRef, catalog_get, ref_resolve
+from catalog_app.selectors.refs import timestamp_parse as parse_at
+from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
 from lakeui.errors import ApplicationError
 
@@ -18,15 +16,6 @@ IF_MATCH_PARAMETER = OpenApiParameter(
     "If-Match", str, location=OpenApiParameter.HEADER,
     description="The branch head the change was based on; if the branch has moved since, the write is a 409",
 )  # fmt: skip
-
-
-def parse_at(value: str | None):
-    if not value:
-        return None
-    moment = parse_datetime(value)
-    if moment is None:
-        raise ApplicationError("invalid_timestamp", f"{value!r} is not an ISO 8601 timestamp.", status=400)
-    return make_aware(moment, UTC) if is_naive(moment) else moment
 
 
 def read_ref(request: Request, catalog: str, ref: str) -> ResolvedRef:
@@ -43,8 +32,12 @@ def write_target(request: Request, catalog: str | Catalog, branch: str) -> Write
     message = request.data.get("message", "") if isinstance(request.data, dict) else ""
     if not isinstance(message, str):
         raise ApplicationError("invalid_input", "message must be a string.")
+    found = catalog if isinstance(catalog, Catalog) else catalog_get(name=catalog)
+    # Checked here too (commit_begin checks every commit) so a data job into a protected branch is refused with
+    # 403 before it is enqueued.
+    branch_write_check(catalog=found, branch=branch)
     return WriteTarget(
-        catalog=catalog if isinstance(catalog, Catalog) else catalog_get(name=catalog),
+        catalog=found,
         branch=branch,
         author=request.user,
         expected_head=request.headers.get("If-Match", "").strip('"') or None,

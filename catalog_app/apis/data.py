@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.common import AT_PARAMETER, IF_MATCH_PARAMETER, WriteInputSerializer, read_ref, write_target
 from catalog_app.apis.jobs import JobOutputSerializer
+from catalog_app.models import Role
 from catalog_app.selectors.refs import catalog_get
 from catalog_app.services.data_jobs import table_data_submit, table_for_write, table_rows_read, upload_store
 from catalog_app.services.jobs import job_create
@@ -30,6 +31,13 @@ class TableLoadApi(APIView):
         file = serializers.FileField(required=False, help_text="Multipart upload: a Parquet, CSV or JSON-lines file")
         format = serializers.CharField(required=False, help_text="parquet, csv or json (with `file`)")
         partitions = serializers.ListField(child=serializers.DictField(), required=False)
+        key_columns = serializers.ListField(
+            child=serializers.CharField(), required=False, help_text="Key strategies: the columns that identify a row"
+        )
+        watermark = serializers.CharField(required=False, help_text="incremental: the column that orders a key's rows")
+        valid_from_column = serializers.CharField(required=False, help_text="scd2: timestamp column opening a version")
+        valid_to_column = serializers.CharField(required=False, help_text="scd2: timestamp column closing a version")
+        partition_column = serializers.CharField(required=False, help_text="snapshot: the partition column replaced")
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
@@ -121,6 +129,8 @@ class TableRowsApi(APIView):
 
 
 class CatalogGcApi(APIView):
+    required_roles = {"POST": Role.ADMIN}
+
     class InputSerializer(serializers.Serializer):
         grace_hours = serializers.FloatField(required=False, default=DEFAULT_GRACE_HOURS, help_text="Default 24")
 

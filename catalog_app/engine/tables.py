@@ -37,6 +37,7 @@ SIMPLE_SPARK_TYPES = {
 DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 SEGMENT_ID, POSITION, ORDER = "_segment", "_pos", "_order"
 _POSITION_COLUMNS = ((SEGMENT_ID, "string"), (POSITION, "long"), (ORDER, "long"))
+_GROUP_IN_PATH = re.compile(r"/__g=([^/]+)/")
 STATS_TYPES = ("int", "long", "float", "double", "string", "date", "timestamp", "boolean")
 
 
@@ -72,6 +73,7 @@ class WrittenFile:
     stats: dict[str, dict] = field(default_factory=dict)
     partition_values: dict[str, Any] = field(default_factory=dict)
     segment_id: str | None = None  # delta files: the segment they delete from
+    group: str | None = None  # segments written with `group_column`: the group's value
 
 
 def spark_type(type_name: str) -> T.DataType:
@@ -177,17 +179,21 @@ def write_segments(
     *,
     partition_ids: Sequence[int] = (),
     tag: str,
+    group_column: str | None = None,
 ) -> list[WrittenFile]:
-    """Write `rows` (already in the table's schema) as new segments; one partition value per file."""
+    """Write `rows` (already in the table's schema) as new segments; one partition value per file. With
+    `group_column` (a string column of `rows`, not stored), each group value gets files of its own."""
     target = f"{base}/data/{tag}"
     by_id = {column.id: column for column in columns}
     frame = rows.select(
         *[
             F.col(f"`{c.name}`").cast(spark_type(c.type)).alias(c.name, metadata={FIELD_ID_METADATA_KEY: c.id})
             for c in columns
-        ]
+        ],
+        *([F.col(group_column).alias("__g")] if group_column else []),
     )
-    writer_columns = [f"__p{column_id}" for column_id in partition_ids]
+    writer_columns = ["__g"] if group_column else []
+    writer_columns += [f"__p{column_id}" for column_id in partition_ids]
     if writer_columns:
         frame = frame.select("*", *[F.col(f"`{by_id[i].name}`").alias(f"__p{i}") for i in partition_ids])
         frame = frame.repartition(*writer_columns)
@@ -218,7 +224,10 @@ def _describe_segments(spark, warehouse, base, target, columns, partition_ids) -
             for c in stat_columns
         }
         partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
-        described.append(WrittenFile(row["path"], row["rows"], row["bytes"], stats, partition_values))
+        group = _GROUP_IN_PATH.search(row["path"])
+        described.append(
+            WrittenFile(row["path"], row["rows"], row["bytes"], stats, partition_values, group=group and group[1])
+        )
     return sorted(described, key=lambda written: written.path)
 
 

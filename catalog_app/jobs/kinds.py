@@ -15,6 +15,8 @@ from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import table_columns, table_files
 from catalog_app.services.data import CHANGES, data_change_commit, select_frame, table_snapshot
+from catalog_app.services.loads import load_change
+from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, NotFoundError
 
@@ -37,16 +39,24 @@ def spark_check(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return checks.spark_roundtrip(spark, rows=int(params.get("rows", 1000)))
 
 
+def _figures_of(commit: Commit) -> dict[str, Any]:
+    """The result figures of a data commit, summed over its operations (a segment read by two counts twice)."""
+    figures: dict[str, Any] = {}
+    for operation in commit.operations.all():
+        for key, value in operation.details.items():
+            if key == "strategy":
+                figures[key] = value
+            elif key.startswith(("rows_", "segments_", "bytes_", "delta_files_")) and isinstance(value, int):
+                figures[key] = figures.get(key, 0) + value
+    return figures
+
+
 def _table_change(kind: str):
     def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         job = Job.objects.select_related("requested_by").get(id=progress.job_id)
         done = Commit.objects.filter(job=job).first()
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
-            details = done.operations.first().details
-            return {
-                "commit": done.id,
-                **{k: v for k, v in details.items() if k.startswith(("rows_", "segments_", "bytes_"))},
-            }
+            return {"commit": done.id, **_figures_of(done)}
         progress.report(5, "Reading the table")
         snapshot = table_snapshot(
             catalog_id=params["catalog_id"], branch=params["branch"], table_id=params["table_id"],
@@ -55,24 +65,31 @@ def _table_change(kind: str):
         spark = spark_session()
         progress.report(15, "Running on Spark")
         try:
-            change = CHANGES[kind](spark, snapshot, params, tag=f"{job.id.hex}-{job.attempts}")
+            change = TABLE_CHANGES[kind](spark, snapshot, params, tag=f"{job.id.hex}-{job.attempts}")
         except PySparkException as exc:
             if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
                 raise
             message = str(exc).split("\n", 1)[0][:500]
             raise ApplicationError("data_error", f"Spark refused the data: {message}") from None
         if change.empty:
-            return {"commit": None, **change.figures()}
+            return {"commit": None, **change.result()}
         progress.report(90, "Committing")
         message = params.get("message") or f"{OPERATION_VERB[kind]} {params['database']}.{params['table']}"
         commit = data_change_commit(snapshot=snapshot, change=change, job=job, message=message)
-        return {"commit": commit.id, **change.figures()}
+        return {"commit": commit.id, **change.result()}
 
     return run
 
 
-for _kind in CHANGES:
+TABLE_CHANGES = {"table_load": load_change, **CHANGES}
+for _kind in TABLE_CHANGES:
     job_kind(_kind)(_table_change(_kind))
+
+
+@job_kind(TABLE_DIFF_JOB)
+def table_diff_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    progress.report(10, "Comparing the table's rows")
+    return table_diff(spark_session(), params)
 
 
 @job_kind("table_rows")

@@ -1,3 +1,4 @@
+from catalog_app.models.access import ROLE_ORDER, CatalogRole, ProtectedBranch, Role
 from catalog_app.models.catalog import (
     Branch,
     Catalog,
@@ -13,8 +14,10 @@ from catalog_app.models.data import DataFile, FileEntry
 from catalog_app.models.jobs import Job
 
 __all__ = [
+    "ROLE_ORDER",
     "Branch",
     "Catalog",
+    "CatalogRole",
     "Commit",
     "DataFile",
     "FileEntry",
@@ -23,6 +26,8 @@ __all__ = [
     "ObjectKind",
     "ObjectVersion",
     "Operation",
+    "ProtectedBranch",
+    "Role",
     "SchemaVersion",
     "Tag",
 ]

@@ -50,6 +50,11 @@ class FileEntry(models.Model):
     line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
     seq = models.BigIntegerField()
     removed = models.BooleanField(default=False)
+    # A segment taken over by a merge reads, on the target's line, with the target's copy of the schema version
+    # it was written with (invisible unless it is also in the visible history; DESIGN.md 4.5). Null: the file's
+    # own schema version, as written.
+    schema_version = models.ForeignKey(SchemaVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    schema_visible = models.BooleanField(null=True, blank=True)
 
     class Meta:
         indexes = [

@@ -83,3 +83,11 @@ def object_history(chain: Chain, *, object_id: uuid.UUID) -> list[HistoryEntry]:
 def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersion]:
     """The table's schema versions on this chain, oldest first: visible ones and invisible ones (merges)."""
     return SchemaVersion.objects.filter(chain.q(), table_id=table_id).select_related("commit").order_by("seq", "id")
+
+
+def schema_histories(chain: Chain, *, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[SchemaVersion]]:
+    """`schema_history` of several tables in one query."""
+    histories: dict[uuid.UUID, list[SchemaVersion]] = {}
+    for version in SchemaVersion.objects.filter(chain.q(), table_id__in=table_ids).order_by("seq", "id"):
+        histories.setdefault(version.table_id, []).append(version)
+    return histories

@@ -1,9 +1,11 @@
 """Reading refs and history: which commit a ref names, its first-parent chain, the log, time travel."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive, make_aware
 
 from catalog_app.models import Branch, Catalog, Commit, Line, Tag
 from catalog_app.names import COMMIT_ID_PREFIX
@@ -32,6 +34,16 @@ class ResolvedRef:
     commit: Commit
     branch: Branch | None
     chain: Chain
+
+
+def timestamp_parse(value: str | None) -> datetime | None:
+    """An ISO 8601 time for time travel (UTC when it names no zone); None for none."""
+    if not value:
+        return None
+    moment = parse_datetime(value.strip().replace(" ", "T", 1))
+    if moment is None:
+        raise ApplicationError("invalid_timestamp", f"{value!r} is not an ISO 8601 timestamp.", status=400)
+    return make_aware(moment, UTC) if is_naive(moment) else moment
 
 
 def catalog_list() -> QuerySet[Catalog]:

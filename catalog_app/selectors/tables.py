@@ -1,6 +1,7 @@
 """A table's data at a commit: its live segments and delta files."""
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from catalog_app.engine.tables import Column, SegmentRead
@@ -13,6 +14,21 @@ from catalog_app.selectors.refs import Chain
 class TableFiles:
     segments: list[DataFile]  # in the order they became live
     deltas: dict[uuid.UUID, list[DataFile]]  # by segment id
+
+    def by_id(self) -> dict[str, DataFile]:
+        """Every live file, segments and delta files, by id (as text, as operations record them)."""
+        return {str(f.id): f for f in [*self.segments, *(d for ds in self.deltas.values() for d in ds)]}
+
+    def changes_since(self, earlier: "TableFiles") -> tuple[list[DataFile], list[DataFile]]:
+        """The segments of `earlier` this state removed or changed the deletes of, and the segments it added: the
+        only segments whose rows can differ between the two (the rest are the same files with the same deletes)."""
+        live, earlier_ids = {s.id for s in self.segments}, {s.id for s in earlier.segments}
+
+        def deletes(files: TableFiles, segment_id) -> set:
+            return {d.id for d in files.deltas.get(segment_id, [])}
+
+        touched = [s for s in earlier.segments if s.id not in live or deletes(earlier, s.id) != deletes(self, s.id)]
+        return touched, [s for s in self.segments if s.id not in earlier_ids]
 
     def reads(self) -> list[SegmentRead]:
         """What the engine needs to read the table: each segment with its written schema and live deltas."""
@@ -28,20 +44,31 @@ class TableFiles:
         ]
 
 
+NO_FILES = TableFiles(segments=[], deltas={})  # read-only: tables_files makes a new TableFiles per table
+
+
 def table_files(chain: Chain, *, table_id: uuid.UUID) -> TableFiles:
+    return tables_files(chain, table_ids=[table_id]).get(table_id, NO_FILES)
+
+
+def tables_files(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
+    """The live files of several tables at a commit, in one query; tables without files are left out."""
     entries = (
-        newest_on_chain(FileEntry.objects.filter(table_id=table_id), chain, key="file_id")
+        newest_on_chain(FileEntry.objects.filter(table_id__in=list(table_ids)), chain, key="file_id")
         .filter(removed=False)
-        .select_related("file", "file__schema_version")
+        .select_related("file", "file__schema_version", "schema_version")
         .order_by("seq", "id")
     )
-    segments, deltas = [], {}
+    files: dict[uuid.UUID, TableFiles] = {}
     for entry in entries:
+        if entry.schema_version is not None:  # taken over by a merge: read with this line's copy of its schema
+            entry.file.schema_version, entry.file.schema_visible = entry.schema_version, entry.schema_visible
+        table = files.setdefault(entry.table_id, TableFiles(segments=[], deltas={}))
         if entry.file.kind == DataFile.Kind.SEGMENT:
-            segments.append(entry.file)
+            table.segments.append(entry.file)
         else:
-            deltas.setdefault(entry.file.segment_id, []).append(entry.file)
-    return TableFiles(segments=segments, deltas=deltas)
+            table.deltas.setdefault(entry.file.segment_id, []).append(entry.file)
+    return files
 
 
 def table_has_rows(chain: Chain, *, table_id: uuid.UUID) -> bool:

@@ -30,6 +30,7 @@ from catalog_app.models import (
 )
 from catalog_app.selectors import objects as object_selectors
 from catalog_app.selectors.refs import Chain, commit_chain
+from catalog_app.services.access import branch_write_check
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 
 MESSAGE_BRANCH_MOVED = "Branch {branch!r} has moved: its head is {head}, not {expected}. Read it again and retry."
@@ -51,7 +52,8 @@ class CommitDraft:
     _staged: list[_Staged] = field(default_factory=list)
     _operations: list[Operation] = field(default_factory=list)
     _new_files: list[DataFile] = field(default_factory=list)
-    _file_entries: list[tuple[DataFile, bool]] = field(default_factory=list)
+    _file_entries: list[tuple[DataFile, bool, SchemaVersion | None, bool | None]] = field(default_factory=list)
+    _schema_copies: list[SchemaVersion] = field(default_factory=list)
 
     # --- reading the head's state -------------------------------------------------------------------------
     def find(self, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
@@ -91,14 +93,31 @@ class CommitDraft:
             )
         )
 
-    def add_file(self, file: DataFile, *, new: bool = True) -> None:
-        """Make a file live in its table; `new` files are registered by this commit."""
+    def add_file(
+        self,
+        file: DataFile,
+        *,
+        new: bool = True,
+        schema_version: SchemaVersion | None = None,
+        schema_visible: bool | None = None,
+    ) -> None:
+        """Make a file live in its table; `new` files are registered by this commit. A segment taken over from
+        another branch names the schema version it reads with on this one."""
         if new:
             self._new_files.append(file)
-        self._file_entries.append((file, False))
+        self._file_entries.append((file, False, schema_version, schema_visible))
 
     def remove_file(self, file: DataFile) -> None:
-        self._file_entries.append((file, True))
+        self._file_entries.append((file, True, None, None))
+
+    def schema_copy(self, source: SchemaVersion) -> SchemaVersion:
+        """Stage an invisible copy of another branch's schema version in this branch's history (DESIGN.md 4.5);
+        it is saved with the commit."""
+        copy = SchemaVersion(
+            catalog=self.catalog, table_id=source.table_id, columns=source.columns, visible=False, copied_from=source
+        )
+        self._schema_copies.append(copy)
+        return copy
 
     # --- committing ---------------------------------------------------------------------------------------
     def commit(
@@ -109,7 +128,7 @@ class CommitDraft:
         merge_parent: Commit | None = None,
         job: Job | None = None,
     ) -> Commit:
-        if not self._staged and not self._operations and not self._file_entries and merge_parent is None:
+        if not (self._staged or self._operations or self._file_entries or merge_parent):
             raise ApplicationError("empty_commit", "Nothing to commit: the change leaves every object as it was.")
         commit = _commit_insert(
             catalog=self.catalog, branch=self.branch, parent=self.parent, author=author, message=message,
@@ -123,7 +142,14 @@ class CommitDraft:
                 )  # fmt: skip
                 staged.version.state = {**staged.version.state, "schema_version_id": schema.id}
             staged.version.commit, staged.version.line, staged.version.seq = commit, commit.line, commit.seq
+        for copy in self._schema_copies:
+            copy.commit, copy.line, copy.seq = commit, commit.line, commit.seq
+            copy.save()
         ObjectVersion.objects.bulk_create([staged.version for staged in self._staged])
+        schema_of = {staged.version.object_id: staged.version.state.get("schema_version_id") for staged in self._staged}
+        for file in self._new_files:  # a segment written for this commit reads with the schema its table gets here
+            if file.kind == DataFile.Kind.SEGMENT and file.schema_version_id is None:
+                file.schema_version_id = schema_of[file.table_id]
         for operation in self._operations:
             operation.commit = commit
         Operation.objects.bulk_create(self._operations)
@@ -137,8 +163,10 @@ class CommitDraft:
                 line=commit.line,
                 seq=commit.seq,
                 removed=removed,
+                schema_version=schema_version,
+                schema_visible=schema_visible,
             )
-            for file, removed in self._file_entries
+            for file, removed, schema_version, schema_visible in self._file_entries
         )
         moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
         if not moved:  # unreachable while the catalog lock is held; kept as the last line of defence
@@ -165,14 +193,20 @@ class WriteTarget:
         return draft.commit(author=self.author, message=self.message or default_message)
 
 
-def commit_begin(*, catalog: Catalog, branch: str, expected_head: str | None = None) -> CommitDraft:
-    """Open a draft on a branch. Must run inside `transaction.atomic()`: the catalog lock lasts until it ends."""
+def commit_begin(
+    *, catalog: Catalog, branch: str, expected_head: str | None = None, via_merge_request: int | None = None
+) -> CommitDraft:
+    """Open a draft on a branch. Must run inside `transaction.atomic()`: the catalog lock lasts until it ends.
+
+    Every commit passes here, so this is where protected branches refuse direct writes (403 `branch_protected`);
+    only the merge of an approved merge request names itself with `via_merge_request`."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("commit_begin must be called inside transaction.atomic()")
     catalog = Catalog.objects.select_for_update().get(id=catalog.id)
     target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
+    branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request)
     if expected_head is not None and not target.head_id.startswith(expected_head):
         raise ConflictError(
             "branch_moved",

@@ -1,4 +1,4 @@
-"""Table data jobs: load (append_only, full_refresh), delete, update, compaction; one commit each.
+"""Table data jobs: delete, update, compaction (loads: services/loads.py); one commit each.
 
 A job reads a snapshot of the table at the branch head, does its Spark work (writing new files only), and then
 commits in one transaction on the branch's current head, provided the table's schema and every file the job
@@ -8,23 +8,20 @@ commit finds that commit (by job id) and does not write twice.
 """
 
 import math
-import operator
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
-from functools import reduce
 from typing import Any
 
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from catalog_app.engine import dml, incoming, sql
 from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate, to_column
+from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.tables import (
     SEGMENT_ID,
     Column,
@@ -45,7 +42,6 @@ Op = Operation.Op
 WRITE_MODE, COPY_ON_WRITE, MERGE_ON_READ = "write.mode", "copy-on-write", "merge-on-read"
 COMPACTION_TARGET = "compaction.target-bytes"
 DEFAULT_COMPACTION_TARGET = 128 * 1024 * 1024
-LOAD_STRATEGIES = ("append_only", "full_refresh")
 MESSAGE_CONCURRENT = "The table changed on branch {branch!r} while the job ran ({why}); nothing was committed."
 
 
@@ -96,11 +92,12 @@ class Snapshot:
         chosen = self.files if segments is None else TableFiles(segments, self.files.deltas)
         return read_segments(spark, self.warehouse, self.base, self.columns, chosen.reads(), positions=positions)
 
-    def write(self, spark, rows: DataFrame, tag: str) -> list[WrittenFile]:
-        partition_ids = self.table.state["partition_by"]
+    def write(self, spark, rows: DataFrame, tag: str, *, grouped: bool = False) -> list[WrittenFile]:
+        """Write `rows` as new segments; `grouped` rows carry GROUP, and each group gets files of its own."""
         return write_segments(
-            spark, self.warehouse, self.base, rows, self.columns, partition_ids=partition_ids, tag=tag
-        )
+            spark, self.warehouse, self.base, rows, self.columns, partition_ids=self.table.state["partition_by"],
+            tag=tag, group_column=GROUP if grouped else None,
+        )  # fmt: skip
 
     def with_deltas(self, segments: list[DataFile]) -> list[DataFile]:
         return [*segments, *(delta for s in segments for delta in self.files.deltas.get(s.id, []))]
@@ -108,6 +105,9 @@ class Snapshot:
 
 @dataclass
 class DataChange:
+    """One DML operation of a commit; `more` holds the further operations of the same commit (a write strategy
+    may amount to an update plus an insert, say), `new_columns` a schema the commit sets first (scd2)."""
+
     op: str
     new_segments: list[WrittenFile] = field(default_factory=list)
     new_deltas: list[WrittenFile] = field(default_factory=list)
@@ -116,22 +116,41 @@ class DataChange:
     counts: dict[str, int] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     segments_read: list[DataFile] = field(default_factory=list)
+    more: list["DataChange"] = field(default_factory=list)
+    strategy: str | None = None
+    new_columns: list[dict] | None = None
+    column_changes: list[dict] = field(default_factory=list)
+
+    def operations(self) -> list["DataChange"]:
+        return [self, *self.more]
 
     @property
     def empty(self) -> bool:
-        return not (self.new_segments or self.new_deltas or self.removed)
+        return not any(op.new_segments or op.new_deltas or op.removed for op in self.operations())
 
     def figures(self) -> dict[str, int]:
-        removed_segments = [f for f in self.removed if f.kind == DataFile.Kind.SEGMENT]
-        return {
-            "rows_inserted": 0, "rows_updated": 0, "rows_deleted": 0, **self.counts,
-            "segments_read": len(self.segments_read),
-            "segments_rewritten": len(removed_segments) if self.op != Op.OVERWRITE else 0,
-            "segments_written": len(self.new_segments),
-            "delta_files_written": len(self.new_deltas),
-            "bytes_read": sum(s.size_bytes for s in self.segments_read),
-            "bytes_written": sum(f.size_bytes for f in [*self.new_segments, *self.new_deltas]),
-        }  # fmt: skip
+        return _figures(self.operations())
+
+    def result(self) -> dict[str, Any]:
+        return {**self.figures(), **({"strategy": self.strategy} if self.strategy else {})}
+
+
+def _figures(operations: list[DataChange]) -> dict[str, int]:
+    """Row counts, files and bytes of some operations; a segment read by several of them counts once."""
+    read = list({s.id: s for op in operations for s in op.segments_read}.values())
+    rewritten = [f for op in operations if op.op != Op.OVERWRITE for f in op.removed if f.kind == DataFile.Kind.SEGMENT]
+    segments = [f for op in operations for f in op.new_segments]
+    deltas = [f for op in operations for f in op.new_deltas]
+    counts = {"rows_inserted": 0, "rows_updated": 0, "rows_deleted": 0}
+    for op in operations:
+        for key, value in op.counts.items():
+            counts[key] = counts.get(key, 0) + value
+    return {
+        **counts, "segments_read": len(read), "segments_rewritten": len(rewritten),
+        "segments_written": len(segments), "delta_files_written": len(deltas),
+        "bytes_read": sum(s.size_bytes for s in read),
+        "bytes_written": sum(f.size_bytes for f in [*segments, *deltas]),
+    }  # fmt: skip
 
 
 # --- the worker side --------------------------------------------------------------------------------------
@@ -158,39 +177,50 @@ def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, mess
             why = "its schema changed"
             raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why=why))
         live = table_files(draft.chain, table_id=current.object_id)
-        live_ids = {f.id for f in live.segments} | {d.id for ds in live.deltas.values() for d in ds}
-        if not {f.id for f in [*change.removed, *change.touched]} <= live_ids:
+        live_ids = {uuid.UUID(i) for i in live.by_id()}
+        if not {f.id for op in change.operations() for f in [*op.removed, *op.touched]} <= live_ids:
             why = "files it read were replaced"
             raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why=why))
-        new_segments = [_data_file(snapshot, written, DataFile.Kind.SEGMENT) for written in change.new_segments]
-        new_deltas = [_data_file(snapshot, written, DataFile.Kind.DELTA) for written in change.new_deltas]
-        for file in [*new_segments, *new_deltas]:
-            draft.add_file(file)
-        for file in change.removed:
-            draft.remove_file(file)
+        state = current.state
+        if change.new_columns is not None:
+            last_id = max(c["id"] for c in change.new_columns)
+            state = {**state, "columns": change.new_columns, "last_column_id": max(last_id, state["last_column_id"])}
+            for detail in change.column_changes:
+                draft.operation(object_id=current.object_id, kind=ObjectKind.TABLE, op=Op.ALTER_COLUMN, details=detail)
         draft.put(
             kind=ObjectKind.TABLE, object_id=current.object_id, name=current.name, parent_id=current.parent_id,
-            state=current.state,
+            state=state, new_schema=change.new_columns,
         )  # fmt: skip
-        details = {
-            "segments_added": [str(f.id) for f in new_segments],
-            "deltas_added": [str(f.id) for f in new_deltas],
-            "segments_removed": [str(f.id) for f in change.removed if f.kind == DataFile.Kind.SEGMENT],
-            "deltas_removed": [str(f.id) for f in change.removed if f.kind == DataFile.Kind.DELTA],
-            "segments_touched": [str(f.id) for f in change.touched],
-            **change.figures(),
-            **change.details,
-        }
-        draft.operation(object_id=current.object_id, kind=ObjectKind.TABLE, op=change.op, details=details)
+        new_schema = change.new_columns is not None
+        for op in change.operations():
+            new_segments = [_data_file(snapshot, w, DataFile.Kind.SEGMENT, new_schema) for w in op.new_segments]
+            new_deltas = [_data_file(snapshot, w, DataFile.Kind.DELTA, new_schema) for w in op.new_deltas]
+            for file in [*new_segments, *new_deltas]:
+                draft.add_file(file)
+            for file in op.removed:
+                draft.remove_file(file)
+            details = {
+                "segments_added": [str(f.id) for f in new_segments],
+                "deltas_added": [str(f.id) for f in new_deltas],
+                "segments_removed": [str(f.id) for f in op.removed if f.kind == DataFile.Kind.SEGMENT],
+                "deltas_removed": [str(f.id) for f in op.removed if f.kind == DataFile.Kind.DELTA],
+                "segments_touched": [str(f.id) for f in op.touched],
+                **_figures([op]),
+                **({"strategy": change.strategy} if change.strategy else {}),
+                **op.details,
+            }
+            draft.operation(object_id=current.object_id, kind=ObjectKind.TABLE, op=op.op, details=details)
         return draft.commit(author=job.requested_by, message=message, job=job)
 
 
-def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str) -> DataFile:
+def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str, new_schema: bool = False) -> DataFile:
+    """A new file's catalog row; with `new_schema` its segments get the schema version the commit creates."""
+    schema_version_id = None if new_schema else snapshot.table.state["schema_version_id"]
     return DataFile(
         catalog=snapshot.catalog, table_id=snapshot.table.object_id, kind=kind, path=written.path,
         row_count=written.row_count, size_bytes=written.size_bytes, stats=written.stats,
         partition_values=written.partition_values,
-        schema_version_id=snapshot.table.state["schema_version_id"] if kind == DataFile.Kind.SEGMENT else None,
+        schema_version_id=schema_version_id if kind == DataFile.Kind.SEGMENT else None,
         segment_id=uuid.UUID(written.segment_id) if written.segment_id else None,
     )  # fmt: skip
 
@@ -227,68 +257,6 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
         return sql.run_select(spark, statement, references, frame_of, limit=limit)
     except sql.SqlError as exc:
         raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
-
-
-def _incoming(spark, snapshot: Snapshot, params: dict) -> DataFrame:
-    try:
-        if "query" in params:
-            chain = commit_chain(snapshot.head)
-            frame = select_frame(
-                spark, catalog=snapshot.catalog, chain=chain, statement=params["query"], warehouse=snapshot.warehouse
-            )
-            return incoming.checked_frame(frame, frame.columns, snapshot.columns)
-        if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
-            return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
-        upload = params["upload"]
-        return incoming.file_frame(spark, snapshot.warehouse.uri(upload["path"]), upload["format"], snapshot.columns)
-    except incoming.IncomingError as exc:
-        raise ApplicationError(exc.code, exc.message, details=exc.details) from None
-
-
-def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    rows = _incoming(spark, snapshot, params)
-    if params["strategy"] == "append_only":
-        written = snapshot.write(spark, rows, tag)
-        return DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": sum(w.row_count for w in written)})
-    replaced = _segments_in_partitions(snapshot, params.get("partitions"), rows)
-    deleted = snapshot.read(spark, replaced).count() if replaced else 0
-    written = snapshot.write(spark, rows, tag)
-    details = {"partitions": params["partitions"]} if params.get("partitions") else {"whole_table": True}
-    return DataChange(
-        Op.OVERWRITE, new_segments=written, removed=snapshot.with_deltas(replaced), segments_read=[], details=details,
-        counts={"rows_inserted": sum(w.row_count for w in written), "rows_deleted": deleted},
-    )  # fmt: skip
-
-
-def _segments_in_partitions(snapshot: Snapshot, partitions: list[dict] | None, rows: DataFrame) -> list[DataFile]:
-    """All live segments, or those of the given partitions (whose incoming rows must all fall in them)."""
-    if not partitions:
-        return list(snapshot.files.segments)
-    by_name = {c.name: c for c in snapshot.columns}
-    spec = [by_name[name] for name in _partition_names(snapshot)]
-    wanted = [{str(c.id): partition.get(c.name) for c in spec} for partition in partitions]
-
-    def in_partition(values: dict) -> SparkColumn:
-        conditions = [
-            F.col(f"`{c.name}`").eqNullSafe(F.lit(values[str(c.id)]).cast(rows.schema[c.name].dataType)) for c in spec
-        ]
-        return reduce(operator.and_, conditions)
-
-    outside = rows.filter(~reduce(operator.or_, [in_partition(values) for values in wanted])).count()
-    if outside:
-        raise ApplicationError(
-            "rows_outside_partitions", f"{outside} incoming rows are not in the partitions being overwritten."
-        )
-    return [s for s in snapshot.files.segments if _values_match(s.partition_values, wanted)]
-
-
-def _values_match(values: dict, wanted: list[dict]) -> bool:
-    return any(all(str(values.get(key)) == str(value) for key, value in partition.items()) for partition in wanted)
-
-
-def _partition_names(snapshot: Snapshot) -> list[str]:
-    by_id = {c.id: c.name for c in snapshot.columns}
-    return [by_id[i] for i in snapshot.table.state["partition_by"]]
 
 
 def _matched(spark, snapshot: Snapshot, predicate, *, op: str, counted: str) -> tuple[DataFrame, DataFrame, DataChange]:
@@ -354,5 +322,4 @@ def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> Data
     return DataChange(Op.COMPACTION, new_segments=written, removed=snapshot.with_deltas(small), segments_read=small)
 
 
-CHANGES = {"table_load": load_change, "table_delete": delete_change, "table_update": update_change,
-           "table_compact": compaction_change}  # fmt: skip
+CHANGES = {"table_delete": delete_change, "table_update": update_change, "table_compact": compaction_change}

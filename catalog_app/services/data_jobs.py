@@ -14,21 +14,11 @@ from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
 from catalog_app.selectors.tables import table_columns
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data import LOAD_STRATEGIES, predicate_errors
+from catalog_app.services.data import predicate_errors
 from catalog_app.services.jobs import job_create, job_run_sync
+from catalog_app.services.loads import LOAD_STRATEGIES, load_fields
 from lakeui.errors import ApplicationError, ConflictError
 
-ALL_STRATEGIES = (
-    "append_only",
-    "full_refresh",
-    "insert",
-    "update",
-    "upsert",
-    "delete_insert",
-    "incremental",
-    "scd2",
-    "snapshot",
-)
 MAX_JSON_ROWS = 10_000
 MAX_PAGE_SIZE = 1000
 
@@ -53,12 +43,9 @@ def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVer
 
 def _load_params(table: ObjectVersion, params: dict) -> dict:
     strategy = params.get("strategy")
-    if strategy not in ALL_STRATEGIES:
-        raise ApplicationError("invalid_strategy", f"strategy must be one of {ALL_STRATEGIES}.")
     if strategy not in LOAD_STRATEGIES:
-        raise ApplicationError(
-            "strategy_not_supported", f"Strategy {strategy!r} is not available yet; use one of {LOAD_STRATEGIES}."
-        )
+        raise ApplicationError("invalid_strategy", f"strategy must be one of {LOAD_STRATEGIES}.")
+    fields = load_fields(table_columns(table), table.state["partition_by"], params)
     if sum(source in params for source in ("rows", "upload", "query")) != 1:
         raise ApplicationError(
             "invalid_input", "Give the incoming data as one of `rows`, an uploaded `file` or `query`."
@@ -76,7 +63,7 @@ def _load_params(table: ObjectVersion, params: dict) -> dict:
             raise ApplicationError("invalid_input", "partitions are for full_refresh of a partitioned table.")
         if not isinstance(partitions, list) or not all(isinstance(p, dict) and set(p) == names for p in partitions):
             raise ApplicationError("invalid_input", f"Each partition must give a value for exactly {sorted(names)}.")
-    return {key: params[key] for key in ("strategy", "rows", "upload", "query", "partitions") if key in params}
+    return {key: params[key] for key in ("strategy", "rows", "upload", "query", "partitions") if key in params} | fields
 
 
 def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: str, params: dict) -> Job:

@@ -94,13 +94,21 @@ def job_wait(job: Job, *, timeout: float, interval: float = 0.2) -> Job:
 def job_run_sync(*, kind: str, params: dict[str, Any], requested_by, timeout: float) -> dict[str, Any]:
     """Run a read on a worker (its warm SparkSession) and wait: the result, the job's own refusal with its
     status, or a 504 naming the job if it takes longer than `timeout` seconds."""
-    job = job_wait(job_create(kind=kind, params=params, requested_by=requested_by), timeout=timeout)
+    return job_result(job_create(kind=kind, params=params, requested_by=requested_by), timeout=timeout)
+
+
+def job_result(job: Job, *, timeout: float) -> dict[str, Any]:
+    """Wait for a job: its result, its own refusal with its status, or a 504 naming it after `timeout` seconds."""
+    job = job_wait(job, timeout=timeout)
     if job.status == Job.Status.SUCCEEDED:
         return job.result
     if job.status == Job.Status.FAILED:
         raise ApplicationError(job.error_code, job.error_message, status=job.error_status or 500, details=job.result)
     raise ApplicationError(
-        "read_timeout", f"The read did not finish within {timeout:.0f} s.", status=504, details={"job": str(job.id)}
+        "read_timeout",
+        f"The job did not finish within {timeout:.0f} s; follow it at /api/v1/jobs/{job.id}.",
+        status=504,
+        details={"job": str(job.id)},
     )
 
 

@@ -8,6 +8,7 @@ from django.db import transaction
 from catalog_app.models import Branch, Catalog, Line, Tag
 from catalog_app.names import check_identifier, check_ref_name
 from catalog_app.selectors.refs import branch_get, ref_resolve, tag_get
+from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import catalog_initial_commit
 from lakeui.errors import ApplicationError, ConflictError
 
@@ -63,6 +64,7 @@ def branch_delete(*, catalog: Catalog, name: str) -> None:
     branch = branch_get(catalog=catalog, name=name)
     if branch.name == catalog.default_branch:
         raise ApplicationError("default_branch", f"{name!r} is the catalog's default branch and cannot be deleted.")
+    branch_write_check(catalog=catalog, branch=branch.name)
     branch.delete()
 
 

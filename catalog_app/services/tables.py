@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from catalog_app import schema
-from catalog_app.models import ObjectKind, ObjectVersion, Operation
+from catalog_app.models import ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.names import check_identifier, check_properties
 from catalog_app.selectors.tables import table_has_rows
 from catalog_app.services.commits import CommitDraft, WriteTarget
@@ -138,11 +138,18 @@ def _schema_change(draft: CommitDraft, table: ObjectVersion, columns: list[dict]
     return _stage(draft, table, state=state, new_schema=columns)
 
 
+def column_id_next(table: ObjectVersion) -> int:
+    """Column ids are never reused on any branch: merges match columns by id (DESIGN.md 4.3, A6), so two branches
+    that each add a column must not both call it N+1. Safe because the commits of a catalog are serialised."""
+    versions = SchemaVersion.objects.filter(table_id=table.object_id).values_list("columns", flat=True)
+    return max([table.state["last_column_id"], *(column["id"] for columns in versions for column in columns)]) + 1
+
+
 @transaction.atomic
 def column_add(*, target: WriteTarget, database: str, table: str, spec: dict[str, Any]) -> ObjectVersion:
     draft = target.begin()
     current = _table(draft, database, table)
-    column_id = current.state["last_column_id"] + 1
+    column_id = column_id_next(current)
     has_rows = table_has_rows(draft.chain, table_id=current.object_id)
     columns, detail = schema.column_add(current.state["columns"], spec, column_id=column_id, table_has_rows=has_rows)
     version = _schema_change(draft, current, columns, [detail], last_column_id=column_id)

@@ -77,7 +77,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+# The browser UI's own sign-in page (frontend/); the admin keeps its own.
+LOGIN_URL = "frontend:login"
+LOGIN_REDIRECT_URL = "frontend:catalogs"
+LOGOUT_REDIRECT_URL = "frontend:login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -94,7 +97,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Signed in, and the role each catalog endpoint needs (lakeui/api/permissions.py).
+    "DEFAULT_PERMISSION_CLASSES": ["lakeui.api.permissions.CatalogRolePermission"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
         "rest_framework.parsers.JSONParser",
@@ -113,6 +117,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Like every endpoint but health: for signed-in users only.
+    "SERVE_PERMISSIONS": ["lakeui.api.permissions.CatalogRolePermission"],
     # Served from the drf-spectacular-sidecar package: the docs page needs no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -142,6 +148,7 @@ _broker = celery_broker_config(ENV, VAR_DIR, visibility_timeout=CELERY_BROKER_VI
 for _folder in filesystem_broker_dirs(_broker):
     _folder.mkdir(parents=True, exist_ok=True)
 CELERY_BROKER_URL = _broker["broker_url"]
+CELERY_BROKER_TRANSPORT = _broker["broker_transport"]
 CELERY_RESULT_BACKEND = _broker["result_backend"]
 CELERY_BROKER_TRANSPORT_OPTIONS = _broker["broker_transport_options"]
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _broker["result_backend_transport_options"]

@@ -66,6 +66,7 @@ def celery_broker_config(env: Mapping[str, str], var_dir: Path, *, visibility_ti
         options = {"visibility_timeout": visibility_timeout}
         return {
             "broker_url": url,
+            "broker_transport": None,
             "result_backend": url,
             "broker_transport_options": options,
             "result_backend_transport_options": options,
@@ -73,6 +74,7 @@ def celery_broker_config(env: Mapping[str, str], var_dir: Path, *, visibility_ti
     queue_dir = var_dir / "broker" / "queue"
     return {
         "broker_url": "filesystem://",
+        "broker_transport": "lakeui.broker:Transport",  # atomic message files (see lakeui/broker.py)
         "result_backend": f"file://{var_dir / 'broker' / 'results'}",
         "broker_transport_options": {
             "data_folder_in": str(queue_dir),

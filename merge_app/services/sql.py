@@ -1,31 +1,236 @@
-"""The SQL endpoint: a statement is dispatched by its kind. SELECT (and WITH ... SELECT) runs on a worker over
-the tables of a ref; the branch commands (CREATE BRANCH, USE BRANCH, MERGE BRANCH, RESTORE) are parsed here
-as they are added."""
+"""The SQL endpoint: a statement is dispatched by its kind. SELECT (and WITH ... SELECT) runs on a worker over the
+tables of a ref, parsed by Spark's parser; the branch commands are parsed here by a small grammar:
+
+    CREATE BRANCH name [FROM ref] [AT TIMESTAMP '...' | AT '...']
+    USE BRANCH name
+    MERGE BRANCH source [TO target] [DRY RUN]
+    RESTORE TABLE db.table [ON BRANCH b] TO TIMESTAMP '...' | TO COMMIT '...'
+    RESTORE BRANCH b TO TIMESTAMP '...' | TO COMMIT '...'
+
+Names are branch, tag or commit names (letters, digits, `_ . / -`) or `quoted` with backticks. A statement that
+does not parse is a 400 `syntax_error` with the position (0-based character offset) where it goes wrong.
+"""
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 
 from catalog_app.models import Catalog
-from catalog_app.selectors.refs import ref_resolve
-from catalog_app.services.jobs import job_run_sync
+from catalog_app.selectors.refs import branch_get, ref_resolve, timestamp_parse
+from catalog_app.services.jobs import job_result, job_run_sync
+from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError
+from merge_app.models import SqlSession
+from merge_app.services.merges import merge_submit
+from merge_app.services.restores import restore_submit
 
 QUERY = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.IGNORECASE)
 MAX_STATEMENT = 100_000
+COMMAND_WAIT = 60  # seconds MERGE BRANCH and RESTORE wait for their job (metadata only: quick) before a 504
+TOKEN = re.compile(
+    r"\s*(?:(?P<quoted>`[^`]*`)|(?P<string>'[^']*')|(?P<word>[A-Za-z0-9_./:-]+)|(?P<end>;?\s*$)|(?P<bad>.))"
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # word | quoted | string | end | bad
+    text: str
+    position: int
+
+    @property
+    def value(self) -> str:
+        return self.text[1:-1] if self.kind in ("quoted", "string") else self.text
+
+
+def _tokens(statement: str) -> list[Token]:
+    tokens, position = [], 0
+    while True:
+        match = TOKEN.match(statement, position)
+        kind = match.lastgroup
+        start = match.start(kind)
+        tokens.append(Token(kind, match.group(kind), start))
+        if kind in ("end", "bad"):
+            return tokens
+        position = match.end()
+
+
+class _Parser:
+    def __init__(self, statement: str) -> None:
+        self.tokens, self.index = _tokens(statement), 0
+
+    def peek(self) -> Token:
+        return self.tokens[self.index]
+
+    def error(self, expected: str) -> ApplicationError:
+        token = self.peek()
+        found = "the end of the statement" if token.kind == "end" else repr(token.text)
+        return ApplicationError(
+            "syntax_error", f"Expected {expected} at position {token.position}, found {found}.",
+            details={"position": token.position},
+        )  # fmt: skip
+
+    def keyword(self, *words: str) -> bool:
+        """Consume the keywords if they come next."""
+        ahead = self.tokens[self.index : self.index + len(words)]
+        if len(ahead) == len(words) and all(
+            t.kind == "word" and t.text.upper() == w for t, w in zip(ahead, words, strict=True)
+        ):
+            self.index += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.keyword(*words):
+            raise self.error(" ".join(words))
+
+    def name(self, what: str) -> str:
+        token = self.peek()
+        if token.kind not in ("word", "quoted") or not token.value:
+            raise self.error(what)
+        self.index += 1
+        return token.value
+
+    def string(self, what: str) -> str:
+        token = self.peek()
+        if token.kind != "string":
+            raise self.error(what)
+        self.index += 1
+        return token.value
+
+    def end(self) -> None:
+        if self.peek().kind != "end":
+            raise self.error("the end of the statement")
+
+
+@dataclass(frozen=True)
+class Context:
+    catalog: Catalog
+    user: AbstractBaseUser
+    branch: str | None  # the ref the request names, if any
+
+
+def current_branch(context: Context) -> str:
+    """The request's branch, else the user's `USE BRANCH`, else the catalog's default branch."""
+    if context.branch:
+        return context.branch
+    if context.user is not None and context.user.is_authenticated:
+        session = SqlSession.objects.filter(user=context.user, catalog=context.catalog).first()
+        if session is not None:
+            return session.branch
+    return context.catalog.default_branch
+
+
+def _create_branch(parser: _Parser, context: Context) -> dict:
+    name = parser.name("a branch name")
+    source = parser.name("a ref") if parser.keyword("FROM") else current_branch(context)
+    at = None
+    if parser.keyword("AT"):
+        parser.keyword("TIMESTAMP")
+        at = timestamp_parse(parser.string("a timestamp in quotes"))
+    parser.end()
+    branch = branch_create(catalog=context.catalog, name=name, source=source, at=at, created_by=context.user)
+    return {"kind": "create_branch", "branch": branch.name, "commit": branch.head_id}
+
+
+def _use_branch(parser: _Parser, context: Context) -> dict:
+    name = parser.name("a branch name")
+    parser.end()
+    branch = branch_get(catalog=context.catalog, name=name)
+    if context.user is None or not context.user.is_authenticated:
+        raise ApplicationError("not_authenticated", "USE BRANCH needs a signed-in user.", status=401)
+    SqlSession.objects.update_or_create(user=context.user, catalog=context.catalog, defaults={"branch": branch.name})
+    return {"kind": "use_branch", "branch": branch.name, "commit": branch.head_id}
+
+
+def _merge_branch(parser: _Parser, context: Context) -> dict:
+    source = parser.name("the source branch")
+    target = parser.name("the target branch") if parser.keyword("TO") else current_branch(context)
+    dry_run = parser.keyword("DRY", "RUN")
+    parser.end()
+    job = merge_submit(catalog=context.catalog, source=source, target=target, dry_run=dry_run, user=context.user)
+    result = job_result(job, timeout=COMMAND_WAIT)
+    return {"kind": "merge_branch", "source": source, "target": target, **result}
+
+
+def _point(parser: _Parser) -> dict:
+    parser.expect("TO")
+    if parser.keyword("TIMESTAMP"):
+        return {"timestamp": parser.string("a timestamp in quotes")}
+    if parser.keyword("COMMIT"):
+        return {"commit": parser.string("a commit id in quotes")}
+    raise parser.error("TIMESTAMP or COMMIT")
+
+
+def _restore(context: Context, **params) -> dict:
+    job = restore_submit(catalog=context.catalog, user=context.user, **params)
+    return {"kind": "restore", **{k: v for k, v in params.items() if v}, **job_result(job, timeout=COMMAND_WAIT)}
+
+
+def _restore_table(parser: _Parser, context: Context) -> dict:
+    position = parser.peek().position
+    database, _, table = parser.name("a table as database.table").partition(".")
+    if not table or "." in table:
+        raise ApplicationError(
+            "syntax_error", f"Expected a table as database.table at position {position}.",
+            details={"position": position},
+        )  # fmt: skip
+    branch = parser.name("a branch name") if parser.keyword("ON", "BRANCH") else current_branch(context)
+    point = _point(parser)
+    parser.end()
+    return _restore(context, branch=branch, database=database, table=table, **point)
+
+
+def _restore_branch(parser: _Parser, context: Context) -> dict:
+    branch = parser.name("a branch name")
+    point = _point(parser)
+    parser.end()
+    return _restore(context, branch=branch, **point)
+
+
+COMMANDS: dict[tuple[str, str], Callable[[_Parser, Context], dict]] = {
+    ("CREATE", "BRANCH"): _create_branch,
+    ("USE", "BRANCH"): _use_branch,
+    ("MERGE", "BRANCH"): _merge_branch,
+    ("RESTORE", "TABLE"): _restore_table,
+    ("RESTORE", "BRANCH"): _restore_branch,
+}
+
+
+READ_ONLY = re.compile(r"\s*USE\s+BRANCH\b", re.IGNORECASE)
+
+
+def sql_reads_only(statement: str) -> bool:
+    """Whether a statement only reads (SELECT, USE BRANCH): what the API's role check needs to know."""
+    return bool(QUERY.match(statement) or READ_ONLY.match(statement))
 
 
 def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limit: int = 1000) -> dict:
     if not statement.strip() or len(statement) > MAX_STATEMENT:
         raise ApplicationError("invalid_query", f"The statement must be 1 to {MAX_STATEMENT} characters.")
-    if not QUERY.match(statement):
-        first = statement.strip().split(None, 1)[0].upper()
-        raise ApplicationError(
-            "unsupported_statement",
-            f"{first} statements are not supported here yet; run a SELECT over tables of the ref.",
-            details={"position": len(statement) - len(statement.lstrip())},
-        )
-    resolved = ref_resolve(catalog=catalog, ref=ref or catalog.default_branch)
+    context = Context(catalog=catalog, user=user, branch=ref)
+    if QUERY.match(statement):
+        return _select(context, statement, limit)
+    parser = _Parser(statement)
+    for words, command in COMMANDS.items():
+        if parser.keyword(*words):
+            return command(parser, context)
+    first = parser.peek()
+    raise ApplicationError(
+        "unsupported_statement",
+        f"{first.text.upper()!r} is not a statement here: use SELECT, CREATE BRANCH, USE BRANCH, MERGE BRANCH "
+        "or RESTORE.",
+        details={"position": first.position},
+    )
+
+
+def _select(context: Context, statement: str, limit: int) -> dict:
+    resolved = ref_resolve(catalog=context.catalog, ref=current_branch(context))
     params = {"commit": resolved.commit.id, "statement": statement, "limit": limit}
-    result = job_run_sync(kind="sql_select", params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
+    result = job_run_sync(
+        kind="sql_select", params=params, requested_by=context.user, timeout=settings.LAKEUI_READ_TIMEOUT
+    )
     return {"kind": "select", "ref": resolved.name, "commit": resolved.commit.id, **result}

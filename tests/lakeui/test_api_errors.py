@@ -55,11 +55,13 @@ def test_session_authentication(api_client, user):
     assert api_client.get("/api/v1/jobs").status_code == 200
 
 
-def test_openapi_schema_and_docs(api_client):
-    schema = api_client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+def test_openapi_schema_and_docs(api_client, user_client):
+    assert api_client.get("/api/v1/schema").status_code == 401  # anonymous users get nothing but health
+    schema = user_client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]
     assert {"/api/v1/health", "/api/v1/jobs", "/api/v1/jobs/{job_id}"} <= set(paths)
-    docs = api_client.get("/api/docs")
+    assert "/api/v1/catalogs/{catalog}/merge-requests/{number}/reviews" in paths
+    docs = user_client.get("/api/docs")
     assert docs.status_code == 200
     assert b"swagger-ui" in docs.content

@@ -42,6 +42,34 @@ def test_no_redis_url_selects_filesystem_transport_under_var():
     assert config["broker_url"] == "filesystem://"
     assert config["broker_transport_options"]["data_folder_in"].startswith(str(VAR))
     assert config["result_backend"].startswith(f"file://{VAR}")
+    assert config["broker_transport"] == "lakeui.broker:Transport"
+
+
+def test_the_embedded_broker_never_shows_a_consumer_a_half_written_message(tmp_path, monkeypatch):
+    """A message file gets its queue name (the one consumers look for) only once it is whole: kombu's own
+    filesystem transport creates the file first, and a consumer that takes it then fails to decode it."""
+    import json
+    import os
+
+    from kombu import Connection
+
+    from lakeui import broker
+
+    renames = []
+
+    def replace(partial, final):
+        renames.append((os.path.exists(final), json.loads(Path(partial).read_bytes())["body"] is not None))
+        os.rename(partial, final)
+
+    monkeypatch.setattr(broker.os, "replace", replace)
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path), "store_processed": False,
+               "control_folder": str(tmp_path / "control")}  # fmt: skip
+    with Connection("filesystem://", transport="lakeui.broker:Transport", transport_options=options) as connection:
+        queue = connection.SimpleQueue("q")
+        queue.put({"n": 1})
+        assert renames == [(False, True)]  # renamed into a name that did not exist, with the whole message
+        assert queue.get(timeout=1).payload == {"n": 1}
+        queue.close()
 
 
 def test_warehouse_is_absolute_or_a_uri():

@@ -3,7 +3,9 @@
 from django.conf import settings
 from pyspark.sql import DataFrame
 
+import catalog_app.jobs.kinds  # noqa: F401  (registers the production job kinds in this process)
 from catalog_app.engine.tables import Warehouse, read_segments
+from catalog_app.jobs.registry import job_kind_get
 from catalog_app.models import Job, ObjectKind
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ref_resolve
@@ -18,6 +20,24 @@ def run(catalog, kind, params, *, branch="main", database="sales", table="orders
     job = wait_for_job(job.id, timeout=240)
     assert job.status == expect, f"{job.status}: {job.error_code} {job.error_message}"
     return job
+
+
+class Progress:
+    """What a job handler reports progress to, for a job run in the test process."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+    def report(self, percent: int, message: str = "") -> None:
+        pass
+
+
+def run_here(spark, catalog, params, *, kind="table_load", branch="main", database="sales", table="orders") -> dict:
+    """Submit a data job (the API's checks, nothing enqueued in a test transaction) and do its work in this
+    process as a worker would, on this process's SparkSession (`spark`): the job's result. A refusal raises
+    ApplicationError."""
+    job = table_data_submit(target=on(catalog, branch), database=database, table=table, kind=kind, params=params)
+    return job_kind_get(kind).handler(job.params, Progress(str(job.id)))
 
 
 def load(catalog, rows, **kwargs) -> Job:

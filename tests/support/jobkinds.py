@@ -43,3 +43,24 @@ def until_cancelled(params: dict[str, Any], progress: Progress) -> dict[str, Any
         progress.report(min(step, 99), f"step {step}")
         time.sleep(0.2)
     return {"steps": step}
+
+
+@job_kind("test.merge_then_die")
+def merge_then_die(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """A merge whose worker dies on its first attempt after writing the merge commit, before it commits the
+    transaction; later attempts run the real merge job."""
+    import os
+
+    from django.db import transaction
+
+    from catalog_app.models import Catalog, Job
+    from merge_app.jobs import merge_job
+    from merge_app.services.merges import branch_merge
+
+    job = Job.objects.get(id=progress.job_id)
+    if job.attempts == 1:
+        with transaction.atomic():
+            catalog = Catalog.objects.get(id=params["catalog_id"])
+            branch_merge(catalog=catalog, source=params["source"], target=params["target"], job=job)
+            os._exit(1)
+    return merge_job(params, progress)

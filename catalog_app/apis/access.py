@@ -1,0 +1,98 @@
+"""A catalog's settings for its admins: user roles and protected branch patterns. Anyone who may see the catalog
+may read them (who can approve, which branches are protected); only admins change them."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog_app.apis.catalogs import paginated
+from catalog_app.apis.common import UserField
+from catalog_app.models import Role
+from catalog_app.selectors.access import catalog_role_list, protected_branch_list
+from catalog_app.selectors.refs import catalog_get
+from catalog_app.services.access import (
+    catalog_role_grant,
+    catalog_role_revoke,
+    protected_branch_create,
+    protected_branch_delete,
+)
+
+ADMIN_WRITES = {"POST": Role.ADMIN, "DELETE": Role.ADMIN}
+
+
+class RoleOutputSerializer(serializers.Serializer):
+    user = UserField()
+    role = serializers.CharField()
+    granted_by = UserField(allow_null=True)
+    granted_at = serializers.DateTimeField()
+
+
+class CatalogRoleListApi(APIView):
+    required_roles = ADMIN_WRITES
+
+    class InputSerializer(serializers.Serializer):
+        user = serializers.CharField(max_length=150, help_text="username")
+        role = serializers.ChoiceField(choices=Role.values)
+
+    @extend_schema(responses=RoleOutputSerializer(many=True))
+    def get(self, request, catalog):
+        return paginated(request, self, catalog_role_list(catalog=catalog_get(name=catalog)), RoleOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: RoleOutputSerializer})
+    def post(self, request, catalog):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        granted = catalog_role_grant(
+            catalog=catalog_get(name=catalog), username=data.validated_data["user"], role=data.validated_data["role"],
+            granted_by=request.user,
+        )  # fmt: skip
+        return Response(RoleOutputSerializer(granted).data, status=status.HTTP_201_CREATED)
+
+
+class CatalogRoleDetailApi(APIView):
+    required_roles = ADMIN_WRITES
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, catalog, user):
+        catalog_role_revoke(catalog=catalog_get(name=catalog), username=user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ProtectedBranchOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    pattern = serializers.CharField()
+    required_approvals = serializers.IntegerField()
+    created_by = UserField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class ProtectedBranchListApi(APIView):
+    required_roles = ADMIN_WRITES
+
+    class InputSerializer(serializers.Serializer):
+        pattern = serializers.CharField(max_length=255, help_text="fnmatch-style: main, release/*")
+        required_approvals = serializers.IntegerField(required=False, default=1, min_value=0, max_value=20)
+
+    @extend_schema(responses=ProtectedBranchOutputSerializer(many=True))
+    def get(self, request, catalog):
+        rules = protected_branch_list(catalog=catalog_get(name=catalog))
+        return paginated(request, self, rules, ProtectedBranchOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: ProtectedBranchOutputSerializer})
+    def post(self, request, catalog):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        rule = protected_branch_create(
+            catalog=catalog_get(name=catalog), created_by=request.user, **data.validated_data
+        )
+        return Response(ProtectedBranchOutputSerializer(rule).data, status=status.HTTP_201_CREATED)
+
+
+class ProtectedBranchDetailApi(APIView):
+    required_roles = ADMIN_WRITES
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, catalog, rule_id):
+        protected_branch_delete(catalog=catalog_get(name=catalog), rule_id=rule_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

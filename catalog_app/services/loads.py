@@ -1,0 +1,305 @@
+"""Loading incoming data into a table with one of the nine write strategies (DESIGN.md 3.1), as one commit.
+
+Key strategies read only the segments whose key range (per-segment min/max of each key column) holds one of
+the incoming keys, checked key by key; copy-on-write rewrites only the segments holding matched rows, and
+merge-on-read writes delta files for the matched positions plus new segments for the new row versions,
+rewriting none. Each load records the operations it amounts to in the merge rules' vocabulary (`update` of the
+segments touched, `insert`, `delete`, `overwrite`, `alter_column`), one Operation each.
+"""
+
+import copy
+import dataclasses
+import operator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import reduce
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from catalog_app import schema
+from catalog_app.engine import incoming, strategies
+from catalog_app.engine.tables import SEGMENT_ID, Column, json_value, write_deltas
+from catalog_app.models import DataFile
+from catalog_app.selectors.refs import commit_chain
+from catalog_app.services.data import DataChange, Op, Snapshot, select_frame
+from catalog_app.services.tables import column_id_next
+from lakeui.errors import ApplicationError
+
+LOAD_STRATEGIES = (
+    "append_only", "full_refresh", "insert", "update", "upsert", "delete_insert", "incremental", "scd2", "snapshot",
+)  # fmt: skip
+KEY_STRATEGIES = ("insert", "update", "upsert", "delete_insert", "incremental", "scd2")
+LOAD_FIELDS = ("key_columns", "watermark", "valid_from_column", "valid_to_column", "partition_column")  # the UI's form
+MESSAGE_DUPLICATE_KEYS = (
+    "The incoming data holds keys more than once (e.g. {examples}); a {strategy} load needs one row per key. "
+    "Nothing was committed."
+)
+
+
+# --- the strategy's fields (checked at submit time and again on the worker) -------------------------------
+
+
+def _required(params: dict, name: str, code: str, why: str) -> str:
+    value = params.get(name)
+    if not value:
+        raise ApplicationError(code, f"Strategy {params['strategy']!r} needs {name}: {why}.")
+    if not isinstance(value, str):
+        raise ApplicationError("invalid_input", f"{name} must be a column name.")
+    return value
+
+
+def load_fields(columns: list[Column], partition_ids: list[int], params: dict) -> dict:
+    """The strategy's own fields, checked against the table: a missing or unknown one is a 400, never a
+    fallback to another strategy."""
+    strategy, by_name, fields = params["strategy"], {c.name: c for c in columns}, {}
+    if strategy in KEY_STRATEGIES:
+        keys = params.get("key_columns")
+        if not keys:
+            raise ApplicationError(
+                "missing_key_columns", f"Strategy {strategy!r} needs key_columns: the columns that identify a row."
+            )
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+            raise ApplicationError("invalid_input", "key_columns must be a list of distinct column names.")
+        unknown = [k for k in keys if k not in by_name]
+        if unknown:
+            raise ApplicationError(
+                "unknown_key_column", f"key_columns names columns the table does not have: {unknown}.",
+                details={"columns": unknown},
+            )  # fmt: skip
+        fields["key_columns"] = keys
+    if strategy == "incremental":
+        watermark = _required(params, "watermark", "missing_watermark", "the column that orders a key's rows")
+        if watermark not in by_name:
+            raise ApplicationError("unknown_column", f"watermark names a column the table does not have: {watermark}.")
+        fields["watermark"] = watermark
+    if strategy == "scd2":
+        for name in ("valid_from_column", "valid_to_column"):
+            fields[name] = _required(params, name, "missing_validity_columns", "the name of a validity column")
+        validity = {fields["valid_from_column"], fields["valid_to_column"]}
+        if len(validity) == 1 or validity & {*fields["key_columns"]}:
+            raise ApplicationError("invalid_input", "The validity columns must be two columns apart from the keys.")
+        validity_columns([dataclasses.asdict(c) for c in columns], 0, fields)
+    if strategy == "snapshot":
+        name = _required(params, "partition_column", "missing_partition_column", "the partition column to replace")
+        if name not in by_name or by_name[name].id not in partition_ids:
+            partitions = [c.name for c in columns if c.id in partition_ids]
+            raise ApplicationError(
+                "invalid_partition_column",
+                f"partition_column must be one of the table's partition columns {partitions}, not {name!r}.",
+            )
+        fields["partition_column"] = name
+    return fields
+
+
+def validity_columns(columns: list[dict], last_column_id: int, fields: dict) -> tuple[list[dict], list[dict]]:
+    """The table's columns with the scd2 validity columns (timestamps) added if it has neither yet, and the
+    `alter_column` details of the additions. A table with only one of them, or with one of another type, is
+    refused."""
+    existing = {c["name"]: c for c in columns}
+    names = (fields["valid_from_column"], fields["valid_to_column"])
+    present = [name for name in names if name in existing]
+    if len(present) == 1 or any(existing[name]["type"] != "timestamp" for name in present):
+        raise ApplicationError(
+            "invalid_validity_columns",
+            f"The validity columns {list(names)} must both be timestamp columns of the table, or both be new.",
+        )
+    changes = []
+    for offset, name in enumerate(names if not present else (), start=1):
+        spec = {"name": name, "type": "timestamp"}
+        columns, detail = schema.column_add(columns, spec, column_id=last_column_id + offset, table_has_rows=True)
+        changes.append(detail)
+    return columns, changes
+
+
+# --- the worker side --------------------------------------------------------------------------------------
+
+
+def _incoming(spark, snapshot: Snapshot, params: dict) -> DataFrame:
+    try:
+        if "query" in params:
+            chain = commit_chain(snapshot.head)
+            frame = select_frame(
+                spark, catalog=snapshot.catalog, chain=chain, statement=params["query"], warehouse=snapshot.warehouse
+            )
+            return incoming.checked_frame(frame, frame.columns, snapshot.columns)
+        if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
+            return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
+        upload = params["upload"]
+        return incoming.file_frame(spark, snapshot.warehouse.uri(upload["path"]), upload["format"], snapshot.columns)
+    except incoming.IncomingError as exc:
+        raise ApplicationError(exc.code, exc.message, details=exc.details) from None
+
+
+def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
+    strategy = params["strategy"]
+    fields = load_fields(snapshot.columns, snapshot.table.state["partition_by"], params)
+    new_columns, column_changes = None, []
+    if strategy == "scd2":
+        state = snapshot.table.state
+        last_id = column_id_next(snapshot.table) - 1  # ids never reused on any branch (merges match by id)
+        columns, column_changes = validity_columns(state["columns"], last_id, fields)
+        if column_changes:  # read and write in the schema the commit sets
+            new_columns, table = columns, copy.copy(snapshot.table)
+            table.state = {**state, "columns": columns, "last_column_id": last_id + 2}
+            snapshot = dataclasses.replace(snapshot, table=table)
+    rows = _incoming(spark, snapshot, params)
+    if strategy == "append_only":
+        written = snapshot.write(spark, rows, tag)
+        change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
+    elif strategy == "full_refresh":
+        partitions = params.get("partitions")
+        replaced = _segments_in_partitions(snapshot, partitions, rows)
+        change = _overwrite(spark, snapshot, rows, replaced, tag, {"partitions": partitions} if partitions else {})
+    elif strategy == "snapshot":
+        change = _snapshot_change(spark, snapshot, rows, fields["partition_column"], tag)
+    else:
+        with _cache_scope() as cache:
+            change = _key_change(spark, snapshot, rows, strategy, fields, tag, cache)
+    return dataclasses.replace(change, strategy=strategy, new_columns=new_columns, column_changes=column_changes)
+
+
+def _rows(written) -> int:
+    return sum(w.row_count for w in written)
+
+
+def _overwrite(spark, snapshot: Snapshot, rows: DataFrame, replaced: list[DataFile], tag: str, details: dict):
+    deleted = snapshot.read(spark, replaced).count() if replaced else 0
+    written = snapshot.write(spark, rows, tag)
+    return DataChange(
+        Op.OVERWRITE, new_segments=written, removed=snapshot.with_deltas(replaced),
+        details=details or {"whole_table": True}, counts={"rows_inserted": _rows(written), "rows_deleted": deleted},
+    )  # fmt: skip
+
+
+def _snapshot_change(spark, snapshot: Snapshot, rows: DataFrame, partition_column: str, tag: str) -> DataChange:
+    """Overwrite the partitions present in the incoming data; other partitions' files stay as they are."""
+    column = next(c for c in snapshot.columns if c.name == partition_column)
+    values = sorted((json_value(r[0]) for r in rows.select(F.col(f"`{column.name}`")).distinct().collect()), key=str)
+    wanted = [{str(column.id): value} for value in values]
+    replaced = [s for s in snapshot.files.segments if _values_match(s.partition_values, wanted)]
+    return _overwrite(spark, snapshot, rows, replaced, tag, {"partitions": [{column.name: v} for v in values]})
+
+
+def _key_ranges(snapshot: Snapshot, keys: list[str]) -> tuple[list[tuple[str, list]], set]:
+    """Each live segment's min/max of every key column, and the segments without statistics for one (never
+    pruned). A segment whose keys are all NULL holds no key that can match: in neither."""
+    by_name = {c.name: c for c in snapshot.columns}
+    ranges, unbounded = [], set()
+    for segment in snapshot.files.segments:
+        stats = [segment.stats.get(str(by_name[k].id)) for k in keys]
+        if any(s is None for s in stats):
+            unbounded.add(segment.id)
+        elif all(s["min"] is not None for s in stats):
+            ranges.append((str(segment.id), [value for s in stats for value in (s["min"], s["max"])]))
+    return ranges, unbounded
+
+
+@contextmanager
+def _cache_scope() -> Iterator[Callable[[DataFrame], DataFrame]]:
+    """A `cache` function whose frames are released at the end of the block: a worker runs many jobs."""
+    cached: list[DataFrame] = []
+
+    def cache(frame: DataFrame) -> DataFrame:
+        cached.append(frame.cache())
+        return frame
+
+    try:
+        yield cache
+    finally:
+        for frame in cached:
+            frame.unpersist()
+
+
+def _key_change(spark, snapshot: Snapshot, rows: DataFrame, strategy: str, fields: dict, tag: str, cache) -> DataChange:
+    keys, names = fields["key_columns"], [c.name for c in snapshot.columns]
+    if strategy == "incremental":
+        rows = strategies.newest_per_key(rows, keys, fields["watermark"])
+    rows = cache(rows)
+    ranges, unbounded = _key_ranges(snapshot, keys)
+    key_columns = [c for k in keys for c in snapshot.columns if c.name == k]
+    hit, duplicates = strategies.key_survey(spark, rows, key_columns, ranges)
+    if duplicates:  # never for incremental: it kept one row per key
+        message = MESSAGE_DUPLICATE_KEYS.format(examples=duplicates[:3], strategy=strategy)
+        raise ApplicationError("duplicate_keys", message, details={"examples": duplicates})
+    candidates = [s for s in snapshot.files.segments if s.id in unbounded or str(s.id) in hit]
+    target = snapshot.read(spark, candidates, positions=True)
+    if len(candidates) <= 8:  # the usual case: a few segments, read once for matching and rewriting
+        target = cache(target)
+    plan = _plan(strategy, target, rows, keys, names, fields)
+    if plan.matched is not None:
+        cache(plan.matched)
+    modify = DataChange(Op.DELETE if strategy == "delete_insert" else Op.UPDATE)
+    written_rows, per_segment = plan.rows, {}  # rows replaced per touched segment
+    if plan.removed is not None and snapshot.copy_on_write:
+        removed = cache(plan.removed)
+        per_segment = {row[SEGMENT_ID]: row["count"] for row in removed.groupBy(SEGMENT_ID).count().collect()}
+        if per_segment:
+            written_rows = written_rows.unionByName(
+                strategies.kept_rows(target, removed, set(per_segment), names, modify.op)
+            )
+    elif plan.removed is not None:  # one delta file per touched segment, listing its replaced positions
+        modify.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, plan.removed, tag=tag)
+        per_segment = {delta.segment_id: delta.row_count for delta in modify.new_deltas}
+    modify.touched = [s for s in candidates if str(s.id) in per_segment]
+    if snapshot.copy_on_write:
+        modify.removed = snapshot.with_deltas(modify.touched)
+    modify.counts = {"rows_deleted" if modify.op == Op.DELETE else "rows_updated": sum(per_segment.values())}
+    written = snapshot.write(spark, written_rows, tag, grouped=True)
+    modify.new_segments = [w for w in written if w.group == modify.op]
+    inserted = [w for w in written if w.group == strategies.INSERT]
+    insert = DataChange(Op.INSERT, new_segments=inserted, counts={"rows_inserted": _rows(inserted)})
+    operations = [op for op in (modify, insert) if op.new_segments or op.new_deltas or op.removed]
+    first, *more = operations or [modify]
+    return dataclasses.replace(first, more=more, segments_read=candidates)
+
+
+def _plan(strategy: str, target: DataFrame, rows: DataFrame, keys: list[str], names: list[str], fields: dict):
+    if strategy == "insert":
+        return strategies.insert_plan(target, rows, keys, names)
+    if strategy == "update":
+        return strategies.update_plan(target, rows, keys, names)
+    if strategy == "delete_insert":
+        return strategies.delete_insert_plan(target, rows, keys, names)
+    if strategy == "scd2":
+        return strategies.scd2_plan(
+            target, rows, keys, names, valid_from=fields["valid_from_column"], valid_to=fields["valid_to_column"],
+            now=datetime.now(UTC),
+        )  # fmt: skip
+    return strategies.update_plan(target, rows, keys, names, insert=True)  # upsert, incremental
+
+
+# --- partitions (full_refresh with `partitions`) -----------------------------------------------------------
+
+
+def _segments_in_partitions(snapshot: Snapshot, partitions: list[dict] | None, rows: DataFrame) -> list[DataFile]:
+    """All live segments, or those of the given partitions (whose incoming rows must all fall in them)."""
+    if not partitions:
+        return list(snapshot.files.segments)
+    by_name = {c.name: c for c in snapshot.columns}
+    spec = [by_name[name] for name in _partition_names(snapshot)]
+    wanted = [{str(c.id): partition.get(c.name) for c in spec} for partition in partitions]
+
+    def in_partition(values: dict) -> SparkColumn:
+        conditions = [
+            F.col(f"`{c.name}`").eqNullSafe(F.lit(values[str(c.id)]).cast(rows.schema[c.name].dataType)) for c in spec
+        ]
+        return reduce(operator.and_, conditions)
+
+    outside = rows.filter(~reduce(operator.or_, [in_partition(values) for values in wanted])).count()
+    if outside:
+        raise ApplicationError(
+            "rows_outside_partitions", f"{outside} incoming rows are not in the partitions being overwritten."
+        )
+    return [s for s in snapshot.files.segments if _values_match(s.partition_values, wanted)]
+
+
+def _values_match(values: dict, wanted: list[dict]) -> bool:
+    return any(all(str(values.get(key)) == str(value) for key, value in partition.items()) for partition in wanted)
+
+
+def _partition_names(snapshot: Snapshot) -> list[str]:
+    by_id = {c.id: c.name for c in snapshot.columns}
+    return [by_id[i] for i in snapshot.table.state["partition_by"]]

@@ -1,0 +1,67 @@
+// LakeUI's little bit of interactivity: live job progress, and the table page's data preview.
+(function () {
+  "use strict";
+
+  function pollJob(wrap) {
+    var url = wrap.getAttribute("data-job-status");
+    var reloadWhenDone = wrap.hasAttribute("data-reload");
+    var timer = null;
+    function show(state) {
+      var bar = wrap.querySelector("progress");
+      bar.value = state.progress;
+      bar.textContent = state.progress + "%";
+      var status = wrap.querySelector('[data-field="status"]');
+      status.textContent = state.status;
+      status.className = "job-state status-" + state.status;
+      wrap.querySelector('[data-field="percent"]').textContent = state.progress + "%";
+      wrap.querySelector('[data-field="message"]').textContent = state.message || "";
+    }
+    function tick() {
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (state) {
+          if (!state) { clearInterval(timer); return; }
+          show(state);
+          if (state.finished) {
+            clearInterval(timer);
+            wrap.setAttribute("data-finished", "1");
+            if (reloadWhenDone) { window.location.reload(); }
+          }
+        })
+        .catch(function () { clearInterval(timer); });
+    }
+    timer = setInterval(tick, 1000);
+  }
+
+  function loadRows(box, url) {
+    box.setAttribute("aria-busy", "true");
+    box.innerHTML = '<p class="muted">Reading rows on a worker…</p>';
+    fetch(url, { credentials: "same-origin" })
+      .then(function (response) { return response.text(); })
+      .then(function (html) {
+        box.innerHTML = html;
+        box.removeAttribute("aria-busy");
+        box.querySelectorAll("a[data-rows-page]").forEach(function (link) {
+          link.addEventListener("click", function (event) {
+            event.preventDefault();
+            loadRows(box, link.getAttribute("href") + "&fragment=1");
+          });
+        });
+      })
+      .catch(function () {
+        box.removeAttribute("aria-busy");
+        box.innerHTML = '<p class="msg msg-error" role="alert">The rows could not be read.</p>';
+      });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    // At most MAX_POLLED bars poll at once (a long list of queued jobs must not flood the server).
+    var MAX_POLLED = 10;
+    var polled = 0;
+    document.querySelectorAll("[data-job-status]").forEach(function (wrap) {
+      if (wrap.getAttribute("data-finished") !== "1" && polled < MAX_POLLED) { polled += 1; pollJob(wrap); }
+    });
+    var rows = document.getElementById("rows");
+    if (rows && rows.getAttribute("data-fragment")) { loadRows(rows, rows.getAttribute("data-fragment")); }
+  });
+})();

@@ -1,0 +1,105 @@
+"""Catalogs, the branch graph, refs and the commit log."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from catalog_app.models import Commit, Role
+from catalog_app.selectors.access import catalogs_visible
+from catalog_app.selectors.refs import branch_list, catalog_list, commit_log, tag_list, timestamp_parse
+from catalog_app.services.refs import branch_create, catalog_create, tag_create
+from frontend.graph import MAX_COMMITS, graph_layout
+from frontend.views.common import back, get_catalog, ref_context, refused, ui_view
+from lakeui.errors import ApplicationError
+
+LOG_PAGE_SIZE = 50
+
+
+@ui_view
+def catalog_index(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()
+        try:
+            catalog = catalog_create(
+                name=name, description=request.POST.get("description", ""), created_by=request.user
+            )
+        except ApplicationError as error:
+            refused(request, error)
+            return render(
+                request, "frontend/catalogs.html", {"catalogs": _visible(request), "form": request.POST}, status=400
+            )
+        messages.success(request, f"Catalog {catalog.name} created with branch {catalog.default_branch}.")
+        return redirect("frontend:catalog", catalog=catalog.name)
+    return render(request, "frontend/catalogs.html", {"catalogs": _visible(request), "form": {}})
+
+
+def _visible(request: HttpRequest):
+    return catalogs_visible(user=request.user, catalogs=catalog_list())
+
+
+def _refs(catalog):
+    return list(branch_list(catalog=catalog)), list(tag_list(catalog=catalog))
+
+
+@ui_view
+def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    branches, tags = _refs(found)
+    commits = list(
+        Commit.objects.filter(catalog=found)
+        .select_related("line__branch", "author")
+        .order_by("-seq")[: MAX_COMMITS + 1]
+    )
+    graph = graph_layout(commits, branches, tags)
+    context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph}
+    return render(request, "frontend/catalog.html", context)
+
+
+def _ref_new(request: HttpRequest, catalog: str, create) -> HttpResponse:
+    """Create a branch or a tag from a form; a refusal is a message on the page the form was on."""
+    found = get_catalog(request, catalog, Role.EDITOR)
+    try:
+        messages.success(request, create(found))
+    except ApplicationError as error:
+        refused(request, error)
+    return back(request, reverse("frontend:catalog", args=[found.name]))
+
+
+@ui_view
+@require_POST
+def branch_new(request: HttpRequest, catalog: str) -> HttpResponse:
+    def create(found) -> str:
+        name, source = request.POST.get("name", "").strip(), request.POST.get("source", "").strip()
+        at = timestamp_parse(request.POST.get("at"))
+        branch = branch_create(
+            catalog=found, name=name, source=source or found.default_branch, at=at, created_by=request.user
+        )
+        return f"Branch {branch.name} created at {branch.head_id[:12]}."
+
+    return _ref_new(request, catalog, create)
+
+
+@ui_view
+@require_POST
+def tag_new(request: HttpRequest, catalog: str) -> HttpResponse:
+    def create(found) -> str:
+        name, ref = request.POST.get("name", "").strip(), request.POST.get("ref", "").strip()
+        tag = tag_create(catalog=found, name=name, ref=ref or found.default_branch, created_by=request.user)
+        return f"Tag {tag.name} created at {tag.commit_id[:12]}."
+
+    return _ref_new(request, catalog, create)
+
+
+@ui_view
+def commit_log_page(request: HttpRequest, catalog: str) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    ref = ref_context(request, found)
+    page = Paginator(commit_log(ref.resolved.chain).prefetch_related("operations"), LOG_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    branches, tags = _refs(found)
+    context = {"catalog": found, "ref": ref, "page": page, "branches": branches, "tags": tags}
+    return render(request, "frontend/log.html", context)

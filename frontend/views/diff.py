@@ -1,0 +1,119 @@
+"""The side-by-side diff of two refs, from the one diff report the merge uses, with each changed object's
+conflict rule table and its applicable cells colored; and the merge / dry-run buttons."""
+
+from dataclasses import dataclass, field
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from catalog_app.models import Role
+from catalog_app.selectors.refs import branch_list, tag_list
+from frontend.views.common import back, get_catalog, refused, ui_view, url_with
+from lakeui.errors import ApplicationError
+from merge_app.rules import CONFLICT, DISCARDED, NOTES, OK, RULE_TABLES
+from merge_app.selectors.diff import diff_as_dict, merge_diff
+from merge_app.services.merges import merge_submit
+
+CHANGES = ("added_in_source", "added_in_target", "changed_in_source", "changed_in_target", "changed_in_both")
+VERDICTS = ("ok", "conflict", "discarded", "not_merged")
+# Worst first: a cell that several operation pairs hit shows the worst of their verdicts.
+SEVERITY = {CONFLICT: 3, DISCARDED: 2, "conditional": 1, OK: 0}
+CLASS_LABEL = {CONFLICT: "conflict", DISCARDED: "discarded", "conditional": "conditional", OK: "ok"}
+
+
+@dataclass
+class Cell:
+    text: str
+    applies: bool = False
+    shade: str = ""  # ok | conflict | conditional | discarded (when it applies)
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return " ".join(self.reasons)
+
+
+def _shade(pair: dict) -> str:
+    if pair["verdict"] == CONFLICT:
+        return CONFLICT
+    if pair["verdict"] == DISCARDED:
+        return DISCARDED
+    return OK if pair["cell"] == OK else "conditional"
+
+
+def rule_grid(kind: str, pairs: list[dict]) -> dict:
+    """The rule table of an object's kind, with the cells the report's operation pairs hit marked."""
+    table = RULE_TABLES[kind]
+    hits: dict[tuple[str, str], list[dict]] = {}
+    for pair in pairs:
+        hits.setdefault((pair["row"], pair["column"]), []).append(pair)
+    rows = []
+    for row in table.rows:
+        cells = []
+        for column in table.columns:
+            cell = Cell(text=table.cell(row, column) or "-")
+            found = hits.get((row, column), [])
+            if found:
+                cell.applies = True
+                cell.shade = max((_shade(p) for p in found), key=SEVERITY.__getitem__)
+                cell.reasons = sorted({f"{p['verdict']} ({p['note']}): {p['reason']}" for p in found})
+            cells.append(cell)
+        rows.append((row, cells))
+    notes = sorted({p["note"] for p in pairs if p["note"] in NOTES} | {p["cell"] for p in pairs if p["cell"] in NOTES})
+    return {"title": table.title, "columns": table.columns, "rows": rows, "notes": [(n, NOTES[n]) for n in notes]}
+
+
+def _object_view(obj: dict) -> dict:
+    pairs = [{**pair, "shade": _shade(pair)} for pair in obj["pairs"]]
+    view = {**obj, "pairs": pairs}
+    if obj["rule_table"]:
+        view["grid"] = rule_grid(obj["rule_table"], obj["pairs"])
+    return view
+
+
+@ui_view
+def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    source, target = request.GET.get("from", "").strip(), request.GET.get("to", "").strip() or found.default_branch
+    change, verdict = request.GET.get("change", ""), request.GET.get("verdict", "")
+    context = {
+        "catalog": found, "source": source, "target": target, "change": change, "verdict": verdict,
+        "changes": CHANGES, "verdicts": VERDICTS,
+        "branches": list(branch_list(catalog=found)), "tags": list(tag_list(catalog=found)),
+    }  # fmt: skip
+    if source:
+        try:
+            report = diff_as_dict(merge_diff(catalog=found, source=source, target=target))
+        except ApplicationError as error:
+            refused(request, error)
+        else:
+            objects = [_object_view(obj) for obj in report["objects"]]
+            shown = [
+                obj for obj in objects
+                if (not change or obj["change"] == change) and (not verdict or obj["verdict"] == verdict)
+            ]  # fmt: skip
+            context.update(report=report, objects=shown, hidden=len(objects) - len(shown))
+    return render(request, "frontend/diff.html", context)
+
+
+@ui_view
+@require_POST
+def merge_new(request: HttpRequest, catalog: str) -> HttpResponse:
+    found = get_catalog(request, catalog, Role.EDITOR)
+    source, target = request.POST.get("source", ""), request.POST.get("target", "")
+    dry_run = request.POST.get("dry_run") == "1"
+    heads = {key: request.POST.get(f"{key}_head", "") for key in ("source", "target")}
+    try:
+        job = merge_submit(
+            catalog=found, source=source, target=target, dry_run=dry_run, user=request.user,
+            expected_heads={key: head for key, head in heads.items() if head} or None,
+        )  # fmt: skip
+    except ApplicationError as error:
+        refused(request, error)
+        return back(request, url_with(reverse("frontend:diff", args=[found.name]), **{"from": source, "to": target}))
+    what = "Dry run" if dry_run else "Merge"
+    messages.success(request, f"{what} of {source} into {target} submitted.")
+    return redirect("frontend:job", job_id=job.id)

@@ -1,0 +1,129 @@
+"""Jobs with live progress, and the merge audit logs."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from catalog_app.models import Catalog, Job
+from catalog_app.selectors.jobs import job_get, job_list
+from catalog_app.services.jobs import job_cancel
+from frontend.views.common import get_catalog, refused, ui_view
+from lakeui.errors import ApplicationError, NotFoundError
+from merge_app.models import Merge, MergeRequest, Restore
+from merge_app.selectors.merges import merge_get, merge_list, restore_get, restore_list
+
+PAGE_SIZE = 50
+
+
+def job_state(job: Job) -> dict:
+    return {
+        "id": str(job.id), "status": job.status, "progress": job.progress, "message": job.progress_message,
+        "finished": job.is_finished, "error_code": job.error_code, "error_message": job.error_message,
+    }  # fmt: skip
+
+
+@ui_view
+def job_index(request: HttpRequest) -> HttpResponse:
+    jobs = job_list(user=request.user)
+    status = request.GET.get("status", "")
+    if status:
+        jobs = jobs.filter(status=status)
+    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "status": status,
+        "statuses": Job.Status.values,
+        "status_query": f"status={status}" if status else "",
+    }
+    return render(request, "frontend/jobs.html", context)
+
+
+def _links(job: Job) -> dict:
+    """Where a job's outcome lives in the UI: the catalog, the merge's audit log, the commit."""
+    params, result = job.params or {}, job.result or {}
+    catalog = Catalog.objects.filter(id=params.get("catalog_id")).first() if params.get("catalog_id") else None
+    merge = None
+    if catalog is not None and isinstance(result, dict) and result.get("merge"):
+        merge = Merge.objects.filter(id=result["merge"], catalog=catalog).first()
+    if merge is None and job.kind == "branch_merge":
+        merge = Merge.objects.filter(job=job).first()
+    request_id = params.get("merge_request") or params.get("merge_request_id")
+    merge_request = None
+    if catalog is not None and request_id is not None:
+        merge_request = MergeRequest.objects.filter(id=request_id, catalog=catalog).first()
+    restore = Restore.objects.filter(job=job).first() if job.kind == "branch_restore" else None
+    return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore}
+
+
+@ui_view
+def job_detail(request: HttpRequest, job_id) -> HttpResponse:
+    job = job_get(user=request.user, job_id=str(job_id))
+    return render(request, "frontend/job.html", {"job": job, **_links(job)})
+
+
+@ui_view
+def job_status(request: HttpRequest, job_id) -> HttpResponse:
+    """The job's state as JSON, for the progress bars' polling."""
+    try:
+        job = job_get(user=request.user, job_id=str(job_id))
+    except NotFoundError as error:
+        return JsonResponse(error.as_dict(), status=404)
+    return JsonResponse(job_state(job))
+
+
+@ui_view
+@require_POST
+def job_cancel_view(request: HttpRequest, job_id) -> HttpResponse:
+    job = job_get(user=request.user, job_id=str(job_id))
+    try:
+        job_cancel(job=job)
+    except ApplicationError as error:
+        refused(request, error)
+    else:
+        messages.success(request, "Cancellation requested.")
+    return redirect("frontend:job", job_id=job.id)
+
+
+@ui_view
+def merge_index(request: HttpRequest, catalog: str) -> HttpResponse:
+    return _log_index(request, catalog, merge_list, "frontend/merges.html")
+
+
+def _log_index(request: HttpRequest, catalog: str, listing, template: str) -> HttpResponse:
+    """A page of a catalog's merge or restore logs, newest first."""
+    found = get_catalog(request, catalog)
+    page = Paginator(listing(catalog=found), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, template, {"catalog": found, "page": page})
+
+
+@ui_view
+def merge_detail(request: HttpRequest, catalog: str, merge_id) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    merge = merge_get(catalog=found, merge_id=merge_id)
+    report, log = merge.report or {}, merge.log or {}
+    conflicts = [
+        {"name": obj["name"], "kind": obj["kind"],
+         "items": [*obj.get("conflicts", []), *(p for p in obj.get("pairs", []) if p["verdict"] == "conflict")]}
+        for obj in report.get("objects", []) if obj.get("verdict") == "conflict"
+    ]  # fmt: skip
+    files = log.get("files", [])
+    context = {
+        "catalog": found, "merge": merge, "report": report, "log": log, "conflicts": conflicts, "files": files,
+        "file_bytes": sum(f.get("bytes", 0) for f in files), "file_rows": sum(f.get("rows", 0) for f in files),
+        "schema_versions": log.get("schema_versions", {}),
+    }  # fmt: skip
+    return render(request, "frontend/merge.html", context)
+
+
+@ui_view
+def restore_index(request: HttpRequest, catalog: str) -> HttpResponse:
+    return _log_index(request, catalog, restore_list, "frontend/restores.html")
+
+
+@ui_view
+def restore_detail(request: HttpRequest, catalog: str, restore_id) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    restore = restore_get(catalog=found, restore_id=restore_id)
+    return render(request, "frontend/restore.html", {"catalog": found, "restore": restore, "log": restore.log or {}})

@@ -1,0 +1,258 @@
+"""Merge request pages: the list, the form that opens one, and the request with its merge plan (the diff page's
+rule tables), reviews, conflict resolutions, timeline, and the merge button with the reasons it is disabled.
+
+Every action calls the merge request service the API calls, and every refusal is a message on the request page."""
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from catalog_app.models import Role
+from catalog_app.selectors.refs import branch_list
+from frontend.views.common import get_catalog, refused, ui_view, url_with
+from frontend.views.diff import _object_view
+from lakeui.errors import ApplicationError
+from merge_app.models import MergeRequest, MergeRequestReview
+from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
+from merge_app.services.merge_requests import (
+    RESOLUTION_CHOICES,
+    merge_request_merge,
+    merge_request_open,
+    merge_request_refresh,
+    merge_request_review,
+    merge_request_update,
+)
+
+PAGE_SIZE = 50
+STATES = MergeRequest.State.values
+CHOICE_LABELS = {"fail": "fail (keep it a conflict)", "source_wins": "source wins", "target_wins": "target wins"}
+
+
+def _page(catalog, number: int) -> str:
+    return reverse("frontend:merge-request", args=[catalog.name, number])
+
+
+@ui_view
+def merge_request_index(request: HttpRequest, catalog: str) -> HttpResponse:
+    """GET: the requests of one state (default open); POST: open a request (editor)."""
+    found = get_catalog(request, catalog, Role.EDITOR if request.method == "POST" else Role.VIEWER)
+    form = {"source": request.GET.get("source", ""), "target": request.GET.get("target") or found.default_branch}
+    status = 200
+    if request.method == "POST":
+        form = {key: request.POST.get(key, "").strip() for key in ("source", "target", "title", "description")}
+        try:
+            opened = merge_request_open(catalog=found, author=request.user, **form)
+        except ApplicationError as error:
+            refused(request, error)
+            status = 400
+        else:
+            messages.success(request, f"Merge request !{opened.number} opened; its merge plan is being computed.")
+            return redirect(_page(found, opened.number))
+    state = request.GET.get("state", "open")
+    requests = merge_request_list(catalog=found, state=state if state in STATES else None)
+    context = {
+        "catalog": found, "state": state, "form": form,
+        "page": Paginator(requests.order_by("-number"), PAGE_SIZE).get_page(request.GET.get("page")),
+        "branches": list(branch_list(catalog=found)),
+        "tabs": [(s, merge_request_list(catalog=found, state=s).count()) for s in STATES],
+        "extra": f"state={state}",
+    }  # fmt: skip
+    return render(request, "frontend/merge_requests.html", context, status=status)
+
+
+def _key_rows(obj: dict, chosen: dict) -> list[dict]:
+    """The conflicting keys of a primary-key table: per key the three versions of the row side by side, with the
+    conflicting cells marked, and the choice made for the key (if any)."""
+    listed = (obj.get("keys") or {}).get("listed") or []
+    rows = []
+    for conflict in listed:
+        cells = set(conflict.get("cells") or [])
+        columns = []
+        for version in ("base", "source", "target"):
+            for name in conflict.get(version) or {}:
+                if name not in columns:
+                    columns.append(name)
+        sides = []
+        for version in ("base", "source", "target"):
+            values = conflict.get(version)
+            sides.append(
+                {
+                    "name": version,
+                    "deleted": values is None,
+                    "cells": [
+                        {
+                            "column": c,
+                            "value": "" if values is None else json.dumps(values.get(c)),
+                            "conflict": version != "base" and (c in cells or "*" in cells),
+                        }
+                        for c in columns
+                    ],
+                }
+            )
+        rows.append(
+            {"key_id": conflict["key_id"], "key": conflict["key"], "columns": columns, "sides": sides,
+             "source_change": conflict.get("source_change"), "target_change": conflict.get("target_change"),
+             "choice": chosen.get(conflict["key_id"], "")}
+        )  # fmt: skip
+    return rows
+
+
+def _event_text(kind: str, details: dict) -> str:
+    """One line of the timeline for an event's details."""
+    if kind == "opened":
+        return f"opened to merge {details.get('source')} into {details.get('target')}"
+    if kind == "plan_updated":
+        conflicts = details.get("conflicts") or []
+        verdict = f"conflicts in {', '.join(conflicts)}" if conflicts else "no conflicts"
+        return f"merge plan updated ({verdict})"
+    if kind == "reviewed":
+        what = "approved" if details.get("decision") == "approve" else "requested changes"
+        comment = details.get("comment")
+        return f"{what}" + (f": “{comment}”" if comment else "")
+    if kind == "approvals_dismissed":
+        reason = "a new source commit" if details.get("reason") == "source_moved" else "changed resolutions"
+        return f"approvals of {', '.join(details.get('reviewers') or []) or 'nobody'} dismissed after {reason}"
+    if kind == "resolutions_changed":
+        parts = []
+        for choice in details.get("choices") or []:
+            where = {"default": "default", "table": choice.get("table"), "key": f"{choice.get('table')} key "
+                     f"{choice.get('key')}"}.get(choice.get("scope"), "?")  # fmt: skip
+            parts.append(f"{where}: {choice.get('choice')}")
+        return "resolutions changed (" + "; ".join(parts) + ")"
+    if kind == "edited":
+        return "edited " + ", ".join(sorted(details))
+    if kind == "merge_started":
+        return "merge submitted"
+    if kind == "merged":
+        commit = details.get("commit") or ""
+        return f"merged ({details.get('status')}, commit {commit[:12]})"
+    return kind
+
+
+@ui_view
+def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    merge_request = merge_request_refresh(
+        merge_request=merge_request_get(catalog=found, number=number), user=request.user
+    )
+    status = merge_request_status(merge_request)
+    plan = merge_request.plan or {}
+    resolutions = merge_request.resolutions or {}
+    objects = []
+    for obj in plan.get("objects", []):
+        view = _object_view(obj)
+        view["rows"] = plan.get("rows", {}).get(obj["name"])
+        view["table_choice"] = resolutions.get("tables", {}).get(obj["name"], "")
+        view["key_rows"] = _key_rows(obj, resolutions.get("keys", {}).get(obj["name"], {}))
+        view["in_conflict"] = obj["name"] in status.conflicts
+        objects.append(view)
+    reviews = list(merge_request.reviews.select_related("reviewer").order_by("created_at"))
+    context = {
+        "catalog": found, "mr": merge_request, "status": status, "plan": plan, "objects": objects,
+        "reviews": reviews,
+        "events": [
+            {"event": e, "text": _event_text(e.kind, e.details or {})}
+            for e in merge_request.events.select_related("actor").order_by("created_at")
+        ],
+        "resolutions": resolutions, "default_choice": resolutions.get("default", "fail"),
+        "choices": [(c, CHOICE_LABELS[c]) for c in RESOLUTION_CHOICES],
+        "is_author": merge_request.author_id == request.user.pk,
+        "is_open": merge_request.state == MergeRequest.State.OPEN,
+        "diff_url": url_with(reverse("frontend:diff", args=[found.name]),
+                             **{"from": merge_request.source, "to": merge_request.target}),
+        "plan_job": merge_request.plan_job, "merge_job": merge_request.merge_job,
+    }  # fmt: skip
+    return render(request, "frontend/merge_request.html", context)
+
+
+def _refused(request: HttpRequest, error: ApplicationError) -> None:
+    """The refusal's message, and every further blocker a refused merge reports."""
+    refused(request, error)
+    blockers = error.details.get("blockers") if isinstance(error.details, dict) else None
+    for blocker in (blockers or [])[1:]:
+        messages.error(request, f"{blocker['message']} ({blocker['code']})")
+
+
+def _act(request: HttpRequest, catalog: str, number: int, wanted: str, action, done: str) -> HttpResponse:
+    """Run one action on the request; a refusal is a message on the request page."""
+    found = get_catalog(request, catalog, wanted)
+    merge_request = merge_request_get(catalog=found, number=number)
+    try:
+        action(merge_request)
+    except ApplicationError as error:
+        _refused(request, error)
+    else:
+        messages.success(request, done)
+    return redirect(_page(found, number))
+
+
+@ui_view
+@require_POST
+def merge_request_review_view(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
+    decision = request.POST.get("decision", "")
+    done = "Approved." if decision == MergeRequestReview.Decision.APPROVE else "Changes requested."
+    return _act(
+        request, catalog, number, Role.APPROVER,
+        lambda mr: merge_request_review(merge_request=mr, reviewer=request.user, decision=decision,
+                                        comment=request.POST.get("comment", "")[:10_000]),
+        done,
+    )  # fmt: skip
+
+
+def _resolutions_from(post) -> dict:
+    """The resolution form: `default`, `table:<db.t>` and `key:<db.t>:<key id>` fields; an empty choice is left
+    as it is (a key or table choice cannot be taken back, only changed)."""
+    given: dict = {}
+    if post.get("default"):
+        given["default"] = post["default"]
+    for field, value in post.items():
+        if not value:
+            continue
+        if field.startswith("table:"):
+            given.setdefault("tables", {})[field[len("table:") :]] = value
+        elif field.startswith("key:"):
+            table, _, key = field[len("key:") :].partition(":")
+            given.setdefault("keys", {}).setdefault(table, {})[key] = value
+    return given
+
+
+@ui_view
+@require_POST
+def merge_request_resolve(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
+    return _act(
+        request, catalog, number, Role.EDITOR,
+        lambda mr: merge_request_update(
+            merge_request=mr, user=request.user, resolutions=_resolutions_from(request.POST)
+        ),
+        "Resolutions saved; the merge plan is computed again with them, and earlier approvals are dismissed.",
+    )  # fmt: skip
+
+
+@ui_view
+@require_POST
+def merge_request_state(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
+    state = request.POST.get("state", "")
+    return _act(
+        request, catalog, number, Role.EDITOR,
+        lambda mr: merge_request_update(merge_request=mr, user=request.user, state=state),
+        "Merge request closed." if state == "closed" else "Merge request reopened.",
+    )  # fmt: skip
+
+
+@ui_view
+@require_POST
+def merge_request_merge_view(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
+    found = get_catalog(request, catalog, Role.EDITOR)
+    merge_request = merge_request_get(catalog=found, number=number)
+    try:
+        job = merge_request_merge(merge_request=merge_request, user=request.user)
+    except ApplicationError as error:
+        _refused(request, error)
+        return redirect(_page(found, number))
+    messages.success(request, f"Merge of !{number} ({merge_request.source} into {merge_request.target}) submitted.")
+    return redirect("frontend:job", job_id=job.id)

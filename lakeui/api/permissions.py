@@ -1,0 +1,58 @@
+"""The API's one permission rule (the default of REST_FRAMEWORK, so every endpoint has it unless it opts out):
+a signed-in user, and on every endpoint under `/catalogs/{catalog}` the role the view needs for the method.
+
+A view states what it needs with `required_roles` ({method: role}); without it, reads (GET, HEAD, OPTIONS) need
+`viewer` and everything else `editor`. A view whose need depends on the request body defines
+`required_role(request) -> str` instead. A user with no role in the catalog gets the same 404 as for a catalog
+that does not exist, so catalogs one may not see stay invisible.
+"""
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+from catalog_app.models import Catalog, Role
+from catalog_app.selectors.access import catalog_role_of, role_at_least
+from lakeui.errors import ApplicationError, NotFoundError
+
+MESSAGE_ROLE = "This needs the {wanted} role in catalog {catalog!r}; you have {role}."
+
+
+def required_role(view, request) -> str:
+    hook = getattr(view, "required_role", None)
+    if callable(hook):
+        return hook(request)
+    roles = getattr(view, "required_roles", None) or {}
+    method = request.method.upper()
+    if method in roles:
+        return roles[method]
+    return Role.VIEWER if method in SAFE_METHODS else Role.EDITOR
+
+
+def catalog_access(*, user, name: str, wanted: str) -> Catalog:
+    """The catalog `name` if `user` has at least the role `wanted` in it. No catalog, or no role in it: 404
+    `catalog_not_found` (a catalog one may not see stays invisible); a lesser role: 403 `role_required`. The one
+    rule for the API (below) and the browser UI (frontend/views/common.py)."""
+    catalog = Catalog.objects.filter(name=name).first()
+    role = catalog_role_of(user=user, catalog=catalog) if catalog is not None else None
+    if role is None:
+        raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
+    if not role_at_least(role, wanted):
+        raise ApplicationError(
+            "role_required",
+            MESSAGE_ROLE.format(wanted=wanted, catalog=name, role=role),
+            status=403,
+            details={"required": wanted, "role": role},
+        )
+    return catalog
+
+
+class CatalogRolePermission(BasePermission):
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False  # DRF answers 401 (token auth names itself in WWW-Authenticate)
+        name = getattr(view, "kwargs", {}).get("catalog")
+        if name is None:
+            return True
+        if not Catalog.objects.filter(name=name).exists():
+            return True  # the view answers 404 catalog_not_found
+        catalog_access(user=request.user, name=name, wanted=required_role(view, request))
+        return True

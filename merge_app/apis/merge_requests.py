@@ -1,0 +1,175 @@
+"""Merge requests, their reviews and their merge. Reading a request brings it up to date (a new plan when a head
+has moved, dismissed approvals after a new source commit): see services/merge_requests.py."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog_app.apis.catalogs import paginated
+from catalog_app.apis.common import UserField
+from catalog_app.apis.jobs import JobOutputSerializer
+from catalog_app.models import Role
+from catalog_app.selectors.refs import catalog_get
+from merge_app.models import MergeRequest, MergeRequestReview
+from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
+from merge_app.services.merge_requests import (
+    RESOLUTION_CHOICES,
+    merge_request_merge,
+    merge_request_open,
+    merge_request_refresh,
+    merge_request_review,
+    merge_request_update,
+)
+
+
+class JobBriefSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.CharField()
+    error_code = serializers.CharField(allow_null=True)
+
+
+class ReviewOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    reviewer = UserField()
+    decision = serializers.CharField()
+    comment = serializers.CharField()
+    source_head = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    dismissed_at = serializers.DateTimeField(allow_null=True)
+    dismissed_reason = serializers.CharField()
+
+
+class EventOutputSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    actor = UserField(allow_null=True)
+    details = serializers.DictField()
+    created_at = serializers.DateTimeField()
+
+
+class MergeRequestOutputSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    source = serializers.CharField()
+    target = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    author = UserField(allow_null=True)
+    state = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(allow_null=True)
+    merged_at = serializers.DateTimeField(allow_null=True)
+    merged_by = UserField(allow_null=True)
+    merge = serializers.UUIDField(source="merge_id", allow_null=True, help_text="The merge's audit log id")
+
+
+class MergeRequestDetailOutputSerializer(MergeRequestOutputSerializer):
+    merge_url = serializers.SerializerMethodField()
+    merge_commit = serializers.SerializerMethodField()
+    plan = serializers.DictField(allow_null=True)
+    plan_heads = serializers.DictField(allow_null=True)
+    plan_job = JobBriefSerializer(allow_null=True)
+    merge_job = JobBriefSerializer(allow_null=True)
+    resolutions = serializers.DictField()
+    status = serializers.SerializerMethodField()
+    reviews = serializers.SerializerMethodField()
+    events = serializers.SerializerMethodField()
+
+    def get_merge_url(self, obj) -> str | None:
+        return f"/api/v1/catalogs/{obj.catalog.name}/merges/{obj.merge_id}" if obj.merge_id else None
+
+    def get_merge_commit(self, obj) -> str | None:
+        return obj.merge.commit_id if obj.merge_id else None
+
+    def get_status(self, obj) -> dict:
+        found = merge_request_status(obj)
+        return {
+            "heads": found.heads, "stale": found.stale, "planning": found.planning, "protected": found.protected,
+            "required_approvals": found.required_approvals, "approved_by": found.approved_by,
+            "changes_requested_by": found.changes_requested_by, "conflicts": found.conflicts,
+            "unresolved_conflicts": found.unresolved_conflicts, "mergeable": found.mergeable,
+            "blockers": [{"code": b["code"], "message": b["message"]} for b in found.blockers],
+        }  # fmt: skip
+
+    def get_reviews(self, obj) -> list:
+        return ReviewOutputSerializer(obj.reviews.select_related("reviewer"), many=True).data
+
+    def get_events(self, obj) -> list:
+        return EventOutputSerializer(obj.events.select_related("actor"), many=True).data
+
+
+def _detail(merge_request: MergeRequest) -> dict:
+    return MergeRequestDetailOutputSerializer(merge_request).data
+
+
+class MergeRequestListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        source = serializers.CharField(max_length=255)
+        target = serializers.CharField(max_length=255)
+        title = serializers.CharField(max_length=255)
+        description = serializers.CharField(required=False, allow_blank=True, default="")
+
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, enum=MergeRequest.State.values)],
+        responses=MergeRequestOutputSerializer(many=True),
+    )
+    def get(self, request, catalog):
+        requests = merge_request_list(catalog=catalog_get(name=catalog), state=request.query_params.get("state"))
+        return paginated(request, self, requests, MergeRequestOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: MergeRequestDetailOutputSerializer})
+    def post(self, request, catalog):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        opened = merge_request_open(catalog=catalog_get(name=catalog), author=request.user, **data.validated_data)
+        found = merge_request_get(catalog=opened.catalog, number=opened.number)
+        return Response(_detail(found), status=status.HTTP_201_CREATED)
+
+
+class MergeRequestDetailApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=255, required=False)
+        description = serializers.CharField(required=False, allow_blank=True)
+        state = serializers.ChoiceField(choices=["open", "closed"], required=False, help_text="close or reopen")
+        resolutions = serializers.JSONField(
+            required=False,
+            help_text=f'{{"default": choice, "tables": {{"db.t": choice}}, "keys": {{"db.t": {{key: choice}}}}}}, '
+            f"choice one of {RESOLUTION_CHOICES}",
+        )
+
+    @extend_schema(responses=MergeRequestDetailOutputSerializer)
+    def get(self, request, catalog, number):
+        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        return Response(_detail(merge_request_refresh(merge_request=found, user=request.user)))
+
+    @extend_schema(request=InputSerializer, responses=MergeRequestDetailOutputSerializer)
+    def patch(self, request, catalog, number):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        merge_request_update(merge_request=found, user=request.user, **data.validated_data)
+        return Response(_detail(merge_request_get(catalog=found.catalog, number=number)))
+
+
+class MergeRequestReviewApi(APIView):
+    required_roles = {"POST": Role.APPROVER}
+
+    class InputSerializer(serializers.Serializer):
+        decision = serializers.ChoiceField(choices=MergeRequestReview.Decision.values)
+        comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
+
+    @extend_schema(request=InputSerializer, responses={201: ReviewOutputSerializer})
+    def post(self, request, catalog, number):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        review = merge_request_review(merge_request=found, reviewer=request.user, **data.validated_data)
+        return Response(ReviewOutputSerializer(review).data, status=status.HTTP_201_CREATED)
+
+
+class MergeRequestMergeApi(APIView):
+    @extend_schema(request=None, responses={202: JobOutputSerializer})
+    def post(self, request, catalog, number):
+        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        job = merge_request_merge(merge_request=found, user=request.user)
+        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)

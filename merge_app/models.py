@@ -1,0 +1,175 @@
+"""Merge audit logs and the SQL console's current branch."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from catalog_app.models import Catalog, Commit, Job
+
+
+class Merge(models.Model):
+    """The audit log of one merge (or dry run) as DESIGN.md section 2 lists it. Written in the transaction of the
+    merge commit; a merge refused for conflicts is logged too, with the conflicts and no commit."""
+
+    class Status(models.TextChoices):
+        MERGED = "merged"
+        CONFLICT = "conflict"
+        UP_TO_DATE = "up_to_date"
+        PLANNED = "planned"  # a dry run that would merge
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="merges")
+    source = models.CharField(max_length=255)
+    target = models.CharField(max_length=255)
+    source_head = models.CharField(max_length=32)
+    target_head = models.CharField(max_length=32)
+    base = models.CharField(max_length=32)
+    commit = models.OneToOneField(Commit, null=True, blank=True, on_delete=models.SET_NULL, related_name="merge")
+    dry_run = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    report = models.JSONField(default=dict)  # the diff the merge decided on (selectors/diff.py)
+    log = models.JSONField(default=dict)  # what the merge did: objects, discarded, schema versions, files
+    timings = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class SqlSession(models.Model):
+    """`USE BRANCH b` in the SQL endpoint: the user's current branch in a catalog (the default target of MERGE
+    BRANCH and the ref statements read)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    branch = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "catalog"], name="sql_session_unique")]
+
+
+class Restore(models.Model):
+    """The audit log of one RESTORE (DESIGN.md 4.6): what was restored to which point, and what changed."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="restores")
+    branch = models.CharField(max_length=255)
+    database = models.CharField(max_length=63, blank=True)
+    table = models.CharField(max_length=63, blank=True)  # empty: the whole branch
+    point = models.CharField(max_length=32)  # the commit whose state was restored
+    head_before = models.CharField(max_length=32)
+    commit = models.OneToOneField(Commit, null=True, blank=True, on_delete=models.SET_NULL, related_name="restore")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    log = models.JSONField(default=dict)  # each object and how it was restored; files added and removed
+    timings = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class KeyComparison(models.Model):
+    """The key-by-key comparison of a primary-key table changed on both sides (DESIGN.md 4.4), computed on Spark
+    once per (ancestor, source head, target head) and shared by the diff, merge requests and the merge."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    table_id = models.UUIDField()
+    base = models.CharField(max_length=32)
+    source_head = models.CharField(max_length=32)
+    target_head = models.CharField(max_length=32)
+    counts = models.JSONField(default=dict)
+    conflicts = models.JSONField(default=list)  # each: key, key_id, changes, base/source/target rows, cells
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["table_id", "base", "source_head", "target_head"], name="key_comparison_unique"
+            )
+        ]
+
+
+class MergeRequest(models.Model):
+    """A request to merge `source` into `target` (DESIGN.md section 5), numbered per catalog.
+
+    `plan` is the merge plan of the latest dry run (see services/merge_requests.py) and `plan_heads` the heads it
+    was computed on: the request is stale when the branches' heads differ from them. `resolutions` holds the
+    conflict resolutions chosen in the request, each with who chose it and when."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        MERGED = "merged"
+        CLOSED = "closed"
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="merge_requests")
+    number = models.PositiveIntegerField()
+    source = models.CharField(max_length=255)
+    target = models.CharField(max_length=255)
+    title = models.CharField(max_length=255)
+    description = models.TextField(blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    plan = models.JSONField(null=True, blank=True)
+    plan_heads = models.JSONField(null=True, blank=True)  # {source, target} the plan was computed on
+    plan_merge = models.ForeignKey(Merge, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    plan_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    plan_job_heads = models.JSONField(null=True, blank=True)  # the heads when plan_job was asked for
+    resolutions = models.JSONField(default=dict, blank=True)
+    merge_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    merge = models.OneToOneField(Merge, null=True, blank=True, on_delete=models.SET_NULL, related_name="merge_request")
+    merged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    merged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "number"], name="merge_request_number_unique")]
+        ordering = ["-number"]
+
+
+class MergeRequestReview(models.Model):
+    """One review. It counts only for the source head it was given on: a new source commit dismisses approvals."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REQUEST_CHANGES = "request_changes"
+
+    merge_request = models.ForeignKey(MergeRequest, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    comment = models.TextField(blank=True)
+    source_head = models.CharField(max_length=32)
+    target_head = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+    dismissed_reason = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class MergeRequestEvent(models.Model):
+    """The request's timeline: opened, plan_updated, reviewed, approvals_dismissed, resolutions_changed,
+    merge_started, merged, closed, reopened, edited."""
+
+    merge_request = models.ForeignKey(MergeRequest, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]

@@ -1,0 +1,292 @@
+"""The conflict rule tables of DESIGN.md 4.2 and 4.3, as data, and the conditions their notes name.
+
+A table is written here exactly as in the design, and parsed once: rows are the source branch's operation,
+columns the target's. A cell is `ok`, `conflict`, or the name of a note (A1-A6, the starred cells) whose
+condition decides from the two operations and what the merge knows about the two sides (`Facts`). Primary-key
+tables (4.4) get their own table here when they are merged by key.
+
+Besides the cells, one physical check guards every pair of DML operations that the tables call `ok`: if one side
+rewrote a segment (copy-on-write, compaction) whose rows the other side deleted or updated by position, the
+positions no longer exist and replaying would lose that change, so the pair is a conflict (note `R*`). The
+design's own F* is that check for dest compactions; R* applies it to the other rewrites.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalog_app.types import is_widening, parse_type
+
+OK, CONFLICT, DISCARDED, PENDING = "ok", "conflict", "discarded", "pending"
+
+DATABASE_TABLE = """
+| src \\ dest | drop | modify_name | set_properties | unset_properties |
+| drop | ok | ok | ok | ok |
+| modify_name | conflict | ok | ok | ok |
+| set_properties | conflict | ok | ok | ok |
+| unset_properties | conflict | ok | ok | U* |
+"""
+
+TABLE_TABLE = """
+| src \\ dest | drop | alter_name | alter_properties | alter_column | alter_partition | insert | delete | update | overwrite | compaction |
+| drop | ok | ok | ok | ok | ok | ok | ok | ok | ok | ok* |
+| alter_name | conflict | ok | ok | ok | ok | ok | ok | ok | ok | ok* |
+| alter_properties | conflict | ok | P* | ok | ok | ok | ok | ok | ok | ok* |
+| alter_column | conflict | ok | ok | A6 | ok | ok | ok | ok | ok | ok* |
+| alter_partition | conflict | ok | ok | ok | S* | ok | ok | ok | ok | ok* |
+| insert | conflict | ok | ok | ok | ok | ok | ok | ok | ok | ok* |
+| delete | conflict | ok | ok | ok | ok | conflict | A2 | ok | A5 | F* |
+| update | conflict | ok | ok | ok | ok | conflict | A1 | A3 | A4 | F* |
+| overwrite | conflict | ok | ok | ok | ok | ok | ok | ok | ok | ok* |
+| compaction | conflict | ok | ok | ok | ok | C* | C* | C* | C* | C* |
+"""  # noqa: E501
+
+DML = frozenset({"insert", "delete", "update", "overwrite", "compaction"})
+TOUCHING = frozenset({"delete", "update"})  # DML that addresses existing rows by position
+REWRITES = frozenset({"delete", "update", "compaction"})  # DML that may remove a segment and rewrite its rows
+
+
+def _parse(text: str) -> tuple[list[str], list[str], dict[tuple[str, str], str]]:
+    lines = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.strip().splitlines()]
+    columns = lines[0][1:]
+    cells = {(row[0], column): cell for row in lines[1:] for column, cell in zip(columns, row[1:], strict=True)}
+    return [row[0] for row in lines[1:]], columns, cells
+
+
+@dataclass(frozen=True)
+class RuleTable:
+    name: str  # "database" | "table"
+    title: str
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], str]
+
+    def cell(self, src_op: str, dest_op: str) -> str | None:
+        return self.cells.get((src_op, dest_op))
+
+
+RULE_TABLES = {
+    "database": RuleTable("database", "4.2 Existing databases", *_parse(DATABASE_TABLE)),
+    "table": RuleTable("table", "4.3 Existing tables without a primary key", *_parse(TABLE_TABLE)),
+}
+
+NOTES = {
+    "A1": "src update vs dest delete: conflict if both touched a common segment, else ok.",
+    "A2": "delete vs delete: ok, also on a common segment (both delta files apply).",
+    "A3": "update vs update: conflict if both touched a common segment, else ok.",
+    "A4": "src update vs dest overwrite: updates of rows src added since the ancestor merge; updates of older rows "
+    "are discarded (the overwrite replaced them).",
+    "A5": "src delete vs dest overwrite: deletes of rows src added merge; deletes of older rows are discarded.",
+    "A6": "alter_column vs alter_column: conflict if dest's type for the column is wider than the one src sets "
+    "(6.1), or dest added a NOT NULL column without default and src wrote data (6.2).",
+    "P*": "properties vs properties: ok, src wins per key; conflict only if both unset the same key.",
+    "S*": "partition vs partition: ok if both set the same spec, else conflict.",
+    "F*": "src delete/update vs dest compaction: conflict if dest compacted a segment src's change touched.",
+    "C*": "src compaction vs dest DML: never a conflict; src's compaction is taken over only for segments dest has "
+    "not changed or removed, and discarded for the rest.",
+    "U*": "unset vs unset: conflict if both unset the same key, else ok.",
+    "ok*": "dest compaction changes no row: src's change is replayed on the compacted files.",
+    "R*": "a segment one side rewrote holds rows the other side deleted or updated by position.",
+    "4.4": "primary-key table: data changes are compared by key; a key changed on both sides merges if both made "
+    "the same change or changed different columns, and conflicts otherwise (or always, with merge.granularity=row).",
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of one side, as recorded in its commit."""
+
+    commit: str
+    position: int
+    op: str
+    details: dict[str, Any]
+
+    @property
+    def touched(self) -> set[str]:
+        return set(self.details.get("segments_touched", []))
+
+    @property
+    def removed(self) -> set[str]:
+        return set(self.details.get("segments_removed", []))
+
+    @property
+    def added(self) -> set[str]:
+        return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
+
+
+@dataclass
+class Facts:
+    """What the conditions need beyond the two operations."""
+
+    dest_columns: dict[int, dict] = field(default_factory=dict)  # dest's current columns by id
+    src_wrote_data: bool = False
+    key_mode: bool = False  # a primary-key table with data changes on both sides (4.4)
+    keys: dict | None = None  # the key comparison's counts, with `unresolved` conflicts; None: not run yet
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # ok | conflict | discarded
+    note: str  # the cell or note that decided it
+    reason: str
+    discarded: tuple[str, ...] = ()  # files of the src operation that are not taken over
+
+
+Condition = Callable[[Op, Op, Facts], Verdict]
+
+
+def _segments(ids: set[str]) -> str:
+    return ", ".join(sorted(segment[:8] for segment in ids))
+
+
+def _common_segment(note: str) -> Condition:
+    def decide(src: Op, dest: Op, facts: Facts) -> Verdict:
+        common = src.touched & dest.touched
+        if common:
+            return Verdict(CONFLICT, note, f"Both sides changed rows of segment(s) {_segments(common)}.")
+        return Verdict(OK, note, "The two sides changed rows of different segments.")
+
+    return decide
+
+
+def _replaced_by_overwrite(note: str) -> Condition:
+    def decide(src: Op, dest: Op, facts: Facts) -> Verdict:
+        replaced = src.touched & dest.removed
+        if not replaced:
+            return Verdict(OK, note, "The source changed only rows the target's overwrite did not replace.")
+        kept = src.touched - replaced
+        if not kept or (src.op == "delete" and not src.removed):
+            files = _files_on(src, replaced) if kept else tuple(sorted(src.added))
+            why = "rows the target's overwrite replaced" + (" (the rest merges)" if kept else "")
+            return Verdict(DISCARDED, note, f"The source's {src.op} of {why} is discarded.", files)
+        return Verdict(
+            CONFLICT, note,
+            f"The source's {src.op} rewrote rows both of segments the target's overwrite replaced "
+            f"({_segments(replaced)}) and of others, in the same files: it cannot be split.",
+        )  # fmt: skip
+
+    return decide
+
+
+def _files_on(src: Op, segments: set[str]) -> tuple[str, ...]:
+    """The delta files a merge-on-read delete wrote on `segments`."""
+    on = src.details.get("deltas_on", {})
+    return tuple(sorted(delta for delta, segment in on.items() if segment in segments))
+
+
+def _properties(src: Op, dest: Op, facts: Facts) -> Verdict:
+    both = set(src.details.get("unset", [])) & set(dest.details.get("unset", []))
+    if both:
+        return Verdict(CONFLICT, "P*", f"Both sides unset {sorted(both)}.")
+    return Verdict(OK, "P*", "Properties merge key by key; where both set a key, the source's value wins.")
+
+
+def _unset(src: Op, dest: Op, facts: Facts) -> Verdict:
+    both = set(src.details.get("unset", [])) & set(dest.details.get("unset", []))
+    if both:
+        return Verdict(CONFLICT, "U*", f"Both sides unset {sorted(both)}.")
+    return Verdict(OK, "U*", "The two sides unset different keys.")
+
+
+def _partition(src: Op, dest: Op, facts: Facts) -> Verdict:
+    if src.details.get("new") == dest.details.get("new"):
+        return Verdict(OK, "S*", "Both sides set the same partition spec.")
+    return Verdict(CONFLICT, "S*", "The two sides set different partition specs.")
+
+
+def _narrower(new: str, *, than: str) -> bool:
+    """Whether setting type `new` would lose the target's type `than` (not the same, and not a widening of it)."""
+    return new != than and not is_widening(parse_type(than), parse_type(new))
+
+
+def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
+    column = facts.dest_columns.get(src.details["column_id"]) if src.details.get("action") == "widen" else None
+    if column is not None and _narrower(src.details["new"], than=column["type"]):
+        return Verdict(
+            CONFLICT, "A6",
+            f"6.1: the target's type of column {column['name']!r} ({column['type']}) is wider than or "
+            f"incompatible with the source's {src.details['new']}.",
+        )  # fmt: skip
+    added = dest.details.get("column") if dest.details.get("action") == "add" else None
+    if added and not added["nullable"] and added.get("default") is None and facts.src_wrote_data:
+        return Verdict(
+            CONFLICT, "A6",
+            f"6.2: the target added NOT NULL column {added['name']!r} without a default, and the source wrote rows "
+            "that have no value for it.",
+        )  # fmt: skip
+    return Verdict(OK, "A6", "Columns are matched by id; the source's column change is replayed.")
+
+
+def _compacted_touched(src: Op, dest: Op, facts: Facts) -> Verdict:
+    common = src.touched & dest.removed
+    if common:
+        return Verdict(CONFLICT, "F*", f"The target compacted segment(s) {_segments(common)} the source changed.")
+    return Verdict(OK, "F*", "The target compacted none of the segments the source changed.")
+
+
+def _src_compaction(src: Op, dest: Op, facts: Facts) -> Verdict:
+    changed = src.removed & (dest.touched | dest.removed)
+    if changed:
+        return Verdict(
+            DISCARDED, "C*",
+            f"The target changed segment(s) {_segments(changed)} the source compacted: the compaction is dropped.",
+            tuple(sorted(src.added)),
+        )  # fmt: skip
+    return Verdict(OK, "C*", "The target changed none of the segments the source compacted.")
+
+
+CONDITIONS: dict[str, Condition] = {
+    "A1": _common_segment("A1"),
+    "A2": lambda src, dest, facts: Verdict(OK, "A2", "Both delete files apply."),
+    "A3": _common_segment("A3"),
+    "A4": _replaced_by_overwrite("A4"),
+    "A5": _replaced_by_overwrite("A5"),
+    "A6": _columns,
+    "P*": _properties,
+    "S*": _partition,
+    "F*": _compacted_touched,
+    "C*": _src_compaction,
+    "U*": _unset,
+    "ok*": lambda src, dest, facts: Verdict(OK, "ok*", NOTES["ok*"]),
+}
+
+
+def _rewritten_positions(src: Op, dest: Op) -> set[str]:
+    """Segments one side rewrote while the other addressed rows in them by position (R*)."""
+    if src.op not in DML or dest.op not in DML or "overwrite" in (src.op, dest.op):
+        return set()
+    common = set()
+    if dest.op in REWRITES and src.op in TOUCHING:
+        common |= src.touched & dest.removed
+    if src.op in REWRITES and dest.op in TOUCHING:
+        common |= dest.touched & src.removed
+    return common
+
+
+def _by_key(facts: Facts) -> Verdict:
+    if facts.keys is None:
+        return Verdict(PENDING, "4.4", "The key-by-key comparison has not run yet.")
+    counts, unresolved = facts.keys, facts.keys.get("unresolved", 0)
+    summary = (
+        f"{counts['both']} key(s) changed on both sides, {counts['merged_cell_by_cell']} merged cell by cell, "
+        f"{counts['conflicts']} conflicting ({unresolved} unresolved)."
+    )
+    return Verdict(CONFLICT if unresolved else OK, "4.4", summary)
+
+
+def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Verdict]:
+    """The cell of the pair and what it decides."""
+    if facts.key_mode and src.op in DML and dest.op in DML:
+        return "4.4", _by_key(facts)
+    cell = table.cell(src.op, dest.op)
+    if cell is None:
+        return "-", Verdict(OK, "-", f"{src.op} and {dest.op} do not interact.")
+    if cell == CONFLICT:
+        return cell, Verdict(CONFLICT, cell, f"The source's {src.op} cannot be replayed after the target's {dest.op}.")
+    decided = CONDITIONS[cell](src, dest, facts) if cell in CONDITIONS else Verdict(OK, cell, "Replayed as is.")
+    if decided.verdict == OK and cell not in ("F*", "C*", "A4", "A5"):
+        rewritten = _rewritten_positions(src, dest)
+        if rewritten:
+            why = f"Segment(s) {_segments(rewritten)} were rewritten by one side after the other changed rows in them."
+            return cell, Verdict(CONFLICT, "R*", why)
+    return cell, decided

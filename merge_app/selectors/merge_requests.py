@@ -1,0 +1,197 @@
+"""Reading merge requests: the plan made from a dry run's report, and what stands between a request and its merge.
+
+Approvals count only for the source head they were given on (a new source commit dismisses them even before the
+dismissal is written down), a reviewer's latest review is the one that counts, and an author's approval never
+counts. The plan is a dry run with the request's resolutions, so the merge engine itself says which conflicts they
+settle (a table's choice settles its conflicts, the default those between two data operations, keys per key);
+a plan made with other resolutions than the request's current ones is stale.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import QuerySet
+
+from catalog_app.models import Branch, Catalog, ObjectKind
+from catalog_app.selectors.access import branch_protection
+from lakeui.errors import NotFoundError
+from merge_app.models import MergeRequest, MergeRequestReview
+
+
+def merge_request_list(*, catalog: Catalog, state: str | None = None) -> QuerySet[MergeRequest]:
+    requests = MergeRequest.objects.filter(catalog=catalog).select_related("author", "merged_by")
+    return requests.filter(state=state) if state else requests
+
+
+def merge_request_get(*, catalog: Catalog, number: int) -> MergeRequest:
+    found = (
+        MergeRequest.objects.filter(catalog=catalog, number=number)
+        .select_related("catalog", "author", "merged_by", "merge", "plan_job", "merge_job")
+        .first()
+    )
+    if found is None:
+        raise NotFoundError("merge_request_not_found", f"There is no merge request {number} in {catalog.name!r}.")
+    return found
+
+
+def merge_request_heads(merge_request: MergeRequest) -> dict[str, str | None]:
+    """The current heads of the request's branches (None for a branch that no longer exists)."""
+    heads = dict(
+        Branch.objects.filter(
+            catalog_id=merge_request.catalog_id, name__in=[merge_request.source, merge_request.target]
+        ).values_list("name", "head_id")
+    )
+    return {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
+
+
+def merge_plan(report: dict[str, Any]) -> dict[str, Any]:
+    """The merge plan of a dry run's report (merge_app/selectors/diff.py `diff_as_dict`): per object the operations
+    of each side and the verdicts with their rule cells, the conflicts, and per table the rows the merge is expected
+    to insert, update and delete (the row counts of the source operations it would replay; operations a verdict
+    discards are left out)."""
+    objects, conflicts, rows = [], [], {}
+    for obj in report.get("objects", []):
+        discarded = {pair["source"] for pair in obj["pairs"] if pair["verdict"] == "discarded"}
+        replayed = [op for index, op in enumerate(obj["source_operations"]) if index not in discarded]
+        object_conflicts = [*obj["conflicts"], *(pair for pair in obj["pairs"] if pair["verdict"] == "conflict")]
+        objects.append(
+            {
+                "kind": obj["kind"],
+                "object_id": obj["object_id"],
+                "name": obj["name"],
+                "change": obj["change"],
+                "verdict": obj["verdict"],
+                "rule_table": obj["rule_table"],
+                "source_operations": obj["source_operations"],
+                "target_operations": obj["target_operations"],
+                "pairs": obj["pairs"],
+                "conflicts": obj["conflicts"],
+                "resolution": obj.get("resolution"),
+                "keys": obj.get("keys"),
+            }
+        )
+        key_conflicts = (obj.get("keys") or {}).get("conflicts", 0)
+        if obj["verdict"] == "conflict" or object_conflicts or key_conflicts:
+            conflicts.append(
+                {"kind": obj["kind"], "name": obj["name"], "resolved": obj["verdict"] not in ("conflict", "pending"),
+                 "resolution": obj.get("resolution"), "keys": obj.get("keys"), "conflicts": object_conflicts}
+            )  # fmt: skip
+        if obj["kind"] == ObjectKind.TABLE:
+            rows[obj["name"]] = {
+                what: sum(int(op["details"].get(f"rows_{what}", 0) or 0) for op in replayed)
+                for what in ("inserted", "updated", "deleted")
+            }
+    return {
+        "merge": None,
+        "mergeable": report.get("mergeable"),
+        "up_to_date": report.get("up_to_date"),
+        "base": report.get("base"),
+        "heads": {"source": report["source"]["head"], "target": report["target"]["head"]},
+        "counts": report.get("counts"),
+        "objects": objects,
+        "conflicts": conflicts,
+        "rows": rows,
+    }
+
+
+def resolution_of(merge_request: MergeRequest) -> dict[str, Any]:
+    """The request's resolutions as the merge engine takes them (`resolution_check`'s shape)."""
+    chosen = merge_request.resolutions or {}
+    return {
+        "default": chosen.get("default", "fail"),
+        "tables": chosen.get("tables", {}),
+        "keys": chosen.get("keys", {}),
+    }
+
+
+@dataclass
+class MergeRequestStatus:
+    heads: dict[str, str | None]
+    stale: bool
+    planning: bool
+    protected: bool
+    required_approvals: int
+    approved_by: list[str] = field(default_factory=list)
+    changes_requested_by: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    unresolved_conflicts: list[str] = field(default_factory=list)
+    blockers: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def mergeable(self) -> bool:
+        return not self.blockers
+
+
+# (code, HTTP status, message): the order in which a refused merge names its reason.
+BLOCKERS = {
+    "merge_request_not_open": (409, "The merge request is {state}; only an open request can be merged."),
+    "branch_missing": (409, "The {which} branch {name!r} no longer exists."),
+    "plan_failed": (409, "The merge plan could not be computed: {error}. It is tried again when the request is read."),
+    "plan_pending": (409, "The merge plan is being computed; merge once it is ready."),
+    "plan_stale": (409, "A branch has moved since the merge plan was computed; a new plan has been asked for."),
+    "changes_requested": (409, "Changes were requested by {users}; they must approve first."),
+    "approvals_missing": (403, "The target {target!r} needs {required} approval(s); the request has {count}."),
+    "unresolved_conflicts": (409, "The merge has unresolved conflicts in {names}; resolve them in the request."),
+}
+
+
+def _blocker(code: str, **values: Any) -> dict[str, Any]:
+    status, message = BLOCKERS[code]
+    return {"code": code, "status": status, "message": message.format(**values)}
+
+
+def review_effective(reviews: list[MergeRequestReview], *, source_head: str | None, author_id) -> tuple[list, list]:
+    """(approved by, changes requested by): each reviewer's latest review that is not dismissed; an approval counts
+    only on the source head it was given on, a request for changes stands until the reviewer approves."""
+    latest: dict[int, MergeRequestReview] = {}
+    for review in reviews:
+        if review.dismissed_at is None:
+            latest[review.reviewer_id] = review
+    approved, changes = [], []
+    for review in latest.values():
+        if review.decision == MergeRequestReview.Decision.APPROVE:
+            if review.source_head == source_head and review.reviewer_id != author_id:
+                approved.append(review.reviewer.username)
+        else:
+            changes.append(review.reviewer.username)
+    return sorted(approved), sorted(changes)
+
+
+def merge_request_status(merge_request: MergeRequest, heads: dict[str, str | None] | None = None) -> MergeRequestStatus:
+    heads = heads if heads is not None else merge_request_heads(merge_request)
+    protection = branch_protection(catalog=merge_request.catalog, branch=merge_request.target)
+    plan = merge_request.plan
+    planning = merge_request.plan_job is not None and not merge_request.plan_job.is_finished
+    stale = plan is None or merge_request.plan_heads != heads or plan.get("resolution") != resolution_of(merge_request)
+    reviews = list(merge_request.reviews.select_related("reviewer"))
+    approved, changes = review_effective(reviews, source_head=heads["source"], author_id=merge_request.author_id)
+    conflicts = [c["name"] for c in (plan or {}).get("conflicts", [])]
+    unresolved = [c["name"] for c in (plan or {}).get("conflicts", []) if not c["resolved"]]
+    status = MergeRequestStatus(
+        heads=heads, stale=stale, planning=planning, protected=protection is not None,
+        required_approvals=protection.required_approvals if protection else 0, approved_by=approved,
+        changes_requested_by=changes, conflicts=conflicts, unresolved_conflicts=unresolved,
+    )  # fmt: skip
+    blockers = status.blockers
+    if merge_request.state != MergeRequest.State.OPEN:
+        blockers.append(_blocker("merge_request_not_open", state=merge_request.state))
+    for which in ("source", "target"):
+        if heads[which] is None:
+            blockers.append(_blocker("branch_missing", which=which, name=getattr(merge_request, which)))
+    plan_job = merge_request.plan_job
+    if planning:
+        blockers.append(_blocker("plan_pending"))
+    elif stale and plan_job is not None and plan_job.status in ("failed", "cancelled"):
+        blockers.append(_blocker("plan_failed", error=plan_job.error_message or plan_job.status))
+    elif stale:
+        blockers.append(_blocker("plan_stale"))
+    if changes:
+        blockers.append(_blocker("changes_requested", users=", ".join(changes)))
+    if len(approved) < status.required_approvals:
+        blockers.append(
+            _blocker("approvals_missing", target=merge_request.target, required=status.required_approvals,
+                     count=len(approved))
+        )  # fmt: skip
+    if unresolved:
+        blockers.append(_blocker("unresolved_conflicts", names=", ".join(unresolved)))
+    return status

@@ -1,0 +1,362 @@
+"""Merge requests (DESIGN.md section 5): open, plan, review, resolve, merge, close.
+
+The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
+through many write paths, and no signal drives domain flow here, so the request is brought up to date lazily:
+`merge_request_refresh` (called when a request is read, reviewed or merged) compares the branches' heads with
+the heads the plan was computed on, asks for a new plan when they differ, and writes down the dismissal of
+approvals given on an older source head. The merge itself is the merge engine's job (`branch_merge`), run with the
+plan's heads as `expected_heads`, so a branch that moves after the checks makes the job refuse with
+`branch_moved`; the request becomes `merged` in the merge's own transaction.
+"""
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from catalog_app.models import Catalog, Job
+from catalog_app.services.jobs import job_create
+from lakeui.errors import ApplicationError, ConflictError
+from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
+from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
+from merge_app.services.merges import merge_submit
+
+PLAN_JOB = "merge_request_plan"
+PLAN_RETRY_AFTER = timedelta(seconds=60)
+RESOLUTION_CHOICES = ("fail", "source_wins", "target_wins")
+TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}")
+MAX_KEY_LENGTH = 1000
+
+MESSAGE_NOT_OPEN = "Merge request {number} is {state}."
+MESSAGE_SELF_APPROVAL = "You opened this merge request; another user must approve it."
+MESSAGE_EXISTS = "Merge request {number} already asks to merge {source!r} into {target!r}."
+MESSAGE_NO_BRANCH = "There is no branch {name!r} in catalog {catalog!r}; a merge request needs two branches."
+
+
+def _user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
+    return user if user is not None and user.is_authenticated else None
+
+
+def _event(merge_request: MergeRequest, kind: str, actor: AbstractBaseUser | None, **details: Any) -> None:
+    MergeRequestEvent.objects.create(merge_request=merge_request, kind=kind, actor=_user(actor), details=details)
+
+
+def _locked(merge_request: MergeRequest) -> MergeRequest:
+    return (
+        MergeRequest.objects.select_for_update(of=("self",))
+        .select_related("catalog", "plan_job")
+        .get(id=merge_request.id)
+    )
+
+
+def _refuse_if_not_open(merge_request: MergeRequest) -> None:
+    if merge_request.state != MergeRequest.State.OPEN:
+        raise ConflictError(
+            "merge_request_not_open",
+            MESSAGE_NOT_OPEN.format(number=merge_request.number, state=merge_request.state),
+            details={"state": merge_request.state},
+        )
+
+
+def _refuse_duplicate(merge_request: MergeRequest) -> None:
+    other = (
+        MergeRequest.objects.filter(
+            catalog_id=merge_request.catalog_id, source=merge_request.source, target=merge_request.target,
+            state=MergeRequest.State.OPEN,
+        ).exclude(id=merge_request.id).first()
+    )  # fmt: skip
+    if other is not None:
+        raise ConflictError(
+            "merge_request_exists",
+            MESSAGE_EXISTS.format(number=other.number, source=other.source, target=other.target),
+            details={"number": other.number},
+        )
+
+
+def _plan_request(merge_request: MergeRequest, heads: dict[str, str | None], user: AbstractBaseUser | None) -> Job:
+    """Queue a dry-run merge of the request (enqueued when the caller's transaction commits)."""
+    params = {
+        "catalog_id": str(merge_request.catalog_id), "merge_request_id": merge_request.id,
+        "resolution": resolution_of(merge_request),
+    }  # fmt: skip
+    job = job_create(kind=PLAN_JOB, params=params, requested_by=_user(user))
+    merge_request.plan_job, merge_request.plan_job_heads = job, heads
+    merge_request.save(update_fields=["plan_job", "plan_job_heads", "updated_at"])
+    return job
+
+
+def _dismiss_stale_approvals(merge_request: MergeRequest, source_head: str | None, *, reason: str, actor=None) -> int:
+    """Write down that approvals given on another source head (or before `reason`) no longer count."""
+    stale = MergeRequestReview.objects.filter(
+        merge_request=merge_request, decision=MergeRequestReview.Decision.APPROVE, dismissed_at__isnull=True
+    )
+    if reason == "source_moved":
+        stale = stale.exclude(source_head=source_head)
+    reviewers = sorted({review.reviewer.username for review in stale.select_related("reviewer")})
+    count = stale.update(dismissed_at=timezone.now(), dismissed_reason=reason)
+    if count:
+        _event(merge_request, "approvals_dismissed", actor, reason=reason, reviewers=reviewers,
+               source_head=source_head)  # fmt: skip
+    return count
+
+
+@transaction.atomic
+def merge_request_open(
+    *, catalog: Catalog, source: str, target: str, title: str, description: str = "", author: AbstractBaseUser
+) -> MergeRequest:
+    if source == target:
+        raise ApplicationError("invalid_input", "The source and the target must be different branches.")
+    if not title.strip():
+        raise ApplicationError("invalid_input", "A merge request needs a title.", details={"field": "title"})
+    catalog = Catalog.objects.select_for_update().get(id=catalog.id)  # numbers requests one at a time
+    merge_request = MergeRequest(
+        catalog=catalog, source=source, target=target, title=title.strip(), description=description,
+        author=_user(author),
+    )  # fmt: skip
+    heads = merge_request_heads(merge_request)
+    for which in ("source", "target"):
+        if heads[which] is None:
+            raise ApplicationError(
+                "branch_not_found", MESSAGE_NO_BRANCH.format(name=getattr(merge_request, which), catalog=catalog.name),
+                status=404,
+            )  # fmt: skip
+    _refuse_duplicate(merge_request)
+    merge_request.number = (MergeRequest.objects.filter(catalog=catalog).aggregate(n=Max("number"))["n"] or 0) + 1
+    merge_request.save()
+    _event(merge_request, "opened", author, source=source, target=target, heads=heads)
+    _plan_request(merge_request, heads, author)
+    return merge_request
+
+
+def _needs_plan(merge_request: MergeRequest, heads: dict[str, str | None]) -> bool:
+    """Whether the plan is behind the heads or the resolutions and no plan job for them is queued, running or done
+    (a plan job that failed or was cancelled is asked for again after PLAN_RETRY_AFTER)."""
+    resolution = resolution_of(merge_request)
+    if heads == merge_request.plan_heads and (merge_request.plan or {}).get("resolution") == resolution:
+        return False
+    job = merge_request.plan_job
+    if job is None or heads != merge_request.plan_job_heads or job.params.get("resolution") != resolution:
+        return True
+    if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):  # asked for again, at most once a minute
+        return job.finished_at is None or timezone.now() - job.finished_at > PLAN_RETRY_AFTER
+    return False
+
+
+def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser | None) -> MergeRequest:
+    """Bring an open request up to date with its branches (see the module's docstring). Cheap when nothing moved:
+    one query for the heads."""
+    if merge_request.state != MergeRequest.State.OPEN:
+        return merge_request
+    heads = merge_request_heads(merge_request)
+    needs_plan = None not in heads.values() and _needs_plan(merge_request, heads)
+    has_stale_approvals = MergeRequestReview.objects.filter(
+        merge_request=merge_request, decision=MergeRequestReview.Decision.APPROVE, dismissed_at__isnull=True
+    ).exclude(source_head=heads["source"])
+    if None in heads.values() or not (needs_plan or has_stale_approvals.exists()):
+        return merge_request
+    with transaction.atomic():
+        locked = _locked(merge_request)
+        if locked.state == MergeRequest.State.OPEN:
+            _dismiss_stale_approvals(locked, heads["source"], reason="source_moved")
+            if _needs_plan(locked, heads):
+                _plan_request(locked, heads, user)
+    return MergeRequest.objects.select_related("catalog", "author", "merged_by", "merge", "plan_job", "merge_job").get(
+        id=merge_request.id
+    )
+
+
+@transaction.atomic
+def merge_request_plan_store(*, merge_request_id: int, merge: Merge, resolution: dict[str, Any]) -> MergeRequest:
+    """Record a dry run's plan on the request, unless a newer plan is already there (plan jobs may finish out of
+    order) or it is this very plan (the job delivered again)."""
+    merge_request = (
+        MergeRequest.objects.select_for_update(of=("self",)).select_related("plan_merge").get(id=merge_request_id)
+    )
+    current = merge_request.plan_merge
+    if current is not None and (current.id == merge.id or current.created_at > merge.created_at):
+        return merge_request
+    plan = merge_plan(merge.report)
+    plan["merge"], plan["resolution"] = str(merge.id), resolution
+    merge_request.plan, merge_request.plan_heads, merge_request.plan_merge = plan, plan["heads"], merge
+    merge_request.save(update_fields=["plan", "plan_heads", "plan_merge", "updated_at"])
+    _event(
+        merge_request, "plan_updated", None, merge=str(merge.id), heads=plan["heads"], mergeable=plan["mergeable"],
+        conflicts=[conflict["name"] for conflict in plan["conflicts"]],
+    )  # fmt: skip
+    return merge_request
+
+
+@transaction.atomic
+def merge_request_review(
+    *, merge_request: MergeRequest, reviewer: AbstractBaseUser, decision: str, comment: str = ""
+) -> MergeRequestReview:
+    merge_request = _locked(merge_request)
+    _refuse_if_not_open(merge_request)
+    if decision not in MergeRequestReview.Decision.values:
+        raise ApplicationError("invalid_input", f"decision must be one of {MergeRequestReview.Decision.values}.")
+    if decision == MergeRequestReview.Decision.APPROVE and merge_request.author_id == reviewer.pk:
+        raise ApplicationError("self_approval", MESSAGE_SELF_APPROVAL, status=403)
+    heads = merge_request_heads(merge_request)
+    if None in heads.values():
+        raise ConflictError("branch_missing", "A branch of the merge request no longer exists.", details=heads)
+    _dismiss_stale_approvals(merge_request, heads["source"], reason="source_moved")
+    review = MergeRequestReview.objects.create(
+        merge_request=merge_request, reviewer=reviewer, decision=decision, comment=comment,
+        source_head=heads["source"], target_head=heads["target"],
+    )  # fmt: skip
+    _event(merge_request, "reviewed", reviewer, decision=decision, comment=comment, source_head=heads["source"])
+    return review
+
+
+def _resolutions_checked(resolutions: Any) -> dict[str, Any]:
+    """{"default": choice, "tables": {"db.t": choice}, "keys": {"db.t": {key: choice}}}; every part optional."""
+
+    def bad(message: str) -> ApplicationError:
+        return ApplicationError("invalid_resolution", message, details={"choices": list(RESOLUTION_CHOICES)})
+
+    if not isinstance(resolutions, dict) or not set(resolutions) <= {"default", "tables", "keys"}:
+        raise bad("resolutions must be an object with `default`, `tables` and/or `keys`.")
+    if "default" in resolutions and resolutions["default"] not in RESOLUTION_CHOICES:
+        raise bad(f"default must be one of {RESOLUTION_CHOICES}.")
+    tables = resolutions.get("tables", {})
+    if not isinstance(tables, dict):
+        raise bad("tables must map `db.table` names to a choice.")
+    for name, choice in tables.items():
+        if not TABLE_NAME.fullmatch(name) or choice not in RESOLUTION_CHOICES:
+            raise bad(f"tables[{name!r}] must name a table as `db.table` and choose one of {RESOLUTION_CHOICES}.")
+    keys = resolutions.get("keys", {})
+    if not isinstance(keys, dict):
+        raise bad("keys must map `db.table` names to {key: choice}.")
+    for name, choices in keys.items():
+        if not TABLE_NAME.fullmatch(name) or not isinstance(choices, dict):
+            raise bad(f"keys[{name!r}] must name a table as `db.table` and map keys to choices.")
+        for key, choice in choices.items():
+            if len(key) > MAX_KEY_LENGTH or choice not in RESOLUTION_CHOICES:
+                raise bad(f"keys[{name!r}][{key[:40]!r}] must choose one of {RESOLUTION_CHOICES}.")
+    return resolutions
+
+
+def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user: AbstractBaseUser) -> list[dict]:
+    """Apply the choices that change something; each is recorded with who chose it and when."""
+    current = {
+        "default": merge_request.resolutions.get("default", "fail"),
+        "tables": dict(merge_request.resolutions.get("tables", {})),
+        "keys": {name: dict(keys) for name, keys in merge_request.resolutions.get("keys", {}).items()},
+        "chosen": list(merge_request.resolutions.get("chosen", [])),
+    }
+    at, by = timezone.now().isoformat(), user.get_username()
+    changed = []
+    if "default" in given and given["default"] != current["default"]:
+        current["default"] = given["default"]
+        changed.append({"scope": "default", "choice": given["default"], "by": by, "at": at})
+    for name, choice in given.get("tables", {}).items():
+        if current["tables"].get(name) != choice:
+            current["tables"][name] = choice
+            changed.append({"scope": "table", "table": name, "choice": choice, "by": by, "at": at})
+    for name, choices in given.get("keys", {}).items():
+        for key, choice in choices.items():
+            if current["keys"].get(name, {}).get(key) != choice:
+                current["keys"].setdefault(name, {})[key] = choice
+                changed.append({"scope": "key", "table": name, "key": key, "choice": choice, "by": by, "at": at})
+    current["chosen"].extend(changed)
+    merge_request.resolutions = current
+    return changed
+
+
+@transaction.atomic
+def merge_request_update(
+    *,
+    merge_request: MergeRequest,
+    user: AbstractBaseUser,
+    title: str | None = None,
+    description: str | None = None,
+    state: str | None = None,
+    resolutions: dict[str, Any] | None = None,
+) -> MergeRequest:
+    """Edit the title and description, close or reopen, and choose conflict resolutions. Changing a resolution
+    dismisses the approvals given so far: reviewers approved the merge as it was to be resolved then."""
+    merge_request = _locked(merge_request)
+    edited = {}
+    if title is not None and title.strip() != merge_request.title:
+        if not title.strip():
+            raise ApplicationError("invalid_input", "A merge request needs a title.", details={"field": "title"})
+        merge_request.title = edited["title"] = title.strip()
+    if description is not None and description != merge_request.description:
+        merge_request.description = edited["description"] = description
+    if edited:
+        _event(merge_request, "edited", user, **edited)
+    if resolutions is not None:
+        _refuse_if_not_open(merge_request)
+        changed = _resolutions_apply(merge_request, _resolutions_checked(resolutions), user)
+        if changed:
+            _event(merge_request, "resolutions_changed", user, choices=changed)
+            _dismiss_stale_approvals(merge_request, None, reason="resolutions_changed", actor=user)
+    if state is not None and state != merge_request.state:
+        if merge_request.state == MergeRequest.State.MERGED or state not in ("open", "closed"):
+            raise ConflictError(
+                "invalid_state_change", f"A {merge_request.state} request cannot become {state!r}.",
+                details={"state": merge_request.state},
+            )  # fmt: skip
+        if state == MergeRequest.State.CLOSED:
+            merge_request.state, merge_request.closed_at = state, timezone.now()
+            _event(merge_request, "closed", user)
+        else:
+            _refuse_duplicate(merge_request)
+            merge_request.state, merge_request.closed_at = state, None
+            _event(merge_request, "reopened", user)
+    merge_request.save()
+    if merge_request.state == MergeRequest.State.OPEN and (state is not None or resolutions is not None):
+        # A new plan for the resolutions or the reopened request, once this change is committed.
+        transaction.on_commit(lambda: merge_request_refresh(merge_request=merge_request, user=user))
+    return merge_request
+
+
+def merge_request_merge(*, merge_request: MergeRequest, user: AbstractBaseUser) -> Job:
+    """Check that nothing stands in the way and queue the merge (202). Refused with the first blocker's code (409,
+    or 403 `approvals_missing`), all blockers in the details; a stale request gets a new plan on the way."""
+    merge_request = merge_request_refresh(merge_request=merge_request, user=user)  # commits on its own
+    with transaction.atomic():
+        merge_request = _locked(merge_request)
+        if merge_request.merge_job_id is not None and not Job.objects.get(id=merge_request.merge_job_id).is_finished:
+            raise ConflictError("merge_in_progress", "The request's merge is already queued or running.",
+                                details={"job": str(merge_request.merge_job_id)})  # fmt: skip
+        status = merge_request_status(merge_request)
+        if status.blockers:
+            first = status.blockers[0]
+            raise ApplicationError(first["code"], first["message"], status=first["status"],
+                                   details={"blockers": status.blockers})  # fmt: skip
+        resolution = resolution_of(merge_request)
+        audit = {
+            "resolution_choices": merge_request.resolutions.get("chosen", []),
+            "merge_request": {
+                "number": merge_request.number, "title": merge_request.title,
+                "author": merge_request.author.username if merge_request.author else None,
+                "approved_by": status.approved_by, "required_approvals": status.required_approvals,
+            }
+        }  # fmt: skip
+        job = merge_submit(
+            catalog=merge_request.catalog, source=merge_request.source, target=merge_request.target, user=user,
+            expected_heads=merge_request.plan_heads, via_merge_request=merge_request.id, resolution=resolution,
+            audit=audit,
+        )  # fmt: skip
+        merge_request.merge_job = job
+        merge_request.save(update_fields=["merge_job", "updated_at"])
+        _event(merge_request, "merge_started", user, job=str(job.id), heads=merge_request.plan_heads)
+    return job
+
+
+def merge_request_merged(*, merge_request_id: int, merge: Merge) -> None:
+    """Runs inside the merge's transaction (branch_merge's `on_merged`): the request and its merge commit
+    together."""
+    merge_request = MergeRequest.objects.select_for_update().get(id=merge_request_id)
+    merge_request.state, merge_request.merge, merge_request.merged_at = (
+        MergeRequest.State.MERGED, merge, timezone.now()
+    )  # fmt: skip
+    merge_request.merged_by = merge.requested_by
+    merge_request.save()
+    _event(merge_request, "merged", merge.requested_by, merge=str(merge.id), commit=merge.commit_id,
+           status=merge.status)  # fmt: skip

@@ -1,0 +1,74 @@
+"""Three-way merges of object states: what the target looks like once the source's changes are replayed on it.
+
+Plain data in and out. Wherever the source changed a value since the ancestor, its value wins (it is the change
+being replayed); elsewhere the target's stays. Columns are matched by id, so renames on either side never clash
+with other changes; the rule tables have already refused the combinations that cannot merge (A6, S*, P*, U*).
+"""
+
+from typing import Any
+
+MISSING = object()
+TABLE_FIELDS = ("partition_by", "primary_key", "comment")
+COLUMN_FIELDS = ("name", "type", "nullable", "default")
+
+
+def _pick(base: Any, src: Any, dest: Any) -> Any:
+    return src if src != base else dest
+
+
+def properties_merge(base: dict, src: dict, dest: dict) -> dict:
+    merged = {}
+    for key in [*dest, *(k for k in src if k not in dest)]:
+        value = _pick(base.get(key, MISSING), src.get(key, MISSING), dest.get(key, MISSING))
+        if value is not MISSING:
+            merged[key] = value
+    return merged
+
+
+def name_merge(base: str, src: str, dest: str) -> str:
+    return _pick(base, src, dest)
+
+
+def database_state_merge(base: dict, src: dict, dest: dict) -> dict:
+    return {
+        **dest,
+        "properties": properties_merge(base["properties"], src["properties"], dest["properties"]),
+        "comment": _pick(base.get("comment"), src.get("comment"), dest.get("comment")),
+    }
+
+
+def columns_merge(base: list[dict], src: list[dict], dest: list[dict]) -> list[dict]:
+    """Dest's columns in dest's order with src's changes by id, then the columns src added. A column either side
+    dropped stays dropped."""
+    base_by_id, src_by_id = {c["id"]: c for c in base}, {c["id"]: c for c in src}
+    merged = []
+    for column in dest:
+        if column["id"] in base_by_id and column["id"] not in src_by_id:
+            continue  # dropped by src
+        if column["id"] in base_by_id:
+            old, new = base_by_id[column["id"]], src_by_id[column["id"]]
+            column = {**column, **{f: _pick(old[f], new[f], column[f]) for f in COLUMN_FIELDS}}
+        merged.append(column)
+    dest_ids = {c["id"] for c in dest}
+    return merged + [c for c in src if c["id"] not in base_by_id and c["id"] not in dest_ids]
+
+
+def table_state_merge(base: dict, src: dict, dest: dict) -> dict:
+    state = {
+        **dest,
+        "columns": columns_merge(base["columns"], src["columns"], dest["columns"]),
+        "properties": properties_merge(base["properties"], src["properties"], dest["properties"]),
+        "last_column_id": max(src["last_column_id"], dest["last_column_id"]),
+    }
+    for key in TABLE_FIELDS:
+        state[key] = _pick(base.get(key), src.get(key), dest.get(key))
+    return state
+
+
+def duplicate_column_names(columns: list[dict]) -> list[str]:
+    seen, duplicates = set(), []
+    for column in columns:
+        if column["name"].lower() in seen:
+            duplicates.append(column["name"])
+        seen.add(column["name"].lower())
+    return duplicates

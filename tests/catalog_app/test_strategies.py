@@ -1,0 +1,333 @@
+"""The write strategies of DESIGN.md 3.1 on real Spark: rows, counts, pruning, operations and refusals.
+
+Most tests run the load job's work in this process (as the worker would, see `tests.support.data.run_here`);
+one goes end to end through the API and the real worker.
+"""
+
+import pytest
+from django.conf import settings
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from catalog_app.jobs.registry import job_kind_get
+from catalog_app.models import Commit, DataFile, Job, Operation
+from catalog_app.services.data import DataChange, data_change_commit, table_snapshot
+from lakeui.errors import ApplicationError
+from tests.conftest import wait_for_job
+from tests.support.catalogs import COLUMNS, head, make_catalog, make_table
+from tests.support.data import Progress, files_at, read, run_here, table_version
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = "id long, amount int, region string"
+ROWS = [{"id": i, "amount": i * 10, "region": "eu" if i % 2 else "us"} for i in range(1, 9)]
+LOADS_URL = "/api/v1/catalogs/{catalog}/refs/main/databases/sales/tables/orders/load"
+
+
+def frame(spark, rows, schema=SCHEMA):
+    return spark.createDataFrame([tuple(r.values()) if isinstance(r, dict) else r for r in rows], schema)
+
+
+def two_segment_table(spark, **table_kwargs):
+    """Rows 1-4 in one segment, 5-8 in another."""
+    catalog = make_catalog()
+    make_table(catalog, **table_kwargs)
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS[:4]})
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS[4:]})
+    return catalog
+
+
+def operations(catalog) -> list[tuple[str, dict]]:
+    commit = Commit.objects.get(id=head(catalog))
+    return [(op.op, op.details) for op in Operation.objects.filter(commit=commit).order_by("position")]
+
+
+def segment_ids(details: dict) -> set[str]:
+    return set(details["segments_touched"])
+
+
+MODES = ["merge-on-read", "copy-on-write"]
+CHANGED = {"id": 2, "amount": -2, "region": "xx"}  # an existing key, in the first segment
+NEW = {"id": 20, "amount": 200, "region": "eu"}  # a key above every segment's max
+
+
+def test_insert_adds_only_new_keys(spark):
+    catalog = two_segment_table(spark)
+    result = run_here(spark, catalog, {"strategy": "insert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*ROWS, NEW]))
+    assert (result["rows_inserted"], result["rows_updated"], result["strategy"]) == (1, 0, "insert")
+    assert result["segments_read"] == 1  # key 20 is above both segments' max; key 2 sits in the first only
+    assert [op for op, _ in operations(catalog)] == ["insert"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_update_changes_matched_rows_and_inserts_nothing(spark, mode):
+    catalog = two_segment_table(spark, properties={"write.mode": mode})
+    first, second = files_at(catalog).segments
+    result = run_here(spark, catalog, {"strategy": "update", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [CHANGED if r["id"] == 2 else r for r in ROWS]))
+    assert (result["rows_updated"], result["rows_inserted"]) == (1, 0)
+    assert (result["segments_read"], result["segments_rewritten"]) == (1, 1 if mode == "copy-on-write" else 0)
+    [(op, details)] = operations(catalog)
+    assert op == "update"
+    assert segment_ids(details) == {str(first.id)}
+    live = files_at(catalog)
+    assert second in live.segments  # the unaffected file stays referenced as it is
+    assert (first in live.segments) == (mode == "merge-on-read")
+    assert list(live.deltas) == ([first.id] if mode == "merge-on-read" else [])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_upsert_updates_matched_keys_and_inserts_the_rest(spark, mode):
+    catalog = two_segment_table(spark, properties={"write.mode": mode})
+    before = head(catalog)
+    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS], NEW]))
+    assertDataFrameEqual(read(spark, catalog, before), frame(spark, ROWS))
+    assert (result["rows_updated"], result["rows_inserted"], result["rows_deleted"]) == (1, 1, 0)
+    (update, update_details), (insert, insert_details) = operations(catalog)
+    assert (update, insert) == ("update", "insert")
+    assert segment_ids(update_details) == {str(files_at(catalog, before).segments[0].id)}
+    assert (update_details["rows_updated"], insert_details["rows_inserted"]) == (1, 1)
+    assert update_details["strategy"] == insert_details["strategy"] == "upsert"
+    assert not set(update_details["segments_added"]) & set(insert_details["segments_added"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_delete_insert_replaces_the_rows_of_incoming_keys(spark, mode):
+    catalog = two_segment_table(spark, properties={"write.mode": mode})
+    incoming = [CHANGED, {"id": 5, "amount": 0, "region": "eu"}, NEW]
+    result = run_here(spark, catalog, {"strategy": "delete_insert", "key_columns": ["id"], "rows": incoming})
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*[r for r in ROWS if r["id"] not in (2, 5)], *incoming]))
+    assert (result["rows_deleted"], result["rows_inserted"], result["rows_updated"]) == (2, 3, 0)
+    assert result["segments_rewritten"] == (2 if mode == "copy-on-write" else 0)
+    (delete, delete_details), (insert, _) = operations(catalog)
+    assert (delete, insert) == ("delete", "insert")
+    assert len(delete_details["segments_touched"]) == 2
+
+
+def test_incremental_keeps_the_newest_incoming_row_per_key(spark):
+    catalog = make_catalog()
+    make_table(catalog, columns=[*COLUMNS, {"name": "seen", "type": "int"}])
+    run_here(spark, catalog, {"strategy": "append_only", "rows": [{"id": 1, "amount": 1, "region": "eu", "seen": 1}]})
+    rows = [
+        {"id": 1, "amount": 10, "region": "old", "seen": 2},
+        {"id": 1, "amount": 11, "region": "new", "seen": 3},
+        {"id": 2, "amount": 20, "region": "a", "seen": None},
+        {"id": 2, "amount": 21, "region": "b", "seen": 1},
+    ]
+    params = {"strategy": "incremental", "key_columns": ["id"], "watermark": "seen", "rows": rows}
+    result = run_here(spark, catalog, params)
+    schema = f"{SCHEMA}, seen int"
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 11, "new", 3), (2, 21, "b", 1)], schema))
+    assert (result["rows_updated"], result["rows_inserted"]) == (1, 1)
+    assert [op for op, _ in operations(catalog)] == ["update", "insert"]
+
+
+def test_scd2_closes_and_opens_versions_over_three_loads(spark):
+    catalog = make_catalog()
+    make_table(catalog)
+    params = {"strategy": "scd2", "key_columns": ["id"], "valid_from_column": "vf", "valid_to_column": "vt"}
+    first = run_here(spark, catalog, {**params, "rows": ROWS[:2]})
+    assert (first["rows_inserted"], first["rows_updated"]) == (2, 0)
+    assert [op for op, _ in operations(catalog)] == ["alter_column", "alter_column", "insert"]
+    assert [s.schema_version.columns[-1]["name"] for s in files_at(catalog).segments] == ["vt"]
+    second = run_here(spark, catalog, {**params, "rows": [{**ROWS[0], "amount": 11}, ROWS[1], ROWS[2]]})
+    assert (second["rows_updated"], second["rows_inserted"]) == (1, 2)  # id 1 changed, id 2 unchanged, id 3 new
+    assert [op for op, _ in operations(catalog)] == ["update", "insert"]
+    third = run_here(spark, catalog, {**params, "rows": [{**ROWS[0], "amount": 12}]})
+    assert (third["rows_updated"], third["rows_inserted"]) == (1, 1)
+    table = read(spark, catalog)
+    history = table.filter("id = 1").orderBy(F.col("vf").asc_nulls_first()).collect()
+    assert [r["amount"] for r in history] == [10, 11, 12]
+    assert history[0]["vt"] == history[1]["vf"] and history[1]["vt"] == history[2]["vf"]
+    assert history[2]["vt"] is None
+    open_rows = table.filter("vt IS NULL").select("id", "amount", "region")
+    assertDataFrameEqual(open_rows, frame(spark, [{**ROWS[0], "amount": 12}, ROWS[1], ROWS[2]]))
+    assert table.count() == 5
+
+
+def test_scd2_refuses_validity_columns_of_another_type(spark, user_client):
+    catalog = make_catalog()
+    make_table(catalog, columns=[*COLUMNS, {"name": "vf", "type": "string"}, {"name": "vt", "type": "timestamp"}])
+    body = {"strategy": "scd2", "key_columns": ["id"], "valid_from_column": "vf", "valid_to_column": "vt", "rows": []}
+    response = user_client.post(LOADS_URL.format(catalog=catalog.name), body, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_validity_columns")
+
+
+def test_snapshot_replaces_only_the_incoming_partitions(spark):
+    catalog = make_catalog()
+    make_table(catalog, partition_by=["region"])
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    us_files = [s for s in files_at(catalog).segments if s.partition_values == {"3": "us"}]
+    incoming = [{"id": 100, "amount": 1, "region": "eu"}, {"id": 101, "amount": 2, "region": "apac"}]
+    result = run_here(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*incoming, *[r for r in ROWS if r["region"] == "us"]]))
+    assert (result["rows_inserted"], result["rows_deleted"]) == (2, 4)
+    assert [s.id for s in files_at(catalog).segments if s.partition_values == {"3": "us"}] == [s.id for s in us_files]
+    [(op, details)] = operations(catalog)
+    assert op == "overwrite"
+    assert details["partitions"] == [{"region": "apac"}, {"region": "eu"}]
+
+
+def test_upsert_from_a_query_over_another_table(spark):
+    catalog = two_segment_table(spark)
+    make_table(catalog, table="staging")
+    run_here(spark, catalog, {"strategy": "append_only", "rows": [CHANGED, NEW]}, table="staging")
+    params = {"strategy": "upsert", "key_columns": ["id"], "query": "SELECT * FROM sales.staging WHERE id < 10"}
+    result = run_here(spark, catalog, params)
+    assert (result["rows_updated"], result["rows_inserted"]) == (1, 0)
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [CHANGED if r["id"] == 2 else r for r in ROWS]))
+
+
+def test_upsert_from_an_uploaded_file_with_multipart_fields(spark, tmp_path, user_client):
+    catalog = two_segment_table(spark)
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id,amount,region\n2,-2,xx\n20,200,eu\n")
+    with csv.open("rb") as upload:
+        body = {"strategy": "upsert", "key_columns": ["id"], "file": upload}
+        response = user_client.post(LOADS_URL.format(catalog=catalog.name), body, format="multipart")
+    assert response.status_code == 202, response.json()
+    job = Job.objects.get(id=response.json()["id"])
+    assert job.params["key_columns"] == ["id"]
+    result = job_kind_get("table_load").handler(job.params, Progress(str(job.id)))
+    assert (result["rows_updated"], result["rows_inserted"]) == (1, 1)
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS], NEW]))
+
+
+def test_duplicate_incoming_keys_fail_the_load_with_no_commit(spark):
+    catalog = two_segment_table(spark)
+    before, commits = head(catalog), Commit.objects.count()
+    rows = [CHANGED, {**CHANGED, "amount": 3}, NEW]
+    with pytest.raises(ApplicationError) as refused:
+        run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": rows})
+    assert refused.value.code == "duplicate_keys"
+    assert refused.value.details == {"examples": [{"id": 2}]}
+    assert (head(catalog), Commit.objects.count()) == (before, commits)
+
+
+def test_upsert_into_twenty_segments_rewrites_only_the_two_holding_matched_keys(spark):
+    """2,000 rows in 20 segments of 100 ids each; matched keys sit in segments 3 and 11, new keys lie above
+    the maximum. Copy-on-write rewrites exactly those 2; merge-on-read rewrites none."""
+    for mode in MODES:
+        catalog = make_catalog(name=f"lake_{mode.replace('-', '_')}")
+        make_table(catalog, properties={"write.mode": mode})
+        _load_segments(spark, catalog, rows=2000, segments=20)
+        segments = files_at(catalog).segments
+        holding = {s.id for s in segments if s.stats["1"]["min"] in (300, 1100)}
+        assert len(segments) == 20 and len(holding) == 2
+        updates = [{"id": i, "amount": -1, "region": "new"} for i in [*range(300, 400, 20), *range(1100, 1200, 20)]]
+        inserts = [{"id": 5000 + i, "amount": i, "region": "ins"} for i in range(10)]
+        result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": updates + inserts})
+        assert (result["rows_updated"], result["rows_inserted"]) == (10, 10)
+        assert result["segments_read"] == 2
+        assert result["bytes_read"] == sum(s.size_bytes for s in segments if s.id in holding)
+        live = files_at(catalog)
+        untouched = [s for s in segments if s.id not in holding]
+        assert all(s in live.segments for s in untouched)
+        if mode == "copy-on-write":
+            assert result["segments_rewritten"] == 2
+            assert not any(s.id in holding for s in live.segments)
+            assert not live.deltas
+        else:
+            assert result["segments_rewritten"] == 0
+            assert all(s in live.segments for s in segments)
+            assert set(live.deltas) == holding
+        table = read(spark, catalog)
+        assert table.count() == 2010
+        assert table.filter("region = 'new'").count() == 10
+
+
+def _load_segments(spark, catalog, *, rows: int, segments: int) -> None:
+    """A table of `rows` ids in `segments` files of consecutive ids, written by the engine in one commit."""
+    version = table_version(catalog)[1]
+    snapshot = table_snapshot(
+        catalog_id=str(catalog.id), branch="main", table_id=str(version.object_id), warehouse=settings.LAKEUI_WAREHOUSE
+    )
+    data = spark.range(rows).select(
+        F.col("id"), (F.col("id") % 1000).cast("int").alias("amount"), F.lit("old").alias("region")
+    )
+    written = snapshot.write(spark, data.repartitionByRange(segments, "id"), tag="seed")
+    job = Job.objects.create(kind="table_load", params={})
+    change = DataChange("insert", new_segments=written, counts={"rows_inserted": rows})
+    data_change_commit(snapshot=snapshot, change=change, job=job, message="seed")
+
+
+REFUSED = [
+    ({"strategy": "upsert"}, "missing_key_columns"),
+    ({"strategy": "insert", "key_columns": []}, "missing_key_columns"),
+    ({"strategy": "update", "key_columns": ["id", "colour"]}, "unknown_key_column"),
+    ({"strategy": "incremental", "key_columns": ["id"]}, "missing_watermark"),
+    ({"strategy": "incremental", "key_columns": ["id"], "watermark": "when"}, "unknown_column"),
+    ({"strategy": "scd2", "key_columns": ["id"], "valid_from_column": "vf"}, "missing_validity_columns"),
+    ({"strategy": "snapshot"}, "missing_partition_column"),
+    ({"strategy": "snapshot", "partition_column": "amount"}, "invalid_partition_column"),
+    ({"strategy": "merge_everything"}, "invalid_strategy"),
+]
+
+
+@pytest.mark.parametrize(("body", "code"), REFUSED)
+def test_missing_or_unknown_strategy_fields_are_a_400_that_changes_nothing(user_client, body, code):
+    catalog = make_catalog()
+    make_table(catalog, partition_by=["region"])
+    before = head(catalog)
+    response = user_client.post(LOADS_URL.format(catalog=catalog.name), {**body, "rows": ROWS[:1]}, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, code), response.json()
+    assert head(catalog) == before
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_upsert_through_the_api_and_the_worker(spark, user_client):
+    catalog = make_catalog()
+    make_table(catalog)
+    url = LOADS_URL.format(catalog=catalog.name)
+    first = user_client.post(url, {"strategy": "append_only", "rows": ROWS[:4]}, format="json")
+    assert wait_for_job(first.json()["id"], timeout=240).status == "succeeded"
+    body = {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW], "message": "nightly upsert"}
+    response = user_client.post(url, body, format="json")
+    assert response.status_code == 202, response.json()
+    job = wait_for_job(response.json()["id"], timeout=240)
+    assert job.status == "succeeded", job.error_message
+    assert job.result["strategy"] == "upsert"
+    assert (job.result["rows_updated"], job.result["rows_inserted"], job.result["commit"]) == (1, 1, head(catalog))
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS[:4]], NEW]))
+    assert Commit.objects.get(id=head(catalog)).message == "nightly upsert"
+    assert DataFile.objects.filter(catalog=catalog, kind="delta").count() == 1
+
+
+# --- the engine's transforms alone ------------------------------------------------------------------------
+
+
+def test_key_survey_checks_each_incoming_key_against_each_segment_range(spark):
+    from catalog_app.engine.strategies import key_survey
+    from catalog_app.engine.tables import Column
+
+    keys = spark.createDataFrame([(5,), (25,), (25,), (1000,)], "id long")  # 25 twice; 1000 above every max
+    ranges = [("a", [1, 10]), ("b", [11, 20]), ("c", [21, 30]), ("d", [40, 50])]
+    hit, repeated = key_survey(spark, keys, [Column(1, "id", "long")], ranges)
+    assert hit == {"a", "c"}  # not b or d, though both lie inside the batch's overall range 5..1000
+    assert repeated == [{"id": 25}]
+
+
+def test_scd2_plan_closes_changed_open_versions_only(spark):
+    from datetime import datetime
+
+    from catalog_app.engine.strategies import GROUP, scd2_plan
+
+    now = datetime(2026, 1, 2)
+    schema = "id long, v string, vf timestamp, vt timestamp, _segment string, _pos long"
+    target = spark.createDataFrame(
+        [(1, "a", None, None, "s", 0), (2, "b", None, None, "s", 1), (1, "old", None, datetime(2025, 1, 1), "s", 2)],
+        schema,
+    )
+    incoming = spark.createDataFrame([(1, "a2", None, None), (2, "b", None, None), (3, "c", None, None)],
+                                     "id long, v string, vf timestamp, vt timestamp")  # fmt: skip
+    plan = scd2_plan(target, incoming, ["id"], ["id", "v", "vf", "vt"], valid_from="vf", valid_to="vt", now=now)
+    assertDataFrameEqual(plan.removed, spark.createDataFrame([("s", 0)], "_segment string, _pos long"))
+    expected = spark.createDataFrame(
+        [(1, "a", None, now, "update"), (1, "a2", now, None, "insert"), (3, "c", now, None, "insert")],
+        f"id long, v string, vf timestamp, vt timestamp, {GROUP} string",
+    )
+    assertDataFrameEqual(plan.rows, expected)

@@ -1,0 +1,82 @@
+"""The data diff of a table between two refs, through the API and the UI, read by the real worker."""
+
+import pytest
+
+from catalog_app.services.refs import branch_create
+from tests.support.catalogs import make_catalog, make_table
+from tests.support.merges import change, insert
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
+
+
+def rows(*ids):
+    return [{"id": i, "amount": i * 10, "region": "eu"} for i in ids]
+
+
+def two_refs(**table_kwargs):
+    catalog = make_catalog()
+    make_table(catalog, **table_kwargs)
+    insert(catalog, rows(1, 2, 3))
+    insert(catalog, rows(5, 6))  # a segment neither ref changes: never read
+    branch_create(catalog=catalog, name="dev", source="main")
+    change(catalog, "table_update", {"set": {"amount": "-1"}, "where": "id = 1"}, branch="dev")
+    change(catalog, "table_delete", {"where": "id = 2"}, branch="dev")
+    insert(catalog, rows(4), branch="dev")
+    return catalog
+
+
+def test_a_primary_key_table_is_compared_by_key_with_its_changed_cells(user_client, client, user):
+    catalog = two_refs(primary_key=["id"])
+    query = {"from": "main", "to": "dev", "table": "sales.orders"}
+    response = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query)
+    assert response.status_code == 200, response.json()
+    result = response.json()
+    assert result["counts"] == {"insert": 1, "update": 1, "delete": 1}
+    # main's changed segment, and on dev that segment (with its deletes) and the two segments dev wrote.
+    assert result["segments_read"] == 1 + 3
+    by_change = {row["change"]: row for row in result["rows"]}
+    assert by_change["update"]["cells"] == ["amount"]
+    assert (by_change["update"]["before"], by_change["update"]["after"]) == ([1, 10, "eu"], [1, -1, "eu"])
+    assert by_change["delete"]["before"] == [2, 20, "eu"] and by_change["insert"]["after"] == [4, 40, "eu"]
+    client.force_login(user)
+    page = client.get(f"/catalogs/{catalog.name}/browse/sales/orders/data-diff", {"from": "main", "ref": "dev"})
+    assert page.status_code == 200
+    assert b'class="cell-conflict"' in page.content and b"10 &rarr; -1" in page.content
+
+
+def test_a_table_without_a_key_is_compared_as_rows(user_client):
+    catalog = two_refs()
+    query = {"from": "main", "to": "dev", "table": "sales.orders"}
+    result = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
+    assert result["counts"] == {"insert": 2, "update": 0, "delete": 2}  # the updated row: one out, one in
+    bad = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main", "to": "dev"})
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")
+
+
+def test_restore_from_the_table_history_in_the_ui_and_its_log(client, user):
+    from catalog_app.models import Job
+    from merge_app.models import Restore
+    from tests.conftest import wait_for_job
+    from tests.support.catalogs import head
+
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1))
+    point = head(catalog)
+    insert(catalog, rows(2))
+    client.force_login(user)
+    table_page = client.get(f"/catalogs/{catalog.name}/browse/sales/orders", {"ref": "main"})
+    assert b"Restore to here" in table_page.content
+    token = table_page.cookies["csrftoken"].value if "csrftoken" in table_page.cookies else None
+    post = {"branch": "main", "commit": point, **({"csrfmiddlewaretoken": token} if token else {})}
+    response = client.post(f"/catalogs/{catalog.name}/browse/sales/orders/restore", post)
+    assert response.status_code == 302
+    job = wait_for_job(Job.objects.get(kind="branch_restore").id)
+    assert job.status == "succeeded", job.error_message
+    restore = Restore.objects.get(job=job)
+    assert restore.commit_id == head(catalog) and restore.point == point
+    log_page = client.get(f"/catalogs/{catalog.name}/restores/{restore.id}")
+    assert log_page.status_code == 200 and point.encode() in log_page.content
+    assert b"live again" in log_page.content or b"removed" in log_page.content
+    listed = client.get(f"/catalogs/{catalog.name}/restores")
+    assert str(restore.id).encode() in listed.content

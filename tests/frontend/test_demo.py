@@ -1,0 +1,45 @@
+"""`manage.py lakeui_demo` (run by `make run`): the demo catalog whose diff page shows a red and a green cell."""
+
+import pytest
+from django.core.management import call_command
+
+from catalog_app.models import Catalog, Commit
+from catalog_app.selectors.access import catalog_role_of
+from catalog_app.services.refs import catalog_create
+from merge_app.models import MergeRequest
+from merge_app.selectors.diff import diff_as_dict, merge_diff
+from tests.support.catalogs import head
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def verdicts(catalog, source):
+    [orders] = [o for o in diff_as_dict(merge_diff(catalog=catalog, source=source, target="main"))["objects"]
+                if o["name"] == "sales.orders"]  # fmt: skip
+    return {(p["row"], p["column"]): p["verdict"] for p in orders["pairs"]}
+
+
+def test_demo_seeds_branches_to_merge_once(capsys):
+    call_command("lakeui_demo")
+    catalog = Catalog.objects.get(name="demo")
+    assert sorted(catalog.branches.values_list("name", flat=True)) == ["cleanup", "feature-discounts", "main"]
+    assert sorted(catalog.tags.values_list("name", flat=True)) == ["seeded", "v1"]
+    assert verdicts(catalog, "cleanup") == {("delete", "insert"): "conflict", ("insert", "insert"): "ok"}
+    clean = verdicts(catalog, "feature-discounts")
+    assert clean == {("alter_column", "insert"): "ok", ("insert", "insert"): "ok"}
+    commits, main = Commit.objects.filter(catalog=catalog).count(), head(catalog)
+    [request] = MergeRequest.objects.filter(catalog=catalog)
+    assert (request.source, request.target, request.state) == ("feature-discounts", "main", "open")
+    assert catalog_role_of(user=request.author, catalog=catalog) == "admin"
+
+    call_command("lakeui_demo")
+    assert "already seeded" in capsys.readouterr().out
+    assert (Commit.objects.filter(catalog=catalog).count(), head(catalog)) == (commits, main)
+    assert MergeRequest.objects.filter(catalog=catalog).count() == 1
+
+
+def test_demo_leaves_a_catalog_it_did_not_make_alone(capsys):
+    catalog_create(name="demo", description="mine")
+    call_command("lakeui_demo")
+    assert "not seeding" in capsys.readouterr().out
+    assert Catalog.objects.get(name="demo").branches.count() == 1

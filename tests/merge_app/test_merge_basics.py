@@ -1,0 +1,80 @@
+"""MERGE BRANCH end to end through the service on real Spark data: zero-copy, one commit, second parent."""
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from catalog_app.models import Commit
+from catalog_app.services.refs import branch_create
+from lakeui.errors import ConflictError
+from merge_app.models import Merge
+from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.data import files_at, read
+from tests.support.merges import change, insert, merge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SCHEMA = "id long, amount int, region string"
+
+
+def rows(*ids):
+    return [{"id": i, "amount": i * 10, "region": "eu"} for i in ids]
+
+
+def frame(spark, ids, amount=lambda i: i * 10):
+    return spark.createDataFrame([(i, amount(i), "eu") for i in ids], SCHEMA)
+
+
+def test_merging_appended_data_adds_one_commit_and_copies_no_file(spark):
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1, 2))
+    branch_create(catalog=catalog, name="dev", source="main")
+    insert(catalog, rows(3, 4), branch="dev")
+    insert(catalog, rows(5), branch="main")
+    before, dev_head = head(catalog), head(catalog, "dev")
+    dev_files = {f.id for f in files_at(catalog, "dev").segments}
+    commits_before = Commit.objects.filter(catalog=catalog).count()
+
+    result = merge(catalog)
+
+    assert result.status == Merge.Status.MERGED
+    commit = Commit.objects.get(id=head(catalog))
+    assert (commit.parent_id, commit.merge_parent_id) == (before, dev_head)
+    assert Commit.objects.filter(catalog=catalog).count() == commits_before + 1  # one commit added
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [1, 2, 3, 4, 5]))
+    main_files = {f.id for f in files_at(catalog).segments}
+    assert dev_files <= main_files  # the same files, by reference
+    assert result.log["files"] and all(f["kind"] == "segment" for f in result.log["files"])
+
+
+def test_a_conflict_changes_nothing_and_is_logged(spark):
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1, 2))
+    branch_create(catalog=catalog, name="dev", source="main")
+    change(catalog, "table_delete", {"where": "id = 1"}, branch="dev")
+    insert(catalog, rows(9))
+    before = head(catalog)
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog)
+    assert refused.value.code == "merge_conflict"
+    assert head(catalog) == before
+    logged = Merge.objects.get(id=refused.value.details["merge"])
+    assert logged.status == Merge.Status.CONFLICT and logged.commit is None
+    [conflict] = refused.value.details["conflicts"][0]["conflicts"]
+    assert (conflict["row"], conflict["column"], conflict["verdict"]) == ("delete", "insert", "conflict")
+
+
+def test_a_second_merge_uses_the_first_as_its_ancestor(spark):
+    catalog = make_catalog()
+    make_table(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    insert(catalog, rows(1), branch="dev")
+    merge(catalog)
+    first_source = head(catalog, "dev")
+    insert(catalog, rows(2), branch="dev")
+    second = merge(catalog)
+    assert second.base == first_source  # the first merge's source head, not the fork point
+    assert second.base == Commit.objects.get(id=second.commit.merge_parent_id).parent_id
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [1, 2]))
+    assert merge(catalog).status == Merge.Status.UP_TO_DATE

@@ -1,0 +1,299 @@
+"""Merge requests through the API with the real worker: plans, reviews, approvals, resolutions, protection.
+
+Scenarios are metadata-only (table properties, new databases) except the happy path, which loads rows on the
+source so the plan's expected row counts are checked against a real insert."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from catalog_app.models import Commit, Job
+from catalog_app.services.access import catalog_role_grant, protected_branch_create
+from catalog_app.services.databases import database_create
+from catalog_app.services.refs import branch_create
+from catalog_app.services.tables import table_drop, table_update
+from lakeui.errors import ApplicationError
+from merge_app.models import Merge, MergeRequest, MergeRequestReview
+from tests.conftest import wait_for_job
+from tests.support.catalogs import head, make_catalog, make_table, on
+from tests.support.merges import insert, table_at
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
+
+
+@pytest.fixture
+def team(user):
+    """alice admin (she creates the catalogs), bob editor, carol and dave approvers; a client for each."""
+    people = {"alice": user}
+    for name in ("bob", "carol", "dave"):
+        people[name] = get_user_model().objects.create_user(name)
+    clients = {}
+    for name, person in people.items():
+        clients[name] = APIClient()
+        clients[name].force_authenticate(person)
+    return people, clients
+
+
+def lake(people, *, protect="main", approvals=1):
+    catalog = make_catalog()
+    make_table(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    table_update(target=on(catalog, "dev"), database="sales", name="orders", set_properties={"owner": "bob"})
+    for name, role in (("bob", "editor"), ("carol", "approver"), ("dave", "approver")):
+        catalog_role_grant(catalog=catalog, username=name, role=role, granted_by=people["alice"])
+    if protect:
+        protected_branch_create(
+            catalog=catalog, pattern=protect, required_approvals=approvals, created_by=people["alice"]
+        )
+    return catalog
+
+
+def url(catalog, number=None, tail=""):
+    base = f"/api/v1/catalogs/{catalog.name}/merge-requests"
+    return base if number is None else f"{base}/{number}{tail}"
+
+
+def open_request(client, catalog, **extra):
+    response = client.post(
+        url(catalog), {"source": "dev", "target": "main", "title": "Owner property", **extra}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def planned(client, catalog, number, timeout=120):
+    """GET the request until its plan is up to date with both heads."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.get(url(catalog, number)).json()
+        if body["plan"] is not None and not body["status"]["stale"] and not body["status"]["planning"]:
+            return body
+        assert time.monotonic() < deadline, body["status"]
+        time.sleep(0.2)
+
+
+def review(client, catalog, number, decision="approve", comment=""):
+    return client.post(url(catalog, number, "/reviews"), {"decision": decision, "comment": comment}, format="json")
+
+
+def refused(response, status, code):
+    assert (response.status_code, response.json()["code"]) == (status, code), response.json()
+
+
+def test_happy_path_open_plan_approve_merge(spark, team):
+    people, clients = team
+    catalog = lake(people)
+    insert(catalog, [{"id": i, "amount": i, "region": "eu"} for i in (1, 2, 3)], branch="dev")
+    before = head(catalog)
+
+    opened = open_request(clients["bob"], catalog, description="Adds an owner")
+    assert (opened["number"], opened["state"], opened["author"]) == (1, "open", "bob")
+    assert opened["plan_job"]["id"]
+    body = planned(clients["bob"], catalog, 1)
+    [orders] = [obj for obj in body["plan"]["objects"] if obj["name"] == "sales.orders"]
+    assert [op["op"] for op in orders["source_operations"]] == ["alter_properties", "insert"]
+    assert body["plan"]["rows"]["sales.orders"] == {"inserted": 3, "updated": 0, "deleted": 0}
+    assert (body["plan"]["mergeable"], body["plan"]["conflicts"]) == (True, [])
+    assert body["plan_heads"] == {"source": head(catalog, "dev"), "target": before}
+    status = body["status"]
+    assert (status["protected"], status["required_approvals"], status["approved_by"]) == (True, 1, [])
+    assert [b["code"] for b in status["blockers"]] == ["approvals_missing"]
+
+    assert review(clients["carol"], catalog, 1, comment="LGTM").status_code == 201
+    merged = clients["bob"].post(url(catalog, 1, "/merge"))
+    assert merged.status_code == 202, merged.json()
+    job = wait_for_job(merged.json()["id"])
+    assert job.status == "succeeded", (job.error_code, job.error_message)
+
+    body = clients["dave"].get(url(catalog, 1)).json()
+    assert (body["state"], body["merged_by"]) == ("merged", "bob")
+    assert body["merge_commit"] == head(catalog) != before
+    assert body["merge_url"] == f"/api/v1/catalogs/{catalog.name}/merges/{body['merge']}"
+    audit = clients["dave"].get(body["merge_url"]).json()
+    assert (audit["status"], audit["commit"]) == ("merged", head(catalog))
+    assert audit["log"]["merge_request"]["approved_by"] == ["carol"]
+    assert (audit["log"]["resolutions"], audit["log"]["resolution_choices"]) == ([], [])
+    assert Commit.objects.get(id=head(catalog)).merge_parent_id == head(catalog, "dev")
+    kinds = [event["kind"] for event in body["events"]]
+    assert kinds == ["opened", "plan_updated", "reviewed", "merge_started", "merged"]
+    again = clients["bob"].post(url(catalog, 1, "/merge"))
+    refused(again, 409, "merge_request_not_open")
+
+
+def test_an_author_cannot_approve_their_own_request(team):
+    people, clients = team
+    catalog = lake(people)
+    catalog_role_grant(catalog=catalog, username="bob", role="approver", granted_by=people["alice"])
+    open_request(clients["bob"], catalog)
+    refused(review(clients["bob"], catalog, 1), 403, "self_approval")
+    assert not MergeRequestReview.objects.exists()
+    assert review(clients["bob"], catalog, 1, "request_changes", "note to self").status_code == 201
+
+
+def test_editors_cannot_review(team):
+    people, clients = team
+    catalog = lake(people)
+    open_request(clients["carol"], catalog)
+    refused(review(clients["bob"], catalog, 1), 403, "role_required")
+    assert not MergeRequestReview.objects.exists()
+
+
+def test_a_new_source_commit_dismisses_approvals_and_replans(team):
+    people, clients = team
+    catalog = lake(people)
+    open_request(clients["bob"], catalog)
+    planned(clients["bob"], catalog, 1)
+    assert review(clients["carol"], catalog, 1).status_code == 201
+
+    table_update(target=on(catalog, "dev"), database="sales", name="orders", set_properties={"tier": "gold"})
+    body = clients["bob"].get(url(catalog, 1)).json()
+    assert body["status"]["approved_by"] == []
+    assert body["status"]["stale"] is True
+    [approval] = body["reviews"]
+    assert approval["dismissed_reason"] == "source_moved"
+    dismissed = [e for e in body["events"] if e["kind"] == "approvals_dismissed"]
+    assert dismissed[0]["details"]["reviewers"] == ["carol"]
+    main = head(catalog)
+    response = clients["bob"].post(url(catalog, 1, "/merge"))
+    assert response.status_code in (403, 409)
+    assert response.json()["code"] in ("plan_pending", "plan_stale")
+
+    body = planned(clients["bob"], catalog, 1)
+    assert body["plan_heads"]["source"] == head(catalog, "dev")
+    refused(clients["bob"].post(url(catalog, 1, "/merge")), 403, "approvals_missing")
+    assert head(catalog) == main
+    assert not Job.objects.filter(kind="branch_merge").exists()
+
+
+def test_a_request_for_changes_stands_until_that_reviewer_approves(team):
+    people, clients = team
+    catalog = lake(people)
+    open_request(clients["bob"], catalog)
+    planned(clients["bob"], catalog, 1)
+    assert review(clients["carol"], catalog, 1, "request_changes", "rename it").status_code == 201
+    assert review(clients["dave"], catalog, 1).status_code == 201
+    response = clients["bob"].post(url(catalog, 1, "/merge"))
+    refused(response, 409, "changes_requested")
+    assert [b["code"] for b in response.json()["details"]["blockers"]] == ["changes_requested"]
+    assert review(clients["carol"], catalog, 1).status_code == 201
+    body = clients["bob"].get(url(catalog, 1)).json()
+    assert (body["status"]["approved_by"], body["status"]["mergeable"]) == (["carol", "dave"], True)
+
+
+def test_unresolved_conflicts_block_the_merge_and_resolutions_settle_them_in_the_audit_log(team):
+    people, clients = team
+    catalog = lake(people, protect=None)
+    table_drop(target=on(catalog, "main"), database="sales", name="orders")  # vs the source's alter_properties
+    protected_branch_create(catalog=catalog, pattern="main", created_by=people["alice"])
+    open_request(clients["bob"], catalog)
+    body = planned(clients["bob"], catalog, 1)
+    assert [c["name"] for c in body["plan"]["conflicts"]] == ["sales.orders"]
+    assert body["status"]["unresolved_conflicts"] == ["sales.orders"]
+    assert review(clients["carol"], catalog, 1).status_code == 201
+    refused(clients["bob"].post(url(catalog, 1, "/merge")), 409, "unresolved_conflicts")
+
+    bad = clients["bob"].patch(url(catalog, 1), {"resolutions": {"tables": {"orders": "mine"}}}, format="json")
+    refused(bad, 400, "invalid_resolution")
+    chosen = clients["bob"].patch(
+        url(catalog, 1), {"resolutions": {"tables": {"sales.orders": "source_wins"}}}, format="json"
+    )
+    assert chosen.status_code == 200, chosen.json()
+    body = chosen.json()
+    assert body["resolutions"]["tables"] == {"sales.orders": "source_wins"}
+    [choice] = body["resolutions"]["chosen"]
+    assert (choice["table"], choice["choice"], choice["by"]) == ("sales.orders", "source_wins", "bob")
+    # The approval was given for the merge as it was to be resolved before: it is dismissed, and the plan is
+    # made again with the resolution.
+    assert body["status"]["approved_by"] == []
+    assert body["reviews"][0]["dismissed_reason"] == "resolutions_changed"
+    assert body["status"]["stale"] is True
+    body = planned(clients["bob"], catalog, 1)
+    [conflict] = body["plan"]["conflicts"]
+    assert (conflict["name"], conflict["resolved"], conflict["resolution"]) == ("sales.orders", True, "source_wins")
+    assert (body["status"]["unresolved_conflicts"], body["plan"]["mergeable"]) == ([], True)
+    assert review(clients["carol"], catalog, 1).status_code == 201
+
+    main = head(catalog)
+    response = clients["dave"].post(url(catalog, 1, "/merge"))  # approvers may merge too (roles include editor)
+    assert response.status_code == 202, response.json()
+    job = wait_for_job(response.json()["id"])
+    assert job.status == "succeeded", (job.error_code, job.error_message)
+    merge = Merge.objects.get(job=job)
+    [applied] = merge.log["resolutions"]
+    assert (applied["object"], applied["choice"], applied["chosen_by"]) == ("sales.orders", "source_wins", "bob")
+    assert applied["chosen_at"] == choice["at"]
+    assert merge.log["merge_request"]["approved_by"] == ["carol"]
+    assert merge.log["resolution_choices"] == [choice]
+    assert head(catalog) != main and MergeRequest.objects.get().state == "merged"
+    assert table_at(catalog, "main").state["properties"]["owner"] == "bob"  # the source's table won
+
+
+def test_direct_writes_to_a_protected_branch_are_refused(team):
+    people, clients = team
+    catalog = lake(people, protect="release/*")
+    protected_branch_create(catalog=catalog, pattern="main", created_by=people["alice"])
+    branch_create(catalog=catalog, name="release/1", source="main")
+    bob, base = clients["bob"], f"/api/v1/catalogs/{catalog.name}"
+    heads, jobs, commits = (head(catalog), head(catalog, "release/1")), Job.objects.count(), Commit.objects.count()
+    table = f"{base}/refs/main/databases/sales/tables/orders"
+
+    refused(bob.post(f"{base}/refs/main/databases", {"name": "blocked"}, format="json"), 403, "branch_protected")
+    refused(bob.patch(table, {"set_properties": {"a": "b"}}, format="json"), 403, "branch_protected")
+    refused(bob.post(f"{table}/load", {"strategy": "append_only", "rows": [{"id": 1}]}, format="json"), 403,
+            "branch_protected")  # fmt: skip
+    refused(bob.post(f"{table}/delete", {"where": "id = 1"}, format="json"), 403, "branch_protected")
+    refused(bob.post(f"{base}/refs/release/1/databases", {"name": "blocked"}, format="json"), 403, "branch_protected")
+    refused(bob.post(f"{base}/merges", {"source": "dev", "target": "main"}, format="json"), 403, "branch_protected")
+    refused(bob.post(f"{base}/sql", {"statement": "MERGE BRANCH dev TO main"}, format="json"), 403, "branch_protected")
+    refused(clients["alice"].delete(f"{base}/branches/release/1"), 403, "branch_protected")
+    restore = {"branch": "main", "commit": heads[0]}
+    refused(bob.post(f"{base}/restores", restore, format="json"), 403, "branch_protected")
+    with pytest.raises(ApplicationError) as service:
+        database_create(target=on(catalog, "main"), name="blocked")  # the service path, under the API
+    assert (service.value.code, service.value.status) == ("branch_protected", 403)
+    assert (head(catalog), head(catalog, "release/1")) == heads
+    assert (Job.objects.count(), Commit.objects.count()) == (jobs, commits)
+
+    dry = bob.post(f"{base}/merges", {"source": "dev", "target": "main", "dry_run": True}, format="json")
+    assert dry.status_code == 202  # a dry run writes nothing
+    assert bob.post(f"{base}/refs/dev/databases", {"name": "fine"}, format="json").status_code == 201
+
+
+def test_close_reopen_edit_and_one_open_request_per_pair(team):
+    people, clients = team
+    catalog = lake(people)
+    open_request(clients["bob"], catalog)
+    refused(clients["bob"].post(url(catalog), {"source": "dev", "target": "main", "title": "again"}, format="json"),
+            409, "merge_request_exists")  # fmt: skip
+    refused(clients["bob"].post(url(catalog), {"source": "ghost", "target": "main", "title": "x"}, format="json"),
+            404, "branch_not_found")  # fmt: skip
+    closed = clients["bob"].patch(url(catalog, 1), {"state": "closed", "title": "Renamed"}, format="json")
+    assert (closed.json()["state"], closed.json()["title"]) == ("closed", "Renamed")
+    refused(clients["bob"].post(url(catalog, 1, "/merge")), 409, "merge_request_not_open")
+    refused(review(clients["carol"], catalog, 1), 409, "merge_request_not_open")
+    assert clients["bob"].get(url(catalog), {"state": "closed"}).json()["count"] == 1
+    reopened = clients["bob"].patch(url(catalog, 1), {"state": "open"}, format="json")
+    assert reopened.json()["state"] == "open"
+    kinds = [event["kind"] for event in reopened.json()["events"] if event["kind"] != "plan_updated"]  # any time
+    assert kinds == ["opened", "edited", "closed", "reopened"]
+    refused(clients["carol"].get(url(catalog, 99)), 404, "merge_request_not_found")
+
+
+def test_a_failed_plan_is_asked_for_again_on_read(team):
+    people, clients = team
+    catalog = lake(people)
+    open_request(clients["bob"], catalog)
+    first = planned(clients["bob"], catalog, 1)["plan_job"]["id"]
+    # As if the plan job had failed before storing its plan (a worker crash, say).
+    MergeRequest.objects.update(plan=None, plan_heads=None, plan_merge=None)
+    Job.objects.filter(id=first).update(status=Job.Status.FAILED, error_message="worker lost")
+    failed = clients["bob"].get(url(catalog, 1)).json()  # failed just now: not asked for again yet
+    assert (failed["plan_job"]["id"], failed["status"]["blockers"][0]["code"]) == (first, "plan_failed")
+    Job.objects.filter(id=first).update(finished_at=timezone.now() - timedelta(minutes=2))
+    body = planned(clients["bob"], catalog, 1)
+    assert body["plan_job"]["id"] != first
+    assert body["plan_heads"] == {"source": head(catalog, "dev"), "target": head(catalog)}
