@@ -14,6 +14,7 @@ from catalog_app.engine.tables import Column, spark_type, struct_type
 
 FILE_FORMATS = ("parquet", "csv", "json")
 MAX_ERRORS = 5
+CHECK_PREFIX = "_check:"
 
 
 class IncomingError(ValueError):
@@ -112,7 +113,9 @@ def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Colum
     return spark.createDataFrame(values, struct_type(columns))
 
 
-def file_frame(spark: SparkSession, uri: str, file_format: str, columns: Sequence[Column]) -> DataFrame:
+def file_frame(
+    spark: SparkSession, uri: str, file_format: str, columns: Sequence[Column], *, deferred: bool = False
+) -> DataFrame:
     """An uploaded Parquet, CSV (with a header) or JSON-lines file as a DataFrame in the table's schema."""
     if file_format not in FILE_FORMATS:
         raise IncomingError("unsupported_format", f"File format must be one of {FILE_FORMATS}.")
@@ -124,11 +127,16 @@ def file_frame(spark: SparkSession, uri: str, file_format: str, columns: Sequenc
         incoming = frame.columns
     except Exception as exc:  # a file Spark cannot read is the user's error, not ours
         raise IncomingError("unreadable_file", f"The {file_format} file cannot be read: {str(exc)[:300]}") from None
-    return checked_frame(frame, incoming, columns)
+    return checked_frame(frame, incoming, columns, deferred=deferred)
 
 
-def checked_frame(frame: DataFrame, incoming: Sequence[str], columns: Sequence[Column]) -> DataFrame:
-    """Cast `frame` to the table's schema by column name, refusing what does not fit (one Spark pass)."""
+def checked_frame(
+    frame: DataFrame, incoming: Sequence[str], columns: Sequence[Column], *, deferred: bool = False
+) -> DataFrame:
+    """Cast `frame` to the table's schema by column name, refusing what does not fit (one Spark pass).
+
+    With `deferred`, that pass is left to the caller's own first pass over the rows: the frame keeps one 0/1
+    column per check (see `check_columns`) whose sums go to `check_counts`, which refuses what does not fit."""
     by_name = {column.name: column for column in columns}
     unknown = sorted(set(incoming) - set(by_name))
     if unknown:
@@ -139,21 +147,39 @@ def checked_frame(frame: DataFrame, incoming: Sequence[str], columns: Sequence[C
         if column.name in incoming:
             source = F.col(f"`{column.name}`")
             cast = source.try_cast(target)  # Spark 4 is ANSI: cast raises on bad input, try_cast gives NULL
-            checks.append(F.sum(F.when(source.isNotNull() & cast.isNull(), 1).otherwise(0)).alias(f"bad:{column.name}"))
+            if frame.schema[column.name].dataType != target:  # the same type cannot fail to cast
+                checks.append(_flag(source.isNotNull() & cast.isNull(), f"bad:{column.name}"))
         else:
             cast = F.lit(column.default).cast(target)
         projected.append(cast.alias(column.name))
         if not column.nullable:
-            checks.append(F.sum(F.when(cast.isNull(), 1).otherwise(0)).alias(f"null:{column.name}"))
-    if checks:
-        counts = frame.agg(*checks).first().asDict()
-        problems = [(key.split(":", 1), count) for key, count in counts.items() if count]
-        if problems:
-            messages = [
-                f"{count} values of column {name!r} are not of type {by_name[name].type}" if kind == "bad"
-                else f"{count} rows have no value for NOT NULL column {name!r}"
-                for (kind, name), count in problems
-            ]  # fmt: skip
-            code = "type_mismatch" if any(kind == "bad" for (kind, _), _ in problems) else "not_null_violation"
-            raise IncomingError(code, "The data does not fit the table's schema: " + "; ".join(messages) + ".")
-    return frame.select(*projected)
+            checks.append(_flag(cast.isNull(), f"null:{column.name}"))
+    frame = frame.select(*projected, *checks)
+    if deferred or not checks:
+        return frame
+    names = check_columns(frame)
+    check_counts(frame.agg(*[F.sum(F.col(f"`{name}`")).alias(name) for name in names]).first().asDict(), columns)
+    return frame.drop(*names)
+
+
+def _flag(condition, name: str):
+    return F.when(condition, 1).otherwise(0).alias(CHECK_PREFIX + name)
+
+
+def check_columns(frame: DataFrame) -> list[str]:
+    """The check columns a deferred `checked_frame` left in `frame` (drop them before writing)."""
+    return [name for name in frame.columns if name.startswith(CHECK_PREFIX)]
+
+
+def check_counts(counts: dict[str, int | None], columns: Sequence[Column]) -> None:
+    """Refuse the data if any check (summed per check column) counted a row."""
+    by_name = {column.name: column for column in columns}
+    problems = [(key.removeprefix(CHECK_PREFIX).split(":", 1), count) for key, count in counts.items() if count]
+    if problems:
+        messages = [
+            f"{count} values of column {name!r} are not of type {by_name[name].type}" if kind == "bad"
+            else f"{count} rows have no value for NOT NULL column {name!r}"
+            for (kind, name), count in problems
+        ]  # fmt: skip
+        code = "type_mismatch" if any(kind == "bad" for (kind, _), _ in problems) else "not_null_violation"
+        raise IncomingError(code, "The data does not fit the table's schema: " + "; ".join(messages) + ".")

@@ -25,6 +25,8 @@ class SparkConfig:
         options = {
             "spark.sql.warehouse.dir": self.warehouse,
             "spark.sql.parquet.fieldId.write.enabled": "true",
+            # INT64 microseconds (as Delta and Iceberg write them) carry min/max in the footer; INT96 does not.
+            "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
             "spark.sql.parquet.fieldId.read.enabled": "true",
             "spark.sql.session.timeZone": "UTC",
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),

@@ -34,14 +34,28 @@ class Plan:
     matched: DataFrame | None = None  # the join both derive from: worth caching while the plan runs
 
 
+@dataclass(frozen=True)
+class Survey:
+    segments: set[str]  # ids of the segments whose key range holds an incoming key
+    repeated: list[dict[str, Any]]  # a few keys that occur more than once
+    sums: dict[str, int]  # the sum of each of the `summed` columns over all incoming rows
+
+
 def key_survey(
-    spark: SparkSession, incoming: DataFrame, keys: Sequence[Column], ranges: Sequence[tuple[str, list]], limit: int = 5
-) -> tuple[set[str], list[dict[str, Any]]]:
-    """One pass over the incoming keys: the segments whose key range holds at least one of them (checked per
-    key, not against the batch's overall range: a broadcast of the few segment ranges joined with the keys),
-    and a few keys that occur more than once. `ranges` holds (segment id, [min, max, min, max, ...] in `keys`
-    order, as JSON values)."""
-    counted = incoming.groupBy(*[col(k.name) for k in keys]).count()
+    spark: SparkSession,
+    incoming: DataFrame,
+    keys: Sequence[Column],
+    ranges: Sequence[tuple[str, list]],
+    *,
+    summed: Sequence[str] = (),
+    limit: int = 5,
+) -> Survey:
+    """One pass over the incoming rows: the segments whose key range holds at least one of their keys (checked per
+    key, not against the batch's overall range: a broadcast of the few segment ranges joined with the keys), a few
+    keys that occur more than once, and the sums of the `summed` columns (deferred checks, say). `ranges` holds
+    (segment id, [min, max, min, max, ...] in `keys` order, as JSON values)."""
+    sums = [F.sum(F.col(f"`{name}`")).alias(name) for name in summed]
+    counted = incoming.groupBy(*[col(k.name) for k in keys]).agg(F.count(F.lit(1)).alias("count"), *sums)
     if ranges:
         values = [(segment, *[None if v is None else str(v) for v in bounds]) for segment, bounds in ranges]
         schema = ", ".join(["_seg string", *[f"_min{i} string, _max{i} string" for i in range(len(keys))]])
@@ -57,10 +71,18 @@ def key_survey(
     else:
         counted = counted.withColumn("_seg", F.lit(None).cast("string"))
     repeated = F.when(F.col("count") > 1, F.struct(*[col(k.name) for k in keys]))
+    totals = [F.sum(F.when(F.col("_first"), F.col(f"`{name}`"))).alias(name) for name in summed]
+    if summed:  # a key in two segments' ranges joins twice: sum each key's figures once
+        first = F.row_number().over(Window.partitionBy(*[col(k.name) for k in keys]).orderBy("_seg")) == 1
+        counted = counted.withColumn("_first", first)
     found = counted.agg(
-        F.collect_set("_seg").alias("segments"), F.slice(F.collect_set(repeated), 1, limit).alias("repeated")
+        F.collect_set("_seg").alias("segments"), F.slice(F.collect_set(repeated), 1, limit).alias("repeated"), *totals
     ).first()
-    return set(found["segments"]), [{k.name: json_value(row[k.name]) for k in keys} for row in found["repeated"]]
+    return Survey(
+        set(found["segments"]),
+        [{k.name: json_value(row[k.name]) for k in keys} for row in found["repeated"]],
+        {name: found[name] or 0 for name in summed},
+    )
 
 
 def newest_per_key(incoming: DataFrame, keys: Sequence[str], watermark: str) -> DataFrame:
@@ -141,7 +163,8 @@ def scd2_plan(
     return Plan(_positions(changed), closed.unionByName(opened), matched)
 
 
-def kept_rows(target: DataFrame, removed: DataFrame, segments: set[str], columns: Sequence[str], group: str):
-    """Copy-on-write: the rows of the touched `segments` that the plan does not replace, to be rewritten."""
-    rows = target.filter(F.col(SEGMENT_ID).isin(sorted(segments))).join(removed, [SEGMENT_ID, POSITION], "left_anti")
-    return _tagged(rows, columns, group)
+def kept_rows(target: DataFrame, removed: DataFrame, columns: Sequence[str], group: str):
+    """Copy-on-write: the rows of the segments the plan touched (those with a replaced row) that it does not
+    replace, to be rewritten."""
+    touched = target.join(removed.select(SEGMENT_ID).distinct(), SEGMENT_ID, "left_semi")
+    return _tagged(touched.join(removed, [SEGMENT_ID, POSITION], "left_anti"), columns, group)

@@ -10,12 +10,15 @@ default, widened ones are cast up), and the union of its delta files' positions 
 import base64
 import datetime
 import decimal
+import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -200,35 +203,78 @@ def write_segments(
         frame.write.partitionBy(*writer_columns).parquet(warehouse.uri(target))
     else:
         frame.write.parquet(warehouse.uri(target))
-    return _describe_segments(spark, warehouse, base, target, columns, partition_ids)
+    return _describe_segments(warehouse, base, target, columns, partition_ids)
 
 
-def _describe_segments(spark, warehouse, base, target, columns, partition_ids) -> list[WrittenFile]:
-    """Row count, size and per-column min/max/nulls of each file just written (one pass over the new data)."""
-    frame = spark.read.option("recursiveFileLookup", "true").schema(struct_type(columns)).parquet(warehouse.uri(target))
-    aggregates = [F.count(F.lit(1)).alias("rows"), F.first("_metadata.file_size").alias("bytes")]
+def _describe_segments(warehouse, base, target, columns, partition_ids) -> list[WrittenFile]:
+    """Row count, size and per-column min/max/nulls of each file just written, from the files' Parquet footers
+    (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
+    keep) is left out of that file's stats: never pruned on."""
     stat_columns = [c for c in columns if c.type in STATS_TYPES or c.type.startswith("decimal")]
-    for c in stat_columns:
-        quoted = F.col(f"`{c.name}`")
-        aggregates += [F.min(quoted).alias(f"min{c.id}"), F.max(quoted).alias(f"max{c.id}")]
-        aggregates.append(F.sum(F.when(quoted.isNull(), 1).otherwise(0)).alias(f"nulls{c.id}"))
-    path = _relative_path(F.col("_metadata.file_path"), base).alias("path")
     described = []
-    for row in frame.groupBy(path).agg(*aggregates).collect():
-        stats = {
-            str(c.id): {
-                "min": _json_value(row[f"min{c.id}"]),
-                "max": _json_value(row[f"max{c.id}"]),
-                "nulls": row[f"nulls{c.id}"],
-            }
-            for c in stat_columns
-        }
+    for path, size, footer in _written_files(warehouse, base, target):
+        if footer.num_rows == 0:  # Spark writes an empty file for an empty frame: no segment
+            continue
+        chunks = _column_chunks(footer)
+        stats = {str(c.id): stat for c in stat_columns if (stat := _column_stats(chunks.get(c.id))) is not None}
         partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
-        group = _GROUP_IN_PATH.search(row["path"])
-        described.append(
-            WrittenFile(row["path"], row["rows"], row["bytes"], stats, partition_values, group=group and group[1])
-        )
+        group = _GROUP_IN_PATH.search(path)
+        described.append(WrittenFile(path, footer.num_rows, size, stats, partition_values, group=group and group[1]))
     return sorted(described, key=lambda written: written.path)
+
+
+def _written_files(warehouse: "Warehouse", base: str, target: str) -> Iterator[tuple[str, int, Any]]:
+    """(path from `base` on, size, Parquet footer) of each data file Spark wrote under `target`."""
+    filesystem, root = pafs.FileSystem.from_uri(_arrow_uri(warehouse.uri(target)))
+    for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True)):
+        if info.type == pafs.FileType.File and info.base_name.endswith(".parquet") and info.base_name[0] not in "._":
+            with filesystem.open_input_file(info.path) as handle:
+                footer = pq.ParquetFile(handle).metadata
+            yield target + info.path[len(root.rstrip("/")) :], info.size, footer
+
+
+def _arrow_uri(uri: str) -> str:
+    """Hadoop's s3a:// is pyarrow's s3://; plain paths are absolute."""
+    if uri.startswith("s3a://"):
+        return "s3://" + uri[len("s3a://") :]
+    return uri if "://" in uri or uri.startswith("file:") else os.path.abspath(uri)
+
+
+def _column_chunks(footer) -> dict[int, list]:
+    """Each column's chunks (one per row group), by Parquet field id."""
+    chunks: dict[int, list] = {}
+    for index, field_id in enumerate(_field_ids(footer)):
+        if field_id is not None:
+            chunks[field_id] = [footer.row_group(g).column(index) for g in range(footer.num_row_groups)]
+    return chunks
+
+
+def _field_ids(footer) -> list[int | None]:
+    schema = footer.schema.to_arrow_schema()
+    return [int(f.metadata[b"PARQUET:field_id"]) if f.metadata and b"PARQUET:field_id" in f.metadata else None
+            for f in schema]  # fmt: skip
+
+
+def _column_stats(chunks: list | None) -> dict | None:
+    if not chunks:
+        return None
+    statistics = [chunk.statistics for chunk in chunks]
+    if any(s is None or not s.has_null_count for s in statistics):
+        return None
+    if any(s.num_values and not s.has_min_max for s in statistics):
+        return None  # a row group holds values but no min/max
+    nulls, bounded = sum(s.null_count for s in statistics), [s for s in statistics if s.has_min_max]
+    if not bounded:
+        return {"min": None, "max": None, "nulls": nulls}
+    low, high = min(_stat_value(s.min) for s in bounded), max(_stat_value(s.max) for s in bounded)
+    return {"min": _json_value(low), "max": _json_value(high), "nulls": nulls}
+
+
+def _stat_value(value: Any) -> Any:
+    """Timestamps come tz-aware (UTC) from the footer; the catalog keeps them naive, in UTC, as Spark gives them."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
 
 
 def write_deltas(
@@ -238,14 +284,12 @@ def write_deltas(
     target = f"{base}/deltas/{tag}"
     frame = deleted.select(F.col(SEGMENT_ID).alias("__segment"), F.col(POSITION).alias("pos")).distinct()
     frame.repartition("__segment").write.partitionBy("__segment").parquet(warehouse.uri(target))
-    written = spark.read.option("recursiveFileLookup", "true").schema("pos long").parquet(warehouse.uri(target))
-    path = _relative_path(F.col("_metadata.file_path"), base).alias("path")
-    rows = written.groupBy(path).agg(F.count(F.lit(1)).alias("rows"), F.first("_metadata.file_size").alias("bytes"))
     segment_of = re.compile(r"__segment=([0-9a-f-]{36})/")
     return sorted(
         (
-            WrittenFile(row["path"], row["rows"], row["bytes"], segment_id=segment_of.search(row["path"])[1])
-            for row in rows.collect()
+            WrittenFile(path, footer.num_rows, size, segment_id=segment_of.search(path)[1])
+            for path, size, footer in _written_files(warehouse, base, target)
+            if footer.num_rows
         ),
         key=lambda delta: delta.path,
     )

@@ -117,18 +117,27 @@ def validity_columns(columns: list[dict], last_column_id: int, fields: dict) -> 
 # --- the worker side --------------------------------------------------------------------------------------
 
 
-def _incoming(spark, snapshot: Snapshot, params: dict) -> DataFrame:
-    try:
+def _incoming(spark, snapshot: Snapshot, params: dict, *, deferred: bool = False) -> DataFrame:
+    """The incoming rows in the table's schema; `deferred` leaves their checks to the load's first pass (see
+    `incoming.checked_frame`)."""
+    with _incoming_errors():
         if "query" in params:
             chain = commit_chain(snapshot.head)
             frame = select_frame(
                 spark, catalog=snapshot.catalog, chain=chain, statement=params["query"], warehouse=snapshot.warehouse
             )
-            return incoming.checked_frame(frame, frame.columns, snapshot.columns)
+            return incoming.checked_frame(frame, frame.columns, snapshot.columns, deferred=deferred)
         if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
             return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
         upload = params["upload"]
-        return incoming.file_frame(spark, snapshot.warehouse.uri(upload["path"]), upload["format"], snapshot.columns)
+        uri = snapshot.warehouse.uri(upload["path"])
+        return incoming.file_frame(spark, uri, upload["format"], snapshot.columns, deferred=deferred)
+
+
+@contextmanager
+def _incoming_errors() -> Iterator[None]:
+    try:
+        yield
     except incoming.IncomingError as exc:
         raise ApplicationError(exc.code, exc.message, details=exc.details) from None
 
@@ -145,7 +154,9 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
             new_columns, table = columns, copy.copy(snapshot.table)
             table.state = {**state, "columns": columns, "last_column_id": last_id + 2}
             snapshot = dataclasses.replace(snapshot, table=table)
-    rows = _incoming(spark, snapshot, params)
+    # A key load's first pass (the key survey) also runs the incoming rows' checks; `incremental` first drops all
+    # but the newest row per key, so its checks run on all rows before.
+    rows = _incoming(spark, snapshot, params, deferred=strategy in KEY_STRATEGIES and strategy != "incremental")
     if strategy == "append_only":
         written = snapshot.write(spark, rows, tag)
         change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
@@ -217,37 +228,36 @@ def _key_change(spark, snapshot: Snapshot, rows: DataFrame, strategy: str, field
     keys, names = fields["key_columns"], [c.name for c in snapshot.columns]
     if strategy == "incremental":
         rows = strategies.newest_per_key(rows, keys, fields["watermark"])
-    rows = cache(rows)
     ranges, unbounded = _key_ranges(snapshot, keys)
     key_columns = [c for k in keys for c in snapshot.columns if c.name == k]
-    hit, duplicates = strategies.key_survey(spark, rows, key_columns, ranges)
+    checks = incoming.check_columns(rows)
+    survey = strategies.key_survey(spark, rows, key_columns, ranges, summed=checks)
+    with _incoming_errors():
+        incoming.check_counts(survey.sums, snapshot.columns)
+    rows, hit, duplicates = rows.drop(*checks), survey.segments, survey.repeated
     if duplicates:  # never for incremental: it kept one row per key
         message = MESSAGE_DUPLICATE_KEYS.format(examples=duplicates[:3], strategy=strategy)
         raise ApplicationError("duplicate_keys", message, details={"examples": duplicates})
     candidates = [s for s in snapshot.files.segments if s.id in unbounded or str(s.id) in hit]
     target = snapshot.read(spark, candidates, positions=True)
-    if len(candidates) <= 8:  # the usual case: a few segments, read once for matching and rewriting
+    if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
         target = cache(target)
     plan = _plan(strategy, target, rows, keys, names, fields)
     if plan.matched is not None:
         cache(plan.matched)
     modify = DataChange(Op.DELETE if strategy == "delete_insert" else Op.UPDATE)
-    written_rows, per_segment = plan.rows, {}  # rows replaced per touched segment
-    if plan.removed is not None and snapshot.copy_on_write:
-        removed = cache(plan.removed)
+    written_rows, removed, per_segment = plan.rows, plan.removed, {}  # rows replaced per touched segment
+    if removed is not None and snapshot.copy_on_write:  # the touched segments' other rows are rewritten
         per_segment = {row[SEGMENT_ID]: row["count"] for row in removed.groupBy(SEGMENT_ID).count().collect()}
-        if per_segment:
-            written_rows = written_rows.unionByName(
-                strategies.kept_rows(target, removed, set(per_segment), names, modify.op)
-            )
-    elif plan.removed is not None:  # one delta file per touched segment, listing its replaced positions
-        modify.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, plan.removed, tag=tag)
+        written_rows = written_rows.unionByName(strategies.kept_rows(target, removed, names, modify.op))
+    elif removed is not None:  # one delta file per touched segment, listing its replaced positions
+        modify.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, removed, tag=tag)
         per_segment = {delta.segment_id: delta.row_count for delta in modify.new_deltas}
+    written = snapshot.write(spark, written_rows, tag, grouped=True)
     modify.touched = [s for s in candidates if str(s.id) in per_segment]
     if snapshot.copy_on_write:
         modify.removed = snapshot.with_deltas(modify.touched)
     modify.counts = {"rows_deleted" if modify.op == Op.DELETE else "rows_updated": sum(per_segment.values())}
-    written = snapshot.write(spark, written_rows, tag, grouped=True)
     modify.new_segments = [w for w in written if w.group == modify.op]
     inserted = [w for w in written if w.group == strategies.INSERT]
     insert = DataChange(Op.INSERT, new_segments=inserted, counts={"rows_inserted": _rows(inserted)})

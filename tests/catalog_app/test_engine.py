@@ -32,6 +32,47 @@ def test_parquet_files_carry_field_ids_and_reads_match_by_id(spark, tmp_path):
     assertDataFrameEqual(read, spark.createDataFrame([(1, 10, None), (2, 20, None)], evolved))
 
 
+def test_segment_stats_from_footers_equal_sparks_own_aggregates(spark, tmp_path):
+    """Written segments are described from their Parquet footers, without a pass over the data: the figures must
+    be those Spark computes over the same rows, for every type with stats, per file and per partition."""
+    from pyspark.sql import functions as F
+
+    from catalog_app.engine.tables import Column, Warehouse, _json_value, struct_type, write_segments
+
+    types = ["int", "long", "float", "double", "string", "date", "timestamp", "boolean", "decimal(10,2)",
+             "decimal(30,4)"]  # fmt: skip
+    columns = [Column(i + 1, f"c{i}", t) for i, t in enumerate(types)] + [Column(20, "part", "string")]
+    rows = spark.sql(
+        """SELECT CAST(id AS INT) c0, id * 1000000007 c1, CAST(id / 3 AS FLOAT) c2, IF(id = 5, CAST('NaN' AS DOUBLE),
+           id / 7) c3, IF(id % 4 = 0, NULL, CONCAT('s', id)) c4, DATE_ADD(DATE'2024-02-28', CAST(id AS INT)) c5,
+           TIMESTAMP'2024-01-01 23:59:59.123456' + MAKE_INTERVAL(0, 0, 0, 0, CAST(id AS INT)) c6, id % 3 = 0 c7,
+           CAST(id / 8 AS DECIMAL(10,2)) c8, CAST(NULL AS DECIMAL(30,4)) c9, IF(id < 7, 'a', 'b') part
+           FROM range(12)"""
+    )
+    written = write_segments(spark, Warehouse(str(tmp_path)), "cat/tbl", rows.repartition(3), columns,
+                             partition_ids=[20], tag="t1")  # fmt: skip
+    assert len(written) >= 2 and {w.partition_values["20"] for w in written} == {"a", "b"}
+    read = spark.read.schema(struct_type(columns)).parquet(*[str(tmp_path / w.path) for w in written])
+    path = F.regexp_extract("_metadata.file_path", r"(cat/tbl/.*)$", 1).alias("path")
+    figures = [F.count(F.lit(1)).alias("rows")]
+    for c in columns:
+        figures += [F.min(c.name).alias(f"min{c.id}"), F.max(c.name).alias(f"max{c.id}")]
+        figures.append(F.sum(F.when(F.col(c.name).isNull(), 1).otherwise(0)).alias(f"nulls{c.id}"))
+    expected = {
+        row["path"]: (row["rows"], {str(c.id): {"min": _json_value(row[f"min{c.id}"]), "max": _json_value(
+            row[f"max{c.id}"]), "nulls": row[f"nulls{c.id}"]} for c in columns})
+        for row in read.groupBy(path).agg(*figures).collect()
+    }  # fmt: skip
+
+    def comparable(stats):  # NaN != NaN: compare its text
+        return {k: {f: str(v) if isinstance(v, float) else v for f, v in s.items()} for k, s in stats.items()}
+
+    assert {w.path: (w.row_count, comparable(w.stats)) for w in written} == {
+        p: (n, comparable(s)) for p, (n, s) in expected.items()
+    }
+    assert all(w.size_bytes == (tmp_path / w.path).stat().st_size for w in written)
+
+
 def test_spark_roundtrip_in_process(spark):
     assert spark_roundtrip(spark, rows=100)["sum"] == 4950
 

@@ -304,11 +304,34 @@ def test_key_survey_checks_each_incoming_key_against_each_segment_range(spark):
     from catalog_app.engine.strategies import key_survey
     from catalog_app.engine.tables import Column
 
-    keys = spark.createDataFrame([(5,), (25,), (25,), (1000,)], "id long")  # 25 twice; 1000 above every max
-    ranges = [("a", [1, 10]), ("b", [11, 20]), ("c", [21, 30]), ("d", [40, 50])]
-    hit, repeated = key_survey(spark, keys, [Column(1, "id", "long")], ranges)
-    assert hit == {"a", "c"}  # not b or d, though both lie inside the batch's overall range 5..1000
-    assert repeated == [{"id": 25}]
+    keys = spark.createDataFrame([(5, 1), (25, 0), (25, 1), (1000, 1)], "id long, flag int")  # 25 twice
+    ranges = [("a", [1, 10]), ("b", [11, 20]), ("c", [21, 30]), ("d", [40, 50]), ("e", [0, 8])]  # 1000: above all
+    survey = key_survey(spark, keys, [Column(1, "id", "long")], ranges, summed=["flag"])
+    assert survey.segments == {"a", "c", "e"}  # not b or d, though both lie inside the batch's overall range 5..1000
+    assert survey.repeated == [{"id": 25}]
+    assert survey.sums == {"flag": 3}  # key 5 sits in two ranges (a and e) and still counts once
+
+
+@pytest.mark.parametrize(
+    ("csv", "code", "named"),
+    [("id,amount,region\n2,lots,xx\n20,200,eu\n", "type_mismatch", "amount"),
+     ("id,amount,region\n2,-2,xx\n,200,eu\n", "not_null_violation", "id")],
+)  # fmt: skip
+def test_a_key_load_checks_the_incoming_rows_in_its_first_pass(spark, tmp_path, user_client, csv, code, named):
+    """Key strategies run the incoming rows' type and NOT NULL checks in the key survey's pass over them (no
+    pass of their own): a row that does not fit still fails the load, naming the column, with no commit."""
+    catalog = two_segment_table(spark)
+    before, commits = head(catalog), Commit.objects.count()
+    (tmp_path / "rows.csv").write_text(csv)
+    with (tmp_path / "rows.csv").open("rb") as upload:
+        body = {"strategy": "upsert", "key_columns": ["id"], "file": upload}
+        response = user_client.post(LOADS_URL.format(catalog=catalog.name), body, format="multipart")
+    job = Job.objects.get(id=response.json()["id"])
+    with pytest.raises(ApplicationError) as refused:
+        job_kind_get("table_load").handler(job.params, Progress(str(job.id)))
+    assert refused.value.code == code and f"column {named!r}" in refused.value.message
+    assert "schema: 1 " in refused.value.message  # the one row that does not fit
+    assert (head(catalog), Commit.objects.count()) == (before, commits)
 
 
 def test_scd2_plan_closes_changed_open_versions_only(spark):
