@@ -70,7 +70,7 @@ def seed(spark, rows: int, files: int):
     )
     data = spark.range(0, rows, numPartitions=files)  # partition i holds ids [i * rows / files, (i + 1) * rows / files)
     data = data.select("id", (F.col("id") * 7).alias("value"), F.concat(F.lit("v"), "id").alias("label"))
-    written = snapshot.write(spark, data, tag="seed")
+    written = snapshot.write(data, tag="seed")
     change = DataChange("insert", new_segments=written, counts={"rows_inserted": rows})
     commit = data_change_commit(snapshot=snapshot, change=change, job=Job.objects.create(kind="seed"), message="seed")
     return catalog, table, snapshot.base, commit

@@ -174,7 +174,6 @@ def read_segments(
 
 
 def write_segments(
-    spark: SparkSession,
     warehouse: Warehouse,
     base: str,
     rows: DataFrame,
@@ -277,9 +276,7 @@ def _stat_value(value: Any) -> Any:
     return value
 
 
-def write_deltas(
-    spark: SparkSession, warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str
-) -> list[WrittenFile]:
+def write_deltas(warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str) -> list[WrittenFile]:
     """Write the (segment, position) pairs in `deleted` as one delta file per segment."""
     target = f"{base}/deltas/{tag}"
     frame = deleted.select(F.col(SEGMENT_ID).alias("__segment"), F.col(POSITION).alias("pos")).distinct()

@@ -92,10 +92,10 @@ class Snapshot:
         chosen = self.files if segments is None else TableFiles(segments, self.files.deltas)
         return read_segments(spark, self.warehouse, self.base, self.columns, chosen.reads(), positions=positions)
 
-    def write(self, spark, rows: DataFrame, tag: str, *, grouped: bool = False) -> list[WrittenFile]:
+    def write(self, rows: DataFrame, tag: str, *, grouped: bool = False) -> list[WrittenFile]:
         """Write `rows` as new segments; `grouped` rows carry GROUP, and each group gets files of its own."""
         return write_segments(
-            spark, self.warehouse, self.base, rows, self.columns, partition_ids=self.table.state["partition_by"],
+            self.warehouse, self.base, rows, self.columns, partition_ids=self.table.state["partition_by"],
             tag=tag, group_column=GROUP if grouped else None,
         )  # fmt: skip
 
@@ -277,10 +277,10 @@ def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
         return change
     if snapshot.copy_on_write:
         kept = dml.rows_not_matching(snapshot.read(spark, change.touched), predicate)
-        change.new_segments = snapshot.write(spark, kept, tag)
+        change.new_segments = snapshot.write(kept, tag)
         change.removed = snapshot.with_deltas(change.touched)
     else:
-        change.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, matched, tag=tag)
+        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
     return change
 
 
@@ -298,12 +298,12 @@ def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
         new_rows = dml.matched_rows_updated(rows, predicate, assignments).select(
             *[f"`{c.name}`" for c in snapshot.columns]
         )
-        change.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, matched, tag=tag)
+        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
     try:
         checked = incoming.checked_frame(new_rows, new_rows.columns, snapshot.columns)
     except incoming.IncomingError as exc:
         raise ApplicationError(exc.code, exc.message) from None
-    change.new_segments = snapshot.write(spark, checked, tag)
+    change.new_segments = snapshot.write(checked, tag)
     return change
 
 
@@ -316,7 +316,7 @@ def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> Data
     rows = snapshot.read(spark, small)
     files = max(1, math.ceil(sum(s.size_bytes for s in small) / target))
     before = rows.count()
-    written = snapshot.write(spark, rows.coalesce(files), tag)
+    written = snapshot.write(rows.coalesce(files), tag)
     if sum(w.row_count for w in written) != before:
         raise ApplicationError("compaction_mismatch", "Compaction wrote a different number of rows; nothing committed.")
     return DataChange(Op.COMPACTION, new_segments=written, removed=snapshot.with_deltas(small), segments_read=small)

@@ -158,7 +158,7 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
     # but the newest row per key, so its checks run on all rows before.
     rows = _incoming(spark, snapshot, params, deferred=strategy in KEY_STRATEGIES and strategy != "incremental")
     if strategy == "append_only":
-        written = snapshot.write(spark, rows, tag)
+        written = snapshot.write(rows, tag)
         change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
     elif strategy == "full_refresh":
         partitions = params.get("partitions")
@@ -178,7 +178,7 @@ def _rows(written) -> int:
 
 def _overwrite(spark, snapshot: Snapshot, rows: DataFrame, replaced: list[DataFile], tag: str, details: dict):
     deleted = snapshot.read(spark, replaced).count() if replaced else 0
-    written = snapshot.write(spark, rows, tag)
+    written = snapshot.write(rows, tag)
     return DataChange(
         Op.OVERWRITE, new_segments=written, removed=snapshot.with_deltas(replaced),
         details=details or {"whole_table": True}, counts={"rows_inserted": _rows(written), "rows_deleted": deleted},
@@ -251,9 +251,9 @@ def _key_change(spark, snapshot: Snapshot, rows: DataFrame, strategy: str, field
         per_segment = {row[SEGMENT_ID]: row["count"] for row in removed.groupBy(SEGMENT_ID).count().collect()}
         written_rows = written_rows.unionByName(strategies.kept_rows(target, removed, names, modify.op))
     elif removed is not None:  # one delta file per touched segment, listing its replaced positions
-        modify.new_deltas = write_deltas(spark, snapshot.warehouse, snapshot.base, removed, tag=tag)
+        modify.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, removed, tag=tag)
         per_segment = {delta.segment_id: delta.row_count for delta in modify.new_deltas}
-    written = snapshot.write(spark, written_rows, tag, grouped=True)
+    written = snapshot.write(written_rows, tag, grouped=True)
     modify.touched = [s for s in candidates if str(s.id) in per_segment]
     if snapshot.copy_on_write:
         modify.removed = snapshot.with_deltas(modify.touched)

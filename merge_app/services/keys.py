@@ -176,10 +176,10 @@ def replay(
     current = _read(spark, sides, sides.target, scanned, positions=True)
     hit = engine.rows_with_keys(current, replaced, sides.keys).select(SEGMENT_ID, POSITION).cache()
     replaced_count = hit.count()
-    deltas = write_deltas(spark, sides.warehouse, sides.path, hit, tag=tag) if replaced_count else []
+    deltas = write_deltas(sides.warehouse, sides.path, hit, tag=tag) if replaced_count else []
     new_rows = replaced.filter(F.col(engine.AFTER).isNotNull()).select(f"{engine.AFTER}.*")
     segments = [
-        s for s in write_segments(spark, sides.warehouse, sides.path, new_rows.coalesce(1), sides.columns, tag=tag)
+        s for s in write_segments(sides.warehouse, sides.path, new_rows.coalesce(1), sides.columns, tag=tag)
         if s.row_count
     ]  # fmt: skip
     figures = {"rows_replaced": replaced_count, "rows_written": sum(s.row_count for s in segments),

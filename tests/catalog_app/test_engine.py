@@ -49,7 +49,7 @@ def test_segment_stats_from_footers_equal_sparks_own_aggregates(spark, tmp_path)
            CAST(id / 8 AS DECIMAL(10,2)) c8, CAST(NULL AS DECIMAL(30,4)) c9, IF(id < 7, 'a', 'b') part
            FROM range(12)"""
     )
-    written = write_segments(spark, Warehouse(str(tmp_path)), "cat/tbl", rows.repartition(3), columns,
+    written = write_segments(Warehouse(str(tmp_path)), "cat/tbl", rows.repartition(3), columns,
                              partition_ids=[20], tag="t1")  # fmt: skip
     assert len(written) >= 2 and {w.partition_values["20"] for w in written} == {"a", "b"}
     read = spark.read.schema(struct_type(columns)).parquet(*[str(tmp_path / w.path) for w in written])

@@ -247,7 +247,7 @@ def _load_segments(spark, catalog, *, rows: int, segments: int) -> None:
     data = spark.range(rows).select(
         F.col("id"), (F.col("id") % 1000).cast("int").alias("amount"), F.lit("old").alias("region")
     )
-    written = snapshot.write(spark, data.repartitionByRange(segments, "id"), tag="seed")
+    written = snapshot.write(data.repartitionByRange(segments, "id"), tag="seed")
     job = Job.objects.create(kind="table_load", params={})
     change = DataChange("insert", new_segments=written, counts={"rows_inserted": rows})
     data_change_commit(snapshot=snapshot, change=change, job=job, message="seed")
