@@ -7,11 +7,12 @@
 consecutive ids (id long, value long, label string). Half the incoming rows update keys of 2 files (every
 k-th id of files F/4 and 3F/4, k chosen so that they make half of M: 20 at the defaults), half insert new keys
 above the maximum. The upsert runs as the `table_load` job does (incoming Parquet file -> load_change ->
-commit), once cold and `--repeat - 1` times warm, each on a fresh branch at the seeded commit (the target is
-seeded once; branches share its files), for copy-on-write and for merge-on-read. Spark start-up is timed apart.
-It prints segments read / rewritten / written, bytes read / written, a check of the resulting rows, and, for
-each of deltalake (delta-rs), pyiceberg and duckdb that is installed (`pip install -r requirements-bench.txt`),
-the same upsert on the same rows in the same F files, with the ratio of its warm time to LakeUI's.
+commit), for copy-on-write and for merge-on-read taking turns, once cold and `--repeat - 1` times warm, each on
+a fresh branch at the seeded commit (the target is seeded once; branches share its files). Spark start-up is
+timed apart. It prints segments read / rewritten / written, bytes read / written, a check of the resulting
+rows, and, for each of deltalake (delta-rs), pyiceberg and duckdb that is installed (`pip install -r
+requirements-bench.txt`), the same upsert on the same rows in the same F files, with the ratio of its warm time
+to LakeUI's.
 
 Uses DATABASE_URL when set, else a throwaway SQLite file; the warehouse is LAKEUI_WAREHOUSE or a temporary
 folder.
@@ -228,17 +229,23 @@ def main() -> None:
         f"({size / 1e6:.1f} MB); upsert {args.upsert:,} rows: {updates:,} updates (every {stride}th id "
         f"of files {chosen}, {affected / 1e6:.2f} MB) and {args.upsert - updates:,} inserts"
     )
-    lakeui_warm = {}
-    for mode in MODES:
-        timings = []
-        for run in range(args.repeat):
+    timings, results = {mode: [] for mode in MODES}, {}
+    for run in range(args.repeat):  # the modes take turns, so that their warm runs find the JVM equally warm
+        for mode in MODES:
             branch = f"{mode}-{run}"
             branch_create(catalog=catalog, name=branch, source=seeded.id)
-            seconds, result = lakeui_upsert(catalog, table, branch, upload, mode)
-            timings.append(seconds)
-        warm = statistics.median(timings[1:]) if len(timings) > 1 else timings[0]
+            seconds, results[mode] = lakeui_upsert(catalog, table, branch, upload, mode)
+            timings[mode].append(seconds)
+    lakeui_warm = {}
+    for mode in MODES:
+        result, runs = results[mode], timings[mode]
+        warm = statistics.median(runs[1:]) if len(runs) > 1 else runs[0]
         lakeui_warm[mode] = warm
-        print(f"\nLakeUI {mode}: cold {timings[0]:.2f} s, warm {warm:.2f} s (median of {len(timings) - 1})")
+        branch = f"{mode}-{args.repeat - 1}"
+        print(
+            f"\nLakeUI {mode}: cold {runs[0]:.2f} s, warm {warm:.2f} s (median of {len(runs) - 1}; "
+            f"runs {', '.join(f'{t:.2f}' for t in runs)})"
+        )
         print(
             f"  segments read {result['segments_read']}, rewritten {result['segments_rewritten']}, written "
             f"{result['segments_written']}, delta files {result['delta_files_written']}; rows updated "

@@ -7,10 +7,12 @@ import decimal
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from catalog_app.engine.tables import Column, spark_type, struct_type
+from catalog_app.engine.tables import Column, arrow_filesystem, arrow_frame, arrow_type, spark_type
 
 FILE_FORMATS = ("parquet", "csv", "json")
 MAX_ERRORS = 5
@@ -110,7 +112,8 @@ def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Colum
     if errors:
         code = "type_mismatch" if any(" is not a " in error for error in errors) else "not_null_violation"
         raise IncomingError(code, "The rows do not fit the table's schema: " + "; ".join(errors) + ".", errors)
-    return spark.createDataFrame(values, struct_type(columns))
+    arrays = {c.name: pa.array([row[i] for row in values], arrow_type(c.type)) for i, c in enumerate(columns)}
+    return arrow_frame(spark, arrays)
 
 
 def file_frame(
@@ -128,6 +131,18 @@ def file_frame(
     except Exception as exc:  # a file Spark cannot read is the user's error, not ours
         raise IncomingError("unreadable_file", f"The {file_format} file cannot be read: {str(exc)[:300]}") from None
     return checked_frame(frame, incoming, columns, deferred=deferred)
+
+
+def file_rows(uri: str, file_format: str) -> int | None:
+    """How many rows an uploaded file holds, when its format says so without a pass (Parquet's footer)."""
+    if file_format != "parquet":
+        return None
+    filesystem, path = arrow_filesystem(uri)
+    try:
+        with filesystem.open_input_file(path) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+    except (OSError, pa.ArrowException):  # not one readable file: Spark's read says what is wrong
+        return None
 
 
 def checked_frame(

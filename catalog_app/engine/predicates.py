@@ -233,12 +233,16 @@ class Logical(Expr):
         return math.ceil(math.log2(len(self.operands))) + max(operand.depth for operand in self.operands)
 
     def _build(self, column: Callable[[str], Column]) -> Column:
-        # AND and OR are associative (with NULL too): a balanced tree keeps long chains shallow for Spark.
         combine = operator.and_ if self.op == "AND" else operator.or_
-        built = [operand._build(column) for operand in self.operands]
-        while len(built) > 1:
-            built = [combine(*built[i : i + 2]) if i + 1 < len(built) else built[i] for i in range(0, len(built), 2)]
-        return built[0]
+        return balanced(combine, [operand._build(column) for operand in self.operands])
+
+
+def balanced(combine: Callable[[Column, Column], Column], built: list[Column]) -> Column:
+    """`built` joined by AND or OR (`combine`, associative with NULL too) as a balanced tree: a long chain stays
+    shallow for Spark's analyser, which a left-nested one would overflow."""
+    while len(built) > 1:
+        built = [combine(*built[i : i + 2]) if i + 1 < len(built) else built[i] for i in range(0, len(built), 2)]
+    return built[0]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column, json_value, spark_type
+from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column, arrow_frame, json_value, spark_type
 
 GROUP = "_group"
 UPDATE, INSERT = "update", "insert"
@@ -57,9 +57,9 @@ def key_survey(
     sums = [F.sum(F.col(f"`{name}`")).alias(name) for name in summed]
     counted = incoming.groupBy(*[col(k.name) for k in keys]).agg(F.count(F.lit(1)).alias("count"), *sums)
     if ranges:
-        values = [(segment, *[None if v is None else str(v) for v in bounds]) for segment, bounds in ranges]
-        schema = ", ".join(["_seg string", *[f"_min{i} string, _max{i} string" for i in range(len(keys))]])
-        frame = spark.createDataFrame(values, schema).select(
+        bounds = {f"_{side}{i}": [None if b[2 * i + j] is None else str(b[2 * i + j]) for _, b in ranges]
+                  for i in range(len(keys)) for j, side in enumerate(("min", "max"))}  # fmt: skip
+        frame = arrow_frame(spark, {"_seg": [segment for segment, _ in ranges], **bounds}).select(
             "_seg",
             *[F.col(f"_{side}{i}").cast(spark_type(k.type)).alias(f"_{side}{i}") for i, k in enumerate(keys)
               for side in ("min", "max")],
@@ -70,7 +70,8 @@ def key_survey(
         counted = counted.join(F.broadcast(frame), inside, "left")
     else:
         counted = counted.withColumn("_seg", F.lit(None).cast("string"))
-    repeated = F.when(F.col("count") > 1, F.struct(*[col(k.name) for k in keys]))
+    present = reduce(operator.and_, [col(k.name).isNotNull() for k in keys])  # a NULL key equals no key
+    repeated = F.when((F.col("count") > 1) & present, F.struct(*[col(k.name) for k in keys]))
     totals = [F.sum(F.when(F.col("_first"), F.col(f"`{name}`"))).alias(name) for name in summed]
     if summed:  # a key in two segments' ranges joins twice: sum each key's figures once
         first = F.row_number().over(Window.partitionBy(*[col(k.name) for k in keys]).orderBy("_seg")) == 1
@@ -102,7 +103,7 @@ def _not_in_target(target: DataFrame, incoming: DataFrame, keys: Sequence[str]) 
     return incoming.join(target.select(*[col(k) for k in keys]), [*keys], "left_anti")
 
 
-def _tagged(rows: DataFrame, columns: Sequence[str], group: str) -> DataFrame:
+def tagged(rows: DataFrame, columns: Sequence[str], group: str) -> DataFrame:
     return rows.select(*[col(c) for c in columns], F.lit(group).alias(GROUP))
 
 
@@ -111,7 +112,7 @@ def _positions(rows: DataFrame) -> DataFrame:
 
 
 def insert_plan(target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]) -> Plan:
-    new = _tagged(_not_in_target(target, incoming, keys), columns, INSERT)
+    new = tagged(_not_in_target(target, incoming, keys), columns, INSERT)
     return Plan(None, new)
 
 
@@ -122,13 +123,31 @@ def update_plan(
     matched = _joined(target, incoming, keys, columns)
     updated = matched.select(*[col(_IN + c).alias(c) for c in columns], F.lit(UPDATE).alias(GROUP))
     if insert:
-        updated = updated.unionByName(_tagged(_not_in_target(target, incoming, keys), columns, INSERT))
+        updated = updated.unionByName(tagged(_not_in_target(target, incoming, keys), columns, INSERT))
     return Plan(_positions(matched), updated, matched)
+
+
+def keyed_rows(
+    strategy: str, incoming: DataFrame, matched: DataFrame | None, keys: Sequence[str], columns: Sequence[str]
+):
+    """The rows `insert`, `update`, `upsert`, `incremental` or `delete_insert` write, tagged, given the keys of the
+    target rows the incoming keys matched (found without Spark, see `keymatch`): `matched` holds the key columns,
+    one row per matched target row (`delete_insert` writes every incoming row and needs none). These strategies
+    write incoming rows only, so no target row is read; like the plans above, an incoming row updates each target
+    row of its key."""
+    if strategy == "insert":
+        return tagged(_not_in_target(F.broadcast(matched), incoming, keys), columns, INSERT)
+    if strategy == "delete_insert":
+        return tagged(incoming, columns, INSERT)
+    flagged = F.broadcast(matched.select(*[col(k) for k in keys], F.lit(True).alias("_matched")))
+    rows = incoming.join(flagged, [*keys], "inner" if strategy == "update" else "left")
+    group = F.when(F.col("_matched"), F.lit(UPDATE)).otherwise(F.lit(INSERT))
+    return rows.select(*[col(c) for c in columns], group.alias(GROUP))
 
 
 def delete_insert_plan(target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]) -> Plan:
     matched = target.join(incoming.select(*[col(k) for k in keys]).distinct(), [*keys], "left_semi")
-    return Plan(_positions(matched), _tagged(incoming, columns, INSERT))
+    return Plan(_positions(matched), tagged(incoming, columns, INSERT))
 
 
 def scd2_plan(
@@ -167,4 +186,4 @@ def kept_rows(target: DataFrame, removed: DataFrame, columns: Sequence[str], gro
     """Copy-on-write: the rows of the segments the plan touched (those with a replaced row) that it does not
     replace, to be rewritten."""
     touched = target.join(removed.select(SEGMENT_ID).distinct(), SEGMENT_ID, "left_semi")
-    return _tagged(touched.join(removed, [SEGMENT_ID, POSITION], "left_anti"), columns, group)
+    return tagged(touched.join(removed, [SEGMENT_ID, POSITION], "left_anti"), columns, group)

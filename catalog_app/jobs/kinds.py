@@ -117,7 +117,7 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
     overlapping = any(len(deltas) > 1 for deltas in data.deltas.values())
     deleted = (
-        deleted_count(spark, warehouse, base, reads)
+        deleted_count(warehouse, reads)
         if overlapping
         else sum(d.row_count for deltas in data.deltas.values() for d in deltas)
     )

@@ -3,7 +3,7 @@
 import uuid
 from dataclasses import dataclass
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet
 
 from catalog_app.models import Commit, ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.selectors.refs import Chain
@@ -13,10 +13,12 @@ KIND_LABEL = {kind.value: kind.label.lower() for kind in ObjectKind}
 
 
 def newest_on_chain(rows: QuerySet, chain: Chain, *, key: str) -> QuerySet:
-    """Of rows recorded per commit (with line and seq), those that are the newest for their `key` on the chain."""
+    """Of rows recorded per commit (with line and seq), those that are the newest for their `key` on the chain:
+    no row of the same key on the chain is newer. Each row costs one probe of the (key, seq) index that stops at
+    the first newer row, so an object with many versions costs in proportion to them, not to their square."""
     in_chain = rows.filter(chain.q())
-    newest_seq = in_chain.filter(**{key: OuterRef(key)}).order_by("-seq").values("seq")[:1]
-    return in_chain.filter(seq=Subquery(newest_seq))
+    newer = in_chain.filter(**{key: OuterRef(key), "seq__gt": OuterRef("seq")})
+    return in_chain.filter(~Exists(newer))
 
 
 def _newest(chain: Chain) -> QuerySet[ObjectVersion]:

@@ -47,7 +47,7 @@ def timestamp_parse(value: str | None) -> datetime | None:
 
 
 def catalog_list() -> QuerySet[Catalog]:
-    return Catalog.objects.all()
+    return Catalog.objects.select_related("created_by")
 
 
 def catalog_get(*, name: str) -> Catalog:
@@ -100,7 +100,7 @@ def commit_get(*, catalog: Catalog, commit_id: str) -> Commit:
 
 
 def branch_list(*, catalog: Catalog) -> QuerySet[Branch]:
-    return Branch.objects.filter(catalog=catalog).select_related("head")
+    return Branch.objects.filter(catalog=catalog).select_related("head", "created_by")
 
 
 def branch_get(*, catalog: Catalog, name: str) -> Branch:
@@ -111,7 +111,7 @@ def branch_get(*, catalog: Catalog, name: str) -> Branch:
 
 
 def tag_list(*, catalog: Catalog) -> QuerySet[Tag]:
-    return Tag.objects.filter(catalog=catalog).select_related("commit")
+    return Tag.objects.filter(catalog=catalog).select_related("commit", "created_by")
 
 
 def tag_get(*, catalog: Catalog, name: str) -> Tag:

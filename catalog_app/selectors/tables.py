@@ -30,6 +30,13 @@ class TableFiles:
         touched = [s for s in earlier.segments if s.id not in live or deletes(earlier, s.id) != deletes(self, s.id)]
         return touched, [s for s in self.segments if s.id not in earlier_ids]
 
+    def unsplit(self, partition_by: list[int]) -> list[DataFile]:
+        """The live segments written before the table was partitioned as it is now (`partition_by`, column ids):
+        without a value of some partition column, they may hold rows of several partitions (compaction splits
+        them)."""
+        ids = {str(i) for i in partition_by}
+        return [s for s in self.segments if not ids <= s.partition_values.keys()]
+
     def reads(self) -> list[SegmentRead]:
         """What the engine needs to read the table: each segment with its written schema and live deltas."""
         return [

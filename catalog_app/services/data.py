@@ -9,7 +9,7 @@ commit finds that commit (by job id) and does not write twice.
 
 import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -19,14 +19,14 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 from pyspark.sql import DataFrame
 
-from catalog_app.engine import dml, incoming, sql
-from catalog_app.engine.predicates import PredicateError, parse_assignments, parse_predicate, to_column
+from catalog_app.engine import dml, incoming, pruning, sql
+from catalog_app.engine.predicates import Expr, PredicateError, parse_assignments, parse_predicate, to_column
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.tables import (
-    SEGMENT_ID,
     Column,
     Warehouse,
     WrittenFile,
+    deleted_count,
     read_segments,
     write_deltas,
     write_segments,
@@ -54,9 +54,9 @@ def predicate_errors() -> Iterator[None]:
         raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
 
 
-def predicate_column(where: str, columns: list[Column]):
+def parsed_predicate(where: str, columns: list[Column]) -> Expr:
     with predicate_errors():
-        return to_column(parse_predicate(where, {c.name: c.type for c in columns}))
+        return parse_predicate(where, {c.name: c.type for c in columns})
 
 
 def assignment_columns(assignments: dict[str, str], columns: list[Column]):
@@ -88,19 +88,31 @@ class Snapshot:
     def copy_on_write(self) -> bool:
         return self.table.state["properties"].get(WRITE_MODE, MERGE_ON_READ) == COPY_ON_WRITE
 
-    def read(self, spark, segments: list[DataFile] | None = None, *, positions: bool = False) -> DataFrame:
+    def read(
+        self,
+        spark,
+        segments: list[DataFile] | None = None,
+        *,
+        positions: bool = False,
+        dropped: Mapping[str, Any] | None = None,
+    ) -> DataFrame:
         chosen = self.files if segments is None else TableFiles(segments, self.files.deltas)
-        return read_segments(spark, self.warehouse, self.base, self.columns, chosen.reads(), positions=positions)
+        return read_segments(
+            spark, self.warehouse, self.base, self.columns, chosen.reads(), positions=positions, dropped=dropped
+        )
 
-    def write(self, rows: DataFrame, tag: str, *, grouped: bool = False) -> list[WrittenFile]:
+    def write(self, rows: DataFrame, tag: str, *, grouped: bool = False, few: bool = False) -> list[WrittenFile]:
         """Write `rows` as new segments; `grouped` rows carry GROUP, and each group gets files of its own."""
         return write_segments(
             self.warehouse, self.base, rows, self.columns, partition_ids=self.table.state["partition_by"],
-            tag=tag, group_column=GROUP if grouped else None,
+            tag=tag, group_column=GROUP if grouped else None, few=few,
         )  # fmt: skip
 
     def with_deltas(self, segments: list[DataFile]) -> list[DataFile]:
         return [*segments, *(delta for s in segments for delta in self.files.deltas.get(s.id, []))]
+
+    def unsplit(self) -> list[DataFile]:
+        return self.files.unsplit(self.table.state["partition_by"])
 
 
 @dataclass
@@ -259,20 +271,36 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
         raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
 
 
-def _matched(spark, snapshot: Snapshot, predicate, *, op: str, counted: str) -> tuple[DataFrame, DataFrame, DataChange]:
-    """The table's rows with their positions, the positions matching `predicate`, and the change so far: the
-    segments those rows sit in (touched) and how many rows match (under `counted`)."""
-    rows = snapshot.read(spark, positions=True)
+def _matched(spark, snapshot: Snapshot, where: Expr, predicate, *, op: str, counted: str):
+    """The rows (with their positions) of the segments `where` may match by their statistics, the positions
+    matching it (`predicate`, its Spark column), and the change so far: the segments those rows sit in
+    (touched) and how many rows match (under `counted`)."""
+    candidates = _segments_matching(spark, snapshot, where)
+    rows = snapshot.read(spark, candidates, positions=True)
     matched = dml.positions_matching(rows, predicate).cache()
-    touched_ids = {row[SEGMENT_ID] for row in matched.select(SEGMENT_ID).distinct().collect()}
-    touched = [s for s in snapshot.files.segments if str(s.id) in touched_ids]
-    counts = {counted: matched.count()}
-    return rows, matched, DataChange(op, touched=touched, counts=counts, segments_read=snapshot.files.segments)
+    per_segment = dml.count_per_segment(matched)
+    touched = [s for s in candidates if str(s.id) in per_segment]
+    counts = {counted: sum(per_segment.values())}
+    return rows, matched, DataChange(op, touched=touched, counts=counts, segments_read=candidates)
+
+
+def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]:
+    """The live segments whose column statistics do not rule `where` out (see `engine.pruning`)."""
+    by_name = {c.name: c for c in snapshot.columns if c.name in where.columns()}
+    zone = spark.conf.get("spark.sql.session.timeZone")
+
+    def known(segment: DataFile) -> dict[str, pruning.Bounds]:
+        stats = {name: segment.stats.get(str(column.id)) for name, column in by_name.items()}
+        found = {name: pruning.bounds(stat, by_name[name].type) for name, stat in stats.items() if stat is not None}
+        return {name: bounds for name, bounds in found.items() if bounds is not None}
+
+    return [s for s in snapshot.files.segments if pruning.may_match(where, known(s), time_zone=zone)]
 
 
 def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    predicate = predicate_column(params["where"], snapshot.columns)
-    _, matched, change = _matched(spark, snapshot, predicate, op=Op.DELETE, counted="rows_deleted")
+    where = parsed_predicate(params["where"], snapshot.columns)
+    predicate = to_column(where)
+    _, matched, change = _matched(spark, snapshot, where, predicate, op=Op.DELETE, counted="rows_deleted")
     if not change.counts["rows_deleted"]:
         return change
     if snapshot.copy_on_write:
@@ -285,9 +313,10 @@ def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
 
 
 def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    predicate = predicate_column(params["where"], snapshot.columns)
+    where = parsed_predicate(params["where"], snapshot.columns)
+    predicate = to_column(where)
     assignments = assignment_columns(params["set"], snapshot.columns)
-    rows, matched, change = _matched(spark, snapshot, predicate, op=Op.UPDATE, counted="rows_updated")
+    rows, matched, change = _matched(spark, snapshot, where, predicate, op=Op.UPDATE, counted="rows_updated")
     if not change.counts["rows_updated"]:
         return change
     touched = change.touched
@@ -308,16 +337,20 @@ def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
 
 
 def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    """Rewrite small segments and segments with delta files into fewer files; no row changes."""
+    """Rewrite small segments, segments with delta files and segments written before the table was partitioned as
+    it is now into fewer files, one partition each; no row changes."""
     target = int(snapshot.table.state["properties"].get(COMPACTION_TARGET, DEFAULT_COMPACTION_TARGET))
-    small = [s for s in snapshot.files.segments if s.size_bytes < target or s.id in snapshot.files.deltas]
-    if len(small) < 2 and not any(s.id in snapshot.files.deltas for s in small):
+    unsplit = {s.id for s in snapshot.unsplit()}
+    small = [
+        s for s in snapshot.files.segments if s.size_bytes < target or s.id in snapshot.files.deltas or s.id in unsplit
+    ]
+    if len(small) < 2 and not any(s.id in snapshot.files.deltas or s.id in unsplit for s in small):
         return DataChange(Op.COMPACTION)
-    rows = snapshot.read(spark, small)
+    reads = TableFiles(small, snapshot.files.deltas).reads()
     files = max(1, math.ceil(sum(s.size_bytes for s in small) / target))
-    before = rows.count()
-    written = snapshot.write(rows.coalesce(files), tag)
-    if sum(w.row_count for w in written) != before:
+    live = sum(s.row_count for s in small) - deleted_count(snapshot.warehouse, reads)
+    written = snapshot.write(snapshot.read(spark, small).coalesce(files), tag)
+    if sum(w.row_count for w in written) != live:
         raise ApplicationError("compaction_mismatch", "Compaction wrote a different number of rows; nothing committed.")
     return DataChange(Op.COMPACTION, new_segments=written, removed=snapshot.with_deltas(small), segments_read=small)
 

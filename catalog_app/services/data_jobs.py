@@ -12,11 +12,11 @@ from catalog_app.engine.predicates import parse_assignments, parse_predicate
 from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
-from catalog_app.selectors.tables import table_columns
+from catalog_app.selectors.tables import table_columns, table_files
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data import predicate_errors
 from catalog_app.services.jobs import job_create, job_run_sync
-from catalog_app.services.loads import LOAD_STRATEGIES, load_fields
+from catalog_app.services.loads import LOAD_STRATEGIES, load_fields, refuse_unsplit
 from lakeui.errors import ApplicationError, ConflictError
 
 MAX_JSON_ROWS = 10_000
@@ -29,6 +29,11 @@ def _table_at(resolved: ResolvedRef, database: str, table: str) -> ObjectVersion
 
 
 def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVersion:
+    return _table_at(_writable(target), database, table)
+
+
+def _writable(target: WriteTarget) -> ResolvedRef:
+    """The target's branch, resolved; a tag or commit, or a branch that moved from `expected_head`, refused."""
     resolved = ref_resolve(catalog=target.catalog, ref=target.branch)
     if resolved.kind != "branch":
         raise ApplicationError(
@@ -38,7 +43,7 @@ def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVer
         raise ConflictError(
             "branch_moved", f"Branch {target.branch!r} has moved.", details={"head": resolved.commit.id}
         )
-    return _table_at(resolved, database, table)
+    return resolved
 
 
 def _load_params(table: ObjectVersion, params: dict) -> dict:
@@ -69,10 +74,13 @@ def _load_params(table: ObjectVersion, params: dict) -> dict:
 def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: str, params: dict) -> Job:
     """Check a data change and enqueue it as a job (202). Kinds: table_load, table_delete, table_update,
     table_compact."""
-    current = table_for_write(target, database, table)
+    resolved = _writable(target)
+    current = _table_at(resolved, database, table)
     types = {c.name: c.type for c in table_columns(current)}
     if kind == "table_load":
         checked = _load_params(current, params)
+        if checked["strategy"] == "snapshot" or checked.get("partitions"):  # a partition overwrite
+            refuse_unsplit(table_files(resolved.chain, table_id=current.object_id), current)
     elif kind == "table_delete":
         with predicate_errors():
             parse_predicate(params.get("where") or "", types)

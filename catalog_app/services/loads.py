@@ -9,30 +9,36 @@ segments touched, `insert`, `delete`, `overwrite`, `alter_column`), one Operatio
 
 import copy
 import dataclasses
-import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import reduce
 
-from pyspark.sql import Column as SparkColumn
+import pyarrow.compute as pc
+from django.conf import settings
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from catalog_app import schema
-from catalog_app.engine import incoming, strategies
-from catalog_app.engine.tables import SEGMENT_ID, Column, json_value, write_deltas
-from catalog_app.models import DataFile
+from catalog_app.engine import dml, incoming, keymatch, strategies
+from catalog_app.engine.tables import Column, file_in_partitions, json_value, write_deltas
+from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.tables import TableFiles
 from catalog_app.services.data import DataChange, Op, Snapshot, select_frame
 from catalog_app.services.tables import column_id_next
-from lakeui.errors import ApplicationError
+from lakeui.errors import ApplicationError, ConflictError
 
 LOAD_STRATEGIES = (
     "append_only", "full_refresh", "insert", "update", "upsert", "delete_insert", "incremental", "scd2", "snapshot",
 )  # fmt: skip
 KEY_STRATEGIES = ("insert", "update", "upsert", "delete_insert", "incremental", "scd2")
 LOAD_FIELDS = ("key_columns", "watermark", "valid_from_column", "valid_to_column", "partition_column")  # the UI's form
+FEW_ROWS = 1_000_000  # a key load writing no more rows than this writes them in one task (no shuffle)
+DRIVER_REWRITE_BYTES = 256 * 2**20  # copy-on-write: touched segments up to this size are copied on the driver
+MESSAGE_UNSPLIT = (
+    "{count} segments of the table were written before it was partitioned as it is now and may hold rows of several "
+    "partitions; compact the table first (it splits them by partition), then overwrite partitions."
+)
 MESSAGE_DUPLICATE_KEYS = (
     "The incoming data holds keys more than once (e.g. {examples}); a {strategy} load needs one row per key. "
     "Nothing was committed."
@@ -162,14 +168,26 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
         change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
     elif strategy == "full_refresh":
         partitions = params.get("partitions")
+        if partitions:
+            refuse_unsplit(snapshot.files, snapshot.table)
         replaced = _segments_in_partitions(snapshot, partitions, rows)
         change = _overwrite(spark, snapshot, rows, replaced, tag, {"partitions": partitions} if partitions else {})
     elif strategy == "snapshot":
+        refuse_unsplit(snapshot.files, snapshot.table)
         change = _snapshot_change(spark, snapshot, rows, fields["partition_column"], tag)
     else:
         with _cache_scope() as cache:
-            change = _key_change(spark, snapshot, rows, strategy, fields, tag, cache)
+            known = _incoming_rows(snapshot, params)
+            change = _key_change(spark, snapshot, rows, strategy, fields, tag, cache, known_rows=known)
     return dataclasses.replace(change, strategy=strategy, new_columns=new_columns, column_changes=column_changes)
+
+
+def refuse_unsplit(files: TableFiles, table: ObjectVersion) -> None:
+    """A partition overwrite replaces whole files: each segment must hold one partition (409 otherwise)."""
+    unsplit = files.unsplit(table.state["partition_by"])
+    if unsplit:
+        message = MESSAGE_UNSPLIT.format(count=len(unsplit))
+        raise ConflictError("unsplit_segments", message, details={"segments": [str(s.id) for s in unsplit[:100]]})
 
 
 def _rows(written) -> int:
@@ -190,7 +208,7 @@ def _snapshot_change(spark, snapshot: Snapshot, rows: DataFrame, partition_colum
     column = next(c for c in snapshot.columns if c.name == partition_column)
     values = sorted((json_value(r[0]) for r in rows.select(F.col(f"`{column.name}`")).distinct().collect()), key=str)
     wanted = [{str(column.id): value} for value in values]
-    replaced = [s for s in snapshot.files.segments if _values_match(s.partition_values, wanted)]
+    replaced = [s for s in snapshot.files.segments if file_in_partitions(s.partition_values, wanted)]
     return _overwrite(spark, snapshot, rows, replaced, tag, {"partitions": [{column.name: v} for v in values]})
 
 
@@ -224,14 +242,25 @@ def _cache_scope() -> Iterator[Callable[[DataFrame], DataFrame]]:
             frame.unpersist()
 
 
-def _key_change(spark, snapshot: Snapshot, rows: DataFrame, strategy: str, fields: dict, tag: str, cache) -> DataChange:
-    keys, names = fields["key_columns"], [c.name for c in snapshot.columns]
+def _incoming_rows(snapshot: Snapshot, params: dict) -> int | None:
+    """How many rows are incoming, if known before reading them: JSON rows, a Parquet upload (its footer)."""
+    if "rows" in params:
+        return len(params["rows"])
+    if "upload" in params:
+        return incoming.file_rows(snapshot.warehouse.uri(params["upload"]["path"]), params["upload"]["format"])
+    return None
+
+
+def _key_change(
+    spark, snapshot: Snapshot, rows: DataFrame, strategy: str, fields: dict, tag: str, cache, *, known_rows=None
+) -> DataChange:
+    keys = fields["key_columns"]
     if strategy == "incremental":
         rows = strategies.newest_per_key(rows, keys, fields["watermark"])
     ranges, unbounded = _key_ranges(snapshot, keys)
-    key_columns = [c for k in keys for c in snapshot.columns if c.name == k]
+    key_columns = [next(c for c in snapshot.columns if c.name == k) for k in keys]
     checks = incoming.check_columns(rows)
-    survey = strategies.key_survey(spark, rows, key_columns, ranges, summed=checks)
+    survey, found = _survey(spark, rows, key_columns, ranges, checks, known_rows)
     with _incoming_errors():
         incoming.check_counts(survey.sums, snapshot.columns)
     rows, hit, duplicates = rows.drop(*checks), survey.segments, survey.repeated
@@ -239,31 +268,103 @@ def _key_change(spark, snapshot: Snapshot, rows: DataFrame, strategy: str, field
         message = MESSAGE_DUPLICATE_KEYS.format(examples=duplicates[:3], strategy=strategy)
         raise ApplicationError("duplicate_keys", message, details={"examples": duplicates})
     candidates = [s for s in snapshot.files.segments if s.id in unbounded or str(s.id) in hit]
-    target = snapshot.read(spark, candidates, positions=True)
-    if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
-        target = cache(target)
-    plan = _plan(strategy, target, rows, keys, names, fields)
-    if plan.matched is not None:
-        cache(plan.matched)
     modify = DataChange(Op.DELETE if strategy == "delete_insert" else Op.UPDATE)
-    written_rows, removed, per_segment = plan.rows, plan.removed, {}  # rows replaced per touched segment
-    if removed is not None and snapshot.copy_on_write:  # the touched segments' other rows are rewritten
-        per_segment = {row[SEGMENT_ID]: row["count"] for row in removed.groupBy(SEGMENT_ID).count().collect()}
-        written_rows = written_rows.unionByName(strategies.kept_rows(target, removed, names, modify.op))
-    elif removed is not None:  # one delta file per touched segment, listing its replaced positions
-        modify.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, removed, tag=tag)
-        per_segment = {delta.segment_id: delta.row_count for delta in modify.new_deltas}
-    written = snapshot.write(written_rows, tag, grouped=True)
+    matched = _driver_matches(snapshot, found, candidates, key_columns, strategy)
+    if matched is None:
+        out, per_segment = _spark_matches(spark, snapshot, rows, candidates, strategy, fields, tag, cache, modify)
+    else:
+        out, per_segment = _driver_plan(spark, snapshot, rows, matched, candidates, strategy, keys, tag, modify)
     modify.touched = [s for s in candidates if str(s.id) in per_segment]
+    few = matched is not None and found.num_rows + sum(s.row_count for s in modify.touched) <= FEW_ROWS
+    written = snapshot.write(out, tag, grouped=True, few=few)
     if snapshot.copy_on_write:
         modify.removed = snapshot.with_deltas(modify.touched)
     modify.counts = {"rows_deleted" if modify.op == Op.DELETE else "rows_updated": sum(per_segment.values())}
-    modify.new_segments = [w for w in written if w.group == modify.op]
+    modify.new_segments += [w for w in written if w.group == modify.op]
     inserted = [w for w in written if w.group == strategies.INSERT]
     insert = DataChange(Op.INSERT, new_segments=inserted, counts={"rows_inserted": _rows(inserted)})
     operations = [op for op in (modify, insert) if op.new_segments or op.new_deltas or op.removed]
     first, *more = operations or [modify]
     return dataclasses.replace(first, more=more, segments_read=candidates)
+
+
+def _survey(spark, rows: DataFrame, keys: list[Column], ranges, checks: list[str], known_rows: int | None):
+    """The key survey, and the incoming keys with the check flags as Arrow if there are few enough to collect
+    (`LAKEUI_DRIVER_MATCH_ROWS`): then the survey is worked out from them on the driver, with no Spark job of
+    its own. Else (or for float keys) it is a Spark job, and the keys are None. `known_rows` (the incoming rows,
+    when known up front) spares collecting up to the limit of a load that is over it."""
+    limit = settings.LAKEUI_DRIVER_MATCH_ROWS
+    collect = keymatch.matchable(keys) and (known_rows is None or known_rows <= limit)
+    found = keymatch.collect_keys(rows, keys, checks, limit) if collect else None
+    if found is None:
+        return strategies.key_survey(spark, rows, keys, ranges, summed=checks), None
+    repeated = keymatch.repeated_keys(found, [k.name for k in keys], limit=5)
+    survey = strategies.Survey(
+        keymatch.segments_hit(found, keys, ranges),
+        [{name: json_value(value) for name, value in key.items()} for key in repeated],
+        {name: pc.sum(found[name]).as_py() or 0 for name in checks},
+    )
+    return survey, found
+
+
+def _driver_matches(snapshot: Snapshot, found, candidates: list[DataFile], keys: list[Column], strategy: str):
+    """The candidate rows the incoming keys match (see `keymatch.matched_positions`), found on the driver when
+    the keys were collected and the candidates' rows are few enough; else None. Not for scd2, which compares
+    the target rows' values."""
+    if found is None or strategy == "scd2":
+        return None
+    reads = TableFiles(candidates, snapshot.files.deltas).reads()
+    if sum(s.row_count for s in candidates) > settings.LAKEUI_DRIVER_MATCH_ROWS or not keymatch.readable(reads, keys):
+        return None
+    return keymatch.matched_positions(snapshot.warehouse, reads, keys, found)
+
+
+def _driver_plan(spark, snapshot: Snapshot, rows, matched, candidates, strategy, keys, tag, modify: DataChange):
+    """The rows to write and the rows replaced per segment, from the matches found on the driver: merge-on-read
+    writes the delta files from them directly; copy-on-write rewrites only the touched segments without those
+    rows, file by file on the driver when they are few and in the current schema, else in the Spark write."""
+    names = [c.name for c in snapshot.columns]
+    matched_keys = None if strategy == "delete_insert" else spark.createDataFrame(matched.select(keys))
+    out = strategies.keyed_rows(strategy, rows, matched_keys, keys, names)
+    if strategy == "insert":
+        return out, {}
+    replaced = keymatch.positions_by_segment(matched)
+    per_segment = {segment: len(positions) for segment, positions in replaced.items()}
+    if not snapshot.copy_on_write:
+        modify.new_deltas = keymatch.write_position_deltas(snapshot.warehouse, snapshot.base, replaced, tag=tag)
+        return out, per_segment
+    touched = [s for s in candidates if str(s.id) in replaced]
+    reads = TableFiles(touched, snapshot.files.deltas).reads()
+    if (
+        sum(s.size_bytes for s in touched) <= DRIVER_REWRITE_BYTES
+        and keymatch.rewritable(reads, snapshot.columns)
+        and not {s.id for s in touched} & {s.id for s in snapshot.unsplit()}  # a copy holds one partition
+    ):
+        modify.new_segments = keymatch.rewrite_without(
+            snapshot.warehouse, snapshot.base, reads, replaced, columns=snapshot.columns,
+            partition_ids=snapshot.table.state["partition_by"], tag=f"{tag}-kept",
+        )  # fmt: skip
+        return out, per_segment
+    kept = snapshot.read(spark, touched, dropped=replaced)
+    return out.unionByName(strategies.tagged(kept, names, modify.op)), per_segment
+
+
+def _spark_matches(spark, snapshot: Snapshot, rows, candidates, strategy, fields, tag, cache, modify: DataChange):
+    """The rows to write and the rows replaced per segment, matched by Spark: the candidates are read whole."""
+    names = [c.name for c in snapshot.columns]
+    target = snapshot.read(spark, candidates, positions=True)
+    if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
+        target = cache(target)
+    plan = _plan(strategy, target, rows, fields["key_columns"], names, fields)
+    if plan.matched is not None:
+        cache(plan.matched)
+    if plan.removed is None:
+        return plan.rows, {}
+    if snapshot.copy_on_write:  # the touched segments' other rows are rewritten
+        per_segment = dml.count_per_segment(plan.removed)
+        return plan.rows.unionByName(strategies.kept_rows(target, plan.removed, names, modify.op)), per_segment
+    modify.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, plan.removed, tag=tag)  # one per segment
+    return plan.rows, {delta.segment_id: delta.row_count for delta in modify.new_deltas}
 
 
 def _plan(strategy: str, target: DataFrame, rows: DataFrame, keys: list[str], names: list[str], fields: dict):
@@ -291,23 +392,12 @@ def _segments_in_partitions(snapshot: Snapshot, partitions: list[dict] | None, r
     by_name = {c.name: c for c in snapshot.columns}
     spec = [by_name[name] for name in _partition_names(snapshot)]
     wanted = [{str(c.id): partition.get(c.name) for c in spec} for partition in partitions]
-
-    def in_partition(values: dict) -> SparkColumn:
-        conditions = [
-            F.col(f"`{c.name}`").eqNullSafe(F.lit(values[str(c.id)]).cast(rows.schema[c.name].dataType)) for c in spec
-        ]
-        return reduce(operator.and_, conditions)
-
-    outside = rows.filter(~reduce(operator.or_, [in_partition(values) for values in wanted])).count()
+    outside = rows.filter(~dml.rows_in_partitions(wanted, spec)).count()
     if outside:
         raise ApplicationError(
             "rows_outside_partitions", f"{outside} incoming rows are not in the partitions being overwritten."
         )
-    return [s for s in snapshot.files.segments if _values_match(s.partition_values, wanted)]
-
-
-def _values_match(values: dict, wanted: list[dict]) -> bool:
-    return any(all(str(values.get(key)) == str(value) for key, value in partition.items()) for partition in wanted)
+    return [s for s in snapshot.files.segments if file_in_partitions(s.partition_values, wanted)]
 
 
 def _partition_names(snapshot: Snapshot) -> list[str]:

@@ -36,6 +36,13 @@ def _partition_and_key(columns: list[dict], partition_by: list[str], primary_key
     key_ids = schema.column_ids(columns, primary_key, "primary_key")
     if len(set(key_ids)) != len(key_ids) or len(set(partition_ids)) != len(partition_ids):
         raise ApplicationError("invalid_input", "partition_by and primary_key must not repeat a column.")
+    unpartitionable = [
+        column["name"] for column in columns if column["id"] in partition_ids and column["type"] == "binary"
+    ]
+    if unpartitionable:  # a file's partition value comes from its min/max statistics, which binary columns lack
+        raise ApplicationError(
+            "invalid_partition_column", f"A table cannot be partitioned by a binary column: {unpartitionable}."
+        )
     nullable_keys = [column["name"] for column in columns if column["id"] in key_ids and column["nullable"]]
     if nullable_keys:
         raise ApplicationError(

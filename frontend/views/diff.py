@@ -66,7 +66,7 @@ def rule_grid(kind: str, pairs: list[dict]) -> dict:
     return {"title": table.title, "columns": table.columns, "rows": rows, "notes": [(n, NOTES[n]) for n in notes]}
 
 
-def _object_view(obj: dict) -> dict:
+def object_view(obj: dict) -> dict:
     pairs = [{**pair, "shade": _shade(pair)} for pair in obj["pairs"]]
     view = {**obj, "pairs": pairs}
     if obj["rule_table"]:
@@ -90,7 +90,7 @@ def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
         except ApplicationError as error:
             refused(request, error)
         else:
-            objects = [_object_view(obj) for obj in report["objects"]]
+            objects = [object_view(obj) for obj in report["objects"]]
             shown = [
                 obj for obj in objects
                 if (not change or obj["change"] == change) and (not verdict or obj["verdict"] == verdict)

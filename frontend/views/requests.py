@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from catalog_app.models import Role
 from catalog_app.selectors.refs import branch_list
 from frontend.views.common import get_catalog, refused, ui_view, url_with
-from frontend.views.diff import _object_view
+from frontend.views.diff import object_view
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
@@ -145,7 +145,7 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
     resolutions = merge_request.resolutions or {}
     objects = []
     for obj in plan.get("objects", []):
-        view = _object_view(obj)
+        view = object_view(obj)
         view["rows"] = plan.get("rows", {}).get(obj["name"])
         view["table_choice"] = resolutions.get("tables", {}).get(obj["name"], "")
         view["key_rows"] = _key_rows(obj, resolutions.get("keys", {}).get(obj["name"], {}))

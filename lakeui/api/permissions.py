@@ -27,11 +27,11 @@ def required_role(view, request) -> str:
     return Role.VIEWER if method in SAFE_METHODS else Role.EDITOR
 
 
-def catalog_access(*, user, name: str, wanted: str) -> Catalog:
-    """The catalog `name` if `user` has at least the role `wanted` in it. No catalog, or no role in it: 404
-    `catalog_not_found` (a catalog one may not see stays invisible); a lesser role: 403 `role_required`. The one
-    rule for the API (below) and the browser UI (frontend/views/common.py)."""
-    catalog = Catalog.objects.filter(name=name).first()
+def catalog_access(*, user, name: str, wanted: str, catalog: Catalog | None = None) -> Catalog:
+    """The catalog `name` (or `catalog`, already read) if `user` has at least the role `wanted` in it. No catalog,
+    or no role in it: 404 `catalog_not_found` (a catalog one may not see stays invisible); a lesser role: 403
+    `role_required`. The one rule for the API (below) and the browser UI (frontend/views/common.py)."""
+    catalog = catalog or Catalog.objects.filter(name=name).first()
     role = catalog_role_of(user=user, catalog=catalog) if catalog is not None else None
     if role is None:
         raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
@@ -52,7 +52,8 @@ class CatalogRolePermission(BasePermission):
         name = getattr(view, "kwargs", {}).get("catalog")
         if name is None:
             return True
-        if not Catalog.objects.filter(name=name).exists():
+        catalog = Catalog.objects.filter(name=name).first()
+        if catalog is None:
             return True  # the view answers 404 catalog_not_found
-        catalog_access(user=request.user, name=name, wanted=required_role(view, request))
+        catalog_access(user=request.user, name=name, wanted=required_role(view, request), catalog=catalog)
         return True

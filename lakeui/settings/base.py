@@ -129,6 +129,9 @@ SPECTACULAR_SETTINGS = {
 SPARK_MASTER = ENV.get("SPARK_MASTER") or "local[*]"
 SPARK_DRIVER_MEMORY = ENV.get("SPARK_DRIVER_MEMORY") or "2g"
 LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
+# Key loads of up to this many incoming rows, into candidate segments of up to this many rows, match keys on the
+# driver with Arrow (catalog_app/engine/keymatch.py); larger ones match them in Spark jobs.
+LAKEUI_DRIVER_MATCH_ROWS = int(ENV.get("LAKEUI_DRIVER_MATCH_ROWS") or 2_000_000)
 
 # --- Jobs and Celery -------------------------------------------------------------------------------------
 # A running job writes a heartbeat; a delivery that finds a fresher heartbeat than this is a duplicate and

@@ -455,3 +455,16 @@ def _object_as_dict(obj: ObjectDiff) -> dict[str, Any]:
         "resolution": obj.resolution,
         "keys": obj.keys,
     }
+
+
+def overwritten_partitions(overwrite: Op, object_id: uuid.UUID) -> list[dict[str, Any]] | None:
+    """The partitions a table's `overwrite` replaced, values by column id, or None for the whole table. The
+    operation names the partition columns; the names are read in the table's schema at the overwrite's commit,
+    since a rename later would mislead."""
+    partitions = overwrite.details.get("partitions")
+    if not partitions:
+        return None
+    chain = commit_chain(Commit.objects.get(id=overwrite.commit))
+    version = newest_on_chain(ObjectVersion.objects.filter(object_id=object_id), chain, key="object_id").get()
+    ids = {column["name"]: str(column["id"]) for column in version.state["columns"]}
+    return [{ids.get(name, f"gone:{name}"): value for name, value in partition.items()} for partition in partitions]

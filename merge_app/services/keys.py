@@ -6,7 +6,8 @@ both sides. Keys changed on one side merge; keys changed on both sides merge whe
 changed different columns of the row (cell by cell), and conflict when they set one column to different values,
 one deleted what the other updated, or both inserted one new key with different rows. `merge.granularity=row`
 makes every key changed on both sides a conflict. A target overwrite discards the source's changes to keys that
-existed at the ancestor. Resolutions (`source_wins`, `target_wins`) settle conflicts per key or per table.
+existed at the ancestor in what it replaced (the whole table, or its partitions). Resolutions (`source_wins`,
+`target_wins`) settle conflicts per key or per table.
 
 The comparison is stored (`KeyComparison`) so the diff report, merge requests and the merge itself share it; the
 merge writes the result as delete files on the target's segments for the keys it replaces and one new segment
@@ -18,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from catalog_app.engine import dml
 from catalog_app.engine import keys as engine
 from catalog_app.engine.tables import (
     POSITION,
@@ -38,7 +41,7 @@ from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import NO_FILES, TableFiles, tables_files
 from merge_app.models import KeyComparison
-from merge_app.selectors.diff import keys_attach, pairs_resolve
+from merge_app.selectors.diff import keys_attach, overwritten_partitions, pairs_resolve
 
 KEYS_JOB = "merge_keys"
 GRANULARITY = "merge.granularity"
@@ -68,18 +71,13 @@ class KeyResult:
     source_rows: dict[str, tuple[tuple, tuple | None]] = field(default_factory=dict)
 
 
-def _touched(base: TableFiles, side: TableFiles) -> tuple[list[DataFile], list[DataFile]]:
-    """The ancestor's segments the side removed or deleted rows from, and the segments the side wrote."""
-    return side.changes_since(base)
-
-
 def _read(spark, sides: Sides, files: TableFiles, segments: list[DataFile], *, positions=False) -> DataFrame:
     chosen = TableFiles(segments, files.deltas).reads()
     return read_segments(spark, sides.warehouse, sides.path, sides.columns, chosen, positions=positions)
 
 
 def _side_changes(spark, sides: Sides, side: TableFiles) -> tuple[DataFrame, int]:
-    touched, written = _touched(sides.base, side)
+    touched, written = side.changes_since(sides.base)  # the ancestor's segments it changed, the ones it wrote
     live = {s.id for s in side.segments}
     before = _read(spark, sides, sides.base, touched)
     after = _read(spark, sides, side, [s for s in touched if s.id in live] + written)
@@ -91,14 +89,27 @@ def _json(values: dict | None) -> dict | None:
     return None if values is None else {k: json_value(v) for k, v in values.items()}
 
 
-def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrote: bool) -> tuple[KeyResult, DataFrame]:
-    """The comparison, and the source's changes of keys the target did not change (keys, `_after`)."""
+def _replaced(overwrites: list[list[dict] | None], columns: list[Column]) -> SparkColumn:
+    """Whether the ancestor's row (`_before`) is one the target's overwrites replaced: any row for a whole-table
+    overwrite (None), else a row of one of their partitions (a partition column dropped since matches any)."""
+    if any(partitions is None for partitions in overwrites):
+        return F.lit(True)
+    return dml.rows_in_partitions([p for partitions in overwrites for p in partitions], columns, struct=engine.BEFORE)
+
+
+def compare(
+    spark, sides: Sides, *, row_granularity: bool, target_overwrites: list[list[dict] | None]
+) -> tuple[KeyResult, DataFrame]:
+    """The comparison, and the source's changes of keys the target did not change (keys, `_after`).
+    `target_overwrites` holds what each of the target's overwrites since the ancestor replaced (see
+    `overwritten_partitions`)."""
     src, src_read = _side_changes(spark, sides, sides.source)
     dest, dest_read = _side_changes(spark, sides, sides.target)
     src, dest = src.cache(), dest.cache()
     discarded = 0
-    if target_overwrote:  # the overwrite replaced every row the ancestor had: src changes to them are discarded
-        kept = src.filter(F.col(engine.CHANGE) == engine.INSERT).cache()
+    if target_overwrites:  # src changes to the ancestor's rows the overwrites replaced are discarded
+        kept = src.filter((F.col(engine.CHANGE) == engine.INSERT) | ~_replaced(target_overwrites, sides.columns))
+        kept = kept.cache()
         discarded = src.count() - kept.count()
         src = kept
     result = KeyResult()
@@ -169,14 +180,14 @@ def replay(
         schema = T.StructType([*(only.schema[k] for k in sides.keys), only.schema[engine.AFTER]])
         replaced = replaced.unionByName(spark.createDataFrame([(*key, row) for key, row in rows], schema))
     replaced = replaced.cache()
-    touched, _ = _touched(sides.base, sides.source)
-    _, dest_written = _touched(sides.base, sides.target)
+    touched, _ = sides.source.changes_since(sides.base)
+    _, dest_written = sides.target.changes_since(sides.base)
     scope = {s.id for s in touched} | {s.id for s in dest_written}
     scanned = [s for s in sides.target.segments if s.id in scope]
     current = _read(spark, sides, sides.target, scanned, positions=True)
-    hit = engine.rows_with_keys(current, replaced, sides.keys).select(SEGMENT_ID, POSITION).cache()
-    replaced_count = hit.count()
-    deltas = write_deltas(sides.warehouse, sides.path, hit, tag=tag) if replaced_count else []
+    hit = engine.rows_with_keys(current, replaced, sides.keys).select(SEGMENT_ID, POSITION)
+    deltas = write_deltas(sides.warehouse, sides.path, hit, tag=tag)  # none where no row is hit
+    replaced_count = sum(d.row_count for d in deltas)
     new_rows = replaced.filter(F.col(engine.AFTER).isNotNull()).select(f"{engine.AFTER}.*")
     segments = [
         s for s in write_segments(sides.warehouse, sides.path, new_rows.coalesce(1), sides.columns, tag=tag)
@@ -217,7 +228,9 @@ def key_runs(spark, diff) -> dict:
         )  # fmt: skip
         result, only = compare(
             spark, sides, row_granularity=state["properties"].get(GRANULARITY) == "row",
-            target_overwrote=any(op.op == "overwrite" for op in obj.target_operations),
+            target_overwrites=[
+                overwritten_partitions(op, obj.object_id) for op in obj.target_operations if op.op == "overwrite"
+            ],
         )  # fmt: skip
         KeyComparison.objects.update_or_create(
             table_id=obj.object_id, base=diff.base.id, source_head=diff.source_head.id,

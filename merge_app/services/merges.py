@@ -16,6 +16,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from catalog_app.engine.tables import file_in_partitions
 from catalog_app.models import Catalog, DataFile, Job, ObjectKind, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_chain, ref_resolve
@@ -34,6 +35,7 @@ from merge_app.selectors.diff import (
     diff_as_dict,
     merge_diff,
     merge_diff_of,
+    overwritten_partitions,
     resolution_check,
 )
 from merge_app.services import keys
@@ -345,7 +347,8 @@ class _MergeWriter:
         removed = {fid for fid in base if fid not in src and fid not in not_removed}
         for index, op in enumerate(obj.source_operations):
             if op.op == "overwrite" and index not in {pair.source for pair in obj.discarded}:
-                removed |= {fid for fid, f in dest.items() if fid not in src and _in_scope(f, op, obj.source.state)}
+                partitions = overwritten_partitions(op, obj.object_id)
+                removed |= {fid for fid, f in dest.items() if fid not in src and _in_scope(f, partitions)}
         removed |= {fid for fid, f in dest.items() if f.kind == DataFile.Kind.DELTA and str(f.segment_id) in removed}
         added = [f for fid, f in src.items() if fid not in base and fid not in dest and fid not in not_taken]
         live_segments = {fid for fid, f in dest.items() if f.kind == DataFile.Kind.SEGMENT and fid not in removed}
@@ -418,15 +421,9 @@ class _MergeWriter:
             self.log["schema_versions"][key].append(entry)
 
 
-def _in_scope(file: DataFile, overwrite: Op, state: dict) -> bool:
-    """Whether a segment is among those a source overwrite replaced (the whole table, or its partitions)."""
-    if file.kind != DataFile.Kind.SEGMENT:
-        return False
-    partitions = overwrite.details.get("partitions")
-    if not partitions:
-        return True
-    ids = {column["name"]: str(column["id"]) for column in state["columns"]}
-    return any(
-        all(str(file.partition_values.get(ids.get(name))) == str(value) for name, value in partition.items())
-        for partition in partitions
+def _in_scope(file: DataFile, partitions: list[dict[str, Any]] | None) -> bool:
+    """Whether a segment is among those a source overwrite replaced: the whole table (None), or its partitions
+    (values by column id, see `overwritten_partitions`)."""
+    return file.kind == DataFile.Kind.SEGMENT and (
+        partitions is None or file_in_partitions(file.partition_values, partitions)
     )

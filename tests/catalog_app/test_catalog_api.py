@@ -142,6 +142,7 @@ BAD_REQUESTS = [
     ("post", "refs/main/databases/sales/tables/orders/columns", {"name": "c", "type": "uuid"}, 400, "unknown_type"),
     ("post", "refs/main/databases/sales/tables", {**ORDERS, "name": "t2", "partition_by": ["zz"]}, 400, "column_not_found"),
     ("post", "refs/main/databases/sales/tables", {"name": "t3"}, 400, "invalid_input"),
+    ("post", "refs/main/databases/sales/tables", {"name": "t4", "columns": [{"name": "b", "type": "binary"}], "partition_by": ["b"]}, 400, "invalid_partition_column"),
     ("patch", "refs/main/databases/sales", {"unset_properties": ["nope"]}, 400, "property_not_set"),
     ("delete", "refs/main/databases/sales", None, 409, "database_not_empty"),
     ("delete", "branches/main", None, 400, "default_branch"),

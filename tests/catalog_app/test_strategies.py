@@ -4,6 +4,9 @@ Most tests run the load job's work in this process (as the worker would, see `te
 one goes end to end through the API and the real worker.
 """
 
+from datetime import date, datetime
+from decimal import Decimal
+
 import pytest
 from django.conf import settings
 from pyspark.sql import functions as F
@@ -12,9 +15,11 @@ from pyspark.testing import assertDataFrameEqual
 from catalog_app.jobs.registry import job_kind_get
 from catalog_app.models import Commit, DataFile, Job, Operation
 from catalog_app.services.data import DataChange, data_change_commit, table_snapshot
+from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.services.tables import table_update
 from lakeui.errors import ApplicationError
 from tests.conftest import wait_for_job
-from tests.support.catalogs import COLUMNS, head, make_catalog, make_table
+from tests.support.catalogs import COLUMNS, head, make_catalog, make_table, on
 from tests.support.data import Progress, files_at, read, run_here, table_version
 
 pytestmark = pytest.mark.django_db
@@ -47,10 +52,22 @@ def segment_ids(details: dict) -> set[str]:
 
 
 MODES = ["merge-on-read", "copy-on-write"]
+
+
+@pytest.fixture(params=["driver", "spark"])
+def matching(request, settings):
+    """Key loads of up to LAKEUI_DRIVER_MATCH_ROWS rows match keys on the driver, larger ones in Spark jobs: the
+    tests of key strategies run both ways."""
+    if request.param == "spark":
+        settings.LAKEUI_DRIVER_MATCH_ROWS = 0
+    return request.param
+
+
 CHANGED = {"id": 2, "amount": -2, "region": "xx"}  # an existing key, in the first segment
 NEW = {"id": 20, "amount": 200, "region": "eu"}  # a key above every segment's max
 
 
+@pytest.mark.usefixtures("matching")
 def test_insert_adds_only_new_keys(spark):
     catalog = two_segment_table(spark)
     result = run_here(spark, catalog, {"strategy": "insert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
@@ -60,6 +77,7 @@ def test_insert_adds_only_new_keys(spark):
     assert [op for op, _ in operations(catalog)] == ["insert"]
 
 
+@pytest.mark.usefixtures("matching")
 @pytest.mark.parametrize("mode", MODES)
 def test_update_changes_matched_rows_and_inserts_nothing(spark, mode):
     catalog = two_segment_table(spark, properties={"write.mode": mode})
@@ -77,6 +95,7 @@ def test_update_changes_matched_rows_and_inserts_nothing(spark, mode):
     assert list(live.deltas) == ([first.id] if mode == "merge-on-read" else [])
 
 
+@pytest.mark.usefixtures("matching")
 @pytest.mark.parametrize("mode", MODES)
 def test_upsert_updates_matched_keys_and_inserts_the_rest(spark, mode):
     catalog = two_segment_table(spark, properties={"write.mode": mode})
@@ -93,6 +112,7 @@ def test_upsert_updates_matched_keys_and_inserts_the_rest(spark, mode):
     assert not set(update_details["segments_added"]) & set(insert_details["segments_added"])
 
 
+@pytest.mark.usefixtures("matching")
 @pytest.mark.parametrize("mode", MODES)
 def test_delete_insert_replaces_the_rows_of_incoming_keys(spark, mode):
     catalog = two_segment_table(spark, properties={"write.mode": mode})
@@ -106,6 +126,7 @@ def test_delete_insert_replaces_the_rows_of_incoming_keys(spark, mode):
     assert len(delete_details["segments_touched"]) == 2
 
 
+@pytest.mark.usefixtures("matching")
 def test_incremental_keeps_the_newest_incoming_row_per_key(spark):
     catalog = make_catalog()
     make_table(catalog, columns=[*COLUMNS, {"name": "seen", "type": "int"}])
@@ -170,6 +191,34 @@ def test_snapshot_replaces_only_the_incoming_partitions(spark):
     assert details["partitions"] == [{"region": "apac"}, {"region": "eu"}]
 
 
+def test_a_partition_overwrite_waits_for_segments_written_before_partitioning_to_be_split(spark, user_client):
+    """Rows loaded when the table was partitioned by region alone sit in files of several amounts once it is
+    partitioned by region and amount: overwriting a partition cannot replace such a file, so it is refused (by the
+    API, and by the worker for a job queued before) until compaction splits the files by partition."""
+    catalog = make_catalog()
+    make_table(catalog, partition_by=["region"])
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    incoming = [{"id": 100, "amount": 1, "region": "eu"}]
+    snapshot = {"strategy": "snapshot", "partition_column": "region", "rows": incoming}
+    queued = table_data_submit(target=on(catalog), database="sales", table="orders", kind="table_load", params=snapshot)
+    table_update(target=on(catalog), database="sales", name="orders", partition_by=["region", "amount"])
+    before = head(catalog)
+    refresh = {"strategy": "full_refresh", "partitions": [{"region": "eu", "amount": 1}], "rows": incoming}
+    for body in (snapshot, refresh):
+        response = user_client.post(LOADS_URL.format(catalog=catalog.name), body, format="json")
+        assert (response.status_code, response.json()["code"]) == (409, "unsplit_segments"), response.json()
+    with pytest.raises(ApplicationError) as refused:
+        job_kind_get("table_load").handler(queued.params, Progress(str(queued.id)))
+    assert (refused.value.status, refused.value.code) == (409, "unsplit_segments")
+    assert head(catalog) == before
+    compacted = run_here(spark, catalog, {}, kind="table_compact")
+    assert (compacted["segments_read"], compacted["segments_written"]) == (2, len(ROWS))  # one amount per row
+    assert all(set(s.partition_values) == {"2", "3"} for s in files_at(catalog).segments)
+    run_here(spark, catalog, snapshot)
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*incoming, *[r for r in ROWS if r["region"] == "us"]]))
+
+
+@pytest.mark.usefixtures("matching")
 def test_upsert_from_a_query_over_another_table(spark):
     catalog = two_segment_table(spark)
     make_table(catalog, table="staging")
@@ -195,6 +244,37 @@ def test_upsert_from_an_uploaded_file_with_multipart_fields(spark, tmp_path, use
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS], NEW]))
 
 
+@pytest.mark.parametrize(("limit", "collected"), [(2, 0), (3, 1)])
+def test_a_parquet_upload_over_the_driver_limit_is_matched_by_spark_without_collecting_keys(
+    spark, tmp_path, user_client, settings, monkeypatch, limit, collected
+):
+    """The footer says the upload holds 3 rows: with a limit of 2 no key is collected (the load goes straight to
+    Spark); with 3 they are. Both give the same rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from catalog_app.engine import keymatch
+
+    settings.LAKEUI_DRIVER_MATCH_ROWS = limit
+    calls = []
+    real = keymatch.collect_keys
+    monkeypatch.setattr(keymatch, "collect_keys", lambda *args: calls.append(args) or real(*args))
+    catalog = two_segment_table(spark)
+    rows = [CHANGED, NEW, {"id": 21, "amount": 210, "region": "us"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+    with (tmp_path / "rows.parquet").open("rb") as upload:
+        body = {"strategy": "upsert", "key_columns": ["id"], "file": upload}
+        response = user_client.post(LOADS_URL.format(catalog=catalog.name), body, format="multipart")
+    assert response.status_code == 202, response.json()
+    job = Job.objects.get(id=response.json()["id"])
+    result = job_kind_get("table_load").handler(job.params, Progress(str(job.id)))
+    assert (result["rows_updated"], result["rows_inserted"], len(calls)) == (1, 2, collected)
+    assertDataFrameEqual(
+        read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS], *rows[1:]])
+    )
+
+
+@pytest.mark.usefixtures("matching")
 def test_duplicate_incoming_keys_fail_the_load_with_no_commit(spark):
     catalog = two_segment_table(spark)
     before, commits = head(catalog), Commit.objects.count()
@@ -206,6 +286,7 @@ def test_duplicate_incoming_keys_fail_the_load_with_no_commit(spark):
     assert (head(catalog), Commit.objects.count()) == (before, commits)
 
 
+@pytest.mark.usefixtures("matching")
 def test_upsert_into_twenty_segments_rewrites_only_the_two_holding_matched_keys(spark):
     """2,000 rows in 20 segments of 100 ids each; matched keys sit in segments 3 and 11, new keys lie above
     the maximum. Copy-on-write rewrites exactly those 2; merge-on-read rewrites none."""
@@ -238,6 +319,103 @@ def test_upsert_into_twenty_segments_rewrites_only_the_two_holding_matched_keys(
         assert table.filter("region = 'new'").count() == 10
 
 
+@pytest.mark.usefixtures("matching")
+@pytest.mark.parametrize("mode", MODES)
+def test_a_second_upsert_of_the_same_keys_matches_only_their_live_rows(spark, mode):
+    """The first upsert replaced key 2's row (a delta file or a rewritten segment); the second must match the
+    row that replaced it, not the replaced one."""
+    catalog = two_segment_table(spark, properties={"write.mode": mode})
+    run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    again = [{**CHANGED, "amount": -3}, {**NEW, "amount": 201}]
+    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": again})
+    assert (result["rows_updated"], result["rows_inserted"]) == (2, 0)
+    assertDataFrameEqual(
+        read(spark, catalog), frame(spark, [*[again[0] if r["id"] == 2 else r for r in ROWS], again[1]])
+    )
+
+
+@pytest.mark.usefixtures("matching")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("partitioned", ["from the start", "after the first load"])
+def test_upsert_into_a_partitioned_table_writes_one_partition_per_file(spark, mode, partitioned):
+    catalog = make_catalog()
+    first = partitioned == "from the start"
+    make_table(catalog, partition_by=["region"] if first else [], properties={"write.mode": mode})
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    if not first:  # the first segment holds several regions
+        table_update(target=on(catalog), database="sales", name="orders", partition_by=["region"])
+    incoming = [{**CHANGED, "region": "us"}, {"id": 3, "amount": -3, "region": "apac"}, NEW]
+    before = files_at(catalog).segments
+    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": incoming})
+    assert (result["rows_updated"], result["rows_inserted"]) == (2, 1)
+    expected = [*[r for r in ROWS if r["id"] not in (2, 3)], *incoming]
+    assertDataFrameEqual(read(spark, catalog), frame(spark, expected))
+    written = [s for s in files_at(catalog).segments if s not in before]
+    assert len(written) == len(files_at(catalog).segments) - (0 if mode == "copy-on-write" else len(before))
+    for segment in written:  # each file holds the one region its partition value names
+        rows = {r["region"] for r in read_segment(spark, catalog, segment).collect()}
+        assert rows <= {segment.partition_values["3"]}
+
+
+def read_segment(spark, catalog, segment):
+    from catalog_app.engine.tables import Warehouse, read_segments
+    from catalog_app.selectors.tables import TableFiles, table_columns
+
+    _, version = table_version(catalog)
+    reads = TableFiles([segment], files_at(catalog).deltas).reads()
+    base = f"{catalog.id}/{version.object_id}"
+    return read_segments(spark, Warehouse(settings.LAKEUI_WAREHOUSE), base, table_columns(version), reads)
+
+
+EVENTS = [
+    {"name": "source", "type": "string", "nullable": False},
+    {"name": "day", "type": "date"},
+    {"name": "at", "type": "timestamp"},
+    {"name": "price", "type": "decimal(10,2)"},
+]
+
+
+@pytest.mark.usefixtures("matching")
+def test_upsert_on_a_composite_key_of_string_date_and_timestamp_columns(spark):
+    """Keys compared in their own types, each column of the key checked against each segment's range."""
+    catalog = make_catalog()
+    make_table(catalog, table="events", columns=EVENTS, properties={"write.mode": "copy-on-write"})
+    first = [{"source": "eu", "day": "2024-01-05", "at": "2024-01-05T10:00:00", "price": "1.50"},
+             {"source": "us", "day": "2024-01-06", "at": "2024-01-06T23:59:59.999999", "price": "2.00"}]  # fmt: skip
+    second = [{"source": "eu", "day": "2024-03-01", "at": "2024-03-01T00:00:00", "price": "3.25"}]
+    for rows in (first, second):
+        run_here(spark, catalog, {"strategy": "append_only", "rows": rows}, table="events")
+    incoming = [
+        {**first[1], "price": "9.99"},  # matches the first segment's second row
+        {**first[1], "at": "2024-01-06T23:59:59", "price": "5.00"},  # a microsecond off: a new key
+        {**second[0], "source": "ap", "price": "0.10"},  # day and time in the second segment's range, source not
+    ]
+    params = {"strategy": "upsert", "key_columns": ["source", "day", "at"], "rows": incoming}
+    result = run_here(spark, catalog, params, table="events")
+    assert (result["rows_updated"], result["rows_inserted"], result["segments_read"]) == (1, 2, 1)
+    expected = [
+        (r["source"], date.fromisoformat(r["day"]), datetime.fromisoformat(r["at"]), Decimal(r["price"]))
+        for r in [first[0], *second, *incoming]
+    ]
+    schema = "source string, day date, at timestamp, price decimal(10,2)"
+    assertDataFrameEqual(read(spark, catalog, table="events"), spark.createDataFrame(expected, schema))
+
+
+@pytest.mark.usefixtures("matching")
+def test_upsert_matches_keys_in_segments_written_before_the_key_column_was_widened(spark):
+    from catalog_app.services.tables import column_update
+    from tests.support.catalogs import on
+
+    catalog = make_catalog()
+    make_table(catalog, columns=[{"name": "id", "type": "int", "nullable": False}, *COLUMNS[1:]])
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS[:4]})
+    column_update(target=on(catalog), database="sales", table="orders", column="id", changes={"type": "long"})
+    big = {"id": 2**40, "amount": 1, "region": "big"}
+    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, big]})
+    assert (result["rows_updated"], result["rows_inserted"]) == (1, 1)
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS[:4]], big]))
+
+
 def _load_segments(spark, catalog, *, rows: int, segments: int) -> None:
     """A table of `rows` ids in `segments` files of consecutive ids, written by the engine in one commit."""
     version = table_version(catalog)[1]
@@ -248,7 +426,7 @@ def _load_segments(spark, catalog, *, rows: int, segments: int) -> None:
         F.col("id"), (F.col("id") % 1000).cast("int").alias("amount"), F.lit("old").alias("region")
     )
     written = snapshot.write(data.repartitionByRange(segments, "id"), tag="seed")
-    job = Job.objects.create(kind="table_load", params={})
+    job = Job.objects.create(kind="table_load", params={}, status=Job.Status.SUCCEEDED)
     change = DataChange("insert", new_segments=written, counts={"rows_inserted": rows})
     data_change_commit(snapshot=snapshot, change=change, job=job, message="seed")
 
@@ -312,6 +490,7 @@ def test_key_survey_checks_each_incoming_key_against_each_segment_range(spark):
     assert survey.sums == {"flag": 3}  # key 5 sits in two ranges (a and e) and still counts once
 
 
+@pytest.mark.usefixtures("matching")
 @pytest.mark.parametrize(
     ("csv", "code", "named"),
     [("id,amount,region\n2,lots,xx\n20,200,eu\n", "type_mismatch", "amount"),

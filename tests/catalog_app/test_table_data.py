@@ -58,7 +58,7 @@ def test_delete_gives_the_same_rows_in_both_modes(spark, mode):
     segments_before, before = files_at(catalog).segments, head(catalog)
     branch_create(catalog=catalog, name="other", source="main")
     job = run(catalog, "table_delete", {"where": "id IN (2, 3)"})
-    assert job.result["rows_deleted"] == 2
+    assert (job.result["rows_deleted"], job.result["segments_read"]) == (2, 1)  # ids 5-8 ruled out by min/max
     assertDataFrameEqual(read(spark, catalog), expected(spark, [r for r in ROWS if r["id"] not in (2, 3)]))
     assertDataFrameEqual(read(spark, catalog, before), expected(spark, ROWS))
     assertDataFrameEqual(read(spark, catalog, "other"), expected(spark, ROWS))
@@ -80,11 +80,21 @@ def test_update_gives_the_same_rows_in_both_modes(spark, mode):
     catalog = two_segment_table(properties={"write.mode": mode})
     before = head(catalog)
     job = run(catalog, "table_update", {"set": {"amount": "amount + 1", "region": "upper(region)"}, "where": "id >= 7"})
-    assert job.result["rows_updated"] == 2
+    assert (job.result["rows_updated"], job.result["segments_read"]) == (2, 1)
     assertDataFrameEqual(read(spark, catalog, before), expected(spark, ROWS))
     rows = [dict(r, amount=r["amount"] + 1, region=r["region"].upper()) if r["id"] >= 7 else r for r in ROWS]
     assertDataFrameEqual(read(spark, catalog), expected(spark, rows))
     assert job.result["segments_rewritten"] == (1 if mode == "copy-on-write" else 0)
+
+
+@pytest.mark.parametrize("where", ["id > 8", "region IS NULL", "id = 9 OR amount < 10"])
+def test_a_predicate_every_segment_rules_out_reads_nothing_and_commits_nothing(spark, where):
+    catalog = two_segment_table()
+    before = head(catalog)
+    job = run(catalog, "table_delete", {"where": where})
+    assert (job.result["commit"], job.result["rows_deleted"], job.result["segments_read"]) == (None, 0, 0)
+    assert head(catalog) == before
+    assertDataFrameEqual(read(spark, catalog), expected(spark, ROWS))
 
 
 def test_overlapping_delta_files_are_subtracted_once(spark, user_client):

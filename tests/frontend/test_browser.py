@@ -20,18 +20,24 @@ def rows(*ids):
     return [{"id": i, "amount": i * 10, "region": "eu"} for i in ids]
 
 
-def finished_job(page) -> None:
-    """On a job page: the bar polls the job every second and the page reloads itself once it is done."""
-    expect(page.locator("#job-status")).to_have_text("succeeded", timeout=JOB_TIMEOUT)
-
-
-def test_branch_load_diff_merge_and_audit_log_in_the_browser(page, user):
+def catalog_with_a_fix_branch(user):
+    """main holds ids 1 and 2; branch fix deleted id 1 and loaded id 5."""
     catalog = make_catalog(user=user)
     make_table(catalog)
     load(catalog, rows(1, 2))
     branch_create(catalog=catalog, name="fix", source="main")
     run(catalog, "table_delete", {"where": "id = 1"}, branch="fix")
     load(catalog, rows(5), branch="fix")
+    return catalog
+
+
+def finished_job(page) -> None:
+    """On a job page: the bar polls the job every second and the page reloads itself once it is done."""
+    expect(page.locator("#job-status")).to_have_text("succeeded", timeout=JOB_TIMEOUT)
+
+
+def test_branch_load_diff_merge_and_audit_log_in_the_browser(page, user):
+    catalog = catalog_with_a_fix_branch(user)
 
     # Sign in with the keyboard.
     page.goto("/catalogs/lake")
@@ -138,12 +144,7 @@ def test_merge_request_story_in_the_browser(page, browser, live_server, user):
     from merge_app.models import MergeRequest
     from tests.frontend.conftest import Console
 
-    catalog = make_catalog(user=user)
-    make_table(catalog)
-    load(catalog, rows(1, 2))
-    branch_create(catalog=catalog, name="fix", source="main")
-    run(catalog, "table_delete", {"where": "id = 1"}, branch="fix")
-    load(catalog, rows(5), branch="fix")
+    catalog = catalog_with_a_fix_branch(user)
     get_user_model().objects.create_user("bob", password="bob-password")
     catalog_role_grant(catalog=catalog, username="bob", role="approver", granted_by=user)
 

@@ -4,7 +4,7 @@ import pytest
 
 from catalog_app.services.databases import database_create
 from catalog_app.services.refs import branch_create
-from catalog_app.services.tables import table_create, table_update
+from catalog_app.services.tables import column_update, table_create, table_update
 from lakeui.errors import ConflictError
 from merge_app.models import KeyComparison
 from merge_app.selectors.diff import diff_as_dict, merge_diff
@@ -34,7 +34,7 @@ def update(catalog, branch, where, **values):
 
 
 def table(spark, catalog, ref="main", name="orders"):
-    return {r["id"]: (r["amount"], r["region"]) for r in read(spark, catalog, ref, table=name).collect()}
+    return {r["id"]: (r[1], r[2]) for r in read(spark, catalog, ref, table=name).collect()}  # id, amount, region
 
 
 def expected(changes):
@@ -137,6 +137,25 @@ def test_a_target_overwrite_discards_source_changes_to_old_keys(spark):
     change(catalog, "table_load", {"strategy": "full_refresh", "rows": rows(1, 2, amount=7)})
     result = merge(catalog)
     assert table(spark, catalog) == {1: (7, "eu"), 2: (7, "eu"), 500: (5000, "eu")}
+    assert result.report["objects"][0]["keys"]["discarded_by_overwrite"] == 1
+
+
+@pytest.mark.parametrize(("strategy", "renamed"), [("snapshot", False), ("full_refresh", False), ("snapshot", True)])
+def test_a_target_partition_overwrite_discards_source_changes_in_that_partition_only(spark, strategy, renamed):
+    """With `renamed`, the target renames the partition column after its overwrite: the overwritten partition is
+    still found (by column id, not by the name the overwrite recorded)."""
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"], partition_by=["region"])
+    insert(catalog, rows(1, 2, 3, 4) + rows(5, 6, 7, 8, region="us"))
+    branch_create(catalog=catalog, name="dev", source="main")
+    update(catalog, "dev", "id IN (1, 6)", amount=-1)
+    fields = {"partition_column": "region"} if strategy == "snapshot" else {"partitions": [{"region": "eu"}]}
+    change(catalog, "table_load", {"strategy": strategy, "rows": rows(1, 2, amount=7), **fields})
+    if renamed:
+        column_update(target=on(catalog), database="sales", table="orders", column="region", changes={"name": "zone"})
+    result = merge(catalog)
+    us = {i: (i * 10, "us") for i in (5, 7, 8)}
+    assert table(spark, catalog) == {1: (7, "eu"), 2: (7, "eu"), 6: (-1, "us"), **us}
     assert result.report["objects"][0]["keys"]["discarded_by_overwrite"] == 1
 
 

@@ -253,3 +253,19 @@ def test_a_source_drop_of_a_database_the_target_added_a_table_to_conflicts(spark
     table_create(target=on(catalog), database="sales", name="fresh", columns=COLUMNS)
     [conflict] = refused(catalog)
     assert conflict["note"] == "4.2" and "fresh" in conflict["reason"]
+
+
+@pytest.mark.parametrize("renamed", [False, True])
+def test_a_source_partition_overwrite_replaces_the_target_s_rows_of_that_partition_only(spark, renamed):
+    """The target added rows to both regions; the source overwrote region eu (and, with `renamed`, then renamed
+    the partition column: the overwrite still names the partition by its old name)."""
+    catalog = two_segments(partition_by=["region"])
+    insert(catalog, rows(9) + rows(10, region="us"), branch="main")
+    change(
+        catalog, "table_load", {"strategy": "snapshot", "partition_column": "region", "rows": rows(100)}, branch="dev"
+    )
+    if renamed:
+        column_update(target=on(catalog, "dev"), database="sales", table="orders", column="region",
+                      changes={"name": "zone"})  # fmt: skip
+    merge(catalog)
+    assert amounts(spark, catalog) == {100: 1000, **{i: i * 10 for i in (5, 6, 7, 8, 10)}}

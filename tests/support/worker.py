@@ -30,7 +30,8 @@ class Worker:
         env.update(DJANGO_SETTINGS_MODULE="lakeui.settings.test", DATABASE_URL=database_url(db))
         self.command = [sys.executable, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO"]
         self.command += ["--concurrency", str(concurrency), "--include", "tests.support.jobkinds"]
-        self.command += ["--hostname", f"test-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle"]
+        self.name = f"test-{uuid.uuid4().hex[:6]}"
+        self.command += ["--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle"]
         self.env = env
         self.process: subprocess.Popen | None = None
 
