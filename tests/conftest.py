@@ -5,6 +5,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
+from pytest_django.fixtures import validate_django_db
 from rest_framework.test import APIClient
 
 import tests.support.jobkinds  # noqa: F401  (registers the test job kinds in this process too)
@@ -12,14 +13,52 @@ from catalog_app.engine import session as spark_session_module
 from catalog_app.models import Job
 from tests.support.worker import Worker
 
+IDLE_TIMEOUT = 120
+
+
+_workers: list[Worker] = []  # the session's worker, once a test has started it
+
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker):
-    """One real worker for the session, on the test database. Tests that use it need committed data:
-    mark them `django_db(transaction=True)`."""
+def _worker_process(django_db_setup, django_db_blocker):
     worker = Worker(db=dict(connection.settings_dict), log_path=Path(settings.VAR_DIR) / "worker.log").start()
+    _workers.append(worker)
     yield worker
+    _workers.remove(worker)
     worker.stop()
+
+
+@pytest.fixture
+def celery_worker(_worker_process, transactional_db):
+    """One real worker for the session, on the test database; tests that use it get committed data."""
+    return _worker_process
+
+
+def _transactional(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    return bool(marker and validate_django_db(marker)[0]) or bool(
+        {"transactional_db", "live_server"} & set(item.fixturenames)
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Before any fixture is torn down, settle the worker: the jobs a transactional test left queued are
+    cancelled (a worker that picks one up later finds it finished) and those it runs are awaited. Otherwise
+    the database flush after the test races a job still writing, and the TRUNCATE deadlocks with it. Any
+    transactional test can leave jobs behind, not only those that ask for `celery_worker`: a merge request
+    queues its plan when it is saved."""
+    if _workers and _transactional(item):
+        _settle(_workers[0])
+    return (yield)
+
+
+def _settle(worker: Worker) -> None:
+    running = Job.objects.filter(status=Job.Status.RUNNING, worker__startswith=f"{worker.name}@")
+    deadline = time.monotonic() + IDLE_TIMEOUT
+    while Job.objects.filter(status=Job.Status.QUEUED).update(status=Job.Status.CANCELLED) or running.exists():
+        assert time.monotonic() < deadline, f"the worker is still busy after the test: {list(running.values('kind'))}"
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
