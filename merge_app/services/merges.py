@@ -4,7 +4,9 @@ The merge runs in one transaction that holds the catalog's commit lock from the 
 head, so merges and writes into a branch are serialised: a merge sees every commit before it and no commit can
 slip in between its decision and its commit. It either refuses with its conflicts and changes nothing (the
 refusal is logged), or adds one commit whose second parent is the source head. Only metadata is written for
-tables without a primary key: data files are taken over by reference (zero-copy), never copied or rewritten.
+tables without a primary key: data files are taken over by reference (zero-copy), never copied or rewritten. The
+one exception is a source partition overwrite meeting target segments that mix partitions: delete files drop the
+overwritten partitions' rows from them.
 """
 
 import time
@@ -13,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from catalog_app.engine.tables import file_in_partitions
+from catalog_app.engine import dml
+from catalog_app.engine.tables import Column, Warehouse, file_in_partitions, read_segments, write_deltas
 from catalog_app.models import Catalog, DataFile, Job, ObjectKind, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_chain, ref_resolve
@@ -345,11 +349,15 @@ class _MergeWriter:
             if op.op == "compaction":  # dropped compaction: the target keeps the segments it would have replaced
                 not_removed |= op.removed | set(op.details.get("deltas_removed", []))
         removed = {fid for fid in base if fid not in src and fid not in not_removed}
-        for index, op in enumerate(obj.source_operations):
-            if op.op == "overwrite" and index not in {pair.source for pair in obj.discarded}:
-                partitions = overwritten_partitions(op, obj.object_id)
-                removed |= {fid for fid, f in dest.items() if fid not in src and _in_scope(f, partitions)}
+        overwrites = [
+            overwritten_partitions(op, obj.object_id) for index, op in enumerate(obj.source_operations)
+            if op.op == "overwrite" and index not in {pair.source for pair in obj.discarded}
+        ]  # fmt: skip
+        for partitions in overwrites:
+            removed |= {fid for fid, f in dest.items() if fid not in src and _in_scope(f, partitions)}
         removed |= {fid for fid, f in dest.items() if f.kind == DataFile.Kind.DELTA and str(f.segment_id) in removed}
+        kept = [f for fid, f in dest.items() if fid not in src and fid not in removed]
+        self._delete_in_mixed(obj, kept, [p for partitions in overwrites if partitions for p in partitions])
         added = [f for fid, f in src.items() if fid not in base and fid not in dest and fid not in not_taken]
         live_segments = {fid for fid, f in dest.items() if f.kind == DataFile.Kind.SEGMENT and fid not in removed}
         live_segments |= {str(f.id) for f in added if f.kind == DataFile.Kind.SEGMENT}
@@ -357,6 +365,38 @@ class _MergeWriter:
         for fid in sorted(removed & set(dest)):
             self.draft.remove_file(dest[fid])
         self._take_over(obj, added)
+
+    def _delete_in_mixed(self, obj: ObjectDiff, kept: list[DataFile], partitions: list[dict[str, Any]]) -> None:
+        """The target's own segments that mix partitions (written before the table was partitioned by the source
+        overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
+        files, recorded as a `delete` of the merge commit."""
+        ids = {column_id for partition in partitions for column_id in partition}
+        mixed = {str(f.id) for f in kept if f.kind == DataFile.Kind.SEGMENT and not ids <= f.partition_values.keys()}
+        if not mixed:
+            return
+        columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
+        reads = [r for r in self.files["target"][obj.object_id].reads() if r.id in mixed]
+        warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
+        rows = read_segments(spark_session(), warehouse, base, columns, reads, positions=True)
+        hit = dml.positions_matching(rows, dml.rows_in_partitions(partitions, columns))
+        deltas = [
+            self._written(obj.object_id, w, DataFile.Kind.DELTA)
+            for w in write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}")
+        ]  # fmt: skip
+        if not deltas:
+            return
+        for delta in deltas:
+            self.draft.add_file(delta)
+            self.log["files"].append(
+                {"object": obj.name, "kind": delta.kind, "id": str(delta.id), "path": delta.path,
+                 "rows": delta.row_count, "bytes": delta.size_bytes, "segment": str(delta.segment_id),
+                 "written_by_merge": True}
+            )  # fmt: skip
+        details = {
+            "deltas_added": [str(d.id) for d in deltas], "segments_touched": [str(d.segment_id) for d in deltas],
+            "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
+        }  # fmt: skip
+        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
 
     def _written(self, table_id, written, kind: str) -> DataFile:
         """A file the merge wrote; a segment gets the schema its table has after this commit (CommitDraft)."""

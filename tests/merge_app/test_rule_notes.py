@@ -269,3 +269,24 @@ def test_a_source_partition_overwrite_replaces_the_target_s_rows_of_that_partiti
                       changes={"name": "zone"})  # fmt: skip
     merge(catalog)
     assert amounts(spark, catalog) == {100: 1000, **{i: i * 10 for i in (5, 6, 7, 8, 10)}}
+
+
+def test_a_source_partition_overwrite_reaches_into_target_segments_that_mix_partitions(spark):
+    """The source partitioned the table and overwrote region eu; the target appended rows of both regions to the
+    unpartitioned table, in one segment. The merge deletes that segment's eu rows (a delete file) and keeps its
+    us rows: the segment cannot be dropped whole."""
+    catalog = two_segments()
+    insert(catalog, rows(9) + rows(10, region="us"), branch="main")
+    table_update(target=on(catalog, "dev"), database="sales", name="orders", partition_by=["region"])
+    change(catalog, "table_compact", {}, branch="dev")
+    change(
+        catalog, "table_load", {"strategy": "snapshot", "partition_column": "region", "rows": rows(100)}, branch="dev"
+    )
+    result = merge(catalog)
+    assert amounts(spark, catalog) == {100: 1000, **{i: i * 10 for i in (5, 6, 7, 8, 10)}}
+    [mixed] = [s for s in files_at(catalog).segments if s.stats["1"]["min"] == 9]
+    [delta] = files_at(catalog).deltas[mixed.id]
+    assert delta.row_count == 1
+    assert {"id": str(delta.id), "segment": str(mixed.id), "rows": 1} in [
+        {k: f.get(k) for k in ("id", "segment", "rows")} for f in result.log["files"]
+    ]
