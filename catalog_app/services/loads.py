@@ -123,15 +123,18 @@ def validity_columns(columns: list[dict], last_column_id: int, fields: dict) -> 
 # --- the worker side --------------------------------------------------------------------------------------
 
 
-def _incoming(spark, snapshot: Snapshot, params: dict, *, deferred: bool = False) -> DataFrame:
+def _incoming(spark, snapshot: Snapshot, params: dict, cache, *, deferred: bool = False) -> DataFrame:
     """The incoming rows in the table's schema; `deferred` leaves their checks to the load's first pass (see
-    `incoming.checked_frame`)."""
+    `incoming.checked_frame`). A query's rows are cached where the load reads them more than once: each Spark
+    action would run the query anew, and a query need not give the same rows twice (`current_timestamp()`)."""
     with _incoming_errors():
         if "query" in params:
             chain = commit_chain(snapshot.head)
             frame = select_frame(
                 spark, catalog=snapshot.catalog, chain=chain, statement=params["query"], warehouse=snapshot.warehouse
             )
+            if not _one_pass(params):
+                frame = cache(frame)
             return incoming.checked_frame(frame, frame.columns, snapshot.columns, deferred=deferred)
         if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
             return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
@@ -160,26 +163,34 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
             new_columns, table = columns, copy.copy(snapshot.table)
             table.state = {**state, "columns": columns, "last_column_id": last_id + 2}
             snapshot = dataclasses.replace(snapshot, table=table)
-    # A key load's first pass (the key survey) also runs the incoming rows' checks; `incremental` first drops all
-    # but the newest row per key, so its checks run on all rows before.
-    rows = _incoming(spark, snapshot, params, deferred=strategy in KEY_STRATEGIES and strategy != "incremental")
-    if strategy == "append_only":
-        written = snapshot.write(rows, tag)
-        change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
-    elif strategy == "full_refresh":
-        partitions = params.get("partitions")
-        if partitions:
-            refuse_unsplit(snapshot.files, snapshot.table)
-        replaced = _segments_in_partitions(snapshot, partitions, rows)
-        change = _overwrite(spark, snapshot, rows, replaced, tag, {"partitions": partitions} if partitions else {})
-    elif strategy == "snapshot":
+    partitions = params.get("partitions")
+    if (strategy == "full_refresh" and partitions) or strategy == "snapshot":
         refuse_unsplit(snapshot.files, snapshot.table)
-        change = _snapshot_change(spark, snapshot, rows, fields["partition_column"], tag)
-    else:
-        with _cache_scope() as cache:
+    with _cache_scope() as cache:
+        # A key load's first pass (the key survey) also runs the incoming rows' checks; `incremental` first drops
+        # all but the newest row per key, so its checks run on all rows before.
+        deferred = strategy in KEY_STRATEGIES and strategy != "incremental"
+        rows = _incoming(spark, snapshot, params, cache, deferred=deferred)
+        if strategy == "append_only":
+            written = snapshot.write(rows, tag)
+            change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
+        elif strategy == "full_refresh":
+            replaced = _segments_in_partitions(snapshot, partitions, rows)
+            details = {"partitions": partitions} if partitions else {}
+            change = _overwrite(spark, snapshot, rows, replaced, tag, details)
+        elif strategy == "snapshot":
+            change = _snapshot_change(spark, snapshot, rows, fields["partition_column"], tag)
+        else:
             known = _incoming_rows(snapshot, params)
             change = _key_change(spark, snapshot, rows, strategy, fields, tag, cache, known_rows=known)
     return dataclasses.replace(change, strategy=strategy, new_columns=new_columns, column_changes=column_changes)
+
+
+def _one_pass(params: dict) -> bool:
+    """Whether the load reads its incoming rows once: appending them, or replacing the whole table with them."""
+    return params["strategy"] == "append_only" or (
+        params["strategy"] == "full_refresh" and not params.get("partitions")
+    )
 
 
 def refuse_unsplit(files: TableFiles, table: ObjectVersion) -> None:

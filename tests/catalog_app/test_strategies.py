@@ -229,6 +229,24 @@ def test_upsert_from_a_query_over_another_table(spark):
     assertDataFrameEqual(read(spark, catalog), frame(spark, [CHANGED if r["id"] == 2 else r for r in ROWS]))
 
 
+@pytest.mark.usefixtures("matching")
+@pytest.mark.parametrize("mode", MODES)
+def test_a_query_is_read_once_so_a_nondeterministic_one_stays_consistent(spark, mode):
+    """An upsert of half of the table's own rows, a half that moves with the clock (a query's current_timestamp()
+    is taken anew by each Spark action that runs it). The key survey and the write must see the same half, else
+    rows the survey matched lose their new version and the others keep two versions (199 times in 200)."""
+    catalog = make_catalog()
+    make_table(catalog, properties={"write.mode": mode})
+    rows = [{"id": i, "amount": i, "region": "eu"} for i in range(1, 201)]
+    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    moving = "(id * 7919 + unix_micros(current_timestamp())) % 200 < 100"  # 100 ids; which ones depends on the time
+    query = f"SELECT id, amount + 1000 AS amount, region FROM sales.orders WHERE {moving}"
+    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "query": query})
+    after = {r["id"]: r["amount"] for r in read(spark, catalog).collect()}
+    assert read(spark, catalog).count() == len(after) == 200
+    assert result["rows_updated"] == sum(amount > 1000 for amount in after.values()) == 100
+
+
 def test_upsert_from_an_uploaded_file_with_multipart_fields(spark, tmp_path, user_client):
     catalog = two_segment_table(spark)
     csv = tmp_path / "rows.csv"
