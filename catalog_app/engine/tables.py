@@ -257,9 +257,11 @@ def write_segments(
         *([F.col(group_column).alias("__g")] if group_column else []),
     )
     writer_columns = ["__g"] if group_column else []
-    writer_columns += [f"__p{column_id}" for column_id in partition_ids]
+    if partition_ids:  # folders named by a hash of the partition's values: any value, of any length, fits a path
+        values = [F.col(f"`{by_id[i].name}`") for i in partition_ids]
+        frame = frame.select("*", F.xxhash64(*values, *[value.isNull() for value in values]).alias("__p"))
+        writer_columns.append("__p")
     if writer_columns:
-        frame = frame.select("*", *[F.col(f"`{by_id[i].name}`").alias(f"__p{i}") for i in partition_ids])
         frame = frame.coalesce(1) if few else frame.repartition(*writer_columns)
         frame.write.partitionBy(*writer_columns).parquet(warehouse.uri(target))
     else:
@@ -270,8 +272,10 @@ def write_segments(
 def describe_segments(warehouse, base, target, columns, partition_ids) -> list[WrittenFile]:
     """Row count, size and per-column min/max/nulls of each file just written, from the files' Parquet footers
     (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
-    keep) is left out of that file's stats: never pruned on."""
+    keep) is left out of that file's stats: never pruned on. Such a partition column's value is read from the
+    file itself."""
     stat_columns = [c for c in columns if c.type in STATS_TYPES or c.type.startswith("decimal")]
+    by_id = {c.id: c for c in columns}
     described = []
     for path, size, footer in _written_files(warehouse, base, target):
         if footer.num_rows == 0:  # Spark writes an empty file for an empty frame: no segment
@@ -279,9 +283,20 @@ def describe_segments(warehouse, base, target, columns, partition_ids) -> list[W
         chunks = _column_chunks(footer)
         stats = {str(c.id): stat for c in stat_columns if (stat := _column_stats(chunks.get(c.id))) is not None}
         partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
+        for i in partition_ids:
+            if str(i) not in partition_values:
+                partition_values |= _only_value(warehouse, path, by_id[i])
         group = _GROUP_IN_PATH.search(path)
         described.append(WrittenFile(path, footer.num_rows, size, stats, partition_values, group=group and group[1]))
     return sorted(described, key=lambda written: written.path)
+
+
+def _only_value(warehouse: "Warehouse", path: str, column: Column) -> dict[str, Any]:
+    """{column id: value} if the file's column holds a single value, else nothing."""
+    filesystem, location = arrow_filesystem(warehouse.uri(path))
+    with filesystem.open_input_file(location) as handle:
+        values = pc.unique(pq.ParquetFile(handle).read(columns=[column.name]).column(0))
+    return {str(column.id): json_value(values[0].as_py())} if len(values) == 1 else {}
 
 
 def _written_files(warehouse: "Warehouse", base: str, target: str) -> Iterator[tuple[str, int, Any]]:

@@ -191,6 +191,26 @@ def test_snapshot_replaces_only_the_incoming_partitions(spark):
     assert details["partitions"] == [{"region": "apac"}, {"region": "eu"}]
 
 
+def test_partitions_of_any_value_get_files_of_their_own(spark):
+    """Partition values too long for a folder name (or for Parquet to keep their min/max: 3,000 characters), and
+    pairs of values that differ only in which column is NULL, each get files of their own with their values; the
+    long one can then be overwritten alone."""
+    long_a, long_b = "a" * 3000, "b" * 3000
+    catalog = make_catalog()
+    columns = [*COLUMNS, {"name": "zone", "type": "string"}]
+    make_table(catalog, columns=columns, partition_by=["region", "zone"])
+    rows = [
+        {"id": 1, "amount": 1, "region": long_a, "zone": None}, {"id": 2, "amount": 2, "region": long_b, "zone": None},
+        {"id": 3, "amount": 3, "region": "x", "zone": None}, {"id": 4, "amount": 4, "region": None, "zone": "x"},
+    ]  # fmt: skip
+    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    values = sorted((s.partition_values["3"] or "", s.partition_values["4"] or "") for s in files_at(catalog).segments)
+    assert values == [("", "x"), (long_a, ""), (long_b, ""), ("x", "")]
+    incoming = [{"id": 5, "amount": 5, "region": long_a, "zone": None}]
+    run_here(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    assert sorted(r["id"] for r in read(spark, catalog).collect()) == [2, 3, 4, 5]
+
+
 def test_a_partition_overwrite_waits_for_segments_written_before_partitioning_to_be_split(spark, user_client):
     """Rows loaded when the table was partitioned by region alone sit in files of several amounts once it is
     partitioned by region and amount: overwriting a partition cannot replace such a file, so it is refused (by the
