@@ -173,6 +173,8 @@ def write_position_deltas(
     warehouse: Warehouse, base: str, positions: Mapping[str, pa.Array], *, tag: str
 ) -> list[WrittenFile]:
     """One delta file per segment of `positions`, laid out as `tables.write_deltas` lays out Spark's."""
+    if not positions:
+        return []
     target = f"{base}/deltas/{tag}"
     for segment, listed in positions.items():
         filesystem, path = arrow_filesystem(warehouse.uri(f"{target}/__segment={segment}"))
