@@ -87,8 +87,10 @@ def key_survey(
 
 
 def newest_per_key(incoming: DataFrame, keys: Sequence[str], watermark: str) -> DataFrame:
-    """One row per key: the one with the highest watermark (NULL watermarks lose)."""
-    window = Window.partitionBy(*[col(k) for k in keys]).orderBy(col(watermark).desc_nulls_last())
+    """One row per key: the one with the highest watermark (NULL watermarks lose). Rows tied on the watermark are
+    ordered by their other columns, so the same rows keep the same row whatever order they come in."""
+    others = [col(c).asc_nulls_first() for c in incoming.columns if c not in (*keys, watermark)]
+    window = Window.partitionBy(*[col(k) for k in keys]).orderBy(col(watermark).desc_nulls_last(), *others)
     return incoming.withColumn("_rank", F.row_number().over(window)).filter(F.col("_rank") == 1).drop("_rank")
 
 

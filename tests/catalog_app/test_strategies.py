@@ -145,6 +145,34 @@ def test_incremental_keeps_the_newest_incoming_row_per_key(spark):
     assert [op for op, _ in operations(catalog)] == ["update", "insert"]
 
 
+@pytest.mark.usefixtures("matching")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("strategy", ["upsert", "incremental", "delete_insert", "scd2"])
+def test_a_key_load_into_an_empty_table_inserts_every_row(spark, mode, strategy):
+    """The first load of a pipeline: no segment to match, so every incoming row is new."""
+    catalog = make_catalog()
+    make_table(catalog, properties={"write.mode": mode})
+    fields = {"watermark": "amount", "valid_from_column": "vf", "valid_to_column": "vt"}
+    result = run_here(spark, catalog, {"strategy": strategy, "key_columns": ["id"], "rows": ROWS[:3], **fields})
+    assert (result["rows_inserted"], result["rows_updated"], result["rows_deleted"]) == (3, 0, 0)
+    assert sorted(r["id"] for r in read(spark, catalog).collect()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("order", ["as_given", "reversed"])
+def test_incremental_breaks_watermark_ties_the_same_way_whatever_the_order(spark, order):
+    """Rows of one key tied on the watermark: the kept one does not depend on the order they come in (the
+    smallest of the other columns wins)."""
+    catalog = make_catalog()
+    make_table(catalog)
+    rows = [{"id": 1, "amount": amount, "region": region} for amount, region in [(5, "b"), (5, "a"), (7, "a")]]
+    rows = rows if order == "as_given" else rows[::-1]
+    params = {"strategy": "incremental", "key_columns": ["id"], "watermark": "amount", "rows": rows}
+    run_here(spark, catalog, params)
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 7, "a")]))
+    run_here(spark, catalog, {**params, "rows": [r for r in rows if r["amount"] == 5]})
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 5, "a")]))
+
+
 def test_scd2_closes_and_opens_versions_over_three_loads(spark):
     catalog = make_catalog()
     make_table(catalog)
