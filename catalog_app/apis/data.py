@@ -30,6 +30,9 @@ class TableLoadApi(APIView):
         rows = serializers.ListField(child=serializers.JSONField(), required=False)
         file = serializers.FileField(required=False, help_text="Multipart upload: a Parquet, CSV or JSON-lines file")
         format = serializers.CharField(required=False, help_text="parquet, csv or json (with `file`)")
+        query = serializers.CharField(
+            required=False, max_length=100_000, help_text="A Spark SQL SELECT over tables of the same ref"
+        )
         partitions = serializers.ListField(child=serializers.DictField(), required=False)
         key_columns = serializers.ListField(
             child=serializers.CharField(), required=False, help_text="Key strategies: the columns that identify a row"

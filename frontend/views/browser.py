@@ -192,6 +192,8 @@ def table_load(request: HttpRequest, catalog: str, database: str, table: str) ->
             params["upload"] = upload_store(catalog=found, table=current, upload=upload, file_format=file_format)
         elif request.POST.get("rows", "").strip():
             params["rows"] = _rows(request.POST["rows"])
+        if request.POST.get("query", "").strip():
+            params["query"] = request.POST["query"].strip()
         job = table_data_submit(target=target, database=database, table=table, kind="table_load", params=params)
     except ApplicationError as error:
         refused(request, error)

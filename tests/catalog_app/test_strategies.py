@@ -267,12 +267,17 @@ def test_a_partition_overwrite_waits_for_segments_written_before_partitioning_to
 
 
 @pytest.mark.usefixtures("matching")
-def test_upsert_from_a_query_over_another_table(spark):
+def test_upsert_from_a_query_over_another_table(spark, user_client):
+    """Through the API, as a user sends it; the job's work runs here."""
     catalog = two_segment_table(spark)
     make_table(catalog, table="staging")
     run_here(spark, catalog, {"strategy": "append_only", "rows": [CHANGED, NEW]}, table="staging")
     params = {"strategy": "upsert", "key_columns": ["id"], "query": "SELECT * FROM sales.staging WHERE id < 10"}
-    result = run_here(spark, catalog, params)
+    response = user_client.post(LOADS_URL.format(catalog=catalog.name), params, format="json")
+    assert response.status_code == 202, response.json()
+    job = Job.objects.get(id=response.json()["id"])
+    assert job.params["query"] == params["query"]
+    result = job_kind_get("table_load").handler(job.params, Progress(str(job.id)))
     assert (result["rows_updated"], result["rows_inserted"]) == (1, 0)
     assertDataFrameEqual(read(spark, catalog), frame(spark, [CHANGED if r["id"] == 2 else r for r in ROWS]))
 

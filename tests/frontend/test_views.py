@@ -143,6 +143,11 @@ def test_load_form_refusals_are_messages(client, user):
     post.update(key_columns=" id , ")
     client.post(f"{url}/load", post)
     assert Job.objects.get(kind="table_load").params["key_columns"] == ["id"]
+    post.update(query="SELECT * FROM sales.orders")
+    assert "Give the incoming data as one of" in text(client.post(f"{url}/load", post, follow=True))
+    post.pop("rows")
+    client.post(f"{url}/load", post)
+    assert Job.objects.filter(kind="table_load").latest("created_at").params["query"] == "SELECT * FROM sales.orders"
 
 
 def test_diff_page_colors_the_rule_table_cells(client, user):
