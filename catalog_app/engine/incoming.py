@@ -16,6 +16,7 @@ from catalog_app.engine.tables import Column, arrow_filesystem, arrow_frame, arr
 
 FILE_FORMATS = ("parquet", "csv", "json")
 MAX_ERRORS = 5
+DECIMAL_DIGITS = 80  # more than any decimal(38, s) value has, with room for the digits a quantize adds
 CHECK_PREFIX = "_check:"
 
 
@@ -38,8 +39,8 @@ def _number(value: Any) -> float:
 
 
 def _timestamp(value: Any) -> datetime.datetime:
-    moment = datetime.datetime.fromisoformat(value)
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    moment = datetime.datetime.fromisoformat(value)  # with an offset: that instant; without: UTC
+    return moment.astimezone(datetime.UTC) if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
 def _decimal(value: Any, column_type: str) -> decimal.Decimal:
@@ -47,8 +48,9 @@ def _decimal(value: Any, column_type: str) -> decimal.Decimal:
         raise TypeError
     number = decimal.Decimal(str(value))
     precision, scale = (int(part) for part in column_type[len("decimal(") : -1].split(","))
-    if not number.is_finite() or number != number.quantize(decimal.Decimal(1).scaleb(-scale)):
-        raise TypeError
+    with decimal.localcontext(prec=DECIMAL_DIGITS):  # the default context keeps 28 digits; decimal(38) needs more
+        if not number.is_finite() or number != number.quantize(decimal.Decimal(1).scaleb(-scale)):
+            raise TypeError
     integer_digits = len(str(int(abs(number)))) if abs(number) >= 1 else 0
     if integer_digits > precision - scale:
         raise TypeError

@@ -447,6 +447,29 @@ EVENTS = [
 
 
 @pytest.mark.usefixtures("matching")
+def test_json_rows_keep_timestamp_offsets_and_wide_decimals(spark):
+    """A timestamp with a UTC offset is that instant (stored in UTC); a decimal(38, 10) takes all 38 digits."""
+    catalog = make_catalog()
+    columns = [*COLUMNS, {"name": "at", "type": "timestamp"}, {"name": "d", "type": "decimal(38,10)"}]
+    make_table(catalog, columns=columns)
+    wide = "1234567890123456789012345678.0123456789"
+    rows = [
+        {"id": 1, "at": "2000-01-01T00:59:59.999999+01:00", "d": wide},
+        {"id": 2, "at": "2000-01-01T00:00:00", "d": "-1"},
+        {"id": 3, "at": "1999-12-31T19:00:00-05:00", "d": 0.5},
+    ]
+    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    got = {r["id"]: (r["at"], r["d"]) for r in read(spark, catalog).collect()}
+    assert got == {
+        1: (datetime(1999, 12, 31, 23, 59, 59, 999999), Decimal(wide)),
+        2: (datetime(2000, 1, 1), Decimal("-1")),
+        3: (datetime(2000, 1, 1), Decimal("0.5")),
+    }
+    updated = {"strategy": "upsert", "key_columns": ["at"], "rows": [{"id": 4, "at": "2000-01-01T01:00:00+01:00"}]}
+    result = run_here(spark, catalog, updated)
+    assert (result["rows_updated"], result["rows_inserted"]) == (2, 0)  # the same instant as rows 2 and 3
+
+
 def test_upsert_on_a_composite_key_of_string_date_and_timestamp_columns(spark):
     """Keys compared in their own types, each column of the key checked against each segment's range."""
     catalog = make_catalog()
