@@ -12,7 +12,15 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from catalog_app.engine.tables import Column, arrow_filesystem, arrow_frame, arrow_type, spark_type
+from catalog_app.engine.tables import (
+    Column,
+    arrow_filesystem,
+    arrow_frame,
+    arrow_type,
+    json_value,
+    spark_type,
+    utc_naive,
+)
 
 FILE_FORMATS = ("parquet", "csv", "json")
 MAX_ERRORS = 5
@@ -49,12 +57,15 @@ def _decimal(value: Any, column_type: str) -> decimal.Decimal:
     number = decimal.Decimal(str(value))
     precision, scale = (int(part) for part in column_type[len("decimal(") : -1].split(","))
     with decimal.localcontext(prec=DECIMAL_DIGITS):  # the default context keeps 28 digits; decimal(38) needs more
-        if not number.is_finite() or number != number.quantize(decimal.Decimal(1).scaleb(-scale)):
+        if not number.is_finite():
             raise TypeError
+        scaled = number.quantize(decimal.Decimal(1).scaleb(-scale))
+    if number != scaled:
+        raise TypeError
     integer_digits = len(str(int(abs(number)))) if abs(number) >= 1 else 0
     if integer_digits > precision - scale:
         raise TypeError
-    return number
+    return scaled
 
 
 def _exactly(kind: type):
@@ -83,6 +94,13 @@ def _convert(value: Any, column: Column) -> Any:
     if column.type.startswith("decimal"):
         return _decimal(value, column.type)
     return CONVERT[column.type](value)
+
+
+def catalog_value(value: Any, column: Column) -> Any:
+    """A JSON value given for `column`, checked as a row's value is, in the form the catalog keeps values
+    (partition values, statistics): timestamps in UTC without an offset, decimals at the column's scale. Raises
+    TypeError or ValueError if it is not a value of the column's type."""
+    return None if value is None else json_value(utc_naive(_convert(value, column)))
 
 
 def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Column]) -> DataFrame:

@@ -393,8 +393,15 @@ def stat_value(value: Any, type_name: str) -> Any:
 
 def file_in_partitions(values: Mapping[str, Any], partitions: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a segment whose partition values are `values` (by column id) is in one of `partitions` (values
-    by column id, as JSON)."""
-    return any(all(str(values.get(key)) == str(value) for key, value in partition.items()) for partition in partitions)
+    by column id, as the catalog keeps them). NULL is only NULL; a segment without a value for a column (written
+    before the table was partitioned by it) is in no partition of it."""
+
+    def same(key: str, value: Any) -> bool:
+        if key not in values or (values[key] is None) != (value is None):
+            return False
+        return value is None or str(values[key]) == str(value)
+
+    return any(all(same(key, value) for key, value in partition.items()) for partition in partitions)
 
 
 def json_value(value: Any) -> Any:

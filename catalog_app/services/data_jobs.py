@@ -1,13 +1,15 @@
 """Submitting table data jobs from the web process: every check that needs no Spark runs here, so bad input is
 a 400 before anything is enqueued; the worker does the rest (see services/data.py)."""
 
+import decimal
 import uuid
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
-from catalog_app.engine.incoming import FILE_FORMATS
+from catalog_app.engine.incoming import FILE_FORMATS, catalog_value
 from catalog_app.engine.predicates import parse_assignments, parse_predicate
 from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_get
@@ -61,14 +63,31 @@ def _load_params(table: ObjectVersion, params: dict) -> dict:
         raise ApplicationError(
             "invalid_rows", f"rows must be a list of at most {MAX_JSON_ROWS} objects; upload a file for more."
         )
-    partitions = params.get("partitions")
-    if partitions:
-        names = {c.name for c in table_columns(table) if c.id in table.state["partition_by"]}
-        if strategy != "full_refresh" or not names:
-            raise ApplicationError("invalid_input", "partitions are for full_refresh of a partitioned table.")
-        if not isinstance(partitions, list) or not all(isinstance(p, dict) and set(p) == names for p in partitions):
-            raise ApplicationError("invalid_input", f"Each partition must give a value for exactly {sorted(names)}.")
-    return {key: params[key] for key in ("strategy", "rows", "upload", "query", "partitions") if key in params} | fields
+    checked = {key: params[key] for key in ("strategy", "rows", "upload", "query") if key in params}
+    if "partitions" in params:
+        checked["partitions"] = _partitions(table, strategy, params["partitions"])
+    return checked | fields
+
+
+def _partitions(table: ObjectVersion, strategy: str, partitions: Any) -> list[dict]:
+    """full_refresh's `partitions`: each a value for every partition column, in the form the catalog keeps them
+    (so that `"1.5"` finds the files of a decimal(10,2) partition 1.50)."""
+    spec = [c for c in table_columns(table) if c.id in table.state["partition_by"]]
+    names = sorted(c.name for c in spec)
+    if strategy != "full_refresh" or not spec:
+        raise ApplicationError("invalid_input", "partitions are for full_refresh of a partitioned table.")
+    if not isinstance(partitions, list) or not partitions:
+        raise ApplicationError("invalid_input", "partitions must be a non-empty list; leave it out to replace all.")
+    if not all(isinstance(p, dict) and sorted(p) == names for p in partitions):
+        raise ApplicationError("invalid_input", f"Each partition must give a value for exactly {names}.")
+    checked = []
+    for partition in partitions:
+        try:
+            checked.append({c.name: catalog_value(partition[c.name], c) for c in spec})
+        except (TypeError, ValueError, decimal.InvalidOperation):
+            message = f"The partition {partition} does not fit the types of the partition columns {names}."
+            raise ApplicationError("invalid_partition_value", message) from None
+    return checked
 
 
 def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: str, params: dict) -> Job:

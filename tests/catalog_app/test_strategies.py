@@ -239,6 +239,42 @@ def test_partitions_of_any_value_get_files_of_their_own(spark):
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [2, 3, 4, 5]
 
 
+def test_a_null_partition_is_not_the_string_none(spark):
+    catalog = make_catalog()
+    make_table(catalog, partition_by=["region"])
+    rows = [{"id": 1, "amount": 1, "region": "None"}, {"id": 2, "amount": 2, "region": None}]
+    run_here(spark, catalog, {"strategy": "append_only", "rows": [*rows, {"id": 3, "amount": 3, "region": "eu"}]})
+    incoming = [{"id": 4, "amount": 4, "region": None}]
+    result = run_here(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    assert result["rows_deleted"] == 1
+    assert sorted(r["id"] for r in read(spark, catalog).collect()) == [1, 3, 4]
+    run_here(spark, catalog, {"strategy": "full_refresh", "partitions": [{"region": "None"}], "rows": []})
+    assert sorted(r["id"] for r in read(spark, catalog).collect()) == [3, 4]
+
+
+def test_full_refresh_partitions_are_read_as_the_columns_types(spark):
+    """A partition given as `"1.5"` for a decimal(10,2) column, or a timestamp with a space, finds the files of
+    that partition (it is kept as the catalog keeps values); a value of another type is refused before any job."""
+    catalog = make_catalog()
+    columns = [*COLUMNS, {"name": "price", "type": "decimal(10,2)"}, {"name": "at", "type": "timestamp"}]
+    make_table(catalog, columns=columns, partition_by=["price", "at"])
+    rows = [
+        {"id": 1, "price": "1.50", "at": "2024-01-01T10:00:00"}, {"id": 2, "price": "2", "at": "2024-01-01T10:00:00"},
+    ]  # fmt: skip
+    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    partitions = [{"price": 1.5, "at": "2024-01-01 11:00:00+01:00"}]
+    new = [{"id": 3, "price": "1.5", "at": "2024-01-01T10:00:00"}]
+    result = run_here(spark, catalog, {"strategy": "full_refresh", "partitions": partitions, "rows": new})
+    assert (result["rows_deleted"], result["rows_inserted"]) == (1, 1)
+    assert sorted(r["id"] for r in read(spark, catalog).collect()) == [2, 3]
+    [(_, details)] = operations(catalog)
+    assert details["partitions"] == [{"price": "1.50", "at": "2024-01-01T10:00:00"}]
+    for bad in ([{"price": "x", "at": None}], []):
+        with pytest.raises(ApplicationError) as refused:
+            run_here(spark, catalog, {"strategy": "full_refresh", "partitions": bad, "rows": []})
+        assert refused.value.code in ("invalid_partition_value", "invalid_input")
+
+
 def test_a_partition_overwrite_waits_for_segments_written_before_partitioning_to_be_split(spark, user_client):
     """Rows loaded when the table was partitioned by region alone sit in files of several amounts once it is
     partitioned by region and amount: overwriting a partition cannot replace such a file, so it is refused (by the
