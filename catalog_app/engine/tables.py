@@ -10,6 +10,7 @@ default, widened ones are cast up), and the union of its delta files' positions 
 import base64
 import datetime
 import decimal
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -143,6 +144,8 @@ def _json_value(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return str(value)
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or infinities: named as Spark does
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
 
 
@@ -345,6 +348,8 @@ def _column_stats(chunks: list | None) -> dict | None:
     nulls, bounded = sum(s.null_count for s in statistics), [s for s in statistics if s.has_min_max]
     if not bounded:
         return {"min": None, "max": None, "nulls": nulls}
+    if any(isinstance(bound, float) and not math.isfinite(bound) for s in bounded for bound in (s.min, s.max)):
+        return None  # NaN and infinities bound nothing the catalog can prune with (nor does JSON hold them)
     low, high = min(utc_naive(s.min) for s in bounded), max(utc_naive(s.max) for s in bounded)
     return {"min": _json_value(low), "max": _json_value(high), "nulls": nulls}
 

@@ -109,6 +109,19 @@ def test_overlapping_delta_files_are_subtracted_once(spark, user_client):
     assert page.json()["rows"] == [[4, 40, "us"], [5, 50, "eu"], [6, 60, "us"]]
 
 
+def test_nan_and_infinities_load_and_read_back(user_client):
+    """JSON has no NaN: the segment keeps no min/max for the column, and the rows API names them as Spark does."""
+    catalog = make_catalog()
+    make_table(catalog, columns=[{"name": "id", "type": "long"}, {"name": "f", "type": "double"}])
+    values = "VALUES (1L, CAST('NaN' AS DOUBLE)), (2L, CAST('Infinity' AS DOUBLE)), (3L, -CAST('Infinity' AS DOUBLE))"
+    run(catalog, "table_load", {"strategy": "append_only", "query": f"SELECT * FROM {values} AS t(id, f)"})
+    segments = files_at(catalog).segments
+    assert not any("2" in s.stats for s in segments) and all("1" in s.stats for s in segments)
+    page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
+    assert page.status_code == 200, page.content
+    assert sorted(page.json()["rows"]) == [[1, "NaN"], [2, "Infinity"], [3, "-Infinity"]]
+
+
 def test_full_refresh_replaces_the_table_and_partitions(spark):
     catalog = make_catalog()
     make_table(catalog, partition_by=["region"])
