@@ -173,6 +173,10 @@ def checked_frame(
     With `deferred`, that pass is left to the caller's own first pass over the rows: the frame keeps one 0/1
     column per check (see `check_columns`) whose sums go to `check_counts`, which refuses what does not fit."""
     by_name = {column.name: column for column in columns}
+    names = [name.lower() for name in incoming]  # Spark resolves names case-insensitively
+    repeated = sorted({name for name in incoming if names.count(name.lower()) > 1})
+    if repeated:
+        raise IncomingError("duplicate_columns", f"The data has more than one column named {repeated}.")
     unknown = sorted(set(incoming) - set(by_name))
     if unknown:
         raise IncomingError("unknown_column", f"The data has columns the table does not have: {unknown}.")

@@ -336,6 +336,16 @@ def test_a_query_is_read_once_so_a_nondeterministic_one_stays_consistent(spark, 
     assert result["rows_updated"] == sum(amount > 1000 for amount in after.values()) == 100
 
 
+def test_a_query_naming_a_column_twice_is_refused(spark):
+    catalog = two_segment_table(spark)
+    before = head(catalog)
+    query = "SELECT id, amount, region, amount AS AMOUNT FROM sales.orders"
+    with pytest.raises(ApplicationError) as refused:
+        run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "query": query})
+    assert refused.value.code == "duplicate_columns" and "amount" in refused.value.message
+    assert head(catalog) == before
+
+
 def test_upsert_from_an_uploaded_file_with_multipart_fields(spark, tmp_path, user_client):
     catalog = two_segment_table(spark)
     csv = tmp_path / "rows.csv"
