@@ -88,10 +88,13 @@ def key_survey(
 
 def newest_per_key(incoming: DataFrame, keys: Sequence[str], watermark: str) -> DataFrame:
     """One row per key: the one with the highest watermark (NULL watermarks lose). Rows tied on the watermark are
-    ordered by their other columns, so the same rows keep the same row whatever order they come in."""
+    ordered by their other columns, so the same rows keep the same row whatever order they come in. A row with a
+    NULL key is no key's row: each is kept (and inserted, as `upsert` does)."""
     others = [col(c).asc_nulls_first() for c in incoming.columns if c not in (*keys, watermark)]
     window = Window.partitionBy(*[col(k) for k in keys]).orderBy(col(watermark).desc_nulls_last(), *others)
-    return incoming.withColumn("_rank", F.row_number().over(window)).filter(F.col("_rank") == 1).drop("_rank")
+    null_key = reduce(operator.or_, [col(k).isNull() for k in keys])  # matches no row, as in every key strategy
+    rank = F.when(null_key, F.lit(1)).otherwise(F.row_number().over(window))
+    return incoming.withColumn("_rank", rank).filter(F.col("_rank") == 1).drop("_rank")
 
 
 def _joined(target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]) -> DataFrame:

@@ -173,6 +173,20 @@ def test_incremental_breaks_watermark_ties_the_same_way_whatever_the_order(spark
     assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 5, "a")]))
 
 
+@pytest.mark.usefixtures("matching")
+def test_incremental_keeps_every_row_with_a_null_key_as_upsert_does(spark):
+    catalog = make_catalog()
+    make_table(catalog, columns=[{"name": "k", "type": "string"}, {"name": "amount", "type": "int"}])
+    rows = [{"k": None, "amount": 1}, {"k": None, "amount": 2}, {"k": "a", "amount": 3}, {"k": "a", "amount": 4}]
+    for strategy, rows_in, counts in [("incremental", rows[:3], (3, 0)), ("upsert", rows[:3], (2, 1)),
+                                      ("incremental", rows, (2, 1))]:  # fmt: skip
+        params = {"strategy": strategy, "key_columns": ["k"], "watermark": "amount", "rows": rows_in}
+        result = run_here(spark, catalog, params)
+        assert (result["rows_inserted"], result["rows_updated"]) == counts, strategy
+    after = sorted((r["k"] or "", r["amount"]) for r in read(spark, catalog).collect())
+    assert after == [("", 1), ("", 1), ("", 1), ("", 2), ("", 2), ("", 2), ("a", 4)]
+
+
 def test_scd2_closes_and_opens_versions_over_three_loads(spark):
     catalog = make_catalog()
     make_table(catalog)
