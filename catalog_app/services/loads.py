@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from catalog_app import schema
 from catalog_app.engine import dml, incoming, keymatch, strategies
-from catalog_app.engine.tables import Column, file_in_partitions, json_value, write_deltas
+from catalog_app.engine.tables import Column, deleted_count, file_in_partitions, json_value, write_deltas
 from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import TableFiles
@@ -177,7 +177,7 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
         elif strategy == "full_refresh":
             replaced = _segments_in_partitions(snapshot, partitions, rows)
             details = {"partitions": partitions} if partitions else {}
-            change = _overwrite(spark, snapshot, rows, replaced, tag, details)
+            change = _overwrite(snapshot, rows, replaced, tag, details)
         elif strategy == "snapshot":
             change = _snapshot_change(spark, snapshot, rows, fields["partition_column"], tag)
         else:
@@ -205,8 +205,9 @@ def _rows(written) -> int:
     return sum(w.row_count for w in written)
 
 
-def _overwrite(spark, snapshot: Snapshot, rows: DataFrame, replaced: list[DataFile], tag: str, details: dict):
-    deleted = snapshot.read(spark, replaced).count() if replaced else 0
+def _overwrite(snapshot: Snapshot, rows: DataFrame, replaced: list[DataFile], tag: str, details: dict):
+    reads = TableFiles(replaced, snapshot.files.deltas).reads()  # their rows are counted, not read
+    deleted = sum(s.row_count for s in replaced) - deleted_count(snapshot.warehouse, reads)
     written = snapshot.write(rows, tag)
     return DataChange(
         Op.OVERWRITE, new_segments=written, removed=snapshot.with_deltas(replaced),
@@ -220,7 +221,7 @@ def _snapshot_change(spark, snapshot: Snapshot, rows: DataFrame, partition_colum
     values = sorted((json_value(r[0]) for r in rows.select(F.col(f"`{column.name}`")).distinct().collect()), key=str)
     wanted = [{str(column.id): value} for value in values]
     replaced = [s for s in snapshot.files.segments if file_in_partitions(s.partition_values, wanted)]
-    return _overwrite(spark, snapshot, rows, replaced, tag, {"partitions": [{column.name: v} for v in values]})
+    return _overwrite(snapshot, rows, replaced, tag, {"partitions": [{column.name: v} for v in values]})
 
 
 def _key_ranges(snapshot: Snapshot, keys: list[str]) -> tuple[list[tuple[str, list]], set]:
