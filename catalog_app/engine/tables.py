@@ -429,8 +429,9 @@ def read_page(
     """Rows `offset` to `offset + limit` in a stable order (segment, then position). Reads only the segments
     the window can reach: a preview of a large table reads its first segments, not the whole table."""
     frame = read_segments(spark, warehouse, base, current, segments, positions=True)
-    page = frame.orderBy(ORDER, POSITION).offset(offset).limit(limit).collect()
-    return [[json_value(row[c.name]) for c in current] for row in page]
+    page = frame.orderBy(ORDER, POSITION).offset(offset).limit(limit).select(*[F.col(f"`{c.name}`") for c in current])
+    # Through Arrow, not `collect`: PySpark builds datetimes through local time, which fails on 0001-01-01 00:00.
+    return [[json_value(utc_naive(value)) for value in row.values()] for row in page.toArrow().to_pylist()]
 
 
 def deleted_positions(warehouse: Warehouse, deltas: Sequence[str]) -> pa.Array:

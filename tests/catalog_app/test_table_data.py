@@ -122,6 +122,18 @@ def test_nan_and_infinities_load_and_read_back(user_client):
     assert sorted(page.json()["rows"]) == [[1, "NaN"], [2, "Infinity"], [3, "-Infinity"]]
 
 
+def test_the_first_and_last_timestamps_read_back(user_client):
+    """PySpark's collect cannot make a datetime of 0001-01-01 00:00 (through local time); the rows API reads
+    through Arrow."""
+    catalog = make_catalog()
+    make_table(catalog, columns=[{"name": "id", "type": "long"}, {"name": "at", "type": "timestamp"}])
+    rows = [{"id": 1, "at": "0001-01-01T00:00:00"}, {"id": 2, "at": "9999-12-31T23:59:59.999999"}]
+    run(catalog, "table_load", {"strategy": "append_only", "rows": rows})
+    page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
+    assert page.status_code == 200, page.content
+    assert page.json()["rows"] == [[1, "0001-01-01T00:00:00"], [2, "9999-12-31T23:59:59.999999"]]
+
+
 def test_full_refresh_replaces_the_table_and_partitions(spark):
     catalog = make_catalog()
     make_table(catalog, partition_by=["region"])
