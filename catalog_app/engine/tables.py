@@ -430,8 +430,13 @@ def read_page(
     the window can reach: a preview of a large table reads its first segments, not the whole table."""
     frame = read_segments(spark, warehouse, base, current, segments, positions=True)
     page = frame.orderBy(ORDER, POSITION).offset(offset).limit(limit).select(*[F.col(f"`{c.name}`") for c in current])
-    # Through Arrow, not `collect`: PySpark builds datetimes through local time, which fails on 0001-01-01 00:00.
-    return [[json_value(utc_naive(value)) for value in row.values()] for row in page.toArrow().to_pylist()]
+    return [[json_value(utc_naive(value)) for value in row.values()] for row in collected(page)]
+
+
+def collected(frame: DataFrame) -> list[dict[str, Any]]:
+    """A small frame's rows as dicts (structs as dicts too; timestamps UTC-aware, see `utc_naive`). Through Arrow,
+    not `collect`: PySpark builds datetimes through local time, which fails on 0001-01-01 00:00."""
+    return frame.toArrow().to_pylist()
 
 
 def deleted_positions(warehouse: Warehouse, deltas: Sequence[str]) -> pa.Array:

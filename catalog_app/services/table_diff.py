@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog_app.engine import keys
-from catalog_app.engine.tables import Column, Warehouse, json_value, read_segments
+from catalog_app.engine.tables import Column, Warehouse, collected, json_value, read_segments, utc_naive
 from catalog_app.models import Commit, ObjectKind
 from catalog_app.selectors.objects import object_by_id, object_find
 from catalog_app.selectors.refs import ResolvedRef, commit_chain
@@ -71,7 +71,7 @@ def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
     if key_names:
         changes = keys.changes_by_key(before, after, key_names, names).cache()
         counts = dict(changes.groupBy(keys.CHANGE).count().collect())
-        listed = changes.orderBy(*key_names).limit(MAX_LISTED).collect()
+        listed = collected(changes.orderBy(*key_names).limit(MAX_LISTED))
         result |= {
             "counts": {k: counts.get(k, 0) for k in (keys.INSERT, keys.UPDATE, keys.DELETE)},
             "rows": [_change(row, names) for row in listed],
@@ -79,8 +79,8 @@ def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
         return result
     added, deleted = keys.rows_diff(before, after)
     result["counts"] = {"insert": added.count(), "update": 0, "delete": deleted.count()}
-    listed = [("insert", r) for r in added.limit(MAX_LISTED).collect()]
-    listed += [("delete", r) for r in deleted.limit(MAX_LISTED).collect()]
+    listed = [("insert", r) for r in collected(added.limit(MAX_LISTED))]
+    listed += [("delete", r) for r in collected(deleted.limit(MAX_LISTED))]
     result["rows"] = [
         {"change": change, "before": None if change == "insert" else _values(row, names),
          "after": _values(row, names) if change == "insert" else None, "cells": []}
@@ -94,7 +94,7 @@ def _column(column: Column) -> dict:
 
 
 def _values(row, names: list[str]) -> list:
-    return [json_value(row[name]) for name in names]
+    return [json_value(utc_naive(row[name])) for name in names]
 
 
 def _change(row, names: list[str]) -> dict:
