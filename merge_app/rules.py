@@ -82,8 +82,8 @@ NOTES = {
     "P*": "properties vs properties: ok, src wins per key; conflict only if both unset the same key.",
     "S*": "partition vs partition: ok if both set the same spec, else conflict.",
     "F*": "src delete/update vs dest compaction: conflict if dest compacted a segment src's change touched.",
-    "C*": "src compaction vs dest DML: never a conflict; src's compaction is taken over only for segments dest has "
-    "not changed or removed, and discarded for the rest.",
+    "C*": "src compaction vs dest DML: taken over if dest changed or removed none of the segments it compacted, "
+    "else discarded; a conflict only if src also changed rows of the table (they would be lost with it).",
     "U*": "unset vs unset: conflict if both unset the same key, else ok.",
     "ok*": "dest compaction changes no row: src's change is replayed on the compacted files.",
     "R*": "a segment one side rewrote holds rows the other side deleted or updated by position.",
@@ -120,6 +120,7 @@ class Facts:
 
     dest_columns: dict[int, dict] = field(default_factory=dict)  # dest's current columns by id
     src_wrote_data: bool = False
+    src_changed_rows: bool = False  # src inserted, deleted, updated or overwrote rows of the table (not compaction)
     key_mode: bool = False  # a primary-key table with data changes on both sides (4.4)
     keys: dict | None = None  # the key comparison's counts, with `unresolved` conflicts; None: not run yet
 
@@ -226,6 +227,14 @@ def _compacted_touched(src: Op, dest: Op, facts: Facts) -> Verdict:
 
 def _src_compaction(src: Op, dest: Op, facts: Facts) -> Verdict:
     changed = src.removed & (dest.touched | dest.removed)
+    if changed and facts.src_changed_rows:
+        # Dropping the compaction would drop the source's row changes with it: those made before it live in its
+        # output only, and those made after it address its output.
+        return Verdict(
+            CONFLICT, "C*",
+            f"The target changed segment(s) {_segments(changed)} the source compacted, and the source also changed "
+            "rows of the table: the compaction cannot be dropped without losing those changes.",
+        )  # fmt: skip
     if changed:
         return Verdict(
             DISCARDED, "C*",

@@ -185,6 +185,35 @@ def test_c_star_a_source_compaction_is_taken_over_where_the_target_changed_nothi
     assert sorted(amounts(spark, catalog)) == list(range(1, 10))
 
 
+def test_c_star_a_source_compaction_the_target_changed_under_is_dropped_alone(spark):
+    """The target deleted from a segment the source compacted, and the source changed no row: the compaction is
+    dropped (logged), and no row is lost or doubled."""
+    catalog = two_segments()
+    change(catalog, "table_compact", {}, branch="dev")
+    delete(catalog, "id = 6", "main")
+    result = merge(catalog)
+    assert [d["op"] for d in result.log["discarded_operations"]] == ["compaction"]
+    assert sorted(amounts(spark, catalog)) == [1, 2, 3, 4, 5, 7, 8]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_c_star_source_row_changes_around_a_compaction_the_target_changed_under_conflict(spark, mode, when):
+    """Dropping that compaction would drop the source's delete with it (made before: it lives in the compaction's
+    output only; made after: it addresses that output). The merge is refused and nothing changes."""
+    catalog = two_segments(properties={"write.mode": mode})
+    if when == "before":
+        delete(catalog, "id = 1", "dev")
+    change(catalog, "table_compact", {}, branch="dev")
+    if when == "after":
+        delete(catalog, "id = 1", "dev")
+    delete(catalog, "id = 6", "main")
+    conflicts = refused(catalog)
+    assert ("compaction", "delete", "C*") in [(c["row"], c["column"], c["note"]) for c in conflicts]
+    assert sorted(amounts(spark, catalog)) == [1, 2, 3, 4, 5, 7, 8]
+    assert sorted(amounts(spark, catalog, "dev")) == [2, 3, 4, 5, 6, 7, 8]
+
+
 def test_r_star_a_copy_on_write_rewrite_of_a_segment_the_target_deleted_from_conflicts(spark):
     catalog = two_segments()
     table_update(target=on(catalog, "dev"), database="sales", name="orders",
