@@ -19,7 +19,6 @@ from catalog_app.engine.tables import (
     arrow_type,
     json_value,
     spark_type,
-    utc_naive,
 )
 
 FILE_FORMATS = ("parquet", "csv", "json")
@@ -100,7 +99,7 @@ def catalog_value(value: Any, column: Column) -> Any:
     """A JSON value given for `column`, checked as a row's value is, in the form the catalog keeps values
     (partition values, statistics): timestamps in UTC without an offset, decimals at the column's scale. Raises
     TypeError or ValueError if it is not a value of the column's type."""
-    return None if value is None else json_value(utc_naive(_convert(value, column)))
+    return None if value is None else json_value(_convert(value, column))
 
 
 def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Column]) -> DataFrame:

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from catalog_app.engine import tables
+from catalog_app.engine.strategies import Survey
 from catalog_app.engine.tables import (
     POSITION,
     SEGMENT_ID,
@@ -38,6 +39,7 @@ from catalog_app.engine.tables import (
     deleted_positions,
     describe_deltas,
     describe_segments,
+    json_value,
     stat_value,
     utc_naive,
 )
@@ -45,13 +47,13 @@ from catalog_app.engine.tables import (
 COPY_BATCH_ROWS = 256 * 1024  # rows a segment copy holds in memory at a time
 
 
-def arrow_type(type_name: str) -> pa.DataType | None:
+def key_arrow_type(type_name: str) -> pa.DataType | None:
     """The Arrow type keys of this column type are compared in, or None where Arrow and Spark may disagree."""
     return None if type_name in ("float", "double") else tables.arrow_type(type_name)
 
 
 def matchable(keys: Sequence[Column]) -> bool:
-    return all(arrow_type(k.type) is not None for k in keys)
+    return all(key_arrow_type(k.type) is not None for k in keys)
 
 
 def collect_keys(frame: DataFrame, keys: Sequence[Column], extra: Sequence[str], limit: int) -> pa.Table | None:
@@ -63,8 +65,19 @@ def collect_keys(frame: DataFrame, keys: Sequence[Column], extra: Sequence[str],
         return None
     for key in keys:
         index = table.schema.get_field_index(key.name)
-        table = table.set_column(index, key.name, table.column(index).cast(arrow_type(key.type)))
+        table = table.set_column(index, key.name, table.column(index).cast(key_arrow_type(key.type)))
     return table
+
+
+def survey(found: pa.Table, keys: Sequence[Column], ranges, summed: Sequence[str], *, limit: int) -> Survey:
+    """`strategies.key_survey` worked out from the collected keys (`collect_keys`), with no Spark job: the
+    segments whose ranges hold an incoming key, up to `limit` repeated keys (as JSON) and the sums of `summed`."""
+    repeated = repeated_keys(found, [k.name for k in keys], limit=limit)
+    return Survey(
+        segments_hit(found, keys, ranges),
+        [{name: json_value(value) for name, value in key.items()} for key in repeated],
+        {name: pc.sum(found[name]).as_py() or 0 for name in summed},
+    )
 
 
 def repeated_keys(table: pa.Table, keys: Sequence[str], limit: int) -> list[dict[str, Any]]:
@@ -110,7 +123,7 @@ def segments_hit(table: pa.Table, keys: Sequence[Column], ranges: Sequence[tuple
             continue
         inside = ordered.slice(start, stop - start)
         for i, key in enumerate(keys[1:], start=1):
-            low, high = (pa.scalar(_bound(b, key.type), arrow_type(key.type)) for b in bounds[2 * i : 2 * i + 2])
+            low, high = (pa.scalar(_bound(b, key.type), key_arrow_type(key.type)) for b in bounds[2 * i : 2 * i + 2])
             column = inside.column(i)
             inside = inside.filter(pc.and_(pc.greater_equal(column, low), pc.less_equal(column, high)))
         if inside.num_rows:
@@ -143,7 +156,7 @@ def matched_positions(
         written = {c.id: c.name for c in segment.columns}
         rows = pq.read_table(path, columns=[written[k.id] for k in keys], filesystem=filesystem)
         rows = pa.table(
-            {k.name: rows.column(i).cast(arrow_type(k.type)) for i, k in enumerate(keys)}
+            {k.name: rows.column(i).cast(key_arrow_type(k.type)) for i, k in enumerate(keys)}
             | {POSITION: pa.array(np.arange(rows.num_rows, dtype=np.int64))}
         )
         if segment.deltas:
@@ -151,7 +164,7 @@ def matched_positions(
         rows = rows.join(wanted, names, join_type="left semi")
         parts.append(rows.append_column(SEGMENT_ID, pa.array([segment.id] * rows.num_rows, pa.string())))
     if not parts:
-        schema = pa.schema([*[(k.name, arrow_type(k.type)) for k in keys], (POSITION, pa.int64()),
+        schema = pa.schema([*[(k.name, key_arrow_type(k.type)) for k in keys], (POSITION, pa.int64()),
                             (SEGMENT_ID, pa.string())])  # fmt: skip
         return schema.empty_table()
     return pa.concat_tables(parts)

@@ -9,13 +9,13 @@ answer. Spark still evaluates the predicate on every row of the segments kept.
 
 import datetime
 import decimal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from catalog_app.engine.predicates import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
-from catalog_app.engine.tables import stat_value
+from catalog_app.engine.tables import Column, stat_value
 
 PRUNED_TYPES = ("int", "long", "string", "date", "timestamp")  # and decimals; timestamps naive, in UTC
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -39,6 +39,13 @@ def bounds(stats: Mapping[str, Any], type_name: str) -> Bounds | None:
         return None
     low, high = (stat_value(stats[side], type_name) for side in ("min", "max"))
     return Bounds(low, high, stats.get("nulls"))
+
+
+def segment_bounds(stats: Mapping[str, Any], columns: Sequence[Column]) -> dict[str, Bounds]:
+    """A segment's statistics (JSON, by column id) as the `Bounds` of those of `columns` it has and that are
+    pruned on, by column name."""
+    found = {c.name: bounds(stats[str(c.id)], c.type) for c in columns if stats.get(str(c.id)) is not None}
+    return {name: found_bounds for name, found_bounds in found.items() if found_bounds is not None}
 
 
 def may_match(expr: Expr, columns: Mapping[str, Bounds], *, time_zone: str = "UTC") -> bool:

@@ -141,7 +141,7 @@ def _relative_path(path_column: SparkColumn, base: str) -> SparkColumn:
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, datetime.date | datetime.datetime):
-        return value.isoformat()
+        return utc_naive(value).isoformat()  # an instant from Arrow or a footer: in UTC, without the offset
     if isinstance(value, decimal.Decimal):
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or infinities: named as Spark does
@@ -430,12 +430,12 @@ def read_page(
     the window can reach: a preview of a large table reads its first segments, not the whole table."""
     frame = read_segments(spark, warehouse, base, current, segments, positions=True)
     page = frame.orderBy(ORDER, POSITION).offset(offset).limit(limit).select(*[F.col(f"`{c.name}`") for c in current])
-    return [[json_value(utc_naive(value)) for value in row.values()] for row in collected(page)]
+    return [[json_value(value) for value in row.values()] for row in collected(page)]
 
 
 def collected(frame: DataFrame) -> list[dict[str, Any]]:
-    """A small frame's rows as dicts (structs as dicts too; timestamps UTC-aware, see `utc_naive`). Through Arrow,
-    not `collect`: PySpark builds datetimes through local time, which fails on 0001-01-01 00:00."""
+    """A small frame's rows as dicts (structs as dicts too; timestamps UTC-aware, as `json_value` takes them).
+    Through Arrow, not `collect`: PySpark builds datetimes through local time, which fails on 0001-01-01 00:00."""
     return frame.toArrow().to_pylist()
 
 

@@ -8,7 +8,7 @@ from django.conf import settings
 from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files
-from catalog_app.engine.tables import Warehouse, deleted_count, json_value, read_page
+from catalog_app.engine.tables import Warehouse, json_value, read_page
 from catalog_app.jobs.registry import Progress, job_kind
 from catalog_app.models import Catalog, Commit, DataFile, Job
 from catalog_app.selectors.objects import object_by_id
@@ -115,14 +115,8 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         f"{commit.catalog_id}/{table.object_id}",
     )
     rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
-    overlapping = any(len(deltas) > 1 for deltas in data.deltas.values())
-    deleted = (
-        deleted_count(warehouse, reads)
-        if overlapping
-        else sum(d.row_count for deltas in data.deltas.values() for d in deltas)
-    )
     return {
-        "count": sum(s.row_count for s in data.segments) - deleted,
+        "count": data.live_rows(warehouse),
         "page": params["page"],
         "page_size": limit,
         "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in columns],

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from catalog_app.engine.tables import Column, SegmentRead
+from catalog_app.engine.tables import Column, SegmentRead, Warehouse, deleted_count
 from catalog_app.models import DataFile, FileEntry, ObjectVersion
 from catalog_app.selectors.objects import newest_on_chain
 from catalog_app.selectors.refs import Chain
@@ -30,7 +30,17 @@ class TableFiles:
         touched = [s for s in earlier.segments if s.id not in live or deletes(earlier, s.id) != deletes(self, s.id)]
         return touched, [s for s in self.segments if s.id not in earlier_ids]
 
-    def unsplit(self, partition_by: list[int]) -> list[DataFile]:
+    def live_rows(self, warehouse: Warehouse) -> int:
+        """The rows the segments hold less their deleted positions, from the catalog's counts. Only when delta files
+        of one segment may list a position twice between them are they read (pyarrow, no Spark job)."""
+        deltas = [self.deltas.get(s.id, []) for s in self.segments]
+        if any(len(listed) > 1 for listed in deltas):
+            deleted = deleted_count(warehouse, self.reads())
+        else:
+            deleted = sum(d.row_count for listed in deltas for d in listed)
+        return sum(s.row_count for s in self.segments) - deleted
+
+    def unsplit(self, partition_by: Iterable[int | str]) -> list[DataFile]:
         """The live segments written before the table was partitioned as it is now (`partition_by`, column ids):
         without a value of some partition column, they may hold rows of several partitions (compaction splits
         them)."""

@@ -26,7 +26,6 @@ from catalog_app.engine.tables import (
     Column,
     Warehouse,
     WrittenFile,
-    deleted_count,
     read_segments,
     write_deltas,
     write_segments,
@@ -286,15 +285,13 @@ def _matched(spark, snapshot: Snapshot, where: Expr, predicate, *, op: str, coun
 
 def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]:
     """The live segments whose column statistics do not rule `where` out (see `engine.pruning`)."""
-    by_name = {c.name: c for c in snapshot.columns if c.name in where.columns()}
+    named = where.columns()
+    columns = [c for c in snapshot.columns if c.name in named]
     zone = spark.conf.get("spark.sql.session.timeZone")
-
-    def known(segment: DataFile) -> dict[str, pruning.Bounds]:
-        stats = {name: segment.stats.get(str(column.id)) for name, column in by_name.items()}
-        found = {name: pruning.bounds(stat, by_name[name].type) for name, stat in stats.items() if stat is not None}
-        return {name: bounds for name, bounds in found.items() if bounds is not None}
-
-    return [s for s in snapshot.files.segments if pruning.may_match(where, known(s), time_zone=zone)]
+    return [
+        s for s in snapshot.files.segments
+        if pruning.may_match(where, pruning.segment_bounds(s.stats, columns), time_zone=zone)
+    ]  # fmt: skip
 
 
 def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
@@ -340,15 +337,12 @@ def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> Data
     """Rewrite small segments, segments with delta files and segments written before the table was partitioned as
     it is now into fewer files, one partition each; no row changes."""
     target = int(snapshot.table.state["properties"].get(COMPACTION_TARGET, DEFAULT_COMPACTION_TARGET))
-    unsplit = {s.id for s in snapshot.unsplit()}
-    small = [
-        s for s in snapshot.files.segments if s.size_bytes < target or s.id in snapshot.files.deltas or s.id in unsplit
-    ]
-    if len(small) < 2 and not any(s.id in snapshot.files.deltas or s.id in unsplit for s in small):
+    rewrite = {s.id for s in snapshot.unsplit()} | set(snapshot.files.deltas)  # whatever their size
+    small = [s for s in snapshot.files.segments if s.size_bytes < target or s.id in rewrite]
+    if len(small) < 2 and not any(s.id in rewrite for s in small):
         return DataChange(Op.COMPACTION)
-    reads = TableFiles(small, snapshot.files.deltas).reads()
     files = max(1, math.ceil(sum(s.size_bytes for s in small) / target))
-    live = sum(s.row_count for s in small) - deleted_count(snapshot.warehouse, reads)
+    live = TableFiles(small, snapshot.files.deltas).live_rows(snapshot.warehouse)
     written = snapshot.write(snapshot.read(spark, small).coalesce(files), tag)
     if sum(w.row_count for w in written) != live:
         raise ApplicationError("compaction_mismatch", "Compaction wrote a different number of rows; nothing committed.")

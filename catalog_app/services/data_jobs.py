@@ -18,7 +18,7 @@ from catalog_app.selectors.tables import table_columns, table_files
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data import predicate_errors
 from catalog_app.services.jobs import job_create, job_run_sync
-from catalog_app.services.loads import LOAD_STRATEGIES, load_fields, refuse_unsplit
+from catalog_app.services.loads import LOAD_STRATEGIES, load_fields, overwrites_partitions, refuse_unsplit
 from lakeui.errors import ApplicationError, ConflictError
 
 MAX_JSON_ROWS = 10_000
@@ -98,7 +98,7 @@ def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: s
     types = {c.name: c.type for c in table_columns(current)}
     if kind == "table_load":
         checked = _load_params(current, params)
-        if checked["strategy"] == "snapshot" or checked.get("partitions"):  # a partition overwrite
+        if overwrites_partitions(checked):
             refuse_unsplit(table_files(resolved.chain, table_id=current.object_id), current)
     elif kind == "table_delete":
         with predicate_errors():

@@ -13,14 +13,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-import pyarrow.compute as pc
 from django.conf import settings
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from catalog_app import schema
 from catalog_app.engine import dml, incoming, keymatch, strategies
-from catalog_app.engine.tables import Column, deleted_count, file_in_partitions, json_value, write_deltas
+from catalog_app.engine.tables import Column, collected, file_in_partitions, json_value, write_deltas
 from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import TableFiles
@@ -164,7 +163,7 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
             table.state = {**state, "columns": columns, "last_column_id": last_id + 2}
             snapshot = dataclasses.replace(snapshot, table=table)
     partitions = params.get("partitions")
-    if (strategy == "full_refresh" and partitions) or strategy == "snapshot":
+    if overwrites_partitions(params):
         refuse_unsplit(snapshot.files, snapshot.table)
     with _cache_scope() as cache:
         # A key load's first pass (the key survey) also runs the incoming rows' checks; `incremental` first drops
@@ -179,7 +178,7 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
             details = {"partitions": partitions} if partitions else {}
             change = _overwrite(snapshot, rows, replaced, tag, details)
         elif strategy == "snapshot":
-            change = _snapshot_change(spark, snapshot, rows, fields["partition_column"], tag)
+            change = _snapshot_change(snapshot, rows, fields["partition_column"], tag)
         else:
             known = _incoming_rows(snapshot, params)
             change = _key_change(spark, snapshot, rows, strategy, fields, tag, cache, known_rows=known)
@@ -191,6 +190,11 @@ def _one_pass(params: dict) -> bool:
     return params["strategy"] == "append_only" or (
         params["strategy"] == "full_refresh" and not params.get("partitions")
     )
+
+
+def overwrites_partitions(params: dict) -> bool:
+    """Whether the load replaces partitions: `snapshot`, or `full_refresh` with `partitions`."""
+    return params["strategy"] == "snapshot" or bool(params.get("partitions"))
 
 
 def refuse_unsplit(files: TableFiles, table: ObjectVersion) -> None:
@@ -206,8 +210,7 @@ def _rows(written) -> int:
 
 
 def _overwrite(snapshot: Snapshot, rows: DataFrame, replaced: list[DataFile], tag: str, details: dict):
-    reads = TableFiles(replaced, snapshot.files.deltas).reads()  # their rows are counted, not read
-    deleted = sum(s.row_count for s in replaced) - deleted_count(snapshot.warehouse, reads)
+    deleted = TableFiles(replaced, snapshot.files.deltas).live_rows(snapshot.warehouse)  # counted, not read
     written = snapshot.write(rows, tag)
     return DataChange(
         Op.OVERWRITE, new_segments=written, removed=snapshot.with_deltas(replaced),
@@ -215,10 +218,11 @@ def _overwrite(snapshot: Snapshot, rows: DataFrame, replaced: list[DataFile], ta
     )  # fmt: skip
 
 
-def _snapshot_change(spark, snapshot: Snapshot, rows: DataFrame, partition_column: str, tag: str) -> DataChange:
+def _snapshot_change(snapshot: Snapshot, rows: DataFrame, partition_column: str, tag: str) -> DataChange:
     """Overwrite the partitions present in the incoming data; other partitions' files stay as they are."""
     column = next(c for c in snapshot.columns if c.name == partition_column)
-    values = sorted((json_value(r[0]) for r in rows.select(F.col(f"`{column.name}`")).distinct().collect()), key=str)
+    present = collected(rows.select(F.col(f"`{column.name}`")).distinct())
+    values = sorted((json_value(row[column.name]) for row in present), key=str)
     wanted = [{str(column.id): value} for value in values]
     replaced = [s for s in snapshot.files.segments if file_in_partitions(s.partition_values, wanted)]
     return _overwrite(snapshot, rows, replaced, tag, {"partitions": [{column.name: v} for v in values]})
@@ -310,13 +314,7 @@ def _survey(spark, rows: DataFrame, keys: list[Column], ranges, checks: list[str
     found = keymatch.collect_keys(rows, keys, checks, limit) if collect else None
     if found is None:
         return strategies.key_survey(spark, rows, keys, ranges, summed=checks), None
-    repeated = keymatch.repeated_keys(found, [k.name for k in keys], limit=5)
-    survey = strategies.Survey(
-        keymatch.segments_hit(found, keys, ranges),
-        [{name: json_value(value) for name, value in key.items()} for key in repeated],
-        {name: pc.sum(found[name]).as_py() or 0 for name in checks},
-    )
-    return survey, found
+    return keymatch.survey(found, keys, ranges, checks, limit=5), found
 
 
 def _driver_matches(snapshot: Snapshot, found, candidates: list[DataFile], keys: list[Column], strategy: str):

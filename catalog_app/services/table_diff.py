@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog_app.engine import keys
-from catalog_app.engine.tables import Column, Warehouse, collected, json_value, read_segments, utc_naive
+from catalog_app.engine.tables import Column, Warehouse, collected, json_value, read_segments
 from catalog_app.models import Commit, ObjectKind
 from catalog_app.selectors.objects import object_by_id, object_find
 from catalog_app.selectors.refs import ResolvedRef, commit_chain
@@ -94,7 +94,7 @@ def _column(column: Column) -> dict:
 
 
 def _values(row, names: list[str]) -> list:
-    return [json_value(utc_naive(row[name])) for name in names]
+    return [json_value(row[name]) for name in names]
 
 
 def _change(row, names: list[str]) -> dict:

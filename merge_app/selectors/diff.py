@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
-from catalog_app.selectors.objects import newest_on_chain
+from catalog_app.selectors.objects import newest_on_chain, object_by_id
 from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
 from lakeui.errors import ApplicationError
 from merge_app import rules, states
@@ -466,6 +466,6 @@ def overwritten_partitions(overwrite: Op, object_id: uuid.UUID) -> list[dict[str
     if not partitions:
         return None
     chain = commit_chain(Commit.objects.get(id=overwrite.commit))
-    version = newest_on_chain(ObjectVersion.objects.filter(object_id=object_id), chain, key="object_id").get()
+    version = object_by_id(chain, object_id=object_id)
     ids = {column["name"]: str(column["id"]) for column in version.state["columns"]}
     return [{ids.get(name, f"gone:{name}"): value for name, value in partition.items()} for partition in partitions]

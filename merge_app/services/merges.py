@@ -370,33 +370,38 @@ class _MergeWriter:
         """The target's own segments that mix partitions (written before the table was partitioned by the source
         overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
         files, recorded as a `delete` of the merge commit."""
+        target = self.files["target"].get(obj.object_id, NO_FILES)
         ids = {column_id for partition in partitions for column_id in partition}
-        mixed = {str(f.id) for f in kept if f.kind == DataFile.Kind.SEGMENT and not ids <= f.partition_values.keys()}
+        mixed = {s.id for s in target.unsplit(ids)} & {f.id for f in kept}
         if not mixed:
             return
         columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
-        reads = [r for r in self.files["target"][obj.object_id].reads() if r.id in mixed]
+        reads = [r for r in target.reads() if uuid.UUID(r.id) in mixed]
         warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
         rows = read_segments(spark_session(), warehouse, base, columns, reads, positions=True)
         hit = dml.positions_matching(rows, dml.rows_in_partitions(partitions, columns))
-        deltas = [
-            self._written(obj.object_id, w, DataFile.Kind.DELTA)
-            for w in write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}")
-        ]  # fmt: skip
+        deltas = self._add_written(
+            obj, write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}"), DataFile.Kind.DELTA
+        )
         if not deltas:
             return
-        for delta in deltas:
-            self.draft.add_file(delta)
-            self.log["files"].append(
-                {"object": obj.name, "kind": delta.kind, "id": str(delta.id), "path": delta.path,
-                 "rows": delta.row_count, "bytes": delta.size_bytes, "segment": str(delta.segment_id),
-                 "written_by_merge": True}
-            )  # fmt: skip
         details = {
             "deltas_added": [str(d.id) for d in deltas], "segments_touched": [str(d.segment_id) for d in deltas],
             "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
         }  # fmt: skip
         self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
+
+    def _add_written(self, obj: ObjectDiff, written: list, kind: str) -> list[DataFile]:
+        """Files the merge wrote for `obj` (`engine.tables.WrittenFile`s): added to the commit, and logged."""
+        files = [self._written(obj.object_id, w, kind) for w in written]
+        for file in files:
+            self.draft.add_file(file)
+            entry = {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path,
+                     "rows": file.row_count, "bytes": file.size_bytes, "written_by_merge": True}  # fmt: skip
+            if file.segment_id is not None:
+                entry["segment"] = str(file.segment_id)
+            self.log["files"].append(entry)
+        return files
 
     def _written(self, table_id, written, kind: str) -> DataFile:
         """A file the merge wrote; a segment gets the schema its table has after this commit (CommitDraft)."""
@@ -413,11 +418,8 @@ class _MergeWriter:
         segments, deltas, figures, touched = keys.replay(
             spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
         )
-        table_id = obj.object_id
-        new_segments = [self._written(table_id, w, DataFile.Kind.SEGMENT) for w in segments]
-        new_deltas = [self._written(table_id, w, DataFile.Kind.DELTA) for w in deltas]
-        for file in [*new_segments, *new_deltas]:
-            self.draft.add_file(file)
+        new_segments = self._add_written(obj, segments, DataFile.Kind.SEGMENT)
+        new_deltas = self._add_written(obj, deltas, DataFile.Kind.DELTA)
         details = {
             "segments_added": [str(f.id) for f in new_segments], "deltas_added": [str(f.id) for f in new_deltas],
             "segments_removed": [], "deltas_removed": [], "segments_touched": [str(s.id) for s in touched],
@@ -425,12 +427,7 @@ class _MergeWriter:
             **figures,
         }  # fmt: skip
         op = "update" if figures["rows_replaced"] else "insert"
-        self.draft.operation(object_id=table_id, kind=obj.kind, op=op, details=details)
-        for f in [*new_segments, *new_deltas]:
-            self.log["files"].append(
-                {"object": obj.name, "kind": f.kind, "id": str(f.id), "path": f.path, "rows": f.row_count,
-                 "bytes": f.size_bytes, "written_by_merge": True}
-            )  # fmt: skip
+        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op, details=details)
 
     def _take_over(self, obj: ObjectDiff, added: list[DataFile]) -> None:
         """Make `added` live on the target by reference. A segment written with a schema version the target's

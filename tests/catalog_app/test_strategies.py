@@ -490,13 +490,11 @@ def test_upsert_into_a_partitioned_table_writes_one_partition_per_file(spark, mo
 
 
 def read_segment(spark, catalog, segment):
-    from catalog_app.engine.tables import Warehouse, read_segments
-    from catalog_app.selectors.tables import TableFiles, table_columns
-
     _, version = table_version(catalog)
-    reads = TableFiles([segment], files_at(catalog).deltas).reads()
-    base = f"{catalog.id}/{version.object_id}"
-    return read_segments(spark, Warehouse(settings.LAKEUI_WAREHOUSE), base, table_columns(version), reads)
+    snapshot = table_snapshot(
+        catalog_id=str(catalog.id), branch="main", table_id=str(version.object_id), warehouse=settings.LAKEUI_WAREHOUSE
+    )
+    return snapshot.read(spark, [segment])
 
 
 EVENTS = [
@@ -559,7 +557,6 @@ def test_upsert_on_a_composite_key_of_string_date_and_timestamp_columns(spark):
 @pytest.mark.usefixtures("matching")
 def test_upsert_matches_keys_in_segments_written_before_the_key_column_was_widened(spark):
     from catalog_app.services.tables import column_update
-    from tests.support.catalogs import on
 
     catalog = make_catalog()
     make_table(catalog, columns=[{"name": "id", "type": "int", "nullable": False}, *COLUMNS[1:]])
@@ -669,8 +666,6 @@ def test_a_key_load_checks_the_incoming_rows_in_its_first_pass(spark, tmp_path, 
 
 
 def test_scd2_plan_closes_changed_open_versions_only(spark):
-    from datetime import datetime
-
     from catalog_app.engine.strategies import GROUP, scd2_plan
 
     now = datetime(2026, 1, 2)
