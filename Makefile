@@ -9,9 +9,10 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): requirements.txt | $(BIN)/python
+$(STAMP): requirements.txt clients/python/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -e ./clients/python
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -73,8 +73,13 @@ def seed(spark, rows: int, files: int):
     data = data.select("id", (F.col("id") * 7).alias("value"), F.concat(F.lit("v"), "id").alias("label"))
     written = snapshot.write(data, tag="seed")
     change = DataChange("insert", new_segments=written, counts={"rows_inserted": rows})
-    commit = data_change_commit(snapshot=snapshot, change=change, job=Job.objects.create(kind="seed"), message="seed")
+    commit = data_change_commit(snapshot=snapshot, change=change, job=_claimed(kind="seed"), message="seed")
     return catalog, table, snapshot.base, commit
+
+
+def _claimed(**fields) -> Job:
+    """A job as a worker's delivery holds it: its commit is fenced by the claim."""
+    return Job.objects.create(**fields, status=Job.Status.RUNNING, worker="benchmark/upsert")
 
 
 def incoming(spark, rows: int, files: int, upsert: int):
@@ -98,7 +103,7 @@ def lakeui_upsert(catalog, table, branch: str, upload: dict, mode: str) -> tuple
         catalog_id=str(catalog.id), branch=branch, table_id=str(table.object_id), warehouse=settings.LAKEUI_WAREHOUSE
     )
     params = {"strategy": "upsert", "key_columns": ["id"], "upload": upload}
-    job = Job.objects.create(kind="table_load", params=params)
+    job = _claimed(kind="table_load", params=params)
     change = load_change(spark, snapshot, params, tag=f"bench-{uuid.uuid4().hex[:8]}")
     data_change_commit(snapshot=snapshot, change=change, job=job, message="upsert")
     return time.perf_counter() - started, change.result()

@@ -1,9 +1,10 @@
 """Celery tasks: interfaces like views. They take ids, call a service, and own the retry policy."""
 
 from celery import shared_task
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
-from catalog_app.services.jobs import JobOutcome, job_execute
+from catalog_app.services.jobs import JobOutcome, JobRecoveryLoop, job_execute
 
 # A duplicate delivery of a job that is alive elsewhere comes back until that job can have finished.
 _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_JOB_STALE_AFTER) + 5
@@ -15,3 +16,20 @@ def run_job(self, job_id: str) -> str:
     if outcome is JobOutcome.BUSY:
         raise self.retry(countdown=settings.LAKEUI_JOB_STALE_AFTER)
     return outcome.value
+
+
+_recovery: list[JobRecoveryLoop] = []
+
+
+@worker_ready.connect
+def start_job_recovery(**kwargs) -> None:
+    """Every worker (any broker, embedded included) looks for jobs whose worker died or whose message was lost."""
+    loop = JobRecoveryLoop()
+    loop.start()
+    _recovery.append(loop)
+
+
+@worker_shutdown.connect
+def stop_job_recovery(**kwargs) -> None:
+    while _recovery:
+        _recovery.pop().stopped.set()

@@ -18,6 +18,8 @@ from typing import Any
 from catalog_app.types import is_widening, parse_type
 
 OK, CONFLICT, DISCARDED, PENDING = "ok", "conflict", "discarded", "pending"
+FAIL, SOURCE_WINS, TARGET_WINS = "fail", "source_wins", "target_wins"
+CHOICES = (FAIL, SOURCE_WINS, TARGET_WINS)  # the resolutions a merge takes (4.4)
 
 DATABASE_TABLE = """
 | src \\ dest | drop | modify_name | set_properties | unset_properties |
@@ -136,7 +138,8 @@ class Verdict:
 Condition = Callable[[Op, Op, Facts], Verdict]
 
 
-def _segments(ids: set[str]) -> str:
+def segments_named(ids: set[str]) -> str:
+    """Segment ids as the reasons name them."""
     return ", ".join(sorted(segment[:8] for segment in ids))
 
 
@@ -144,7 +147,7 @@ def _common_segment(note: str) -> Condition:
     def decide(src: Op, dest: Op, facts: Facts) -> Verdict:
         common = src.touched & dest.touched
         if common:
-            return Verdict(CONFLICT, note, f"Both sides changed rows of segment(s) {_segments(common)}.")
+            return Verdict(CONFLICT, note, f"Both sides changed rows of segment(s) {segments_named(common)}.")
         return Verdict(OK, note, "The two sides changed rows of different segments.")
 
     return decide
@@ -163,7 +166,7 @@ def _replaced_by_overwrite(note: str) -> Condition:
         return Verdict(
             CONFLICT, note,
             f"The source's {src.op} rewrote rows both of segments the target's overwrite replaced "
-            f"({_segments(replaced)}) and of others, in the same files: it cannot be split.",
+            f"({segments_named(replaced)}) and of others, in the same files: it cannot be split.",
         )  # fmt: skip
 
     return decide
@@ -221,7 +224,7 @@ def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
 def _compacted_touched(src: Op, dest: Op, facts: Facts) -> Verdict:
     common = src.touched & dest.removed
     if common:
-        return Verdict(CONFLICT, "F*", f"The target compacted segment(s) {_segments(common)} the source changed.")
+        return Verdict(CONFLICT, "F*", f"The target compacted segment(s) {segments_named(common)} the source changed.")
     return Verdict(OK, "F*", "The target compacted none of the segments the source changed.")
 
 
@@ -232,13 +235,13 @@ def _src_compaction(src: Op, dest: Op, facts: Facts) -> Verdict:
         # output only, and those made after it address its output.
         return Verdict(
             CONFLICT, "C*",
-            f"The target changed segment(s) {_segments(changed)} the source compacted, and the source also changed "
-            "rows of the table: the compaction cannot be dropped without losing those changes.",
+            f"The target changed segment(s) {segments_named(changed)} the source compacted, and the source also "
+            "changed rows of the table: the compaction cannot be dropped without losing those changes.",
         )  # fmt: skip
     if changed:
         return Verdict(
             DISCARDED, "C*",
-            f"The target changed segment(s) {_segments(changed)} the source compacted: the compaction is dropped.",
+            f"The target changed segment(s) {segments_named(changed)} the source compacted: the compaction is dropped.",
             tuple(sorted(src.added)),
         )  # fmt: skip
     return Verdict(OK, "C*", "The target changed none of the segments the source compacted.")
@@ -283,6 +286,44 @@ def _by_key(facts: Facts) -> Verdict:
     return Verdict(CONFLICT if unresolved else OK, "4.4", summary)
 
 
+@dataclass(frozen=True)
+class SourceWins:
+    """What a table's `source_wins` settles on a table without a primary key (`source_wins_scope`)."""
+
+    files: frozenset[str]  # the contested segments and every file either side derived from them
+    superseded: tuple[int, ...]  # indexes of the target operations the source's version of those files replaces
+    mixed: tuple[int, ...]  # of those, target inserts: rows of the target's own that would be lost
+
+
+def source_wins_scope(src_ops: list[Op], dest_ops: list[Op], conflicting: list[tuple[int, int]]) -> SourceWins:
+    """The segments the conflicting pairs changed (both operations' inputs), grown to a fixpoint by every operation
+    of either side that read or wrote one of them (rewrites, compactions, delete files, an update's new rows): the
+    target takes the source's version of all of those files and keeps every other change of its own. Positions are
+    the only row identity of a table without a key, so a conflict is settled a segment at a time."""
+    files: set[str] = set()
+    for i, j in conflicting:
+        files |= _inputs(src_ops[i]) | _inputs(dest_ops[j])
+    sides = [(False, i, op) for i, op in enumerate(src_ops)] + [(True, j, op) for j, op in enumerate(dest_ops)]
+    inside: set[tuple[bool, int]] = set()
+    grown = True
+    while grown:
+        grown = False
+        for side in sides:
+            target, index, op = side
+            if (target, index) in inside or op.op not in DML or not (_inputs(op) | op.added) & files:
+                continue
+            files |= _inputs(op) | op.added
+            inside.add((target, index))
+            grown = True
+    superseded = tuple(sorted(index for target, index in inside if target))
+    mixed = tuple(index for index in superseded if dest_ops[index].op == "insert")
+    return SourceWins(frozenset(files), superseded, mixed)
+
+
+def _inputs(op: Op) -> set[str]:
+    return op.touched | op.removed | set(op.details.get("deltas_removed", []))
+
+
 def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Verdict]:
     """The cell of the pair and what it decides."""
     if facts.key_mode and src.op in DML and dest.op in DML:
@@ -296,6 +337,7 @@ def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Ver
     if decided.verdict == OK and cell not in ("F*", "C*", "A4", "A5"):
         rewritten = _rewritten_positions(src, dest)
         if rewritten:
-            why = f"Segment(s) {_segments(rewritten)} were rewritten by one side after the other changed rows in them."
+            why = f"Segment(s) {segments_named(rewritten)} were rewritten by one side after the other changed rows in "
+            why += "them."
             return cell, Verdict(CONFLICT, "R*", why)
     return cell, decided

@@ -5,6 +5,7 @@ being replayed); elsewhere the target's stays. Columns are matched by id, so ren
 with other changes; the rule tables have already refused the combinations that cannot merge (A6, S*, P*, U*).
 """
 
+from collections.abc import Callable
 from typing import Any
 
 MISSING = object()
@@ -72,3 +73,42 @@ def duplicate_column_names(columns: list[dict]) -> list[str]:
             duplicates.append(column["name"])
         seen.add(column["name"].lower())
     return duplicates
+
+
+def table_problems(
+    base: dict, src: dict, dest: dict, merged: dict, *, wrote: dict[str, bool], nulls: Callable[[str], set[int]]
+) -> list[str]:
+    """Why the merged table would break its own rules (DESIGN.md 4.0, A6.2), for a table both sides changed.
+    `wrote[side]`: whether that side wrote rows since the ancestor; `nulls(side)`: the ids of the columns that the
+    segments it wrote may hold NULLs in (read from their statistics, only when needed)."""
+    problems = []
+    names = {column["id"]: column["name"] for column in merged["columns"]}
+    for field, what in (("partition_by", "partitioned"), ("primary_key", "keyed")):
+        missing = [column_id for column_id in merged.get(field) or [] if column_id not in names]
+        if missing:
+            problems.append(
+                f"The merged table would be {what} by a column one side dropped (column id {missing[0]}): drop the "
+                f"{field.replace('_', ' ')} first or keep the column."
+            )
+    base_ids = {column["id"]: column for column in base["columns"]}
+    side_ids = {"source": {c["id"] for c in src["columns"]}, "target": {c["id"] for c in dest["columns"]}}
+    for column in merged["columns"]:
+        if column["nullable"]:
+            continue
+        old = base_ids.get(column["id"])
+        for side, other in (("source", "target"), ("target", "source")):
+            added = old is None and column["id"] in side_ids[side] - side_ids[other]
+            if added and column.get("default") is None and wrote[other]:
+                problems.append(
+                    f"A6.2: the {side} added NOT NULL column {column['name']!r} without a default, and the {other} "
+                    "wrote rows that have no value for it."
+                )
+        if old is not None and old["nullable"]:  # made NOT NULL since the ancestor: rows written meanwhile
+            for side in ("source", "target"):
+                if wrote[side] and column["id"] in nulls(side):
+                    problems.append(
+                        f"Column {column['name']!r} became NOT NULL while the {side} wrote rows that may hold NULL "
+                        "in it."
+                    )
+                    break
+    return problems

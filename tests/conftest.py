@@ -17,6 +17,7 @@ IDLE_TIMEOUT = 120
 
 
 _workers: list[Worker] = []  # the session's worker, once a test has started it
+_CALLED = pytest.StashKey[bool]()
 
 
 @pytest.fixture(scope="session")
@@ -42,13 +43,20 @@ def _transactional(item: pytest.Item) -> bool:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    item.stash[_CALLED] = True  # its fixtures (the database among them) were set up
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """Before any fixture is torn down, settle the worker: the jobs a transactional test left queued are
     cancelled (a worker that picks one up later finds it finished) and those it runs are awaited. Otherwise
     the database flush after the test races a job still writing, and the TRUNCATE deadlocks with it. Any
     transactional test can leave jobs behind, not only those that ask for `celery_worker`: a merge request
-    queues its plan when it is saved."""
-    if _workers and _transactional(item):
+    queues its plan when it is saved. A test that never ran (skipped, an xfail not run, a setup that failed)
+    has no database access to settle with, and left nothing behind."""
+    if _workers and item.stash.get(_CALLED, False) and _transactional(item):
         _settle(_workers[0])
     return (yield)
 

@@ -3,7 +3,6 @@
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -23,8 +22,6 @@ def _accepted(job):
 
 
 class TableLoadApi(APIView):
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
-
     class InputSerializer(WriteInputSerializer):
         strategy = serializers.CharField()
         rows = serializers.ListField(child=serializers.JSONField(), required=False)
@@ -44,6 +41,13 @@ class TableLoadApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
+        rows = request.data.get("rows") if hasattr(request.data, "get") else None
+        if isinstance(rows, list) and len(rows) > settings.LAKEUI_MAX_ROWS:
+            raise ApplicationError(
+                "payload_too_large",
+                f"A load may send at most {settings.LAKEUI_MAX_ROWS} rows; upload a file or load in parts.",
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = {key: value for key, value in data.validated_data.items() if key not in ("file", "format", "message")}

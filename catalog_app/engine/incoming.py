@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from catalog_app.engine.tables import (
     Column,
@@ -179,6 +180,13 @@ def checked_frame(
     unknown = sorted(set(incoming) - set(by_name))
     if unknown:
         raise IncomingError("unknown_column", f"The data has columns the table does not have: {unknown}.")
+    mismatched = [
+        f"column {column.name!r} is {frame.schema[column.name].dataType.simpleString()}, not {column.type}"
+        for column in columns
+        if column.name in incoming and not type_fits(frame.schema[column.name].dataType, column.type)
+    ]
+    if mismatched:
+        raise IncomingError("type_mismatch", "The data does not fit the table's schema: " + "; ".join(mismatched) + ".")
     projected, checks = [], []
     for column in columns:
         target = spark_type(column.type)
@@ -198,6 +206,33 @@ def checked_frame(
     names = check_columns(frame)
     check_counts(frame.agg(*[F.sum(F.col(f"`{name}`")).alias(name) for name in names]).first().asDict(), columns)
     return frame.drop(*names)
+
+
+INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+NUMERIC = (*INTEGRAL, T.FloatType, T.DoubleType, T.DecimalType)
+# The typed source columns (Parquet, or JSON lines as Spark infers them) each column type takes, as strictly as
+# JSON rows are checked (`CONVERT`): no number or struct into a string, no fraction or boolean into an integer.
+# Text (CSV, or a JSON string) is parsed by the cast and checked value by value; an all-null column always fits.
+FITTING_SOURCES = {
+    "boolean": (T.BooleanType,),
+    "int": INTEGRAL,
+    "long": INTEGRAL,
+    "float": NUMERIC,
+    "double": NUMERIC,
+    "decimal": NUMERIC,
+    "string": (),
+    "binary": (T.BinaryType,),
+    "date": (T.DateType,),
+    "timestamp": (T.DateType, T.TimestampType, T.TimestampNTZType),
+}
+
+
+def type_fits(source: T.DataType, column_type: str) -> bool:
+    """Whether values of Spark type `source` may be loaded into a column of `column_type` (see FITTING_SOURCES)."""
+    if isinstance(source, T.StringType | T.NullType):
+        return True
+    fitting = FITTING_SOURCES.get(column_type.split("(", 1)[0])
+    return fitting is None or isinstance(source, fitting)
 
 
 def _flag(condition, name: str):

@@ -1,11 +1,17 @@
 """The one place that builds a SparkSession: one per process, created on first use, reused by every job."""
 
+import contextlib
+import logging
 import os
 import sys
 import threading
 from dataclasses import dataclass, field
 
+from py4j.protocol import Py4JNetworkError
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
 
 # Spark writes each StructField's metadata "parquet.field.id" as the Parquet field id and, on read, matches
 # Parquet columns to the requested schema by that id. Column ids therefore survive renames.
@@ -51,6 +57,9 @@ def get_or_create(config: SparkConfig) -> SparkSession:
     """The process's SparkSession, built from `config` on the first call; later calls ignore `config`."""
     global _session
     with _lock:
+        if _session is not None and not _alive(_session):
+            logger.warning("The Spark JVM of this process is gone; building a new SparkSession")
+            _forget()
         if _session is None or _session.sparkContext._jsc is None:
             # Python workers must run the interpreter (and packages) of this process, e.g. the project's venv.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -72,3 +81,43 @@ def stop() -> None:
         if _session is not None:
             _session.stop()
             _session = None
+
+
+def _alive(spark: SparkSession) -> bool:
+    """Whether the session's JVM still answers (a cheap call through the py4j gateway)."""
+    try:
+        spark.sparkContext._jvm.java.lang.System.currentTimeMillis()
+        return spark.sparkContext._jsc is not None
+    except Exception:
+        return False
+
+
+def _forget() -> None:
+    """Drop every reference PySpark keeps to a dead JVM, so the next builder starts a new one. Caller holds _lock."""
+    global _session
+    gateway = SparkContext._gateway
+    with contextlib.suppress(Exception):
+        if gateway is not None:
+            gateway.shutdown()
+    with contextlib.suppress(Exception):
+        if gateway is not None and getattr(gateway, "proc", None) is not None:
+            gateway.proc.kill()
+            gateway.proc.wait(timeout=10)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    _session = None
+
+
+def engine_lost(exc: BaseException) -> bool:
+    """Whether `exc` came from the Spark JVM having died or stopped answering (not from the job's own error).
+    Checks the exception chain for a py4j network error, then asks the JVM itself."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, Py4JNetworkError | ConnectionRefusedError | ConnectionResetError | BrokenPipeError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    with _lock:
+        return _session is not None and not _alive(_session)

@@ -19,10 +19,24 @@ QUERY_NODES = {
     "Generate", "Pivot", "Deduplicate", "Tail", "Sample", "LateralJoin", "UnresolvedHaving", "LocalRelation",
     "CTERelationRef", "Expand",
 }  # fmt: skip
-DENIED_FUNCTIONS = {"reflect", "java_method", "try_reflect", "read_files", "input_file_name", "current_user", "user"}
+# Functions that reach outside the query (the JVM, files) or leak the server's OS user (Spark's user functions).
+DENIED_FUNCTIONS = {
+    "reflect", "java_method", "try_reflect", "read_files", "input_file_name", "current_user", "user", "session_user",
+}  # fmt: skip
+# Expressions the parser builds directly (CURRENT_USER, SESSION_USER written without parentheses).
+DENIED_EXPRESSIONS = {"CurrentUser"}
 VIEW_PREFIX = "__lakeui_"
 POSITION = re.compile(r"line (\d+), pos (\d+)")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def error_message(exc: Exception) -> str:
+    """A Spark error's first line for the user, without the Java exception class or stack trace."""
+    java = getattr(exc, "java_exception", None)
+    text = (java.getMessage() if java is not None else None) or str(exc) or type(exc).__name__
+    lines = [line.strip() for line in text.split("\n") if line.strip() and not line.strip().startswith("at ")]
+    first = lines[0] if lines else "the query failed"
+    return re.sub(r"\b(?:java|scala|org\.apache)\.[\w.$]+(?:Exception|Error)\b:?\s*", "", first)[:300]
 
 
 class SqlError(ValueError):
@@ -57,7 +71,9 @@ def _parse(spark: SparkSession, statement: str):
         return spark._jsparkSession.sessionState().sqlParser().parsePlan(statement.strip().rstrip(";"))
     except Exception as exc:
         java = getattr(exc, "java_exception", None)
-        text = java.getMessage() if java is not None else str(exc)
+        if java is not None and _name(java) == "StackOverflowError":
+            raise SqlError("The statement is nested too deeply.") from None
+        text = (java.getMessage() if java is not None else None) or str(exc)
         found = POSITION.search(text)
         position = None
         if found:
@@ -105,6 +121,8 @@ def _check(plan) -> tuple[list, set[str]]:
                     function = _seq(part.nameParts())[-1].lower()
                     if function in DENIED_FUNCTIONS or len(_seq(part.nameParts())) > 1:
                         raise SqlError(f"Function {function!r} is not allowed.", _span(part)[0])
+                elif _name(part) in DENIED_EXPRESSIONS:
+                    raise SqlError("The current user is not available in SQL.")
                 elif _name(part) == "UnresolvedTableValuedFunction":
                     raise SqlError("Table-valued functions are not allowed.")
         if kind in ("UnresolvedRelation", "RelationTimeTravel"):
@@ -173,6 +191,17 @@ def run_select(
             raise SqlError("The statement reads something other than the catalog's tables.")
     try:
         result = spark.sql(rewritten)
-        return result.limit(limit) if limit is not None else result
     except PySparkException as exc:
-        raise SqlError(f"The query cannot run: {str(exc).split(chr(10), 1)[0][:300]}") from None
+        raise SqlError(f"The query cannot run: {error_message(exc)}") from None
+    _check_analyzed(result._jdf.queryExecution().analyzed())
+    return result.limit(limit) if limit is not None else result
+
+
+def _check_analyzed(plan) -> None:
+    """Refuses what only analysis reveals: CURRENT_USER or SESSION_USER written without parentheses parse as a
+    column name and resolve to the server's OS user when no column has that name."""
+    for node in _plans(plan):
+        for expression in _seq(node.expressions()):
+            for part in _expressions(expression):
+                if _name(part) in DENIED_EXPRESSIONS:
+                    raise SqlError("The current user is not available in SQL.")

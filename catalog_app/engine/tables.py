@@ -269,7 +269,23 @@ def write_segments(
         frame.write.partitionBy(*writer_columns).parquet(warehouse.uri(target))
     else:
         frame.write.parquet(warehouse.uri(target))
-    return describe_segments(warehouse, base, target, columns, partition_ids)
+    written = describe_segments(warehouse, base, target, columns, partition_ids)
+    _remove_empty(warehouse, target, keep={w.path for w in written})
+    return written
+
+
+def _remove_empty(warehouse: "Warehouse", target: str, *, keep: set[str]) -> None:
+    """Spark writes an empty Parquet file for an empty frame (and a _SUCCESS marker): no segment refers to it, so
+    it is removed now rather than left for GC; a write of no rows leaves no folder at all."""
+    filesystem, root = arrow_filesystem(warehouse.uri(target))
+    if not keep:
+        filesystem.delete_dir(root)
+        return
+    for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True)):
+        relative = target + info.path[len(root.rstrip("/")) :]
+        data_file = info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
+        if data_file and info.base_name[0] not in "._" and relative not in keep:
+            filesystem.delete_file(info.path)
 
 
 def describe_segments(warehouse, base, target, columns, partition_ids) -> list[WrittenFile]:

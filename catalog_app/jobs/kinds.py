@@ -1,13 +1,15 @@
 """The production job kinds. Each is glue: plain values in, a service or engine call, a JSON result out."""
 
+import logging
 import time
 import uuid
 from typing import Any
 
 from django.conf import settings
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
-from catalog_app.engine import checks, files
+from catalog_app.engine import checks, files, sql
 from catalog_app.engine.tables import Warehouse, json_value, read_page
 from catalog_app.jobs.registry import Progress, job_kind
 from catalog_app.models import Catalog, Commit, DataFile, Job
@@ -18,9 +20,11 @@ from catalog_app.services.data import CHANGES, data_change_commit, select_frame,
 from catalog_app.services.loads import load_change
 from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
-from lakeui.errors import ApplicationError, NotFoundError
+from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 
 SPARK_CHECK = "spark_check"
+# A data job the table changed under (409 concurrent_change at commit) reads it again and re-plans this many times.
+REPLANS = 3
 # SQLSTATE class 22, "data exception": a value the user supplied or computed (bad cast, division by zero).
 DATA_EXCEPTION_SQLSTATE = "22"
 OPERATION_VERB = {
@@ -29,6 +33,8 @@ OPERATION_VERB = {
     "table_update": "Update",
     "table_compact": "Compact",
 }
+
+logger = logging.getLogger(__name__)
 
 
 @job_kind(SPARK_CHECK)
@@ -51,32 +57,47 @@ def _figures_of(commit: Commit) -> dict[str, Any]:
     return figures
 
 
+def _plan_and_commit(kind: str, params: dict, progress: Progress, job: Job, message: str, tag: str) -> dict:
+    """Read the table at the branch head, run the change on Spark and commit it if nothing it depends on changed
+    meanwhile (services.data.data_change_commit); its files are orphans otherwise."""
+    progress.report(5, "Reading the table")
+    snapshot = table_snapshot(
+        catalog_id=params["catalog_id"], branch=params["branch"], table_id=params["table_id"],
+        warehouse=settings.LAKEUI_WAREHOUSE,
+    )  # fmt: skip
+    spark = spark_session()
+    progress.report(15, "Running on Spark")
+    try:
+        change = TABLE_CHANGES[kind](spark, snapshot, params, tag=tag)
+    except PySparkException as exc:
+        if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
+            raise
+        refusal = str(exc).split("\n", 1)[0][:500]
+        raise ApplicationError("data_error", f"Spark refused the data: {refusal}") from None
+    if change.empty:
+        return {"commit": None, **change.result()}
+    progress.report(90, "Committing")
+    commit = data_change_commit(snapshot=snapshot, change=change, job=job, message=message)
+    return {"commit": commit.id, **change.result()}
+
+
 def _table_change(kind: str):
     def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         job = Job.objects.select_related("requested_by").get(id=progress.job_id)
         done = Commit.objects.filter(job=job).first()
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
             return {"commit": done.id, **_figures_of(done)}
-        progress.report(5, "Reading the table")
-        snapshot = table_snapshot(
-            catalog_id=params["catalog_id"], branch=params["branch"], table_id=params["table_id"],
-            warehouse=settings.LAKEUI_WAREHOUSE,
-        )  # fmt: skip
-        spark = spark_session()
-        progress.report(15, "Running on Spark")
-        try:
-            change = TABLE_CHANGES[kind](spark, snapshot, params, tag=f"{job.id.hex}-{job.attempts}")
-        except PySparkException as exc:
-            if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
-                raise
-            message = str(exc).split("\n", 1)[0][:500]
-            raise ApplicationError("data_error", f"Spark refused the data: {message}") from None
-        if change.empty:
-            return {"commit": None, **change.result()}
-        progress.report(90, "Committing")
         message = params.get("message") or f"{OPERATION_VERB[kind]} {params['database']}.{params['table']}"
-        commit = data_change_commit(snapshot=snapshot, change=change, job=job, message=message)
-        return {"commit": commit.id, **change.result()}
+        for replan in range(REPLANS + 1):
+            try:
+                return _plan_and_commit(
+                    kind, params, progress, job, message, tag=f"{job.id.hex}-{job.attempts}-{replan}"
+                )
+            except ConflictError as exc:  # the table changed under the job: read it again and plan anew
+                if exc.code != "concurrent_change" or replan == REPLANS:
+                    raise
+                progress.report(5, "The table changed meanwhile: reading it again")
+        raise AssertionError("unreachable")
 
     return run
 
@@ -135,7 +156,11 @@ def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         spark_session(), catalog=commit.catalog, chain=commit_chain(commit), statement=params["statement"],
         warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
     )  # fmt: skip
-    rows = frame.collect()
+    try:
+        rows = frame.collect()
+    except (PySparkException, Py4JJavaError) as exc:  # the user's query threw: their error; the trace in the log
+        logger.warning("SQL query of job %s failed", progress.job_id, exc_info=True)
+        raise ApplicationError("sql_error", f"The query failed: {sql.error_message(exc)}", status=400) from None
     return {
         "columns": [{"name": f.name, "type": f.dataType.simpleString()} for f in frame.schema.fields],
         "rows": [[json_value(value) for value in row] for row in rows[:limit]],

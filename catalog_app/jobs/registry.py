@@ -12,6 +12,10 @@ from typing import Any, Protocol
 from lakeui.errors import ApplicationError
 
 
+class ClaimLost(Exception):
+    """Another delivery took the job over (this one's heartbeat went stale): stop without writing anything."""
+
+
 class Progress(Protocol):
     job_id: str
 

@@ -127,6 +127,9 @@ class ObjectVersion(models.Model):
         indexes = [
             models.Index(fields=["line", "seq"]),
             models.Index(fields=["object_id", "seq"]),
+            # Name look-ups (a ref's object by name, the names a merge takes): the versions of one name are few,
+            # a line's are as many as its commits.
+            models.Index(fields=["catalog", "name"]),
         ]
 
 
@@ -148,6 +151,9 @@ class Operation(models.Model):
         UPDATE = "update"
         OVERWRITE = "overwrite"
         COMPACTION = "compaction"
+        # A merge's table choice `source_wins`: the target operations it superseded by taking the source's version
+        # of the files they changed (merge_app.rules.source_wins_scope); never replayed itself.
+        RESOLVE = "resolve"
 
     commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="operations")
     position = models.PositiveIntegerField()

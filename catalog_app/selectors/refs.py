@@ -40,10 +40,15 @@ def timestamp_parse(value: str | None) -> datetime | None:
     """An ISO 8601 time for time travel (UTC when it names no zone); None for none."""
     if not value:
         return None
-    moment = parse_datetime(value.strip().replace(" ", "T", 1))
-    if moment is None:
-        raise ApplicationError("invalid_timestamp", f"{value!r} is not an ISO 8601 timestamp.", status=400)
-    return make_aware(moment, UTC) if is_naive(moment) else moment
+    message = f"{value[:100]!r} is not an ISO 8601 timestamp between years 1 and 9999 with an offset under 24h."
+    try:
+        moment = parse_datetime(value.strip().replace(" ", "T", 1))
+        if moment is None:
+            raise ApplicationError("invalid_timestamp", message, status=400)
+        # In UTC, so a time at the edge of the calendar that an offset pushes past it fails here, not in a query.
+        return make_aware(moment, UTC) if is_naive(moment) else moment.astimezone(UTC)
+    except (ValueError, OverflowError):  # a well-formed but impossible date, year 0 or an offset of 24h or more
+        raise ApplicationError("invalid_timestamp", message, status=400) from None
 
 
 def catalog_list() -> QuerySet[Catalog]:

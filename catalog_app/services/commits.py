@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from catalog_app.jobs.registry import ClaimLost
 from catalog_app.models import (
     Branch,
     Catalog,
@@ -229,6 +230,11 @@ def _next_seq(catalog: Catalog) -> int:
     return Catalog.objects.values_list("last_seq", flat=True).get(id=catalog.id)
 
 
+def _claim_held(job: Job) -> bool:
+    held = Job.objects.select_for_update().filter(id=job.id, worker=job.worker, status=Job.Status.RUNNING)
+    return held.exists()
+
+
 def _commit_insert(
     *,
     catalog: Catalog,
@@ -239,7 +245,12 @@ def _commit_insert(
     merge_parent: Commit | None = None,
     job: Job | None = None,
 ) -> Commit:
-    """Insert a commit after `parent` (None for a catalog's first), on the line the branch may extend."""
+    """Insert a commit after `parent` (None for a catalog's first), on the line the branch may extend. A job's
+    commit is fenced by its claim: a delivery whose claim another took over (its heartbeat went stale while it
+    was merely slow) never commits; the job row stays locked until the commit is in, so no recovery takes it
+    meanwhile."""
+    if job is not None and not _claim_held(job):
+        raise ClaimLost()
     seq = _next_seq(catalog)
     created_at = timezone.now() if parent is None else max(timezone.now(), parent.created_at)
     line = None

@@ -1,9 +1,13 @@
 """Table data jobs: delete, update, compaction (loads: services/loads.py); one commit each.
 
 A job reads a snapshot of the table at the branch head, does its Spark work (writing new files only), and then
-commits in one transaction on the branch's current head, provided the table's schema and every file the job
-read or replaced are unchanged there (optimistic concurrency, as Delta Lake does); otherwise the job fails with
-`concurrent_change` and the files it wrote are orphans for garbage collection. A job delivered again after its
+commits in one transaction on the branch's current head, provided the table is still as the job read it: the same
+schema and the same files (optimistic concurrency, as Delta Lake does). A file another commit added or removed
+meanwhile could hold a key the job matched, a row its predicate selects, or a position it deletes: committing
+on top would keep a key twice or lose a change. Two changes commute with what was added meanwhile (`_commutes`):
+an append of given rows to a table without a key, and a compaction none of whose segments changed. Otherwise the
+commit raises `concurrent_change`, the job runs again from a new snapshot (`REPLANS` times) and then fails with
+that code; the files a refused attempt wrote are orphans for garbage collection. A job delivered again after its
 commit finds that commit (by job id) and does not write twice.
 """
 
@@ -12,11 +16,9 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC
 from typing import Any
 
 from django.db import transaction
-from django.utils.dateparse import parse_datetime
 from pyspark.sql import DataFrame
 
 from catalog_app.engine import dml, incoming, pruning, sql
@@ -32,7 +34,7 @@ from catalog_app.engine.tables import (
 )
 from catalog_app.models import Catalog, Commit, DataFile, Job, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import object_by_id, object_get
-from catalog_app.selectors.refs import Chain, branch_get, commit_at, commit_chain, commit_get
+from catalog_app.selectors.refs import Chain, branch_get, commit_at, commit_chain, commit_get, timestamp_parse
 from catalog_app.selectors.tables import TableFiles, table_columns, table_files
 from catalog_app.services.commits import commit_begin
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -41,7 +43,7 @@ Op = Operation.Op
 WRITE_MODE, COPY_ON_WRITE, MERGE_ON_READ = "write.mode", "copy-on-write", "merge-on-read"
 COMPACTION_TARGET = "compaction.target-bytes"
 DEFAULT_COMPACTION_TARGET = 128 * 1024 * 1024
-MESSAGE_CONCURRENT = "The table changed on branch {branch!r} while the job ran ({why}); nothing was committed."
+MESSAGE_CONCURRENT = "Table {table!r} changed on branch {branch!r} while the job ran ({why}); nothing was committed."
 
 
 @contextmanager
@@ -131,6 +133,7 @@ class DataChange:
     strategy: str | None = None
     new_columns: list[dict] | None = None
     column_changes: list[dict] = field(default_factory=list)
+    commutes: bool = False  # reads nothing of the table: commits made since the snapshot do not affect it
 
     def operations(self) -> list["DataChange"]:
         return [self, *self.more]
@@ -183,15 +186,33 @@ def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, mess
         draft = commit_begin(catalog=snapshot.catalog, branch=snapshot.branch)
         current = object_by_id(draft.chain, object_id=snapshot.table.object_id)
         if current is None or current.dropped:
-            raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why="dropped"))
+            raise ConflictError(
+                "concurrent_change",
+                MESSAGE_CONCURRENT.format(table=snapshot.table.name, branch=snapshot.branch, why="dropped"),
+            )
         if current.state["schema_version_id"] != snapshot.table.state["schema_version_id"]:
             why = "its schema changed"
-            raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why=why))
+            raise ConflictError(
+                "concurrent_change",
+                MESSAGE_CONCURRENT.format(table=snapshot.table.name, branch=snapshot.branch, why=why),
+            )
         live = table_files(draft.chain, table_id=current.object_id)
         live_ids = {uuid.UUID(i) for i in live.by_id()}
         if not {f.id for op in change.operations() for f in [*op.removed, *op.touched]} <= live_ids:
             why = "files it read were replaced"
-            raise ConflictError("concurrent_change", MESSAGE_CONCURRENT.format(branch=snapshot.branch, why=why))
+            raise ConflictError(
+                "concurrent_change",
+                MESSAGE_CONCURRENT.format(table=snapshot.table.name, branch=snapshot.branch, why=why),
+            )
+        if not _commutes(change, current, live, snapshot.files) and set(live.by_id()) != set(snapshot.files.by_id()):
+            # Its result depends on the rows it read (key matches, predicates, partitions): any segment or delete
+            # file added or removed since may hold rows it would have matched (DuckLake #906 was this bug).
+            why = "files were added or removed since it read the table"
+            raise ConflictError(
+                "concurrent_change",
+                MESSAGE_CONCURRENT.format(table=snapshot.table.name, branch=snapshot.branch, why=why),
+                details={"table": current.name, "read_at": snapshot.head.id, "head": draft.parent.id},
+            )
         state = current.state
         if change.new_columns is not None:
             last_id = max(c["id"] for c in change.new_columns)
@@ -222,6 +243,16 @@ def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, mess
             }
             draft.operation(object_id=current.object_id, kind=ObjectKind.TABLE, op=op.op, details=details)
         return draft.commit(author=job.requested_by, message=message, job=job)
+
+
+def _commutes(change: DataChange, table: ObjectVersion, live: TableFiles, read: TableFiles) -> bool:
+    """Whether `change` commits on whatever was added to its table meanwhile: an append of given rows into a table
+    without a primary key (appends commute; a query's rows may come from the table itself), or a compaction none of
+    whose segments got a delete file since it read them."""
+    if all(op.op == Op.COMPACTION for op in change.operations()):
+        changed = {s.id for s in live.changes_since(read)[0]}
+        return not any(f.id in changed for op in change.operations() for f in op.removed)
+    return change.commutes  # an append of given rows into a table without a key (services/loads.py)
 
 
 def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str, new_schema: bool = False) -> DataFile:
@@ -257,10 +288,7 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
         if reference.version is not None:
             at_chain = commit_chain(commit_get(catalog=catalog, commit_id=reference.version))
         elif reference.timestamp is not None:
-            moment = parse_datetime(reference.timestamp.replace(" ", "T"))
-            if moment is None:
-                raise ApplicationError("invalid_timestamp", f"{reference.timestamp!r} is not a timestamp.")
-            at_chain = commit_chain(commit_at(chain, moment if moment.tzinfo else moment.replace(tzinfo=UTC)))
+            at_chain = commit_chain(commit_at(chain, timestamp_parse(reference.timestamp)))
         return table_frame_at(spark, at_chain, database=reference.database, table=reference.table, warehouse=warehouse)
 
     try:

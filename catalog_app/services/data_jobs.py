@@ -23,6 +23,8 @@ from lakeui.errors import ApplicationError, ConflictError
 
 MAX_JSON_ROWS = 10_000
 MAX_PAGE_SIZE = 1000
+# Spark's OFFSET is a 32-bit int: page * page_size must stay below 2**31.
+MAX_PAGE = 1_000_000
 
 
 def _table_at(resolved: ResolvedRef, database: str, table: str) -> ObjectVersion:
@@ -138,8 +140,8 @@ def table_rows_read(
     *, resolved: ResolvedRef, database: str, table: str, page: int, page_size: int, user, timeout: float
 ) -> dict:
     """A page of rows at a ref, read by a worker's SparkSession."""
-    if page < 1 or not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
+    if not 1 <= page <= MAX_PAGE or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ApplicationError("invalid_input", f"page must be 1 to {MAX_PAGE} and page_size 1 to {MAX_PAGE_SIZE}.")
     current = _table_at(resolved, database, table)
     params = {"commit": resolved.commit.id, "table_id": str(current.object_id), "page": page, "page_size": page_size}
     return job_run_sync(kind="table_rows", params=params, requested_by=user, timeout=timeout)

@@ -8,6 +8,8 @@ write progress or the outcome.
 
 import enum
 import logging
+import os
+import signal
 import threading
 import time
 import uuid
@@ -22,7 +24,8 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from catalog_app.jobs.registry import job_kind_get
+from catalog_app.engine import session
+from catalog_app.jobs.registry import ClaimLost, job_kind_get
 from catalog_app.models import Job
 from lakeui.errors import ApplicationError, ConflictError
 
@@ -44,12 +47,12 @@ class JobCancelled(Exception):
     pass
 
 
-class ClaimLost(Exception):
-    """Another delivery took the job over (this one's heartbeat went stale): stop without writing anything."""
-
-
-MAX_ATTEMPTS = 3
-MESSAGE_TOO_MANY_ATTEMPTS = "The job was started {attempts} times without finishing (its worker died each time)."
+MESSAGE_ENGINE_LOST = (
+    "The worker's Spark engine stopped (for example it ran out of memory) while the job ran; the worker starts a "
+    "new one for the next job. Run the job again, on less data if it keeps happening."
+)
+MESSAGE_WORKER_LOST = "The job was started {attempts} times without finishing (its worker died each time)."
+MESSAGE_CANCELLED_WORKER_GONE = "The job was cancelled; its worker had stopped answering."
 
 
 def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None = None) -> Job:
@@ -73,7 +76,11 @@ def job_cancel(*, job: Job) -> Job:
     job = Job.objects.select_for_update().get(id=job.id)
     if job.is_finished:
         raise ConflictError("job_finished", MESSAGE_ALREADY_FINISHED.format(status=job.status))
-    if job.status == Job.Status.QUEUED:
+    stale_before = timezone.now() - timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER)
+    worker_gone = job.status == Job.Status.RUNNING and (job.heartbeat_at is None or job.heartbeat_at < stale_before)
+    if job.status == Job.Status.QUEUED or worker_gone:
+        # A queued job never started, a running one whose heartbeat stopped has no worker to see the request:
+        # both end now. A worker that comes back loses its claim (status is no longer running) at its next report.
         job.status = Job.Status.CANCELLED
         job.finished_at = timezone.now()
         job.error_code, job.error_message = "cancelled", MESSAGE_CANCELLED
@@ -173,6 +180,14 @@ def _claim(*, job_id: str, worker: str) -> _Claim | None:
     return _Claim(job_id=job_id, token=token)
 
 
+def _crash_point(point: str, job: Job) -> None:
+    """For the crash tests only: with LAKEUI_JOB_CRASH_AT=<point>, a job's first attempt SIGKILLs its worker's
+    whole process group (pool, Spark JVM) at that point, exactly as a crash would. Unset in every real setup."""
+    if os.environ.get("LAKEUI_JOB_CRASH_AT") == point and job.attempts == 1:
+        logger.warning("LAKEUI_JOB_CRASH_AT=%s: killing this worker during job %s", point, job.id)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def job_execute(*, job_id: str, worker: str) -> JobOutcome:
     """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction."""
     claim = _claim(job_id=job_id, worker=worker)
@@ -181,14 +196,16 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
         return JobOutcome.BUSY if job is not None and not job.is_finished else JobOutcome.ALREADY_FINISHED
 
     job = Job.objects.get(id=job_id)
-    if job.attempts > MAX_ATTEMPTS:
-        message = MESSAGE_TOO_MANY_ATTEMPTS.format(attempts=job.attempts - 1)
-        claim.finish(Job.Status.FAILED, error_code="too_many_attempts", error_message=message)
+    if job.attempts > settings.LAKEUI_JOB_MAX_ATTEMPTS:
+        message = MESSAGE_WORKER_LOST.format(attempts=job.attempts - 1)
+        claim.finish(Job.Status.FAILED, error_code="worker_lost", error_message=message)
         return JobOutcome.RAN
     heartbeat = _Heartbeat(claim, interval=max(1.0, settings.LAKEUI_JOB_STALE_AFTER / 4))
     heartbeat.start()
     try:
+        _crash_point("before_run", job)
         result = job_kind_get(job.kind).handler(job.params, claim)
+        _crash_point("after_run", job)
     except ClaimLost:
         logger.warning("Job %s was taken over by another delivery; this run stops", job_id)
     except JobCancelled:
@@ -205,6 +222,9 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
         claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT)
     except Exception as exc:
         logger.exception("Job %s (%s) failed", job_id, job.kind)
+        if session.engine_lost(exc):  # the trace is in the log; the user gets a code and a sentence
+            claim.finish(Job.Status.FAILED, error_code="engine_lost", error_message=MESSAGE_ENGINE_LOST)
+            return JobOutcome.RAN
         message = MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000]
         claim.finish(Job.Status.FAILED, error_code="internal_error", error_message=message)
     else:
@@ -214,3 +234,68 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
         heartbeat.join()
         close_old_connections()
     return JobOutcome.RAN
+
+
+def job_recover() -> list[str]:
+    """Send again the jobs that nobody will otherwise run; returns their ids. Called by every worker on a timer.
+
+    - running with a heartbeat older than LAKEUI_JOB_STALE_AFTER: its worker died. It goes back to queued (so a
+      cancel ends it at once and its old worker, should it wake up, loses its claim) and is sent again; one
+      already started LAKEUI_JOB_MAX_ATTEMPTS times fails `worker_lost` instead.
+    - queued longer than that and never claimed since it was created or last sent: its message was lost.
+    Each step is a conditional UPDATE, so several workers recovering at once send a job at most once each, and
+    a second delivery of a sent job loses the claim anyway.
+    """
+    from catalog_app.tasks import run_job  # here, not at the top: tasks imports this module
+
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER)
+    resend: list[str] = []
+    stale_running = Job.objects.filter(status=Job.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
+    )
+    for job in stale_running.only("id", "worker", "attempts", "heartbeat_at", "cancel_requested"):
+        same = Job.objects.filter(id=job.id, status=Job.Status.RUNNING, worker=job.worker)
+        same = same.filter(Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True))
+        if job.cancel_requested:
+            same.update(status=Job.Status.CANCELLED, finished_at=now, error_code="cancelled",
+                        error_message=MESSAGE_CANCELLED_WORKER_GONE)  # fmt: skip
+        elif job.attempts >= settings.LAKEUI_JOB_MAX_ATTEMPTS:
+            message = MESSAGE_WORKER_LOST.format(attempts=job.attempts)
+            if same.update(status=Job.Status.FAILED, finished_at=now, error_code="worker_lost", error_message=message):
+                logger.warning("Job %s failed: its worker died %d times", job.id, job.attempts)
+        elif same.update(status=Job.Status.QUEUED, worker="", heartbeat_at=now):
+            logger.warning("Job %s lost its worker %s; sending it again", job.id, job.worker)
+            resend.append(str(job.id))
+    # A queued job's heartbeat_at is the time it was last sent again (null: only sent at creation).
+    lost = Job.objects.filter(status=Job.Status.QUEUED).filter(
+        Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
+    )
+    for job in lost.only("id", "heartbeat_at", "created_at"):
+        sent_before = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
+        if Job.objects.filter(sent_before, id=job.id, status=Job.Status.QUEUED).update(heartbeat_at=now):
+            logger.warning("Job %s stayed queued for %d s; sending it again", job.id, settings.LAKEUI_JOB_STALE_AFTER)
+            resend.append(str(job.id))
+    for job_id in resend:
+        try:
+            run_job.delay(job_id)
+        except Exception:  # a broker that is down: the job stays queued and is sent again on a later round
+            logger.exception("Could not send job %s again", job_id)
+    return resend
+
+
+class JobRecoveryLoop(threading.Thread):
+    """Runs job_recover every LAKEUI_JOB_RECOVER_EVERY seconds inside a worker process until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="job-recovery")
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(settings.LAKEUI_JOB_RECOVER_EVERY):
+            try:
+                job_recover()
+            except Exception:  # a busy or restarting database: try again next round
+                logger.warning("Job recovery failed; retrying", exc_info=True)
+            finally:
+                connection.close()

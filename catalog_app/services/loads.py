@@ -172,7 +172,12 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
         rows = _incoming(spark, snapshot, params, cache, deferred=deferred)
         if strategy == "append_only":
             written = snapshot.write(rows, tag)
-            change = DataChange(Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})
+            # Given rows appended to a table without a key read nothing of it: what commits meanwhile cannot change
+            # them. A query's rows may come from the table itself, and a key must stay unique.
+            commutes = not params.get("query") and not snapshot.table.state.get("primary_key")
+            change = DataChange(
+                Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)}, commutes=commutes
+            )
         elif strategy == "full_refresh":
             replaced = _segments_in_partitions(snapshot, partitions, rows)
             details = {"partitions": partitions} if partitions else {}

@@ -1,6 +1,7 @@
 """The side-by-side diff of two refs, from the one diff report the merge uses, with each changed object's
 conflict rule table and its applicable cells colored; and the merge / dry-run buttons."""
 
+import json
 from dataclasses import dataclass, field
 
 from django.contrib import messages
@@ -14,8 +15,8 @@ from catalog_app.selectors.refs import branch_list, tag_list
 from frontend.views.common import back, get_catalog, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from merge_app.rules import CONFLICT, DISCARDED, NOTES, OK, RULE_TABLES
-from merge_app.selectors.diff import diff_as_dict, merge_diff
-from merge_app.services.merges import merge_submit
+from merge_app.selectors.diff import diff_as_dict
+from merge_app.services.merges import merge_diff_compared, merge_submit
 
 CHANGES = ("added_in_source", "added_in_target", "changed_in_source", "changed_in_target", "changed_in_both")
 VERDICTS = ("ok", "conflict", "discarded", "not_merged")
@@ -66,12 +67,51 @@ def rule_grid(kind: str, pairs: list[dict]) -> dict:
     return {"title": table.title, "columns": table.columns, "rows": rows, "notes": [(n, NOTES[n]) for n in notes]}
 
 
-def object_view(obj: dict) -> dict:
+def object_view(obj: dict, *, chosen_keys: dict | None = None) -> dict:
+    """An object of a diff report as the pages show it: its rule grid, and for a primary-key table compared by key
+    its conflicting keys side by side (with the choices made per key, on a merge request)."""
     pairs = [{**pair, "shade": _shade(pair)} for pair in obj["pairs"]]
-    view = {**obj, "pairs": pairs}
+    view = {**obj, "pairs": pairs, "key_rows": key_rows(obj, chosen_keys or {})}
     if obj["rule_table"]:
         view["grid"] = rule_grid(obj["rule_table"], obj["pairs"])
     return view
+
+
+def key_rows(obj: dict, chosen: dict) -> list[dict]:
+    """The conflicting keys of a primary-key table: per key the three versions of the row side by side, with the
+    conflicting cells marked, and the choice made for the key (if any)."""
+    listed = (obj.get("keys") or {}).get("listed") or []
+    rows = []
+    for conflict in listed:
+        cells = set(conflict.get("cells") or [])
+        columns = []
+        for version in ("base", "source", "target"):
+            for name in conflict.get(version) or {}:
+                if name not in columns:
+                    columns.append(name)
+        sides = []
+        for version in ("base", "source", "target"):
+            values = conflict.get(version)
+            sides.append(
+                {
+                    "name": version,
+                    "deleted": values is None,
+                    "cells": [
+                        {
+                            "column": c,
+                            "value": "" if values is None else json.dumps(values.get(c)),
+                            "conflict": version != "base" and (c in cells or "*" in cells),
+                        }
+                        for c in columns
+                    ],
+                }
+            )
+        rows.append(
+            {"key_id": conflict["key_id"], "key": conflict["key"], "columns": columns, "sides": sides,
+             "source_change": conflict.get("source_change"), "target_change": conflict.get("target_change"),
+             "choice": chosen.get(conflict["key_id"], "")}
+        )  # fmt: skip
+    return rows
 
 
 @ui_view
@@ -86,7 +126,7 @@ def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
     }  # fmt: skip
     if source:
         try:
-            report = diff_as_dict(merge_diff(catalog=found, source=source, target=target))
+            report = diff_as_dict(merge_diff_compared(catalog=found, source=source, target=target, user=request.user))
         except ApplicationError as error:
             refused(request, error)
         else:

@@ -3,8 +3,6 @@ rule tables), reviews, conflict resolutions, timeline, and the merge button with
 
 Every action calls the merge request service the API calls, and every refusal is a message on the request page."""
 
-import json
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -18,9 +16,9 @@ from frontend.views.common import get_catalog, refused, ui_view, url_with
 from frontend.views.diff import object_view
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
+from merge_app.rules import CHOICES
 from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
 from merge_app.services.merge_requests import (
-    RESOLUTION_CHOICES,
     merge_request_merge,
     merge_request_open,
     merge_request_refresh,
@@ -63,43 +61,6 @@ def merge_request_index(request: HttpRequest, catalog: str) -> HttpResponse:
         "extra": f"state={state}",
     }  # fmt: skip
     return render(request, "frontend/merge_requests.html", context, status=status)
-
-
-def _key_rows(obj: dict, chosen: dict) -> list[dict]:
-    """The conflicting keys of a primary-key table: per key the three versions of the row side by side, with the
-    conflicting cells marked, and the choice made for the key (if any)."""
-    listed = (obj.get("keys") or {}).get("listed") or []
-    rows = []
-    for conflict in listed:
-        cells = set(conflict.get("cells") or [])
-        columns = []
-        for version in ("base", "source", "target"):
-            for name in conflict.get(version) or {}:
-                if name not in columns:
-                    columns.append(name)
-        sides = []
-        for version in ("base", "source", "target"):
-            values = conflict.get(version)
-            sides.append(
-                {
-                    "name": version,
-                    "deleted": values is None,
-                    "cells": [
-                        {
-                            "column": c,
-                            "value": "" if values is None else json.dumps(values.get(c)),
-                            "conflict": version != "base" and (c in cells or "*" in cells),
-                        }
-                        for c in columns
-                    ],
-                }
-            )
-        rows.append(
-            {"key_id": conflict["key_id"], "key": conflict["key"], "columns": columns, "sides": sides,
-             "source_change": conflict.get("source_change"), "target_change": conflict.get("target_change"),
-             "choice": chosen.get(conflict["key_id"], "")}
-        )  # fmt: skip
-    return rows
 
 
 def _event_text(kind: str, details: dict) -> str:
@@ -145,10 +106,9 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
     resolutions = merge_request.resolutions or {}
     objects = []
     for obj in plan.get("objects", []):
-        view = object_view(obj)
+        view = object_view(obj, chosen_keys=resolutions.get("keys", {}).get(obj["name"], {}))
         view["rows"] = plan.get("rows", {}).get(obj["name"])
         view["table_choice"] = resolutions.get("tables", {}).get(obj["name"], "")
-        view["key_rows"] = _key_rows(obj, resolutions.get("keys", {}).get(obj["name"], {}))
         view["in_conflict"] = obj["name"] in status.conflicts
         objects.append(view)
     reviews = list(merge_request.reviews.select_related("reviewer").order_by("created_at"))
@@ -160,7 +120,7 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
             for e in merge_request.events.select_related("actor").order_by("created_at")
         ],
         "resolutions": resolutions, "default_choice": resolutions.get("default", "fail"),
-        "choices": [(c, CHOICE_LABELS[c]) for c in RESOLUTION_CHOICES],
+        "choices": [(c, CHOICE_LABELS[c]) for c in CHOICES],
         "is_author": merge_request.author_id == request.user.pk,
         "is_open": merge_request.state == MergeRequest.State.OPEN,
         "diff_url": url_with(reverse("frontend:diff", args=[found.name]),

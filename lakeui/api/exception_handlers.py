@@ -3,6 +3,7 @@
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -15,12 +16,18 @@ from lakeui.errors import ApplicationError
 logger = logging.getLogger(__name__)
 
 MESSAGE_INVALID_INPUT = "The request is not valid; see details for each field."
+MESSAGE_TOO_LARGE = "The request body is larger than this server accepts."
+MESSAGE_TOO_MANY_FIELDS = "The request holds more fields or files than this server accepts."
 MESSAGE_INTERNAL = "An unexpected error occurred; it has been logged."
 
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, ApplicationError):
         return Response(exc.as_dict(), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return _error("payload_too_large", MESSAGE_TOO_LARGE, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return _error("payload_too_large", MESSAGE_TOO_MANY_FIELDS, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -31,13 +38,14 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     response = drf_exception_handler(exc, context)
     if response is None:
         logger.exception("Unhandled error in %s", context.get("view"), exc_info=exc)
-        return Response(
-            {"code": "internal_error", "message": MESSAGE_INTERNAL, "details": None},
-            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
-        )
+        return _error("internal_error", MESSAGE_INTERNAL, status.HTTP_500_INTERNAL_SERVER_ERROR)
     if isinstance(exc, exceptions.ValidationError):
         response.data = {"code": "invalid_input", "message": MESSAGE_INVALID_INPUT, "details": response.data}
     else:
         code = exc.get_codes() if isinstance(exc.detail, str) else exc.default_code
         response.data = {"code": code, "message": str(exc.detail), "details": None}
     return response
+
+
+def _error(code: str, message: str, http_status: int) -> Response:
+    return Response({"code": code, "message": message, "details": None}, status=http_status)

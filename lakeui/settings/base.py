@@ -41,6 +41,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "lakeui.middleware.BadTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -101,9 +102,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["lakeui.api.permissions.CatalogRolePermission"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
-        "rest_framework.parsers.MultiPartParser",
-        "rest_framework.parsers.FormParser",
+        "lakeui.api.parsers.SafeJSONParser",
+        "lakeui.api.parsers.SafeMultiPartParser",
+        "lakeui.api.parsers.SafeFormParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "lakeui.api.schema.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "lakeui.api.pagination.PagePagination",
@@ -137,7 +138,14 @@ LAKEUI_DRIVER_MATCH_ROWS = int(ENV.get("LAKEUI_DRIVER_MATCH_ROWS") or 2_000_000)
 # A running job writes a heartbeat; a delivery that finds a fresher heartbeat than this is a duplicate and
 # retries later, one that finds an older one takes the job over (its worker died).
 LAKEUI_JOB_STALE_AFTER = int(ENV.get("LAKEUI_JOB_STALE_AFTER") or 60)
+# Every worker looks this often for jobs whose worker died or whose message was lost and sends them again
+# (catalog_app.services.jobs.job_recover); a job started this many times without finishing fails `worker_lost`.
+LAKEUI_JOB_RECOVER_EVERY = float(ENV.get("LAKEUI_JOB_RECOVER_EVERY") or max(1, LAKEUI_JOB_STALE_AFTER // 2))
+LAKEUI_JOB_MAX_ATTEMPTS = int(ENV.get("LAKEUI_JOB_MAX_ATTEMPTS") or 3)
 LAKEUI_HEALTH_TIMEOUT = int(ENV.get("LAKEUI_HEALTH_TIMEOUT") or 60)
+# Request limits: a larger body (not counting uploaded files) or more JSON rows in one load is a 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(ENV.get("LAKEUI_MAX_BODY_BYTES") or 16 * 1024 * 1024)
+LAKEUI_MAX_ROWS = int(ENV.get("LAKEUI_MAX_ROWS") or 100_000)
 # How long a read through a worker (table rows, SQL SELECT) may take before the API answers 504 with the job.
 LAKEUI_READ_TIMEOUT = int(ENV.get("LAKEUI_READ_TIMEOUT") or 120)
 

@@ -12,9 +12,9 @@ from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.models import Role
 from catalog_app.selectors.refs import catalog_get
 from merge_app.models import MergeRequest, MergeRequestReview
+from merge_app.rules import CHOICES
 from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
 from merge_app.services.merge_requests import (
-    RESOLUTION_CHOICES,
     merge_request_merge,
     merge_request_open,
     merge_request_refresh,
@@ -134,7 +134,7 @@ class MergeRequestDetailApi(APIView):
         resolutions = serializers.JSONField(
             required=False,
             help_text=f'{{"default": choice, "tables": {{"db.t": choice}}, "keys": {{"db.t": {{key: choice}}}}}}, '
-            f"choice one of {RESOLUTION_CHOICES}",
+            f"choice one of {CHOICES}",
         )
 
     @extend_schema(responses=MergeRequestDetailOutputSerializer)

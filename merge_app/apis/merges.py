@@ -1,6 +1,5 @@
 """Diffs of two refs and merges: the diff is read at once (metadata only); merges run as jobs (202)."""
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -11,15 +10,13 @@ from catalog_app.apis.catalogs import paginated
 from catalog_app.apis.common import UserField
 from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.selectors.refs import catalog_get, ref_resolve
-from catalog_app.services.jobs import job_run_sync
 from catalog_app.services.table_diff import table_diff_read
 from lakeui.api.pagination import PagePagination
 from lakeui.errors import ApplicationError, NotFoundError
 from merge_app.models import KeyComparison
-from merge_app.selectors.diff import MergeDiff, diff_as_dict, merge_diff
+from merge_app.selectors.diff import MergeDiff, diff_as_dict
 from merge_app.selectors.merges import merge_get, merge_list, restore_get, restore_list
-from merge_app.services.keys import KEYS_JOB
-from merge_app.services.merges import merge_submit
+from merge_app.services.merges import merge_diff_compared, merge_submit
 from merge_app.services.restores import restore_submit
 
 
@@ -36,16 +33,10 @@ class DiffApi(APIView):
 
 
 def diff_read(request, catalog) -> MergeDiff:
-    """The diff the query names; primary-key tables changed on both sides are compared by key on a worker first."""
     source, target = request.query_params.get("from"), request.query_params.get("to")
     if not source or not target:
         raise ApplicationError("invalid_input", "Give the two refs to compare as ?from=<source>&to=<target>.")
-    diff = merge_diff(catalog=catalog, source=source, target=target)
-    if diff.pending:
-        params = {"catalog_id": str(catalog.id), "source": source, "target": target}
-        job_run_sync(kind=KEYS_JOB, params=params, requested_by=request.user, timeout=settings.LAKEUI_READ_TIMEOUT)
-        diff = merge_diff(catalog=catalog, source=source, target=target)
-    return diff
+    return merge_diff_compared(catalog=catalog, source=source, target=target, user=request.user)
 
 
 class DiffKeysApi(APIView):

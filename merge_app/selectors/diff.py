@@ -6,16 +6,20 @@ what it says (see services/merges.py).
 """
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import newest_on_chain, object_by_id
 from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
-from lakeui.errors import ApplicationError
+from catalog_app.selectors.tables import NO_FILES, tables_files
+from lakeui.errors import ApplicationError, ConflictError
 from merge_app import rules, states
 from merge_app.models import KeyComparison
-from merge_app.rules import CONFLICT, DISCARDED, DML, OK, PENDING, Facts, Op, Verdict
+from merge_app.rules import CHOICES, CONFLICT, DISCARDED, DML, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
 from merge_app.selectors.graph import CommitGraph
 
 MERGED_KINDS = (ObjectKind.DATABASE, ObjectKind.TABLE)
@@ -23,8 +27,30 @@ KIND_ORDER = {ObjectKind.DATABASE: 0, ObjectKind.TABLE: 1}
 WRITES_DATA = frozenset({"insert", "update", "overwrite"})
 ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
 NOT_MERGED = "not_merged"
-CHOICES = ("fail", "source_wins", "target_wins")
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
+MESSAGE_CRISS_CROSS = (
+    "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
+    "(a criss-cross history). Merge one base into the other side first, or merge from one of the bases."
+)
+
+
+@dataclass(frozen=True)
+class Version:
+    """An object's version as the diff reads it: the ObjectVersion row's fields, read as plain values (a diff of
+    many objects reads tens of thousands; model instances cost most of its time)."""
+
+    id: int
+    catalog_id: uuid.UUID
+    object_id: uuid.UUID
+    kind: str
+    parent_id: uuid.UUID | None
+    name: str
+    seq: int
+    dropped: bool
+    state: dict[str, Any]
+
+
+VERSION_FIELDS = tuple(f.name for f in fields(Version))
 
 
 @dataclass(frozen=True)
@@ -42,17 +68,19 @@ class ObjectDiff:
     object_id: uuid.UUID
     name: str  # `db` or `db.table`, as the source has it (the target's name if the source has none)
     change: str  # added_in_source | added_in_target | changed_in_source | changed_in_target | changed_in_both
-    base: ObjectVersion | None
-    source: ObjectVersion | None
-    target: ObjectVersion | None
+    base: Version | None
+    source: Version | None
+    target: Version | None
     source_operations: list[Op] = field(default_factory=list)
     target_operations: list[Op] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
     issues: list[Verdict] = field(default_factory=list)  # conflicts of the object as a whole (4.1, names)
+    data_issues: list[Verdict] = field(default_factory=list)  # of its data as a whole: a data resolution settles them
     merged_state: dict[str, Any] | None = None
     key_mode: bool = False  # a primary-key table whose rows both sides changed: merged by key (4.4)
     keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
+    source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
 
     @property
     def rule_table(self) -> str | None:
@@ -61,7 +89,7 @@ class ObjectDiff:
     @property
     def conflicts(self) -> list[Verdict]:
         unresolved = [p.decided for p in self.pairs if p.decided.verdict == CONFLICT and p.resolved is None]
-        return [*self.issues, *unresolved]
+        return [*self.issues, *(self.data_issues if self.resolution is None else []), *unresolved]
 
     @property
     def pending(self) -> bool:
@@ -95,8 +123,7 @@ class MergeDiff:
     source_head: Commit
     target_head: Commit
     base: Commit
-    base_history: set[str]
-    source_commits: list[str]
+    source_commits: list[str]  # the commits reachable from the source head and not from the target's (4.0)
     objects: list[ObjectDiff]
     resolution: dict[str, Any] = field(default_factory=dict)
 
@@ -115,8 +142,11 @@ class MergeDiff:
 
     @property
     def resolution_log(self) -> list[dict[str, Any]]:
+        tables = self.resolution.get("tables", {})
         return [entry for obj in self.objects for entry in (obj.keys or {}).get("choices", [])] + [
-            {"object": obj.name, "scope": "table", "choice": obj.resolution} for obj in self.objects if obj.resolution
+            {"object": obj.name, "scope": "table" if obj.name in tables else "default", "choice": obj.resolution}
+            for obj in self.objects
+            if obj.resolution
         ]
 
     @property
@@ -146,29 +176,33 @@ def merge_diff_of(
     resolution: dict | None = None,
 ) -> MergeDiff:
     resolution = resolution_check(resolution)
-    graph = CommitGraph.of(catalog)
-    base_id = graph.merge_base(source_head.id, target_head.id)
-    base = Commit.objects.get(id=base_id)
-    base_history = graph.ancestors(base_id)
-    src_commits = graph.changes_since(source_head.id, base_history)
-    dest_commits = graph.changes_since(target_head.id, base_history)
-    src_ops, dest_ops = _operations(src_commits), _operations(dest_commits)
+    graph = CommitGraph(catalog.id)
+    sides = graph.sides(source_head.id, target_head.id)
+    if len(sides.bases) > 1:
+        bases = ", ".join(commit_id[:12] for commit_id in sides.bases)
+        message = MESSAGE_CRISS_CROSS.format(source=source, target=target, count=len(sides.bases), bases=bases)
+        raise ConflictError("multiple_merge_bases", message, details={"bases": sides.bases})
+    base = Commit.objects.get(id=sides.bases[0])
+    src_ops = _operations(graph, source_head.id, sides.source)
+    dest_ops = _operations(graph, target_head.id, sides.target)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     object_ids = set(src_ops) | set(dest_ops)
     versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}
     parents = {v.parent_id for side in versions.values() for v in side.values() if v.parent_id} - object_ids
     for side, chain in chains.items():
         versions[side] |= _versions(chain, parents)
-    taken = _live_names(target_chain, [v for v in versions["source"].values() if v.object_id in object_ids])
+    wanted = [v for v in versions["source"].values() if v.object_id in object_ids]
+    taken = _live_names(target_chain, wanted, versions["target"])
     objects = [
         _object_diff(object_id, src_ops.get(object_id, []), dest_ops.get(object_id, []), versions, taken, target_chain)
         for object_id in object_ids
     ]
     objects = [obj for obj in objects if obj is not None]
+    _check_segments_present(objects, source_chain, target_chain)
     objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
-        base_history=base_history, source_commits=src_commits, objects=objects, resolution=resolution,
+        source_commits=sides.source, objects=objects, resolution=resolution,
     )  # fmt: skip
     keyed = [obj for obj in objects if obj.key_mode]
     stored = KeyComparison.objects.filter(
@@ -200,18 +234,21 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
     """Decide a primary-key table's data pairs from its key comparison (None: not run yet)."""
     if result is not None:
         per_key = resolution.get("keys", {}).get(obj.name, {})
-        fallback = resolution.get("tables", {}).get(obj.name) or resolution.get("default", "fail")
+        table_choice = resolution.get("tables", {}).get(obj.name)
+        fallback = table_choice or resolution.get("default", "fail")
+        fallback_scope = "table" if table_choice else "default"
         choices = []
         for conflict in result["conflicts"]:
             choice = per_key.get(conflict["key_id"], fallback)
             if choice != "fail":
-                scope = "key" if conflict["key_id"] in per_key else "table"
+                scope = "key" if conflict["key_id"] in per_key else fallback_scope
                 choices.append(
                     {"object": obj.name, "scope": scope, "key": conflict["key"], "key_id": conflict["key_id"],
                      "choice": choice}
                 )  # fmt: skip
-        settled = len(choices) if fallback == "fail" else result["counts"]["conflicts"]
-        unresolved = result["counts"]["conflicts"] - settled
+        # A key's own `fail` stands whatever the table or the default chose; keys past the listed ones take those.
+        unlisted = result["counts"]["conflicts"] - len(result["conflicts"])
+        unresolved = len(result["conflicts"]) - len(choices) + (unlisted if fallback == "fail" else 0)
         obj.keys = {
             **result["counts"], "unresolved": unresolved, "choices": choices,
             "listed": result["conflicts"][:KEYS_IN_REPORT],
@@ -222,7 +259,7 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
 
 def pairs_resolve(obj: ObjectDiff, resolution: dict) -> None:
     """Settle the object's conflicting pairs with a whole-table resolution: the table's own choice settles any
-    conflict, the default only conflicts between two data operations."""
+    conflict, the default only conflicts of data (between two data operations, or of the table's data whole)."""
     table_choice = resolution.get("tables", {}).get(obj.name)
     default = resolution.get("default", "fail")
     settled = []
@@ -234,55 +271,113 @@ def pairs_resolve(obj: ObjectDiff, resolution: dict) -> None:
         if choice in ("source_wins", "target_wins"):
             obj.pairs[index] = replace(pair, resolved=choice)  # Pair is frozen
         settled.append(obj.pairs[index].resolved)
+    if obj.data_issues:  # conflicts of the table's data as a whole, which its choice or the default settles
+        choice = table_choice or default
+        settled.append(choice if choice in ("source_wins", "target_wins") else None)
     if settled and all(settled):
         obj.resolution = table_choice or default
+        if obj.resolution == SOURCE_WINS and obj.kind == ObjectKind.TABLE and not obj.key_mode:
+            _source_wins(obj)
 
 
-def _operations(commit_ids: list[str]) -> dict[uuid.UUID, list[Op]]:
-    order = {commit_id: index for index, commit_id in enumerate(commit_ids)}
-    rows = sorted(Operation.objects.filter(commit_id__in=commit_ids), key=lambda o: (order[o.commit_id], o.position))
-    deltas = [d for row in rows for d in row.details.get("deltas_added", [])]
+def _source_wins(obj: ObjectDiff) -> None:
+    """A table without a key settled `source_wins`: the target takes the source's version of the segments in
+    conflict and keeps its other changes (rules.source_wins_scope). A table the target dropped, or whose data the
+    target lacks (R*), is taken from the source whole."""
+    if obj.source_wins is not None or obj.target.dropped or obj.source.dropped or obj.data_issues:
+        return
+    conflicting = [(pair.source, pair.target) for pair in obj.pairs if pair.resolved == SOURCE_WINS]
+    scope = rules.source_wins_scope(obj.source_operations, obj.target_operations, conflicting)
+    if scope.mixed:
+        obj.issues.append(
+            Verdict(
+                CONFLICT, "source_wins",
+                "source_wins cannot settle this table: the target rewrote rows it inserted itself together with "
+                "the segments in conflict, so taking the source's version of those would drop them. Settle it "
+                "with target_wins, or compact less on the target.",
+            )
+        )  # fmt: skip
+        return
+    obj.source_wins = scope
+    if obj.merged_state is None:
+        _merge_state(obj)
+
+
+def _operations(graph: CommitGraph, head: str, commits: list[str]) -> dict[uuid.UUID, list[Op]]:
+    """A side's changes since the base (DESIGN.md 4.0), per object in commit order: each original operation of
+    the side's commits once, as the side has it. The side's state was built along its head's first-parent chain,
+    so that chain says what the side holds: its commits' own operations, and of each merge commit on it the
+    operations it made itself (key merges, deletes in mixed segments) and those it replayed, each under the
+    operation it came from. An operation a merge replayed whose origin the base already holds is not a change
+    since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not part
+    of the side's state."""
+    since = set(commits)
+    chain = graph.first_parents(head, since)
+    picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
+    rows = Operation.objects.filter(commit_id__in=chain).values_list(
+        "commit_id", "position", "object_id", "op", "details"
+    )
+    rows = sorted(rows, key=lambda r: (graph.node(r[0]).seq, r[1]))
+    # What a merge's `source_wins` superseded on this side is no change of it: the merge took the other side's
+    # version of those files instead (rules.source_wins_scope), and it is that side's change.
+    superseded = {
+        (commit, position, object_id)
+        for _, _, object_id, kind, details in rows if kind == Operation.Op.RESOLVE
+        for commit, position in details["superseded"]
+    }  # fmt: skip
+    for commit_id, position, object_id, kind, details in rows:
+        if kind == Operation.Op.RESOLVE:
+            continue
+        origin, origin_position = details.pop("merged_from", None), details.pop("origin_position", None)
+        if origin is None or origin_position is None:  # the commit's own (merges made before 4.0 count as own)
+            origin, origin_position = commit_id, position
+        elif origin not in since:
+            continue  # replayed from the base's history: both sides hold it
+        if (origin, origin_position, object_id) in superseded:
+            continue
+        picked.setdefault((origin, origin_position, object_id), (object_id, Op(origin, origin_position, kind, details)))
+    ordered = sorted(picked.values(), key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
+    deltas = [d for _, op in ordered for d in op.details.get("deltas_added", [])]
     owner = {str(i): str(s) for i, s in DataFile.objects.filter(id__in=deltas).values_list("id", "segment_id")}
     by_object: dict[uuid.UUID, list[Op]] = {}
-    for row in rows:
-        details = row.details
-        if details.get("deltas_added"):
-            details = {**details, "deltas_on": {d: owner.get(d) for d in details["deltas_added"]}}
-        by_object.setdefault(row.object_id, []).append(Op(row.commit_id, row.position, row.op, details))
+    for object_id, op in ordered:
+        if op.details.get("deltas_added"):
+            op = replace(op, details={**op.details, "deltas_on": {d: owner.get(d) for d in op.details["deltas_added"]}})
+        by_object.setdefault(object_id, []).append(op)
     return by_object
 
 
-def _versions(chain: Chain, object_ids: set) -> dict[uuid.UUID, ObjectVersion]:
-    """The newest version on the chain of each object. Picked here from the chain's versions of those objects (a
-    few per object), which is faster for many objects than one correlated subquery per row."""
-    if not object_ids:
-        return {}
-    newest: dict[uuid.UUID, ObjectVersion] = {}
-    rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__in=object_ids)
-    for version in rows:
-        if version.object_id not in newest or version.seq > newest[version.object_id].seq:
-            newest[version.object_id] = version
-    return newest
+def _versions(chain: Chain, object_ids: set, known: dict | None = None) -> dict[uuid.UUID, Version]:
+    """The newest version on the chain of each object (or as `known` has it already), in one query."""
+    known = known or {}
+    found = {object_id: known[object_id] for object_id in object_ids if object_id in known}
+    wanted = set(object_ids) - set(found)
+    if not wanted:
+        return found
+    rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__in=wanted)
+    newest = rows.annotate(n=Window(RowNumber(), partition_by=F("object_id"), order_by=F("seq").desc())).filter(n=1)
+    return found | {row[2]: Version(*row) for row in newest.values_list(*VERSION_FIELDS)}
 
 
-def _live_names(chain: Chain, wanted: list[ObjectVersion]) -> dict[tuple, uuid.UUID]:
-    """Which objects of the target hold the names the source's objects have: (kind, parent, name) -> id."""
+def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple, uuid.UUID]:
+    """Which objects of the target hold the names the source's objects have: (kind, parent, name) -> id. `known`:
+    the target's versions loaded already."""
     if not wanted:
         return {}
     named = ObjectVersion.objects.filter(
         chain.q(), catalog_id=chain.commit.catalog_id, name__in={v.name for v in wanted},
         kind__in=[*MERGED_KINDS, ObjectKind.VIEW],
     ).values_list("object_id", flat=True)  # fmt: skip
-    live = [v for v in _versions(chain, set(named)).values() if not v.dropped]
+    live = [v for v in _versions(chain, set(named), known).values() if not v.dropped]
     return {_namespace(v): v.object_id for v in live}
 
 
-def _namespace(version: ObjectVersion) -> tuple:
+def _namespace(version: Version) -> tuple:
     kind = ObjectKind.TABLE if version.kind == ObjectKind.VIEW else version.kind
     return (kind, version.parent_id, version.name.lower())
 
 
-def _display_name(version: ObjectVersion, versions: dict) -> str:
+def _display_name(version: Version, versions: dict) -> str:
     if version.parent_id is None:
         return version.name
     for side in ("source", "target", "base"):
@@ -323,6 +418,51 @@ def _object_diff(object_id, src_ops, dest_ops, versions, taken, target_chain) ->
         if not obj.conflicts and not (dest is not None and dest.dropped):
             _merge_state(obj)
     return obj
+
+
+def _check_segments_present(objects: list[ObjectDiff], source_chain: Chain, target_chain: Chain) -> None:
+    """A source operation that changed rows of a segment by position (a delete, an update, a compaction) replays
+    only where that segment is: on the target, or written by the source itself. A segment the target's own
+    operations removed is for the rule tables (A4/A5, F*, R*). One the target never had, because a merge on one
+    side kept a table the other side had changed (`target_wins`, a discard), is a conflict here: the replay would
+    miss the rows or keep them twice. An operation none of whose files the source still has (a later overwrite
+    replaced them) has nothing left to replay."""
+    wanted: dict[uuid.UUID, ObjectDiff] = {}
+    for obj in objects:
+        if obj.kind != ObjectKind.TABLE or not obj.merges or obj.source.dropped or obj.key_mode:
+            continue
+        if any(op.op in rules.REWRITES for op in obj.source_operations):
+            wanted[obj.object_id] = obj
+    if not wanted:
+        return
+    live = {
+        side: tables_files(chain, table_ids=list(wanted))
+        for side, chain in (("source", source_chain), ("target", target_chain))
+    }
+    for table_id, obj in wanted.items():
+        source, target = (set(live[side].get(table_id, NO_FILES).by_id()) for side in ("source", "target"))
+        # An operation's effect lives on in the files the source still has, or in what later rewrites (compactions,
+        # copy-on-write) made of its files; one that only removed files has its effect too.
+        lives = set(source)
+        for op in reversed(obj.source_operations):
+            if op.op in rules.REWRITES and op.added & lives:
+                lives |= op.removed
+        positional = [
+            op for op in obj.source_operations if op.op in rules.REWRITES and (op.added & lives or not op.added)
+        ]
+        addressed = set().union(*(op.touched | op.removed for op in positional))
+        addressed -= set().union(*(op.added for op in obj.source_operations))
+        addressed -= set().union(*(op.removed for op in obj.target_operations))
+        missing = addressed - target
+        if missing:
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source changed rows of segment(s) {rules.segments_named(missing)} by position, and the "
+                    "target does not have them (a merge on one side kept its own version of the table): the "
+                    "change cannot be replayed.",
+                )
+            )  # fmt: skip
 
 
 def _check_new(obj: ObjectDiff, versions: dict, taken: dict) -> None:
@@ -398,7 +538,28 @@ def _merge_state(obj: ObjectDiff) -> None:
         obj.issues.append(
             Verdict(CONFLICT, "A6", f"After the merge two columns would be named {duplicates[0]!r}; rename one.")
         )
+    if obj.change == "changed_in_both":
+        written = {side: _segments_written(ops) for side, ops in (("source", obj.source_operations),
+                                                                  ("target", obj.target_operations))}  # fmt: skip
+
+        def nulls(side: str) -> set[int]:
+            stats = DataFile.objects.filter(id__in=written[side]).values_list("stats", flat=True)
+            return {
+                c["id"] for c in merged["columns"] for s in stats if (s or {}).get(str(c["id"]), {}).get("nulls", 1)
+            }
+
+        wrote = {side: bool(ids) for side, ids in written.items()}
+        for problem in states.table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
+            obj.issues.append(Verdict(CONFLICT, "4.0", problem))
     obj.merged_state = merged
+
+
+def _may_be_null(stats: dict | None, column_id: int) -> bool:
+    return bool((stats or {}).get(str(column_id), {}).get("nulls", 1))
+
+
+def _segments_written(operations: list[Op]) -> list[str]:
+    return [segment for op in operations if op.op in WRITES_DATA for segment in op.details.get("segments_added", [])]
 
 
 def diff_as_dict(diff: MergeDiff) -> dict[str, Any]:
@@ -452,7 +613,7 @@ def _object_as_dict(obj: ObjectDiff) -> dict[str, Any]:
             }
             for pair in obj.pairs
         ],
-        "conflicts": [_verdict_as_dict(issue) for issue in obj.issues],
+        "conflicts": [_verdict_as_dict(issue) for issue in [*obj.issues, *obj.data_issues]],
         "resolution": obj.resolution,
         "keys": obj.keys,
     }

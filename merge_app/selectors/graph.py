@@ -1,55 +1,112 @@
-"""The commit graph of a catalog: common ancestors, and the commits a side made since one.
+"""The commit graph of a catalog, walked from two heads: their merge bases and the commits each side made since.
 
-A merge commit records, as operations of its own, every change it brought in; so the changes of a branch since a
-commit are the operations on its first-parent chain back to that commit's history, minus the merge commits that
-only brought in what that history already holds.
+A side's commits since the merge base are git's `rev-list base..head`: the commits reachable from its head and
+not from the other head (with one merge base, the commits both heads reach are exactly the base's history).
+They are found as git's `paint_down_to_common` finds them: commits are taken newest first (by the catalog-wide
+sequence number, which rises from every parent to its child, so a commit is taken only after every commit made
+from it), each painted with the sides that reach it; a commit both sides reach is a common ancestor, and the
+walk stops once every commit still queued is reached by both. So the walk costs the commits since the fork,
+never the catalog's whole history: commits are loaded as the walk reaches them, a run of each line at a time.
 """
 
+import heapq
 from dataclasses import dataclass
 
-from catalog_app.models import Catalog, Commit
+from catalog_app.models import Commit
+
+SOURCE, TARGET, STALE = 1, 2, 4
+WINDOW = 512  # sequence numbers read ahead along a line (a line is a run of first parents, see catalog_app.models)
+_FIELDS = ("id", "seq", "line_id", "parent_id", "merge_parent_id")
 
 
 @dataclass(frozen=True)
 class Node:
     seq: int
+    line: int
     parent: str | None
     merge_parent: str | None
 
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.parent, self.merge_parent) if p is not None)
+
+
+@dataclass(frozen=True)
+class Sides:
+    """What two heads have in common and what each made since."""
+
+    bases: list[str]  # the merge bases, newest first: one, except in criss-cross histories
+    source: list[str]  # commits reachable from the source head and not from the target head, oldest first
+    target: list[str]  # likewise for the target head
+
 
 class CommitGraph:
-    def __init__(self, nodes: dict[str, Node]) -> None:
-        self.nodes = nodes
+    """The commits of one catalog that a walk reaches, loaded on demand."""
 
-    @classmethod
-    def of(cls, catalog: Catalog) -> "CommitGraph":
-        rows = Commit.objects.filter(catalog=catalog).values_list("id", "seq", "parent_id", "merge_parent_id")
-        return cls({commit_id: Node(seq, parent, merge) for commit_id, seq, parent, merge in rows.iterator()})
+    def __init__(self, catalog_id) -> None:
+        self.catalog_id = catalog_id
+        self.nodes: dict[str, Node] = {}
+        self.queries = 0
+        self.walked = 0  # commits the last walk reached
 
-    def ancestors(self, commit_id: str) -> set[str]:
-        """The commit and every commit it was made from, through both parents."""
-        seen, stack = set(), [commit_id]
-        while stack:
-            current = stack.pop()
-            if current is None or current in seen:
+    def node(self, commit_id: str) -> Node:
+        if commit_id not in self.nodes:
+            self._load(commit_id)
+        return self.nodes[commit_id]
+
+    def _load(self, commit_id: str) -> None:
+        """The commit, and the commits before it on its line: its first parents, mostly, which the walk takes
+        next."""
+        row = Commit.objects.filter(catalog_id=self.catalog_id, id=commit_id).values_list(*_FIELDS).first()
+        self.queries += 1
+        if row is None:
+            raise Commit.DoesNotExist(commit_id)
+        # A window of sequence numbers, not "the 512 before": a bounded range scan whatever the planner's statistics
+        before = Commit.objects.filter(line_id=row[2], seq__lt=row[1], seq__gte=row[1] - WINDOW).values_list(*_FIELDS)
+        self.queries += 1
+        for commit_id_, seq, line, parent, merge_parent in [row, *before]:
+            self.nodes.setdefault(commit_id_, Node(seq, line, parent, merge_parent))
+
+    def sides(self, source: str, target: str) -> Sides:
+        paint: dict[str, int] = {}
+        queue: list[tuple[int, str]] = []
+
+        def push(commit_id: str, flags: int) -> None:
+            if paint.get(commit_id, 0) & flags != flags:
+                paint[commit_id] = paint.get(commit_id, 0) | flags
+                heapq.heappush(queue, (-self.node(commit_id).seq, commit_id))
+
+        push(source, SOURCE)
+        push(target, TARGET)
+        bases: list[str] = []
+        popped: set[str] = set()
+        while any(not paint[commit_id] & STALE for _, commit_id in queue):
+            _, commit_id = heapq.heappop(queue)
+            if commit_id in popped:  # pushed again with more paint before its turn: the same commit
                 continue
-            seen.add(current)
-            node = self.nodes[current]
-            stack += [node.parent, node.merge_parent]
-        return seen
+            popped.add(commit_id)
+            flags = paint[commit_id]
+            if flags == SOURCE | TARGET:
+                bases.append(commit_id)
+                flags |= STALE
+                paint[commit_id] = flags
+            for parent in self.node(commit_id).parents:
+                push(parent, flags)
+        self.walked = len(paint)
+        only = {
+            side: sorted((c for c, f in paint.items() if f & (SOURCE | TARGET) == side), key=self._seq)
+            for side in (SOURCE, TARGET)
+        }
+        return Sides(bases=bases, source=only[SOURCE], target=only[TARGET])
 
-    def merge_base(self, a: str, b: str) -> str | None:
-        """The newest commit that both `a` and `b` were made from (commit sequence numbers follow the graph)."""
-        common = self.ancestors(a) & self.ancestors(b)
-        return max(common, key=lambda commit_id: self.nodes[commit_id].seq) if common else None
+    def _seq(self, commit_id: str) -> int:
+        return self.nodes[commit_id].seq
 
-    def changes_since(self, head: str, base_history: set[str]) -> list[str]:
-        """The commits on `head`'s first-parent chain that `base_history` does not hold, oldest first, without the
-        merge commits that brought in only commits of `base_history`."""
+    def first_parents(self, head: str, within: set[str]) -> list[str]:
+        """`head`'s first-parent chain as long as it stays in `within`, oldest first (once it leaves a side's
+        commits it never comes back: every first parent of a base's ancestor is one too)."""
         chain, current = [], head
-        while current is not None and current not in base_history:
-            node = self.nodes[current]
-            if node.merge_parent is None or node.merge_parent not in base_history:
-                chain.append(current)
-            current = node.parent
+        while current is not None and current in within:
+            chain.append(current)
+            current = self.node(current).parent
         return chain[::-1]

@@ -41,11 +41,11 @@ from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import NO_FILES, TableFiles, tables_files
 from merge_app.models import KeyComparison
+from merge_app.rules import SOURCE_WINS
 from merge_app.selectors.diff import keys_attach, overwritten_partitions, pairs_resolve
 
 KEYS_JOB = "merge_keys"
 GRANULARITY = "merge.granularity"
-SOURCE_WINS, TARGET_WINS, FAIL = "source_wins", "target_wins", "fail"
 MAX_LISTED = 10_000  # conflicting keys kept for the report; the counts are always complete
 
 
@@ -60,6 +60,7 @@ class Sides:
     keys: list[str]
     path: str  # `<catalog id>/<table id>`
     warehouse: Warehouse
+    partition_ids: tuple[int, ...] = ()  # the merged table's partition spec: the rows the merge writes follow it
 
 
 @dataclass
@@ -190,7 +191,10 @@ def replay(
     replaced_count = sum(d.row_count for d in deltas)
     new_rows = replaced.filter(F.col(engine.AFTER).isNotNull()).select(f"{engine.AFTER}.*")
     segments = [
-        s for s in write_segments(sides.warehouse, sides.path, new_rows.coalesce(1), sides.columns, tag=tag)
+        s for s in write_segments(
+            sides.warehouse, sides.path, new_rows.coalesce(1), sides.columns, partition_ids=sides.partition_ids,
+            tag=tag,
+        )
         if s.row_count
     ]  # fmt: skip
     figures = {"rows_replaced": replaced_count, "rows_written": sum(s.row_count for s in segments),
@@ -224,7 +228,7 @@ def key_runs(spark, diff) -> dict:
             base=files["base"].get(obj.object_id, NO_FILES), source=files["source"].get(obj.object_id, NO_FILES),
             target=files["target"].get(obj.object_id, NO_FILES), columns=columns,
             keys=[names[i] for i in state["primary_key"]], path=f"{diff.catalog.id}/{obj.object_id}",
-            warehouse=Warehouse(settings.LAKEUI_WAREHOUSE),
+            warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), partition_ids=tuple(state["partition_by"]),
         )  # fmt: skip
         result, only = compare(
             spark, sides, row_granularity=state["properties"].get(GRANULARITY) == "row",

@@ -22,12 +22,12 @@ from catalog_app.models import Catalog, Job
 from catalog_app.services.jobs import job_create
 from lakeui.errors import ApplicationError, ConflictError
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
+from merge_app.rules import CHOICES
 from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
 from merge_app.services.merges import merge_submit
 
 PLAN_JOB = "merge_request_plan"
 PLAN_RETRY_AFTER = timedelta(seconds=60)
-RESOLUTION_CHOICES = ("fail", "source_wins", "target_wins")
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}")
 MAX_KEY_LENGTH = 1000
 
@@ -216,18 +216,18 @@ def _resolutions_checked(resolutions: Any) -> dict[str, Any]:
     """{"default": choice, "tables": {"db.t": choice}, "keys": {"db.t": {key: choice}}}; every part optional."""
 
     def bad(message: str) -> ApplicationError:
-        return ApplicationError("invalid_resolution", message, details={"choices": list(RESOLUTION_CHOICES)})
+        return ApplicationError("invalid_resolution", message, details={"choices": list(CHOICES)})
 
     if not isinstance(resolutions, dict) or not set(resolutions) <= {"default", "tables", "keys"}:
         raise bad("resolutions must be an object with `default`, `tables` and/or `keys`.")
-    if "default" in resolutions and resolutions["default"] not in RESOLUTION_CHOICES:
-        raise bad(f"default must be one of {RESOLUTION_CHOICES}.")
+    if "default" in resolutions and resolutions["default"] not in CHOICES:
+        raise bad(f"default must be one of {CHOICES}.")
     tables = resolutions.get("tables", {})
     if not isinstance(tables, dict):
         raise bad("tables must map `db.table` names to a choice.")
     for name, choice in tables.items():
-        if not TABLE_NAME.fullmatch(name) or choice not in RESOLUTION_CHOICES:
-            raise bad(f"tables[{name!r}] must name a table as `db.table` and choose one of {RESOLUTION_CHOICES}.")
+        if not TABLE_NAME.fullmatch(name) or choice not in CHOICES:
+            raise bad(f"tables[{name!r}] must name a table as `db.table` and choose one of {CHOICES}.")
     keys = resolutions.get("keys", {})
     if not isinstance(keys, dict):
         raise bad("keys must map `db.table` names to {key: choice}.")
@@ -235,8 +235,8 @@ def _resolutions_checked(resolutions: Any) -> dict[str, Any]:
         if not TABLE_NAME.fullmatch(name) or not isinstance(choices, dict):
             raise bad(f"keys[{name!r}] must name a table as `db.table` and map keys to choices.")
         for key, choice in choices.items():
-            if len(key) > MAX_KEY_LENGTH or choice not in RESOLUTION_CHOICES:
-                raise bad(f"keys[{name!r}][{key[:40]!r}] must choose one of {RESOLUTION_CHOICES}.")
+            if len(key) > MAX_KEY_LENGTH or choice not in CHOICES:
+                raise bad(f"keys[{name!r}][{key[:40]!r}] must choose one of {CHOICES}.")
     return resolutions
 
 

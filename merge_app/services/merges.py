@@ -21,33 +21,48 @@ from django.db import transaction
 
 from catalog_app.engine import dml
 from catalog_app.engine.tables import Column, Warehouse, file_in_partitions, read_segments, write_deltas
-from catalog_app.models import Catalog, DataFile, Job, ObjectKind, SchemaVersion
+from catalog_app.models import Catalog, DataFile, Job, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_chain, ref_resolve
 from catalog_app.selectors.tables import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import CommitDraft, commit_begin
-from catalog_app.services.jobs import job_create
+from catalog_app.services.jobs import job_create, job_run_sync
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError
 from merge_app import states
 from merge_app.models import Merge
-from merge_app.rules import DML, Op
+from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
     MergeDiff,
     ObjectDiff,
     diff_as_dict,
     merge_diff,
-    merge_diff_of,
     overwritten_partitions,
     resolution_check,
 )
 from merge_app.services import keys
-from merge_app.services.keys import SOURCE_WINS, TARGET_WINS
 
 MERGE_JOB = "branch_merge"
 MESSAGE_CONFLICT = "The merge of {source!r} into {target!r} has {count} conflicting object(s); nothing was merged."
 MESSAGE_MOVED = "{which} {ref!r} has moved since the merge was planned: its head is {head}."
+MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
+KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
+PLANS = 3  # a merge whose heads moved while it planned plans again this many times
+
+
+def merge_diff_compared(
+    *, catalog: Catalog, source: str, target: str, user: AbstractBaseUser | None = None
+) -> MergeDiff:
+    """The diff of two refs as the API and the diff page show it: a primary-key table changed on both sides is
+    compared by key first, on a worker (waited for up to LAKEUI_READ_TIMEOUT), when it has not been for these
+    heads; the comparison is kept, so the next read and the merge reuse it."""
+    diff = merge_diff(catalog=catalog, source=source, target=target)
+    if diff.pending:
+        params = {"catalog_id": str(catalog.id), "source": source, "target": target}
+        job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
+        diff = merge_diff(catalog=catalog, source=source, target=target)
+    return diff
 
 
 def merge_submit(
@@ -113,63 +128,69 @@ def branch_merge(
         _keys_compared(diff)
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
         return _log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
-    # Primary-key tables are compared on Spark before the commit lock is taken (and the comparison is kept even
-    # if the merge is refused); it is redone under the lock only if a head moved in between.
-    planned = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
-    runs = _keys_compared(planned)
-    try:
-        with transaction.atomic():
-            draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
-            src = ref_resolve(catalog=catalog, ref=source)
-            diff = planned  # the same heads give the same diff: it is computed again only if one moved
-            if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
-                diff = merge_diff_of(
-                    catalog=catalog, source=source, target=target, source_head=src.commit, target_head=draft.parent,
-                    source_chain=src.chain, target_chain=draft.chain, resolution=resolution,
-                )  # fmt: skip
-                runs = _keys_compared(diff)
-            _check_heads(diff, expected_heads)
-            decided = time.monotonic()
-            if not diff.mergeable:
-                raise _Refused(diff)
-            if diff.up_to_date:
-                merge = _log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started),
-                             log=extra)  # fmt: skip
-            else:
-                writer = _MergeWriter(draft, diff, key_runs=runs)
-                writer.apply()
-                chooser = user.username if user is not None and user.is_authenticated else None
-                writer.log["resolutions"] = [
-                    {**entry, **_chosen(entry, extra.get("resolution_choices"), chooser)}
-                    for entry in diff.resolution_log
-                ]
-                message = f"Merge {source} into {target}"
-                commit = draft.commit(author=user, message=message, merge_parent=diff.source_head, job=job)
-                timings = {"decide_ms": _ms(decided - started), **_since(started)}
-                merge = _log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
-                             log={**writer.log, **extra}, timings=timings)  # fmt: skip
-            if on_merged is not None:
-                on_merged(merge)
-            return merge
-    except _Refused as refused:
-        merge = _log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started),
-                     log=extra)  # fmt: skip
-        raise merge_conflict_error(merge) from None
+    # Everything that reads or writes data runs before the commit lock is taken: the diff, the key comparison of
+    # primary-key tables (kept even if the merge is refused) and the files the merge writes. Under the lock the
+    # merge only checks that both heads are still the planned ones and commits; if one moved, it plans again.
+    for _ in range(PLANS):
+        planned = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+        _check_heads(planned, expected_heads)
+        runs = _keys_compared(planned)
+        writer = None
+        if planned.mergeable and not planned.up_to_date:
+            writer = _MergeWriter(planned, key_runs=runs)
+            writer.prepare()
+        try:
+            with transaction.atomic():
+                draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
+                src = ref_resolve(catalog=catalog, ref=source)
+                if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
+                    raise _Moved
+                merge = _merged(planned, writer, draft, user=user, job=job, extra=extra, started=started)
+                if on_merged is not None:
+                    on_merged(merge)
+                return merge
+        except _Moved:
+            continue  # files the writer wrote for the old heads are orphans for garbage collection
+        except _Refused as refused:
+            merge = _log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started),
+                         log=extra)  # fmt: skip
+            raise merge_conflict_error(merge) from None
+    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=PLANS))
+
+
+def _merged(diff: MergeDiff, writer: "_MergeWriter | None", draft: CommitDraft, *, user, job, extra, started) -> Merge:
+    """Under the commit lock, on the planned heads: refuse, log an up-to-date merge, or stage and commit."""
+    if not diff.mergeable:
+        raise _Refused(diff)
+    if diff.up_to_date:
+        return _log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
+    decided = time.monotonic()
+    writer.apply(draft)
+    chooser = user.username if user is not None and user.is_authenticated else None
+    writer.log["resolutions"] = [
+        {**entry, **_chosen(entry, extra.get("resolution_choices"), chooser)} for entry in diff.resolution_log
+    ]
+    message = f"Merge {diff.source} into {diff.target}"
+    commit = draft.commit(author=user, message=message, merge_parent=diff.source_head, job=job)
+    timings = {"decide_ms": _ms(decided - started), **_since(started)}
+    return _log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit, log={**writer.log, **extra},
+                timings=timings)  # fmt: skip
 
 
 def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict[str, Any]:
-    """Who chose an applied resolution, and when: the latest matching choice recorded in a merge request (for a
-    key, else its table, else the default), or the user who ran the merge."""
+    """Who chose an applied resolution, and when: the latest choice recorded in a merge request at the entry's
+    scope (the key, its table, or the default), or the user who ran the merge."""
+    scope = entry.get("scope")
+
+    def matches(choice: dict) -> bool:
+        if choice["scope"] != scope:
+            return False
+        if scope == "key":
+            return choice.get("table") == entry.get("object") and choice.get("key") == entry.get("key_id")
+        return scope == "default" or choice.get("table") == entry.get("object")
+
     for choice in reversed(choices or []):
-        same_table = choice.get("table") == entry.get("object")
-        if (
-            (entry.get("scope") == "key" and choice["scope"] == "key" and same_table
-             and choice.get("key") == entry.get("key_id"))
-            or (choice["scope"] == "table" and same_table)
-        ):  # fmt: skip
-            return {"chosen_by": choice["by"], "chosen_at": choice["at"]}
-    for choice in reversed(choices or []):
-        if choice["scope"] == "default":
+        if matches(choice):
             return {"chosen_by": choice["by"], "chosen_at": choice["at"]}
     return {"chosen_by": merger}
 
@@ -179,6 +200,10 @@ def _keys_compared(diff: MergeDiff) -> dict:
     if not any(obj.key_mode for obj in diff.objects):
         return {}
     return keys.key_runs(spark_session(), diff)
+
+
+class _Moved(Exception):
+    """A head moved between planning and the commit lock."""
 
 
 class _Refused(Exception):
@@ -243,53 +268,64 @@ def merge_result(merge: Merge) -> dict[str, Any]:
 
 @dataclass
 class _MergeWriter:
-    draft: CommitDraft
+    """Writes a planned merge: `prepare` reads the three sides' files and does the Spark work (key merges, deletes
+    in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned target
+    head (the same files, so the prepared work holds)."""
+
     diff: MergeDiff
+    key_runs: dict = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
     log: dict[str, Any] = field(
         default_factory=lambda: {
             "objects": [],
             "discarded_operations": [],
+            "superseded_operations": [],
             "schema_versions": {"invisible": [], "discarded": []},
             "files": [],
         }
     )
+    # object id -> a key merge's written files, or a file-replayed table's plan and the delete files written for it
+    prepared: dict = field(default_factory=dict)
 
-    key_runs: dict = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
+    def prepare(self) -> None:
+        self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
+        tables = [obj.object_id for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
+        chains = {
+            "base": commit_chain(self.diff.base), "source": commit_chain(self.diff.source_head),
+            "target": commit_chain(self.diff.target_head),
+        }  # fmt: skip
+        self.files = {side: tables_files(chain, table_ids=tables) for side, chain in chains.items()}
+        self.schemas = {
+            side: schema_histories(chains[side], table_ids=tables) for side in ("source", "target")
+        }  # fmt: skip
+        for obj in self.merging:
+            how = _how(obj)[0]
+            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source"):
+                continue
+            if how == "merged_by_key":
+                run = self.key_runs[obj.object_id]
+                choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
+                self.prepared[obj.object_id] = keys.replay(
+                    spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
+                )
+            else:
+                plan = self._file_plan(obj)
+                self.prepared[obj.object_id] = plan, self._mixed_deletes(obj, plan.kept, plan.partitions)
 
-    def apply(self) -> None:
-        merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
+    def apply(self, draft: CommitDraft) -> None:
+        self.draft = draft
         for obj in self.diff.objects:
             if obj.merges and obj.resolution == TARGET_WINS:
                 self.log["objects"].append(
                     {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
                      "verdict": obj.verdict, "operations": []}
                 )  # fmt: skip
-        tables = [obj.object_id for obj in merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
-        chains = {
-            "base": commit_chain(self.diff.base), "source": commit_chain(self.diff.source_head),
-            "target": self.draft.chain,
-        }  # fmt: skip
-        self.files = {side: tables_files(chain, table_ids=tables) for side, chain in chains.items()}
-        self.schemas = {
-            side: schema_histories(chains[side], table_ids=tables) for side in ("source", "target")
-        }  # fmt: skip
-        for obj in merging:
+        for obj in self.merging:
             self._object(obj)
 
     def _object(self, obj: ObjectDiff) -> None:
-        src = obj.source
-        if src.dropped:
-            how, state, name, parent_id = "dropped", obj.target.state, obj.target.name, obj.target.parent_id
-        elif obj.change == "added_in_source":
-            how, state, name, parent_id = "created", dict(src.state), src.name, src.parent_id
-        elif obj.resolution == SOURCE_WINS:
-            how, state, name, parent_id = "taken_from_source", dict(src.state), src.name, src.parent_id
-        else:
-            how, state, parent_id = "replayed", dict(obj.merged_state), obj.target.parent_id
-            name = states.name_merge(obj.base.name, src.name, obj.target.name)
-            how = "merged_by_key" if obj.key_mode else how
+        how, state, name, parent_id = _how(obj)
         new_schema = None
-        if obj.kind == ObjectKind.TABLE and not src.dropped:
+        if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
             if how == "merged_by_key":
                 self._merge_by_key(obj)
             else:
@@ -298,9 +334,11 @@ class _MergeWriter:
                 new_schema = state["columns"]
         self.draft.put(
             kind=obj.kind, object_id=obj.object_id, name=name, parent_id=parent_id, state=state,
-            dropped=src.dropped, new_schema=new_schema,
+            dropped=obj.source.dropped, new_schema=new_schema,
         )  # fmt: skip
         replayed = self._operations(obj, how)
+        if obj.source_wins and obj.source_wins.superseded:
+            self._superseded(obj)
         self.log["objects"].append(
             {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": obj.verdict,
              "operations": [op.op for op in replayed]}
@@ -311,7 +349,8 @@ class _MergeWriter:
         by key records its data change itself (`_merge_by_key`): only its DDL operations are replayed here."""
         discarded = {pair.source: pair for pair in obj.discarded}
         if how == "created":
-            details = {"name": obj.source.name, "merged_from": obj.source.commit_id, **obj.source.state}
+            create = next((op for op in obj.source_operations if op.op == "create"), None)
+            details = {"name": obj.source.name, **obj.source.state, **(_origin(create) if create else {})}
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="create", details=details)
         replayed = []
         for index, op in enumerate(obj.source_operations):
@@ -326,29 +365,44 @@ class _MergeWriter:
                 )  # fmt: skip
                 if set(pair.decided.discarded) >= op.added:
                     continue  # discarded whole; else only some of its files (a merge-on-read delete, A5)
-            details = {k: v for k, v in op.details.items() if k != "deltas_on"} | {"merged_from": op.commit}
+            details = {k: v for k, v in op.details.items() if k != "deltas_on"} | _origin(op)
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op.op, details=details)
             replayed.append(op)
         return replayed
 
+    def _superseded(self, obj: ObjectDiff) -> None:
+        """Record the target operations a table's `source_wins` superseded, so that no later merge counts them as
+        a change of the target's (DESIGN.md 4.0)."""
+        ops = [obj.target_operations[index] for index in obj.source_wins.superseded]
+        details = {"choice": SOURCE_WINS, "superseded": [[op.commit, op.position] for op in ops]}
+        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
+        self.log["superseded_operations"] += [
+            {"object": obj.name, "object_id": str(obj.object_id), "op": op.op, "commit": op.commit} for op in ops
+        ]
+
     # --- table data: which files the target keeps, takes over and drops ----------------------------------
 
-    def _table_files(self, obj: ObjectDiff, how: str) -> None:
+    def _file_plan(self, obj: ObjectDiff) -> "_FilePlan":
+        """Which files the target drops, keeps and takes over for a table replayed by file."""
         base, src, dest = (
             self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("base", "source", "target")
         )
-        if how == "taken_from_source":  # source_wins for the whole table: its files become the source's
-            for fid in sorted(set(dest) - set(src)):
-                self.draft.remove_file(dest[fid])
-            self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
-            return
+        # The source's changes are its operations since the base (DESIGN.md 4.0), not the difference of its files
+        # from the base's: where a merge on the source kept its own side (target_wins, a discard), its files differ
+        # from the base's by what it did not take, and that is no change to replay.
+        changed = {"added": set(), "removed": set()}
+        for op in obj.source_operations:
+            changed["added"] |= op.added
+            changed["removed"] |= op.removed | set(op.details.get("deltas_removed", []))
         not_taken, not_removed = set(), set()
         for pair in obj.discarded:
             op = obj.source_operations[pair.source]
             not_taken |= set(pair.decided.discarded)
             if op.op == "compaction":  # dropped compaction: the target keeps the segments it would have replaced
                 not_removed |= op.removed | set(op.details.get("deltas_removed", []))
-        removed = {fid for fid in base if fid not in src and fid not in not_removed}
+        removed = {fid for fid in base if fid in changed["removed"] and fid not in src and fid not in not_removed}
+        contested = obj.source_wins.files if obj.source_wins else frozenset()  # the source's version of these
+        removed |= {fid for fid, f in dest.items() if fid not in src and _derived(f, contested)}
         overwrites = [
             overwritten_partitions(op, obj.object_id) for index, op in enumerate(obj.source_operations)
             if op.op == "overwrite" and index not in {pair.source for pair in obj.discarded}
@@ -357,39 +411,52 @@ class _MergeWriter:
             removed |= {fid for fid, f in dest.items() if fid not in src and _in_scope(f, partitions)}
         removed |= {fid for fid, f in dest.items() if f.kind == DataFile.Kind.DELTA and str(f.segment_id) in removed}
         kept = [f for fid, f in dest.items() if fid not in src and fid not in removed]
-        self._delete_in_mixed(obj, kept, [p for partitions in overwrites if partitions for p in partitions])
-        added = [f for fid, f in src.items() if fid not in base and fid not in dest and fid not in not_taken]
+        added = [
+            f for fid, f in src.items()
+            if ((fid in changed["added"] and fid not in base) or _derived(f, contested)) and fid not in dest
+            and fid not in not_taken
+        ]  # fmt: skip
         live_segments = {fid for fid, f in dest.items() if f.kind == DataFile.Kind.SEGMENT and fid not in removed}
         live_segments |= {str(f.id) for f in added if f.kind == DataFile.Kind.SEGMENT}
         added = [f for f in added if f.kind == DataFile.Kind.SEGMENT or str(f.segment_id) in live_segments]
-        for fid in sorted(removed & set(dest)):
-            self.draft.remove_file(dest[fid])
-        self._take_over(obj, added)
+        partitions = [p for parts in overwrites if parts for p in parts]
+        return _FilePlan(removed=[dest[fid] for fid in sorted(removed & set(dest))], kept=kept, added=added,
+                         partitions=partitions)  # fmt: skip
 
-    def _delete_in_mixed(self, obj: ObjectDiff, kept: list[DataFile], partitions: list[dict[str, Any]]) -> None:
+    def _table_files(self, obj: ObjectDiff, how: str) -> None:
+        if how == "taken_from_source":  # source_wins for the whole table: its files become the source's
+            src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
+            for fid in sorted(set(dest) - set(src)):
+                self.draft.remove_file(dest[fid])
+            self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
+            return
+        plan, written = self.prepared[obj.object_id]  # planned on the same files before the commit lock
+        deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
+        if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
+            details = {
+                "deltas_added": [str(d.id) for d in deltas], "segments_touched": [str(d.segment_id) for d in deltas],
+                "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
+            }  # fmt: skip
+            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
+        for file in plan.removed:
+            self.draft.remove_file(file)
+        self._take_over(obj, plan.added)
+
+    def _mixed_deletes(self, obj: ObjectDiff, kept: list[DataFile], partitions: list[dict[str, Any]]) -> list:
         """The target's own segments that mix partitions (written before the table was partitioned by the source
         overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
-        files, recorded as a `delete` of the merge commit."""
+        files (written here, on Spark), recorded as a `delete` of the merge commit."""
         target = self.files["target"].get(obj.object_id, NO_FILES)
         ids = {column_id for partition in partitions for column_id in partition}
         mixed = {s.id for s in target.unsplit(ids)} & {f.id for f in kept}
         if not mixed:
-            return
+            return []
         columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
         reads = [r for r in target.reads() if uuid.UUID(r.id) in mixed]
         warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
         rows = read_segments(spark_session(), warehouse, base, columns, reads, positions=True)
         hit = dml.positions_matching(rows, dml.rows_in_partitions(partitions, columns))
-        deltas = self._add_written(
-            obj, write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}"), DataFile.Kind.DELTA
-        )
-        if not deltas:
-            return
-        details = {
-            "deltas_added": [str(d.id) for d in deltas], "segments_touched": [str(d.segment_id) for d in deltas],
-            "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
-        }  # fmt: skip
-        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
+        return write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}")
 
     def _add_written(self, obj: ObjectDiff, written: list, kind: str) -> list[DataFile]:
         """Files the merge wrote for `obj` (`engine.tables.WrittenFile`s): added to the commit, and logged."""
@@ -413,11 +480,7 @@ class _MergeWriter:
 
     def _merge_by_key(self, obj: ObjectDiff) -> None:
         """A primary-key table: write the merged rows of the keys that change, and delete files for the old ones."""
-        run = self.key_runs[obj.object_id]
-        choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
-        segments, deltas, figures, touched = keys.replay(
-            spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
-        )
+        segments, deltas, figures, touched = self.prepared[obj.object_id]
         new_segments = self._add_written(obj, segments, DataFile.Kind.SEGMENT)
         new_deltas = self._add_written(obj, deltas, DataFile.Kind.DELTA)
         details = {
@@ -425,6 +488,9 @@ class _MergeWriter:
             "segments_removed": [], "deltas_removed": [], "segments_touched": [str(s.id) for s in touched],
             "by_key": obj.keys and {k: v for k, v in obj.keys.items() if k not in ("listed", "choices")},
             **figures,
+            # The rows it writes replay the source's changes of the table, all at once: under the source head, so
+            # that a later merge whose base holds that head does not bring them back a second time.
+            "merged_from": self.diff.source_head.id, "origin_position": KEY_MERGE_POSITION,
         }  # fmt: skip
         op = "update" if figures["rows_replaced"] else "insert"
         self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op, details=details)
@@ -456,6 +522,38 @@ class _MergeWriter:
             entry = {"object": obj.name, "source_version": version.id, "columns": [c["name"] for c in version.columns]}
             key = "invisible" if version.id in copies else "discarded"
             self.log["schema_versions"][key].append(entry)
+
+
+def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
+    """How the merge writes an object, and its state, name and parent after the merge."""
+    src = obj.source
+    if src.dropped:
+        return "dropped", obj.target.state, obj.target.name, obj.target.parent_id
+    if obj.change == "added_in_source":
+        return "created", dict(src.state), src.name, src.parent_id
+    if obj.resolution == SOURCE_WINS and obj.source_wins is None and not obj.key_mode:
+        return "taken_from_source", dict(src.state), src.name, src.parent_id
+    name = states.name_merge(obj.base.name, src.name, obj.target.name)
+    return ("merged_by_key" if obj.key_mode else "replayed"), dict(obj.merged_state), name, obj.target.parent_id
+
+
+@dataclass(frozen=True)
+class _FilePlan:
+    removed: list[DataFile]  # the target's files the merge drops
+    kept: list[DataFile]  # the target's own files it keeps
+    added: list[DataFile]  # the source's files it takes over
+    partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
+
+
+def _origin(op: Op) -> dict[str, Any]:
+    """What a replayed operation records of the operation it replays, so that later merges count it once
+    (DESIGN.md 4.0, `merge_app.selectors.diff._operations`)."""
+    return {"merged_from": op.commit, "origin_position": op.position}
+
+
+def _derived(file: DataFile, files: frozenset[str]) -> bool:
+    """Whether a file is one of `files` or a delete file of one of them."""
+    return str(file.id) in files or (file.segment_id is not None and str(file.segment_id) in files)
 
 
 def _in_scope(file: DataFile, partitions: list[dict[str, Any]] | None) -> bool:

@@ -145,6 +145,8 @@ class _RestoreWriter:
         if not live_now and not live_then:
             return
         shown = then if live_then else now
+        if live_then and self.only is not None:
+            self._check_name_free(then)
         ops: list[tuple[str, dict]] = []
         new_schema = None
         if not live_then:
@@ -174,6 +176,19 @@ class _RestoreWriter:
             {"kind": shown.kind, "object_id": str(shown.object_id), "name": shown.name, "how": how,
              "operations": [op for op, _ in ops]}
         )  # fmt: skip
+
+    def _check_name_free(self, then: ObjectVersion) -> None:
+        """A table restored alone takes its name at the point back: another live table or view holding that name
+        now would leave two objects of one name (a branch restore restores every name at once)."""
+        for kind in (ObjectKind.TABLE, ObjectKind.VIEW):
+            other = self.draft.find(kind, then.name, then.parent_id)
+            if other is not None and other.object_id != then.object_id:
+                raise ConflictError(
+                    "name_taken",
+                    f"The table was named {then.name!r} at the point, and another {kind} has that name now: rename "
+                    "or drop it first, then restore.",
+                    details={"name": then.name, "object_id": str(other.object_id)},
+                )
 
     def _files(self, table_id) -> dict | None:
         """Make the table's files those of the point; the `overwrite` details, or None if they already are."""

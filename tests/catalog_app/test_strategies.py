@@ -578,7 +578,7 @@ def _load_segments(spark, catalog, *, rows: int, segments: int) -> None:
         F.col("id"), (F.col("id") % 1000).cast("int").alias("amount"), F.lit("old").alias("region")
     )
     written = snapshot.write(data.repartitionByRange(segments, "id"), tag="seed")
-    job = Job.objects.create(kind="table_load", params={}, status=Job.Status.SUCCEEDED)
+    job = Job.objects.create(kind="table_load", params={}, status=Job.Status.RUNNING, worker="test-process/seed")
     change = DataChange("insert", new_segments=written, counts={"rows_inserted": rows})
     data_change_commit(snapshot=snapshot, change=change, job=job, message="seed")
 

@@ -437,9 +437,8 @@ def settled_page(client, number=1, timeout=240):
         time.sleep(0.5)
 
 
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("celery_worker")
-def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user):
+def key_conflict(user):
+    """A primary-key table whose row 1 dev and main updated to different amounts (-1 and -2)."""
     from tests.support.merges import change, insert
 
     catalog = make_catalog(user=user)
@@ -448,6 +447,13 @@ def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user):
     branch_create(catalog=catalog, name="dev", source="main")
     change(catalog, "table_update", {"set": {"amount": "-1"}, "where": "id = 1"}, branch="dev")
     change(catalog, "table_update", {"set": {"amount": "-2"}, "where": "id = 1"}, branch="main")
+    return catalog
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user):
+    key_conflict(user)
     token = csrf(client, "/catalogs/lake/merge-requests")
     client.post("/catalogs/lake/merge-requests", {"source": "dev", "target": "main", "title": "Amounts",
                 "csrfmiddlewaretoken": token})  # fmt: skip
@@ -463,3 +469,17 @@ def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user):
     resolved = settled_page(client)
     assert 'value="source_wins" checked' in resolved.content.decode()
     assert "Ready to merge." in text(resolved)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_the_diff_page_shows_a_primary_key_table_compared_by_key(client, user):
+    """The page runs the key comparison (on the worker) instead of showing the table as pending."""
+    key_conflict(user)
+    client.force_login(user)
+    page = client.get("/catalogs/lake/diff", {"from": "dev", "to": "main"})
+    html, words = page.content.decode(), text(page)
+    assert "pending" not in words
+    assert "Compared by key: 1 key changed on both sides, 0 merged cell by cell, 1 conflicting" in words
+    assert "Key id = 1: source update, target update" in words
+    assert re.findall(r'<td class="conflict-cell">([^<]*)</td>', html) == ["-1", "-2"]

@@ -102,7 +102,21 @@ def test_the_same_column_conflicts_and_each_resolution_gives_its_rows(spark):
     assert table(spark, catalog) == expected({1: (-1, "eu"), 2: (-30, "eu")})
     assert result.commit.parent_id == before
     choices = {(r["scope"], r["choice"]) for r in result.log["resolutions"]}
-    assert choices == {("key", "source_wins"), ("table", "target_wins")}
+    assert choices == {("key", "source_wins"), ("default", "target_wins")}
+
+
+@pytest.mark.parametrize("fallback", [{"default": "source_wins"}, {"tables": {"sales.orders": "target_wins"}}])
+def test_a_keys_own_fail_stands_against_the_table_or_default_choice(spark, fallback):
+    catalog = keyed()
+    for key, (dev, main) in {1: (-1, -2), 2: (-20, -30)}.items():
+        update(catalog, "dev", f"id = {key}", amount=dev)
+        update(catalog, "main", f"id = {key}", amount=main)
+    before = head(catalog)
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, resolution={**fallback, "keys": {"sales.orders": {"[1]": "fail"}}})
+    assert "1 unresolved" in refused.value.details["conflicts"][0]["conflicts"][0]["reason"]
+    assert head(catalog) == before
+    merge(catalog, resolution=fallback)
 
 
 def test_a_delete_against_an_update_conflicts(spark):
@@ -202,3 +216,17 @@ def test_a_primary_key_table_changed_on_one_side_only_is_merged_zero_copy(spark)
     result = merge(catalog)
     assert all(not f.get("written_by_merge") for f in result.log["files"])
     assert table(spark, catalog) == expected({1: (-1, "eu")})
+
+
+def test_a_key_merge_into_a_partitioned_table_writes_partitioned_segments(spark):
+    """The merged rows follow the table's partition spec: a later partition overwrite is not refused with
+    `unsplit_segments` because of a segment the merge wrote."""
+    catalog = keyed(partition_by=["region"])
+    update(catalog, "dev", "id = 1", amount=-1)
+    update(catalog, "main", "id = 6", amount=-6)
+    result = merge(catalog)
+    written = [f for f in result.log["files"] if f.get("written_by_merge") and f["kind"] == "segment"]
+    assert written
+    incoming = [{"id": 100, "amount": 1, "region": "us"}]
+    change(catalog, "table_load", {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    assert table(spark, catalog) == expected({1: (-1, "eu"), 6: (-6, "eu"), 100: (1, "us")})

@@ -7,7 +7,8 @@ from catalog_app.models import Commit, DataFile
 from catalog_app.selectors.objects import schema_history
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.refs import branch_create
-from catalog_app.services.tables import column_add, table_drop
+from catalog_app.services.tables import column_add, table_drop, table_update
+from lakeui.errors import ConflictError
 from merge_app.models import Restore
 from merge_app.services.restores import branch_restore, restore_point
 from tests.support.catalogs import COLUMNS, head, make_catalog, make_table, on
@@ -153,3 +154,20 @@ def test_restore_api_and_sql(spark, user_client, celery_worker):
     assert Restore.objects.count() == 1
     syntax = user_client.post(f"{url}/sql", {"statement": "RESTORE BRANCH main TO YESTERDAY"}, format="json")
     assert (syntax.status_code, syntax.json()["details"]["position"]) == (400, 23)
+
+
+def test_a_renamed_table_is_not_restored_onto_a_name_another_table_holds(spark):
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1))
+    point = head(catalog)
+    table_update(target=on(catalog), database="sales", name="orders", new_name="old_orders")
+    make_table(catalog)  # a new `orders`
+    before = head(catalog)
+    with pytest.raises(ConflictError) as refused:
+        restore(catalog, commit=point, table="old_orders")
+    assert refused.value.code == "name_taken" and "'orders'" in refused.value.message
+    assert head(catalog) == before
+    table_drop(target=on(catalog), database="sales", name="orders")
+    restore(catalog, commit=point, table="old_orders")
+    assert ids(spark, catalog) == [1]

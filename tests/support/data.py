@@ -22,11 +22,18 @@ def run(catalog, kind, params, *, branch="main", database="sales", table="orders
     return job
 
 
+def claimed(job_id) -> Job:
+    """The job claimed by this process as a worker's delivery claims it: its commit is fenced by the claim."""
+    Job.objects.filter(id=job_id).update(status=Job.Status.RUNNING, worker=f"test-process/{job_id}")
+    return Job.objects.select_related("requested_by").get(id=job_id)
+
+
 class Progress:
-    """What a job handler reports progress to, for a job run in the test process."""
+    """What a job handler reports progress to, for a job run in the test process (which claims it)."""
 
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
+        claimed(job_id)
 
     def report(self, percent: int, message: str = "") -> None:
         pass

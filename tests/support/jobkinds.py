@@ -64,3 +64,21 @@ def merge_then_die(params: dict[str, Any], progress: Progress) -> dict[str, Any]
             branch_merge(catalog=catalog, source=params["source"], target=params["target"], job=job)
             os._exit(1)
     return merge_job(params, progress)
+
+
+@job_kind("test.spark")
+def spark_count(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """A small Spark job on the worker's session; `kill_jvm` kills that session's JVM first, as an OOM would."""
+    import os
+    import signal
+
+    from pyspark import SparkContext
+
+    from catalog_app.spark import spark_session
+
+    spark = spark_session()
+    jvm_pid = SparkContext._gateway.proc.pid
+    if params.get("kill_jvm"):
+        os.kill(jvm_pid, signal.SIGKILL)
+        time.sleep(1)
+    return {"count": spark.range(params.get("rows", 10)).count(), "jvm_pid": jvm_pid}

@@ -1,6 +1,8 @@
 """A real Celery worker in a subprocess, on the test database and the test queue."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,9 +26,9 @@ def database_url(db: dict) -> str:
 
 
 class Worker:
-    def __init__(self, *, db: dict, log_path: Path, concurrency: int = 2) -> None:
+    def __init__(self, *, db: dict, log_path: Path, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
-        env = dict(os.environ)
+        env = dict(os.environ, **(env or {}))
         env.update(DJANGO_SETTINGS_MODULE="lakeui.settings.test", DATABASE_URL=database_url(db))
         self.command = [sys.executable, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO"]
         self.command += ["--concurrency", str(concurrency), "--include", "tests.support.jobkinds"]
@@ -42,7 +44,12 @@ class Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("w") as log:
             self.process = subprocess.Popen(
-                self.command, cwd=settings.BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                self.command,
+                cwd=settings.BASE_DIR,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: kill() takes its pool and Spark JVM with it
             )
         deadline = time.monotonic() + READY_TIMEOUT
         while " ready." not in self.log():
@@ -61,3 +68,11 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the worker's whole process group (pool processes and Spark JVM included), as a crash would."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()

@@ -1,0 +1,284 @@
+"""Merges on histories of many branches (DESIGN.md 4.0): each side's changes are the commits it reaches and the
+other side does not, every original operation once, on real Spark data. Each test checks the rows (as a multiset:
+a row held twice shows) on every branch after every merge."""
+
+import pytest
+
+from catalog_app.selectors.refs import ref_resolve
+from catalog_app.services.refs import branch_create, branch_delete, tag_create
+from lakeui.errors import ConflictError
+from merge_app.selectors.diff import merge_diff
+from merge_app.selectors.graph import CommitGraph
+from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.data import read
+from tests.support.merges import change, insert, merge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def rows(*ids, amount=None):
+    return [{"id": i, "amount": i * 10 if amount is None else amount, "region": "eu"} for i in ids]
+
+
+def refresh(catalog, branch, *ids):
+    change(catalog, "table_load", {"strategy": "full_refresh", "rows": rows(*ids)}, branch=branch)
+
+
+def update(catalog, branch, where, amount):
+    change(catalog, "table_update", {"set": {"amount": str(amount)}, "where": where}, branch=branch)
+
+
+def upsert(catalog, branch, *ids, amount):
+    params = {"strategy": "upsert", "key_columns": ["id"], "rows": rows(*ids, amount=amount)}
+    change(catalog, "table_load", params, branch=branch)
+
+
+def table(spark, catalog, ref):
+    """The rows at a ref as a sorted list of (id, amount): a doubled row shows twice."""
+    return sorted((r["id"], r["amount"]) for r in read(spark, catalog, ref).collect())
+
+
+def expect(*ids, **amounts):
+    """Rows with the default amount (id * 10), but for `amounts` given as `_<id>=amount`."""
+    changed = {int(name[1:]): amount for name, amount in amounts.items()}
+    return sorted((i, changed.get(i, i * 10)) for i in ids)
+
+
+def start(*, primary_key=None, branches=("dev",)):
+    """main: a table with rows 1-4; `branches` made from it."""
+    catalog = make_catalog()
+    make_table(catalog, **({"primary_key": primary_key} if primary_key else {}))
+    insert(catalog, rows(1, 2, 3, 4))
+    for name in branches:
+        branch_create(catalog=catalog, name=name, source="main")
+    return catalog
+
+
+def hotfix_pattern(catalog, later_on_hotfix, later_on_dev):
+    """The hotfix's full refresh reaches main and, with a later commit, dev; main then appends."""
+    refresh(catalog, "hotfix", 10, 11, 12)
+    merge(catalog, source="hotfix", target="main")
+    later_on_hotfix()
+    merge(catalog, source="hotfix", target="dev")
+    insert(catalog, rows(5), branch="main")
+    later_on_dev()
+
+
+def test_a_hotfix_merged_into_two_branches_whose_histories_meet_again(spark):
+    """Merging dev into main must not replay the hotfix's full refresh a second time (it deleted main's rows)."""
+    catalog = start(branches=("dev", "hotfix"))
+    hotfix_pattern(
+        catalog, lambda: insert(catalog, rows(13), branch="hotfix"), lambda: insert(catalog, rows(14), branch="dev")
+    )
+    assert table(spark, catalog, "main") == expect(5, 10, 11, 12)
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(5, 10, 11, 12, 13, 14)
+    assert table(spark, catalog, "dev") == expect(10, 11, 12, 13, 14)
+
+
+def test_a_hotfix_merged_into_two_branches_with_a_primary_key(spark):
+    """The key merge kept neither the hotfix's later update nor dev's own."""
+    catalog = start(primary_key=["id"], branches=("dev", "hotfix"))
+    hotfix_pattern(
+        catalog, lambda: update(catalog, "hotfix", "id = 12", -12), lambda: update(catalog, "dev", "id = 11", -11)
+    )
+    assert table(spark, catalog, "dev") == expect(10, 11, 12, _11=-11, _12=-12)
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(5, 10, 11, 12, _11=-11, _12=-12)
+    assert table(spark, catalog, "dev") == expect(10, 11, 12, _11=-11, _12=-12)
+
+
+def test_the_changes_of_a_side_are_the_commits_it_reaches_and_the_other_does_not(spark):
+    catalog = start(branches=("dev", "hotfix"))
+    refresh(catalog, "hotfix", 10)
+    merge(catalog, source="hotfix", target="main")
+    insert(catalog, rows(11), branch="hotfix")
+    merge(catalog, source="hotfix", target="dev")
+    insert(catalog, rows(5), branch="main")
+    diff = merge_diff(catalog=catalog, source="dev", target="main")
+    [obj] = diff.objects
+    assert [op.op for op in obj.source_operations] == ["insert"]  # hotfix's later insert, not its full refresh
+    assert [op.op for op in obj.target_operations] == ["insert"]
+    hotfix_insert = ref_resolve(catalog=catalog, ref="hotfix").commit.id
+    assert obj.source_operations[0].commit == hotfix_insert  # named by the commit that made it, not the merge's
+    assert diff.base.id == ref_resolve(catalog=catalog, ref="hotfix").commit.parent_id
+
+
+def test_feature_to_dev_to_main_with_every_branch_moving(spark):
+    """A primary key: the table's rows are compared by key, so dev's update merges beside main's inserts (a
+    table without one refuses a source update against target inserts, DESIGN.md 4.3)."""
+    catalog = start(primary_key=["id"], branches=("dev",))
+    branch_create(catalog=catalog, name="feature", source="dev")
+    insert(catalog, rows(20), branch="feature")
+    insert(catalog, rows(30), branch="dev")
+    insert(catalog, rows(5), branch="main")
+    merge(catalog, source="feature", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, 20, 30)
+    insert(catalog, rows(21), branch="feature")
+    update(catalog, "dev", "id = 30", -30)
+    insert(catalog, rows(6), branch="main")
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6, 20, 30, _30=-30)
+    merge(catalog, source="feature", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, 20, 21, 30, _30=-30)
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6, 20, 21, 30, _30=-30)
+    merge(catalog, source="feature", target="main")  # everything of feature's is on main already
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6, 20, 21, 30, _30=-30)
+
+
+@pytest.mark.parametrize("primary_key", [None, ["id"]], ids=["no_key", "primary_key"])
+def test_repeated_merges_in_both_directions(spark, primary_key):
+    catalog = start(primary_key=primary_key)
+    for round_ in range(3):
+        new_on_main, new_on_dev = 100 + round_, 200 + round_
+        insert(catalog, rows(new_on_main), branch="main")
+        insert(catalog, rows(new_on_dev), branch="dev")
+        update(catalog, "dev", f"id = {1 + round_}", -(1 + round_))
+        merge(catalog, source="main", target="dev")
+        merge(catalog, source="dev", target="main")
+        expected = expect(
+            1, 2, 3, 4, *range(100, 101 + round_), *range(200, 201 + round_),
+            **{f"_{i}": -i for i in range(1, 2 + round_)},
+        )  # fmt: skip
+        assert table(spark, catalog, "main") == expected
+        assert table(spark, catalog, "dev") == expected
+    assert merge(catalog, source="dev", target="main").status == "up_to_date"
+
+
+def test_a_full_refresh_merged_back_and_forth_replaces_only_once(spark):
+    """dev's full refresh reaches main; dev merges main back (taking main's later rows); main appends more; the
+    next merge of dev into main carries no overwrite."""
+    catalog = start()
+    refresh(catalog, "dev", 10, 11)
+    merge(catalog, source="dev", target="main")
+    insert(catalog, rows(5), branch="main")
+    merge(catalog, source="main", target="dev")
+    assert table(spark, catalog, "dev") == expect(5, 10, 11)
+    insert(catalog, rows(6), branch="main")
+    insert(catalog, rows(12), branch="dev")
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(5, 6, 10, 11, 12)
+
+
+def test_a_discard_stays_part_of_its_side(spark):
+    """A4 on dev (main's full refresh discards dev's update of an old row) is dev's state: merging dev into
+    another branch later does not re-apply the discarded update."""
+    catalog = start(branches=("dev", "other"))
+    refresh(catalog, "main", 1, 2, 3, 4)
+    update(catalog, "other", "id = 2", -2)
+    merge(catalog, source="other", target="main")  # A4: the update of an older row is discarded
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4)
+    merge(catalog, source="main", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4)
+    insert(catalog, rows(7), branch="other")
+    merge(catalog, source="other", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, 7)
+
+
+def test_target_wins_stays_part_of_its_side(spark):
+    catalog = start(branches=("dev", "other"))
+    update(catalog, "other", "id = 1", -1)
+    update(catalog, "main", "id = 1", -100)
+    merge(catalog, source="other", target="main", resolution={"default": "target_wins"})
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, _1=-100)
+    update(catalog, "other", "id = 4", -4)
+    merge(catalog, source="main", target="dev")
+    merge(catalog, source="other", target="dev", resolution={"default": "target_wins"})
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, _1=-100)
+
+
+def test_criss_cross_histories_are_refused_naming_both_bases(spark):
+    catalog = start()
+    insert(catalog, rows(5), branch="main")
+    insert(catalog, rows(6), branch="dev")
+    main_before, dev_before = head(catalog, "main"), head(catalog, "dev")
+    tag_create(catalog=catalog, name="main-then", ref="main")
+    merge(catalog, source="dev", target="main")
+    merge(catalog, source="main-then", target="dev")  # each side merged the other's then-head
+    main_head, dev_head = head(catalog, "main"), head(catalog, "dev")
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, source="dev", target="main")
+    assert refused.value.code == "multiple_merge_bases"
+    assert set(refused.value.details["bases"]) == {main_before, dev_before}
+    assert main_before[:12] in refused.value.message and dev_before[:12] in refused.value.message
+    assert (head(catalog, "main"), head(catalog, "dev")) == (main_head, dev_head)
+
+
+def test_merges_from_a_tag_and_a_commit_id(spark):
+    catalog = start()
+    insert(catalog, rows(5), branch="dev")
+    tag_create(catalog=catalog, name="v1", ref="dev")
+    first = head(catalog, "dev")
+    insert(catalog, rows(6), branch="dev")
+    merge(catalog, source="v1", target="main")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5)
+    insert(catalog, rows(7), branch="main")
+    merge(catalog, source=head(catalog, "dev"), target="main")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6, 7)
+    assert merge(catalog, source=first, target="main").status == "up_to_date"
+
+
+def test_a_branch_deleted_after_merging(spark):
+    catalog = start(branches=("dev", "feature"))
+    refresh(catalog, "feature", 8, 9)
+    merge(catalog, source="feature", target="main")
+    merge(catalog, source="feature", target="dev")
+    branch_delete(catalog=catalog, name="feature")
+    insert(catalog, rows(5), branch="main")
+    insert(catalog, rows(6), branch="dev")
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(5, 6, 8, 9)
+
+
+def test_the_walk_reads_the_commits_since_the_fork_not_the_history(spark):
+    catalog = start()
+    for i in range(30):
+        insert(catalog, rows(100 + i), branch="main")
+    branch_create(catalog=catalog, name="late", source="main")
+    insert(catalog, rows(5), branch="late")
+    insert(catalog, rows(6), branch="main")
+    graph = CommitGraph(catalog.id)
+    sides = graph.sides(head(catalog, "late"), head(catalog, "main"))
+    assert len(sides.source) == len(sides.target) == 1
+    assert graph.walked == 4  # the two heads, their base and the base's parent (reached stale: the walk ends)
+    assert graph.queries <= 4  # each of the two lines read once
+
+
+def compact(catalog, branch):
+    change(catalog, "table_compact", {}, branch=branch)
+
+
+def test_table_source_wins_takes_the_sources_rows_in_conflict_and_keeps_the_targets_other_changes(spark):
+    """Both sides update rows of the one segment (A3): `source_wins` on the table takes the source's version of that
+    segment (the target's update of it is superseded, and logged so) and keeps the target's own inserts. Merging
+    back brings the target's inserts only: the superseded update is no change of the target's any more."""
+    catalog = start(branches=("dev", "other"))
+    update(catalog, "dev", "id = 1", -1)
+    update(catalog, "main", "id = 2", -2)
+    insert(catalog, rows(5, 6), branch="main")
+    with pytest.raises(ConflictError):
+        merge(catalog)
+    merged = merge(catalog, resolution={"tables": {"sales.orders": "source_wins"}})
+    assert merged.status == "merged"
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6, _1=-1)
+    assert [(op["op"], op["object"]) for op in merged.log["superseded_operations"]] == [("update", "sales.orders")]
+    merge(catalog, source="main", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, 5, 6, _1=-1)
+    merge(catalog, source="main", target="other")  # forked before all of it: gets main's rows exactly
+    assert table(spark, catalog, "other") == expect(1, 2, 3, 4, 5, 6, _1=-1)
+
+
+def test_table_source_wins_is_refused_where_the_target_compacted_its_own_rows_into_the_conflict(spark):
+    catalog = start()
+    update(catalog, "dev", "id = 1", -1)
+    insert(catalog, rows(5), branch="main")
+    update(catalog, "main", "id = 2", -2)
+    compact(catalog, "main")  # rows 5 and the updated segment in one file
+    before = head(catalog, "main")
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, resolution={"tables": {"sales.orders": "source_wins"}})
+    assert "source_wins cannot settle this table" in str(refused.value.details)
+    assert head(catalog, "main") == before
+    assert merge(catalog, resolution={"tables": {"sales.orders": "target_wins"}}).status == "merged"
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, _2=-2)

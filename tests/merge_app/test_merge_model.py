@@ -1,0 +1,360 @@
+"""A model-based test of MERGE BRANCH: random histories of four branches, each step run for real (jobs on Spark,
+merges through the service) and in a small pure-Python model of the replay semantics of DESIGN.md 4.
+
+The model knows rows by a row-version id (`rid`, a column of the table): an insert or an overwrite adds rows, a
+delete removes rids, an update replaces a rid with a new one (its rows get `amount + 1`). A merge replays on the
+target the source's changes since the merge base (4.0: the operations of the commits the source reaches and the
+target does not, each once, as the source's first-parent history holds them), by what they left on the source
+(`replay`), with the rule table of 4.3: a source
+delete or update against target inserts is refused, and so is one that addresses a row the target also deleted
+or updated; a target overwrite discards the source's updates and deletes of older rows (A4/A5); a source
+overwrite replaces the target's rows. The cells whose verdict depends on files (a common segment, compactions,
+copy-on-write rewrites) may go either way; whatever the system does, if it merges, the rows must be the model's.
+Criss-cross histories must be refused with `multiple_merge_bases`.
+
+    LAKEUI_MODEL_SEED=7 LAKEUI_MODEL_STEPS=1000 pytest tests/merge_app/test_merge_model.py
+
+The seed and the steps so far are printed on failure.
+"""
+
+import itertools
+import os
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from catalog_app.services.refs import branch_create
+from lakeui.errors import ConflictError
+from merge_app.services.merges import branch_merge
+from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.data import read
+from tests.support.merges import change
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_MODEL_SEED", "11,12").split(",")]
+STEPS = int(os.environ.get("LAKEUI_MODEL_STEPS", "100"))
+BRANCHES = ("main", "b1", "b2", "b3")
+COLUMNS = [
+    {"name": "rid", "type": "long", "nullable": False},
+    {"name": "id", "type": "long"},
+    {"name": "amount", "type": "int"},
+]
+MUST, MAYBE, OK = "must", "maybe", "ok"
+POSITIONAL = frozenset({"delete", "update"})
+
+
+@dataclass(frozen=True)
+class Row:
+    rid: int
+    id: int
+    amount: int
+
+
+@dataclass(frozen=True)
+class MOp:
+    """One original operation: what it did to rows, and the commit that made it."""
+
+    uid: int
+    commit: int
+    kind: str  # insert | delete | update | overwrite | compaction
+    rows: tuple[Row, ...] = ()  # insert, overwrite: the rows written
+    rids: frozenset[int] = frozenset()  # delete, update: the row versions addressed
+    step: int = 0  # update: the new version of a row is `step * 10**6 + id`
+
+    @property
+    def created(self) -> set[int]:
+        """The row versions it may have added (ids are under 10**6, so a rid names its row's id)."""
+        updated = {self.step * 10**6 + rid % 10**6 for rid in self.rids} if self.kind == "update" else set()
+        return {row.rid for row in self.rows} | updated
+
+
+@dataclass
+class MCommit:
+    id: int
+    parent: "MCommit | None"
+    merge_parent: "MCommit | None"
+    rows: dict[int, Row]
+    ops: list[MOp] = field(default_factory=list)  # a plain commit's operations; a merge's, those it replayed
+    partial: bool = False  # a merge that replayed less than the source's changes (target_wins, A4/A5 discards)
+
+    @property
+    def parents(self) -> list["MCommit"]:
+        return [p for p in (self.parent, self.merge_parent) if p is not None]
+
+
+def ancestors(commit: MCommit) -> dict[int, MCommit]:
+    seen, stack = {}, [commit]
+    while stack:
+        current = stack.pop()
+        if current.id not in seen:
+            seen[current.id] = current
+            stack += current.parents
+    return seen
+
+
+def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
+    """4.0: the operations the head's first-parent history holds whose commit the other side lacks, each once."""
+    chain, current = [], head
+    while current is not None and current.id in since:
+        chain.append(current)
+        current = current.parent
+    picked: dict[int, MOp] = {}
+    for commit in reversed(chain):
+        for op in commit.ops:
+            if op.commit in since:
+                picked.setdefault(op.uid, op)
+    return sorted(picked.values(), key=lambda op: (op.commit, op.uid))
+
+
+def pair_verdict(src: MOp, dest: MOp) -> str:
+    if src.kind in POSITIONAL and dest.kind == "insert":
+        return MUST  # 4.3: delete/update x insert
+    if src.kind in POSITIONAL and dest.kind in POSITIONAL:
+        if dest.kind == "delete" and src.kind == "delete":
+            return MAYBE  # A2 is ok; a copy-on-write rewrite of a common segment is R*
+        if src.rids & dest.rids and not (src.kind == "delete" and dest.kind == "update"):
+            return MUST  # A1, A3 on a common row
+        return MAYBE  # a common segment (A1/A3), copy-on-write rewrites (R*)
+    if src.kind in POSITIONAL and dest.kind == "compaction":
+        return MAYBE  # F*
+    if src.kind == "compaction" and dest.kind != "compaction":
+        return MAYBE  # C*
+    return OK
+
+
+@dataclass
+class Model:
+    commits: itertools.count = field(default_factory=lambda: itertools.count(1))
+    uids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    heads: dict[str, MCommit] = field(default_factory=dict)
+
+    def commit(self, branch: str, op_kind: str, **fields) -> None:
+        head = self.heads[branch]
+        commit = MCommit(next(self.commits), head, None, dict(head.rows))
+        op = MOp(next(self.uids), commit.id, op_kind, **fields)
+        commit.ops.append(op)
+        commit.rows = apply(commit.rows, op)
+        self.heads[branch] = commit
+
+    def merge(self, source: str, target: str, keep_target: bool = False) -> tuple[str, dict[int, Row] | None]:
+        """(`criss_cross` | `refused` | `maybe` | `merged` | `up_to_date` | `kept_target`, the target's rows
+        after a merge). `keep_target`: the merge runs with `target_wins` after it was refused, which keeps the
+        target's table whole: none of the source's operations is replayed, and so none is part of the target's
+        history later."""
+        src, dest = self.heads[source], self.heads[target]
+        src_anc, dest_anc = ancestors(src), ancestors(dest)
+        common = set(src_anc) & set(dest_anc)
+        bases = [c for c in common if not any(c in ancestors(src_anc[o]) and o != c for o in common)]
+        if len(bases) > 1:
+            return "criss_cross", None
+        src_since = {i: c for i, c in src_anc.items() if i not in dest_anc}
+        dest_since = {i: c for i, c in dest_anc.items() if i not in src_anc}
+        src_ops, dest_ops = side_ops(src, src_since), side_ops(dest, dest_since)
+        if not src_ops:
+            return "up_to_date", dest.rows
+        verdicts = [pair_verdict(s, d) for s in src_ops for d in dest_ops]
+        if any(c.partial for c in [*src_since.values(), *dest_since.values()]):
+            # A side's table is not the base's with its changes replayed: rows a source operation changed by
+            # position may sit in files the target lacks (a conflict, R*) or has.
+            verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL | {"compaction"}]
+        if keep_target:
+            self.heads[target] = MCommit(next(self.commits), dest, src, dict(dest.rows), [], partial=True)
+            return "kept_target", dest.rows
+        if MUST in verdicts:
+            return "refused", None
+        overwritten = any(d.kind == "overwrite" for d in dest_ops)
+        own = set().union(*(op.created for op in src_ops))
+        applied, partial = [], False
+        for op in src_ops:
+            if overwritten and op.kind in POSITIONAL:  # A4/A5: only the source's own rows
+                kept = op.rids & own
+                partial = partial or kept != op.rids
+                if not kept:
+                    continue
+                op = MOp(op.uid, op.commit, op.kind, rids=frozenset(kept), step=op.step)
+            applied.append(op)
+        rows = replay(src_anc[bases[0]].rows, src.rows, dest.rows, applied)
+        self.last = f"base {sorted(src_anc[bases[0]].rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
+        self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
+        commit = MCommit(next(self.commits), dest, src, rows, applied, partial)
+        self.heads[target] = commit
+        return ("maybe" if MAYBE in verdicts else "merged"), rows
+
+
+def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp]) -> dict[int, Row]:
+    """The target's rows once the source's operations are replayed, each by what it left on the source (a later
+    overwrite there may have replaced it): the rows they added that the source still has, less the rows they
+    deleted or updated that the source no longer has. A source overwrite replaces the target's rows."""
+    created = set().union(*(op.created for op in ops))
+    addressed = set().union(*(op.rids for op in ops))
+    overwrote = any(op.kind == "overwrite" for op in ops)
+    gone = {rid for rid in addressed if rid not in src}
+    kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or not overwrote)}
+    return kept | {rid: row for rid, row in src.items() if rid not in base and rid in created}
+
+
+def apply(rows: dict[int, Row], op: MOp) -> dict[int, Row]:
+    rows = dict(rows)
+    if op.kind == "insert":
+        rows |= {row.rid: row for row in op.rows}
+    elif op.kind == "overwrite":
+        rows = {row.rid: row for row in op.rows}
+    elif op.kind == "delete":
+        for rid in op.rids:
+            rows.pop(rid, None)
+    elif op.kind == "update":
+        for rid in op.rids:
+            old = rows.pop(rid, None)
+            if old is not None:
+                new = Row(op.step * 10**6 + old.id, old.id, old.amount + 1)
+                rows[new.rid] = new
+    return rows
+
+
+class Run:
+    """One random history, run for real and in the model side by side."""
+
+    def __init__(self, seed: int, spark) -> None:
+        self.random = random.Random(seed)
+        self.spark = spark
+        self.seed = seed
+        self.log: list[str] = []
+        self.catalog = make_catalog()
+        mode = self.random.choice(["merge-on-read", "copy-on-write"])
+        make_table(self.catalog, columns=COLUMNS, properties={"write.mode": mode})
+        self.log.append(f"table write.mode={mode}")
+        self.model = Model()
+        self.model.heads["main"] = MCommit(0, None, None, {})
+        self.next_id = itertools.count(1)
+        self.outcomes: dict[str, int] = {}
+
+    def rows(self, count: int) -> tuple[Row, ...]:
+        ids = [next(self.next_id) for _ in range(count)]
+        return tuple(Row(i, i, self.random.randrange(100)) for i in ids)
+
+    def step(self, number: int) -> None:
+        branches = [b for b in BRANCHES if b in self.model.heads]
+        missing = [b for b in BRANCHES if b not in self.model.heads]
+        branch = self.random.choice(branches)
+        live = sorted(self.model.heads[branch].rows)
+        choice = self.random.choices(
+            ["branch", "insert", "delete", "update", "overwrite", "compaction", "merge"],
+            weights=[8 if missing else 0, 24, 8, 12, 4, 4, 40],
+        )[0]
+        if choice in ("delete", "update") and not live:
+            choice = "insert"
+        if choice == "merge" and len(branches) < 2:
+            choice = "branch" if missing else "insert"
+        self.log.append(f"{number}: {choice} on {branch}")
+        getattr(self, f"do_{choice}")(branch, number, live, branches, missing)
+
+    def do_branch(self, branch, number, live, branches, missing) -> None:
+        name = missing[0]
+        self.log[-1] = f"{number}: branch {name} from {branch}"
+        branch_create(catalog=self.catalog, name=name, source=branch)
+        self.model.heads[name] = self.model.heads[branch]
+
+    def do_insert(self, branch, number, live, branches, missing) -> None:
+        rows = self.rows(self.random.randint(1, 3))
+        change(self.catalog, "table_load", {"strategy": "append_only", "rows": [r.__dict__ for r in rows]},
+               branch=branch)  # fmt: skip
+        self.model.commit(branch, "insert", rows=rows)
+
+    def do_overwrite(self, branch, number, live, branches, missing) -> None:
+        rows = self.rows(self.random.randint(1, 3))
+        change(self.catalog, "table_load", {"strategy": "full_refresh", "rows": [r.__dict__ for r in rows]},
+               branch=branch)  # fmt: skip
+        self.model.commit(branch, "overwrite", rows=rows)
+
+    def _addressed(self, live) -> list[int]:
+        return self.random.sample(live, self.random.randint(1, min(2, len(live))))
+
+    def do_delete(self, branch, number, live, branches, missing) -> None:
+        rids = self._addressed(live)
+        self.log[-1] += f" rids {rids}"
+        change(self.catalog, "table_delete", {"where": f"rid IN ({', '.join(map(str, rids))})"}, branch=branch)
+        self.model.commit(branch, "delete", rids=frozenset(rids))
+
+    def do_update(self, branch, number, live, branches, missing) -> None:
+        rids = self._addressed(live)
+        self.log[-1] += f" rids {rids}"
+        assignments = {"amount": "amount + 1", "rid": f"id + {number * 10**6}"}
+        change(self.catalog, "table_update", {"set": assignments, "where": f"rid IN ({', '.join(map(str, rids))})"},
+               branch=branch)  # fmt: skip
+        self.model.commit(branch, "update", rids=frozenset(rids), step=number)
+
+    def do_compaction(self, branch, number, live, branches, missing) -> None:
+        before = head(self.catalog, branch)
+        change(self.catalog, "table_compact", {}, branch=branch)
+        if head(self.catalog, branch) != before:  # nothing to compact commits nothing
+            self.model.commit(branch, "compaction")
+
+    def do_merge(self, branch, number, live, branches, missing) -> None:
+        """A merge between two random branches; most criss-cross pairs are passed over for another pair (they are
+        refused, which a quarter of them still checks). A refused merge is retried with `target_wins` most times,
+        as a user would, so the branches' histories meet again."""
+        saved = dict(self.model.heads)
+        pairs = [(source, target) for source in branches for target in branches if source != target]
+        self.random.shuffle(pairs)
+        for source, target in pairs:
+            expected, rows = self.model.merge(source, target)
+            if expected != "criss_cross" or self.random.random() < 0.25:
+                break
+        self.log[-1] = f"{number}: merge {source} into {target}"
+        refused = not self.merged(source, target, expected, rows, saved)
+        if refused and expected != "criss_cross" and self.random.random() < 0.7:
+            self.log.append(f"{number}: merge {source} into {target} with target_wins")
+            expected, rows = self.model.merge(source, target, keep_target=True)
+            self.merged(source, target, expected, rows, saved, resolution={"default": "target_wins"})
+
+    def merged(self, source, target, expected, rows, saved, resolution=None) -> bool:
+        try:
+            result = branch_merge(catalog=self.catalog, source=source, target=target, resolution=resolution)
+            refused = None
+        except ConflictError as error:
+            result, refused = None, error
+        if refused is not None:
+            self.model.heads = dict(saved)
+            if expected == "criss_cross":
+                assert refused.code == "multiple_merge_bases", self.failure(f"refused with {refused.code}")
+            else:
+                assert expected in ("refused", "maybe"), self.failure(
+                    f"refused ({refused.code}: {refused.message}); the model merges: {sorted(rows)}"
+                )
+            self.count(f"refused_{expected}")
+            return False
+        assert expected not in ("refused", "criss_cross"), self.failure(f"merged ({result.status}); model: {expected}")
+        self.count(expected)
+        wanted = "up_to_date" if expected == "up_to_date" else "merged"
+        assert result.status == wanted, self.failure(f"{result.status}, the model: {expected}")
+        self.check(target)
+        return True
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.log[-1] += f" -> {outcome}"
+
+    def check(self, branch: str) -> None:
+        actual = sorted((r["rid"], r["id"], r["amount"]) for r in read(self.spark, self.catalog, branch).collect())
+        expected = sorted((r.rid, r.id, r.amount) for r in self.model.heads[branch].rows.values())
+        assert actual == expected, self.failure(
+            f"rows on {branch}: only in LakeUI {sorted(set(actual) - set(expected))}, "
+            f"only in the model {sorted(set(expected) - set(actual))}, {len(actual)} vs {len(expected)} rows"
+        )
+
+    def failure(self, what: str) -> str:
+        steps = "\n".join(self.log) + "\nlast merge in the model: " + getattr(self.model, "last", "")
+        return f"seed {self.seed}: {what}\nreplay with LAKEUI_MODEL_SEED={self.seed}; last steps:\n{steps}"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_histories_merge_as_the_model_says(spark, seed):
+    run = Run(seed, spark)
+    for number in range(1, STEPS + 1):
+        run.step(number)
+    for branch in run.model.heads:
+        run.check(branch)
+    print(f"seed {seed}: {STEPS} steps, merges {run.outcomes}")
+    assert sum(run.outcomes.values()) >= STEPS // 5  # the history did merge
