@@ -16,7 +16,8 @@ from rich.text import Text
 from lakeui_client.client import Client
 from lakeui_client.errors import LakeUIError
 
-err = Console(stderr=True)
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)  # colors say what they say in the UI, not rich's guesses at numbers
 
 
 def config_path() -> Path:
@@ -39,7 +40,7 @@ def emit(ctx: click.Context, data, columns: list[str]) -> None:
     table = Table(*columns)
     for row in rows:
         table.add_row(*(str(row.get(c, "")) for c in columns))
-    Console().print(table)
+    out.print(table)
 
 
 @click.group()
@@ -205,7 +206,7 @@ def sql(ctx, catalog, statement, branch):
     for row in result["rows"]:
         values = row.values() if isinstance(row, dict) else row
         table.add_row(*(str(v) for v in values))
-    Console().print(table)
+    out.print(table)
 
 
 # The colors of the UI's diff page (frontend/static/frontend/app.css): ok green, conflict red, conditional or
@@ -247,7 +248,6 @@ def diff(ctx, catalog, source, target, table):
 
 
 def show_diff(found: dict) -> None:
-    out = Console()
     source, target, counts = found["source"], found["target"], found["counts"]
     out.print(
         f"[bold]{source['ref']}[/bold] ({source['head'][:12]}) into [bold]{target['ref']}[/bold] "
@@ -287,7 +287,6 @@ def show_diff(found: dict) -> None:
 
 
 def show_data_diff(found: dict, source: str, target: str, table: str) -> None:
-    out = Console()
     counts = found["counts"]
     out.print(
         f"[bold]{table}[/bold] from {source} to {target}: [green]{counts['insert']} inserted[/green], "
@@ -332,7 +331,6 @@ MR_COLUMNS = ["number", "source", "target", "title", "state", "author"]
 def show_merge_request(ctx: click.Context, found: dict) -> None:
     if ctx.obj["json"]:
         return click.echo(json.dumps(found, indent=2, default=str))
-    out = Console()
     out.print(
         f"[bold]!{found['number']}[/bold] {found['title']} ({found['source']} into {found['target']}): {found['state']}"
     )
