@@ -188,7 +188,8 @@ def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, cele
     shown = run(live_server, token, "diff", "sales", "dev", color=True)  # --into defaults to main
     assert shown.returncode == 0, shown.stderr
     text = ANSI.sub("", shown.stdout)
-    assert "delete x insert" in text and "1 conflict(s)" in text and "shop.orders" in text, text
+    assert "1 changed object(s), 1 conflict(s)" in text and "shop.orders: rule table 4.3" in text, text
+    assert re.search(r"delete x insert\s+│ conflict\s+│ conflict", text), text
     assert "\x1b[1;31mconflict" in shown.stdout  # bold red, as the UI's cell-conflict
     report = json.loads(run(live_server, token, "--json", "diff", "sales", "dev", "--into", "main").stdout)
     (orders,) = report["objects"]
@@ -207,6 +208,10 @@ def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, cele
     assert refused.value.code == "merge_conflict" and refused.value.details
     cli_refused = run(live_server, token, "merge", "sales", "dev", "--into", "main")
     assert cli_refused.returncode == 1 and "merge_conflict" in cli_refused.stderr
+    assert (
+        run(live_server, token, "merge", "sales", "dev", "--into", "main", "--source-wins", "--target-wins").returncode
+        == 2
+    )
     kept = run(live_server, token, "--json", "merge", "sales", "dev", "--into", "main", "--target-wins")
     assert kept.returncode == 0, kept.stderr
     assert _ids(client, "main") == [1, 2, 3]
@@ -269,7 +274,8 @@ def test_cli_merge_request_review_and_merge(live_server, client, token, celery_w
 
     shown = run(live_server, token, "mr", "show", "sales", "1")
     assert shown.returncode == 0, shown.stderr
-    assert "mergeable" in shown.stdout and "bob: approve" in shown.stdout
+    assert "!1 Add 4 (feature into main): open" in shown.stdout and "bob: approve ok" in shown.stdout
+    assert "mergeable, approved by bob (0 required), 0 conflicting object(s)" in shown.stdout
     merged = run(live_server, token, "--json", "mr", "merge", "sales", "1")
     assert merged.returncode == 0, merged.stderr
     assert json.loads(merged.stdout)["status"] == "succeeded"

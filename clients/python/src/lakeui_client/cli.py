@@ -178,11 +178,15 @@ def load(ctx, catalog, branch, table, file, strategy, keys, file_format):
 @click.argument("source")
 @click.option("--into", "target", required=True)
 @click.option("--dry-run", is_flag=True)
-@click.option("--source-wins", "strategy", flag_value="source_wins")
-@click.option("--target-wins", "strategy", flag_value="target_wins")
+@click.option("--source-wins", is_flag=True, help="Settle data conflicts with the source's version")
+@click.option("--target-wins", is_flag=True, help="Settle data conflicts by keeping the target's version")
 @click.pass_context
-def merge(ctx, catalog, source, target, dry_run, strategy):
-    """Merge SOURCE into the branch --into."""
+def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins):
+    """Merge SOURCE into the branch --into, waiting for the job; a conflict is refused (exit 1) unless
+    --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches")."""
+    if source_wins and target_wins:
+        raise click.UsageError("give at most one of --source-wins and --target-wins")
+    strategy = "source_wins" if source_wins else "target_wins" if target_wins else None
     fields = {"resolution": {"default": strategy}} if strategy else {}
     job = waiting(
         ctx, lambda show: make_client().merge(catalog, source, target, dry_run=dry_run, progress=show, **fields)
@@ -212,6 +216,7 @@ def sql(ctx, catalog, statement, branch):
 # The colors of the UI's diff page (frontend/static/frontend/app.css): ok green, conflict red, conditional or
 # discarded amber. A pair is "conditional" when a note (A1-A6, a starred cell) decided it rather than a plain cell.
 SHADES = {"ok": "green", "conflict": "bold red", "conditional": "yellow", "discarded": "yellow"}
+RULE_TABLES = {"database": "4.2 (databases)", "table": "4.3 (tables)"}  # DESIGN.md's sections
 CHANGES = {"insert": "green", "delete": "red", "update": "yellow"}
 
 
@@ -271,7 +276,12 @@ def show_diff(found: dict) -> None:
         if not obj["pairs"] and not obj["conflicts"]:
             continue
         cells = Table(
-            "src \\ dest", "cell", "verdict", "note", "reason", title=f"{obj['name']}: rule table {obj['rule_table']}"
+            "src \\ dest",
+            "cell",
+            "verdict",
+            "note",
+            "reason",
+            title=f"{obj['name']}: rule table {RULE_TABLES.get(obj['rule_table'], '-')}",
         )
         for pair in obj["pairs"]:
             style = SHADES[shade(pair)]
@@ -337,8 +347,11 @@ def show_merge_request(ctx: click.Context, found: dict) -> None:
     status = found.get("status") or {}
     if status:
         verdict = "[green]mergeable[/green]" if status["mergeable"] else "[red]not mergeable[/red]"
-        approvals = f"{len(status['approved_by'])}/{status['required_approvals']} approval(s)"
-        out.print(f"{verdict}, {approvals}, {status['conflicts']} conflict(s)")
+        approvals = (
+            f"approved by {', '.join(status['approved_by']) or 'nobody'} ({status['required_approvals']} required)"
+        )
+        conflicts = f"{len(status['conflicts'])} conflicting object(s)"
+        out.print(f"{verdict}, {approvals}, {conflicts}")
         for blocker in status["blockers"]:
             out.print(painted(f"  {blocker['code']}: {blocker['message']}", "red"))
     for review in found.get("reviews", []):
