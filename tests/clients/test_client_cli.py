@@ -207,7 +207,11 @@ def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, cele
     assert isinstance(refused.value, ConflictError) and refused.value.status == 409
     assert refused.value.code == "merge_conflict" and refused.value.details
     cli_refused = run(live_server, token, "merge", "sales", "dev", "--into", "main")
-    assert cli_refused.returncode == 1 and "merge_conflict" in cli_refused.stderr
+    assert cli_refused.returncode == 1 and "error: merge_conflict: " in cli_refused.stderr
+    as_json = run(live_server, token, "--json", "merge", "sales", "dev", "--into", "main")
+    assert as_json.returncode == 1 and as_json.stdout == ""
+    refusal = json.loads(as_json.stderr)
+    assert refusal["code"] == "merge_conflict" and refusal["status"] == 409 and refusal["details"]
     assert (
         run(live_server, token, "merge", "sales", "dev", "--into", "main", "--source-wins", "--target-wins").returncode
         == 2

@@ -14,8 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from lakeui_client.client import Client
-from lakeui_client.errors import LakeUIError
+from lakeui_client.errors import ApiError, LakeUIError
 
+MODE = {"json": False}
 err = Console(stderr=True, highlight=False)
 out = Console(highlight=False)  # colors say what they say in the UI, not rich's guesses at numbers
 
@@ -48,6 +49,7 @@ def emit(ctx: click.Context, data, columns: list[str]) -> None:
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool) -> None:
     ctx.obj = {"json": as_json}
+    MODE["json"] = as_json  # main() reports a refusal after the context is gone
 
 
 @cli.command()
@@ -435,7 +437,11 @@ def main() -> None:
     except click.Abort:
         sys.exit(1)
     except LakeUIError as error:  # the API's code first: "error: merge_conflict: ..."
-        err.print(Text.assemble(("error: ", "red"), str(error)))
+        if MODE["json"] and isinstance(error, ApiError):  # scripts read the API's error object on stderr
+            refusal = {"code": error.code, "message": error.message, "details": error.details, "status": error.status}
+            click.echo(json.dumps(refusal, indent=2, default=str), err=True)
+        else:
+            err.print(Text.assemble(("error: ", "red"), str(error)))
         sys.exit(1)
     except httpx.HTTPError as error:
         err.print(Text.assemble(("error: ", "red"), f"cannot reach LakeUI: {error}"))
