@@ -25,6 +25,7 @@ class JobOutputSerializer(serializers.ModelSerializer):
             "result",
             "error_code",
             "error_message",
+            "error_status",
             "requested_by",
             "created_at",
             "started_at",

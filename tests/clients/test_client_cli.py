@@ -2,16 +2,24 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import lakeui_client
 import pytest
-from lakeui_client import Client, ConflictError, NotFound
-from lakeui_client.errors import ApiError
+from django.contrib.auth import get_user_model
+from lakeui_client import API_VERSION, Client, ConflictError, JobConflict, NotFound, VersionMismatch, VersionWarning
+from lakeui_client.client import version_problem
+from lakeui_client.errors import ApiError, PermissionDenied
 from rest_framework.authtoken.models import Token
 
+from lakeui.api.version import API_VERSION as SERVER_API_VERSION
+
 LAKEUI = str(Path(sys.executable).parent / "lakeui")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CLIENT_SRC = str(Path(lakeui_client.__file__).parents[1])  # the CLI runs the client these tests import
 
 
 @pytest.fixture
@@ -26,8 +34,10 @@ def client(live_server, token):
     with_client.close()
 
 
-def run(live_server, token, *args, home=None):
+def run(live_server, token, *args, home=None, color=False):
     env = {**os.environ, "LAKEUI_URL": live_server.url, "LAKEUI_TOKEN": token}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [CLIENT_SRC, os.environ.get("PYTHONPATH")]))
+    env |= {"FORCE_COLOR": "1", "COLUMNS": "200"} if color else {"COLUMNS": "200"}
     if home:
         env = {k: v for k, v in env.items() if not k.startswith("LAKEUI_")} | {"HOME": str(home)}
         env["XDG_CONFIG_HOME"] = str(Path(home) / ".config")
@@ -126,3 +136,152 @@ def test_cli_load_merge_sql_and_job_failure(live_server, client, token, celery_w
     bad.write_text("id,amount\n,5\n")  # a NULL in a NOT NULL column: the job fails with the API's code
     refused = run(live_server, token, "load", "sales", "main", "shop.orders", str(bad), "--strategy", "append_only")
     assert refused.returncode == 1 and "error" in refused.stderr
+
+
+def test_client_checks_the_server_api_version(live_server, client, token):
+    assert API_VERSION == SERVER_API_VERSION  # the client is released with the API it speaks
+    client.catalogs()
+    assert client.server_version == SERVER_API_VERSION
+
+    class NextMajor(Client):
+        api_version = "2.0"  # a client of the next API: /api/v2/ does not exist here
+
+    with pytest.raises(VersionMismatch, match=r"speaks API 1\.0, older than API 2\.0 .*upgrade the server"):
+        NextMajor(url=live_server.url, token=None).catalogs()
+
+    class NextMinor(Client):
+        api_version = "1.9"  # same paths, but calls the server may not have yet
+
+    newer = NextMinor(url=live_server.url, token=token)
+    with pytest.warns(VersionWarning, match=r"speaks API 1\.0, older than API 1\.9"):
+        assert newer.catalogs() == []
+    assert version_problem("1.3", "1.0") == (False, VERSION_NEWER)
+    assert version_problem("0.9", "1.0")[0] is True and version_problem(None, "1.0")[0] is False
+
+
+VERSION_NEWER = "the server speaks API 1.3, newer than API 1.0 which this client understands; upgrade lakeui-client"
+
+
+def _commits(client, ref):
+    return client.commits("sales", ref)  # newest first
+
+
+def _ids(client, ref):
+    rows = client.sql("sales", "SELECT id FROM shop.orders ORDER BY id", branch=ref)["rows"]
+    return [row[0] if isinstance(row, list) else row["id"] for row in rows]
+
+
+def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, celery_worker):
+    """delete (dev) x insert (main) is a conflict: the diff shows it red with its cell, the merge is refused with a
+    JobConflict carrying `merge_conflict`, and --target-wins merges it keeping main's table."""
+    client.catalog_create("sales")
+    client.database_create("sales", "main", "shop")
+    client.table_create("sales", "main", "shop.orders", COLUMNS)
+    client.load(
+        "sales", "main", "shop.orders", strategy="append_only", rows=[{"id": 1, "amount": 10}, {"id": 2, "amount": 20}]
+    )
+    client.branch_create("sales", "dev")
+    before_delete = _commits(client, "dev")[0]
+    client.delete_rows("sales", "dev", "shop.orders", where="id = 1")
+    client.load("sales", "main", "shop.orders", strategy="append_only", rows=[{"id": 3, "amount": 30}])
+
+    shown = run(live_server, token, "diff", "sales", "dev", color=True)  # --into defaults to main
+    assert shown.returncode == 0, shown.stderr
+    text = ANSI.sub("", shown.stdout)
+    assert "1 changed object(s), 1 conflict(s)" in text and "shop.orders: rule table 4.3" in text, text
+    assert re.search(r"delete x insert\s+│ conflict\s+│ conflict", text), text
+    assert "\x1b[1;31mconflict" in shown.stdout  # bold red, as the UI's cell-conflict
+    report = json.loads(run(live_server, token, "--json", "diff", "sales", "dev", "--into", "main").stdout)
+    (orders,) = report["objects"]
+    assert [(p["row"], p["column"], p["cell"], p["verdict"]) for p in orders["pairs"]] == [
+        ("delete", "insert", "conflict", "conflict")
+    ]
+
+    rows = run(live_server, token, "diff", "sales", "dev", "--into", "main", "--table", "shop.orders")
+    assert rows.returncode == 0, rows.stderr  # from dev ({2}) to main ({1, 2, 3}): main has 1 and 3 more
+    assert "shop.orders from dev to main: 2 inserted, 0 updated, 0 deleted" in rows.stdout, rows.stdout
+    assert "{'id': 1, 'amount': 10}" in rows.stdout and "{'id': 3, 'amount': 30}" in rows.stdout
+
+    with pytest.raises(JobConflict) as refused:
+        client.merge("sales", "dev", "main")
+    assert isinstance(refused.value, ConflictError) and refused.value.status == 409
+    assert refused.value.code == "merge_conflict" and refused.value.details
+    cli_refused = run(live_server, token, "merge", "sales", "dev", "--into", "main")
+    assert cli_refused.returncode == 1 and "error: merge_conflict: " in cli_refused.stderr
+    as_json = run(live_server, token, "--json", "merge", "sales", "dev", "--into", "main")
+    assert as_json.returncode == 1 and as_json.stdout == ""
+    refusal = json.loads(as_json.stderr)
+    assert refusal["code"] == "merge_conflict" and refusal["status"] == 409 and refusal["details"]
+    assert (
+        run(live_server, token, "merge", "sales", "dev", "--into", "main", "--source-wins", "--target-wins").returncode
+        == 2
+    )
+    kept = run(live_server, token, "--json", "merge", "sales", "dev", "--into", "main", "--target-wins")
+    assert kept.returncode == 0, kept.stderr
+    assert _ids(client, "main") == [1, 2, 3]
+
+    restored = run(
+        live_server,
+        token,
+        "--json",
+        "restore",
+        "sales",
+        "dev",
+        "--table",
+        "shop.orders",
+        "--commit",
+        before_delete["id"],
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert json.loads(restored.stdout)["status"] == "succeeded" and _ids(client, "dev") == [1, 2]
+    assert run(live_server, token, "restore", "sales", "dev").returncode == 2  # neither --commit nor --at
+    both = run(live_server, token, "restore", "sales", "dev", "--commit", "x", "--at", "2026-01-01T00:00:00Z")
+    assert both.returncode == 2 and "exactly one" in both.stderr
+
+    deleted_at = _commits(client, "dev")[1]["created_at"]  # the delete's commit, before the restore
+    client.restore("sales", "dev", at=deleted_at)
+    assert _ids(client, "dev") == [2]
+    with pytest.raises(NotFound) as missing:
+        client.restore("sales", "dev", commit="0123456789abcdef")
+    assert missing.value.status == 404 and missing.value.code
+
+
+def test_cli_merge_request_review_and_merge(live_server, client, token, celery_worker):
+    client.catalog_create("sales")
+    client.database_create("sales", "main", "shop")
+    client.table_create("sales", "main", "shop.orders", COLUMNS)
+    client.branch_create("sales", "feature")
+    client.load("sales", "feature", "shop.orders", strategy="append_only", rows=[{"id": 4, "amount": 40}])
+    bob = get_user_model().objects.create_user("bob", password="bob-password")
+    bob_token = Token.objects.create(user=bob).key
+    client.role_grant("sales", "bob", "approver")
+
+    opened = run(live_server, token, "--json", "mr", "open", "sales", "feature", "--into", "main", "--title", "Add 4")
+    assert opened.returncode == 0, opened.stderr
+    request = json.loads(opened.stdout)
+    assert request["number"] == 1 and request["state"] == "open" and request["status"]["mergeable"]
+    listed = run(live_server, token, "mr", "list", "sales")
+    assert listed.returncode == 0 and "Add 4" in listed.stdout
+
+    own = run(live_server, token, "mr", "approve", "sales", "1")
+    assert own.returncode == 1 and "self_approval" in own.stderr
+    with pytest.raises(PermissionDenied) as self_approval:
+        client.merge_request_approve("sales", 1)
+    assert self_approval.value.code == "self_approval" and self_approval.value.status == 403
+
+    asked = run(live_server, bob_token, "--json", "mr", "request-changes", "sales", "1", "--comment", "why 4?")
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["decision"] == "request_changes"
+    blocked = run(live_server, token, "mr", "merge", "sales", "1")
+    assert blocked.returncode == 1 and "changes_requested" in blocked.stderr
+    assert run(live_server, bob_token, "mr", "approve", "sales", "1", "--comment", "ok").returncode == 0
+
+    shown = run(live_server, token, "mr", "show", "sales", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "!1 Add 4 (feature into main): open" in shown.stdout and "bob: approve ok" in shown.stdout
+    assert "mergeable, approved by bob (0 required), 0 conflicting object(s)" in shown.stdout
+    merged = run(live_server, token, "--json", "mr", "merge", "sales", "1")
+    assert merged.returncode == 0, merged.stderr
+    assert json.loads(merged.stdout)["status"] == "succeeded"
+    assert client.merge_request("sales", 1)["state"] == "merged" and _ids(client, "main") == [4]
+    assert [r["number"] for r in client.merge_requests("sales", state="merged")] == [1]

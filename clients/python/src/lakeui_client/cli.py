@@ -3,17 +3,22 @@
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
+import httpx
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from lakeui_client.client import Client
-from lakeui_client.errors import LakeUIError
+from lakeui_client.errors import ApiError, LakeUIError
 
-err = Console(stderr=True)
+MODE = {"json": False}
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)  # colors say what they say in the UI, not rich's guesses at numbers
 
 
 def config_path() -> Path:
@@ -36,7 +41,7 @@ def emit(ctx: click.Context, data, columns: list[str]) -> None:
     table = Table(*columns)
     for row in rows:
         table.add_row(*(str(row.get(c, "")) for c in columns))
-    Console().print(table)
+    out.print(table)
 
 
 @click.group()
@@ -44,6 +49,7 @@ def emit(ctx: click.Context, data, columns: list[str]) -> None:
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool) -> None:
     ctx.obj = {"json": as_json}
+    MODE["json"] = as_json  # main() reports a refusal after the context is gone
 
 
 @cli.command()
@@ -174,11 +180,15 @@ def load(ctx, catalog, branch, table, file, strategy, keys, file_format):
 @click.argument("source")
 @click.option("--into", "target", required=True)
 @click.option("--dry-run", is_flag=True)
-@click.option("--source-wins", "strategy", flag_value="source_wins")
-@click.option("--target-wins", "strategy", flag_value="target_wins")
+@click.option("--source-wins", is_flag=True, help="Settle data conflicts with the source's version")
+@click.option("--target-wins", is_flag=True, help="Settle data conflicts by keeping the target's version")
 @click.pass_context
-def merge(ctx, catalog, source, target, dry_run, strategy):
-    """Merge SOURCE into the branch --into."""
+def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins):
+    """Merge SOURCE into the branch --into, waiting for the job; a conflict is refused (exit 1) unless
+    --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches")."""
+    if source_wins and target_wins:
+        raise click.UsageError("give at most one of --source-wins and --target-wins")
+    strategy = "source_wins" if source_wins else "target_wins" if target_wins else None
     fields = {"resolution": {"default": strategy}} if strategy else {}
     job = waiting(
         ctx, lambda show: make_client().merge(catalog, source, target, dry_run=dry_run, progress=show, **fields)
@@ -202,10 +212,223 @@ def sql(ctx, catalog, statement, branch):
     for row in result["rows"]:
         values = row.values() if isinstance(row, dict) else row
         table.add_row(*(str(v) for v in values))
-    Console().print(table)
+    out.print(table)
+
+
+# The colors of the UI's diff page (frontend/static/frontend/app.css): ok green, conflict red, conditional or
+# discarded amber. A pair is "conditional" when a note (A1-A6, a starred cell) decided it rather than a plain cell.
+SHADES = {"ok": "green", "conflict": "bold red", "conditional": "yellow", "discarded": "yellow"}
+RULE_TABLES = {"database": "4.2 (databases)", "table": "4.3 (tables)"}  # DESIGN.md's sections
+CHANGES = {"insert": "green", "delete": "red", "update": "yellow"}
+
+
+def shade(pair: dict) -> str:
+    if pair["verdict"] in ("conflict", "discarded"):
+        return pair["verdict"]
+    return "ok" if pair["cell"] == "ok" else "conditional"
+
+
+def painted(text: object, style: str | None) -> Text:
+    return Text(str(text), style=style or "")
+
+
+@cli.command()
+@click.argument("catalog")
+@click.argument("source")
+@click.option("--into", "target", default=None, help="The target branch (default: the catalog's default branch)")
+@click.option("--table", default=None, help="db.table: the rows that differ instead of the objects")
+@click.pass_context
+def diff(ctx, catalog, source, target, table):
+    """What merging SOURCE into --into would do: the changed objects and, for each pair of operations of the two
+    sides, the rule cell that decides it, colored as in the UI. With --table, the table's data diff."""
+    client = make_client()
+    target = target or client.catalog(catalog)["default_branch"]
+    if table:
+        found = client.data_diff(catalog, source, target, table)
+        if ctx.obj["json"]:
+            return click.echo(json.dumps(found, indent=2, default=str))
+        return show_data_diff(found, source, target, table)
+    found = client.diff(catalog, source, target)
+    if ctx.obj["json"]:
+        return click.echo(json.dumps(found, indent=2, default=str))
+    show_diff(found)
+
+
+def show_diff(found: dict) -> None:
+    source, target, counts = found["source"], found["target"], found["counts"]
+    out.print(
+        f"[bold]{source['ref']}[/bold] ({source['head'][:12]}) into [bold]{target['ref']}[/bold] "
+        f"({target['head'][:12]}), base {found['base'][:12]}"
+    )
+    if found.get("up_to_date"):
+        out.print("[green]up to date: nothing to merge[/green]")
+    mergeable = "[green]mergeable[/green]" if found["mergeable"] else f"[bold red]{counts['conflicts']} conflict(s)[/]"
+    out.print(f"{counts['objects']} changed object(s), {mergeable}")
+    if not found["objects"]:
+        return
+    objects = Table("kind", "name", "change", "verdict", "source ops", "target ops")
+    for obj in found["objects"]:
+        objects.add_row(
+            obj["kind"], obj["name"], obj["change"], painted(obj["verdict"], SHADES.get(obj["verdict"])),
+            ", ".join(op["op"] for op in obj["source_operations"]) or "-",
+            ", ".join(op["op"] for op in obj["target_operations"]) or "-",
+        )  # fmt: skip
+    out.print(objects)
+    for obj in found["objects"]:
+        if not obj["pairs"] and not obj["conflicts"]:
+            continue
+        cells = Table(
+            "src \\ dest",
+            "cell",
+            "verdict",
+            "note",
+            "reason",
+            title=f"{obj['name']}: rule table {RULE_TABLES.get(obj['rule_table'], '-')}",
+        )
+        for pair in obj["pairs"]:
+            style = SHADES[shade(pair)]
+            verdict = pair["verdict"] + (" (resolved)" if pair.get("resolved") else "")
+            cells.add_row(
+                f"{pair['row']} x {pair['column']}", painted(pair["cell"], style), painted(verdict, style),
+                pair["note"] if pair["note"] != pair["cell"] else "", pair["reason"],
+            )  # fmt: skip
+        if obj["pairs"]:
+            out.print(cells)
+        for conflict in obj["conflicts"]:
+            out.print(painted(f"  conflict ({conflict['note']}): {conflict['reason']}", "red"))
+
+
+def show_data_diff(found: dict, source: str, target: str, table: str) -> None:
+    counts = found["counts"]
+    out.print(
+        f"[bold]{table}[/bold] from {source} to {target}: [green]{counts['insert']} inserted[/green], "
+        f"[yellow]{counts['update']} updated[/yellow], [red]{counts['delete']} deleted[/red]"
+    )
+    names = [c["name"] for c in found["columns"]]
+    rows = Table("change", "before", "after", "changed cells")
+    for row in found["rows"]:
+        style = CHANGES.get(row["change"])
+        before, after = (dict(zip(names, row[side], strict=True)) if row[side] else "" for side in ("before", "after"))
+        rows.add_row(painted(row["change"], style), str(before), str(after), ", ".join(row["cells"]))
+    if found["rows"]:
+        out.print(rows)
+
+
+@cli.command()
+@click.argument("catalog")
+@click.argument("branch")
+@click.option("--table", default=None, help="db.table: restore only this table")
+@click.option("--commit", default=None, help="A commit id (or a prefix of 8+ hex digits)")
+@click.option("--at", "timestamp", default=None, help="ISO 8601: the branch as it was then")
+@click.pass_context
+def restore(ctx, catalog, branch, table, commit, timestamp):
+    """Restore BRANCH (or one --table on it) to --commit or --at: one new commit."""
+    if (commit is None) == (timestamp is None):
+        raise click.UsageError("give exactly one of --commit and --at")
+    job = waiting(
+        ctx,
+        lambda show: make_client().restore(catalog, branch, table=table, commit=commit, at=timestamp, progress=show),
+    )
+    emit(ctx, job, ["id", "status", "result"])
+
+
+@cli.group()
+def mr() -> None:
+    """Merge requests and their reviews."""
+
+
+MR_COLUMNS = ["number", "source", "target", "title", "state", "author"]
+
+
+def show_merge_request(ctx: click.Context, found: dict) -> None:
+    if ctx.obj["json"]:
+        return click.echo(json.dumps(found, indent=2, default=str))
+    out.print(
+        f"[bold]!{found['number']}[/bold] {found['title']} ({found['source']} into {found['target']}): {found['state']}"
+    )
+    status = found.get("status") or {}
+    if status:
+        verdict = "[green]mergeable[/green]" if status["mergeable"] else "[red]not mergeable[/red]"
+        approvals = (
+            f"approved by {', '.join(status['approved_by']) or 'nobody'} ({status['required_approvals']} required)"
+        )
+        conflicts = f"{len(status['conflicts'])} conflicting object(s)"
+        out.print(f"{verdict}, {approvals}, {conflicts}")
+        for blocker in status["blockers"]:
+            out.print(painted(f"  {blocker['code']}: {blocker['message']}", "red"))
+    for review in found.get("reviews", []):
+        style = "green" if review["decision"] == "approve" else "yellow"
+        dismissed = " (dismissed)" if review["dismissed_at"] else ""
+        out.print(painted(f"  {review['reviewer']}: {review['decision']}{dismissed} {review['comment']}", style))
+
+
+@mr.command("open")
+@click.argument("catalog")
+@click.argument("source")
+@click.option("--into", "target", required=True)
+@click.option("--title", required=True)
+@click.option("--description", default="")
+@click.pass_context
+def mr_open(ctx, catalog, source, target, title, description):
+    """Open a request to merge SOURCE into --into; waits for its merge plan."""
+    found = waiting(
+        ctx, lambda show: make_client().merge_request_open(catalog, source, target, title, description, progress=show)
+    )
+    show_merge_request(ctx, found)
+
+
+@mr.command("list")
+@click.argument("catalog")
+@click.option("--state", type=click.Choice(["open", "merged", "closed"]), default=None)
+@click.pass_context
+def mr_list(ctx, catalog, state):
+    emit(ctx, make_client().merge_requests(catalog, state=state), MR_COLUMNS)
+
+
+@mr.command("show")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.pass_context
+def mr_show(ctx, catalog, number):
+    """The request, whether it can merge (and what blocks it) and its reviews."""
+    show_merge_request(ctx, make_client().merge_request(catalog, number))
+
+
+@mr.command("approve")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.option("--comment", default="")
+@click.pass_context
+def mr_approve(ctx, catalog, number, comment):
+    emit(ctx, make_client().merge_request_approve(catalog, number, comment), ["id", "reviewer", "decision", "comment"])
+
+
+@mr.command("request-changes")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.option("--comment", default="")
+@click.pass_context
+def mr_request_changes(ctx, catalog, number, comment):
+    review = make_client().merge_request_request_changes(catalog, number, comment)
+    emit(ctx, review, ["id", "reviewer", "decision", "comment"])
+
+
+@mr.command("merge")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.pass_context
+def mr_merge(ctx, catalog, number):
+    """Merge the request, waiting for the merge job; refused (exit 1) while a blocker stands."""
+    job = waiting(ctx, lambda show: make_client().merge_request_merge(catalog, number, progress=show))
+    emit(ctx, job, ["id", "status", "result"])
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
 
 def main() -> None:
+    warnings.showwarning = show_warning
     try:
         cli.main(standalone_mode=False)
     except click.UsageError as error:  # also click.BadParameter, NoSuchOption
@@ -213,6 +436,13 @@ def main() -> None:
         sys.exit(2)
     except click.Abort:
         sys.exit(1)
-    except LakeUIError as error:
-        err.print(f"[red]error:[/red] {error}")
+    except LakeUIError as error:  # the API's code first: "error: merge_conflict: ..."
+        if MODE["json"] and isinstance(error, ApiError):  # scripts read the API's error object on stderr
+            refusal = {"code": error.code, "message": error.message, "details": error.details, "status": error.status}
+            click.echo(json.dumps(refusal, indent=2, default=str), err=True)
+        else:
+            err.print(Text.assemble(("error: ", "red"), str(error)))
+        sys.exit(1)
+    except httpx.HTTPError as error:
+        err.print(Text.assemble(("error: ", "red"), f"cannot reach LakeUI: {error}"))
         sys.exit(1)

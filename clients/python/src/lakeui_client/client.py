@@ -1,24 +1,53 @@
 """`Client`: typed methods over LakeUI's HTTP API (httpx); job-returning calls take `wait=True`."""
 
+import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from lakeui_client.errors import JobFailed, LakeUIError, from_response
+from lakeui_client.errors import JobFailed, LakeUIError, VersionMismatch, VersionWarning, from_job, from_response
 
-API_VERSION = "1"  # the API path this client speaks: /api/v1/
-FINISHED = {"succeeded", "failed", "cancelled", "conflict"}
+API_VERSION = "1.0"  # MAJOR.MINOR of the API this client speaks; MAJOR is the path, /api/v1/
+VERSION_HEADER = "LakeUI-API-Version"
+FINISHED = {"succeeded", "failed", "cancelled"}
+
+Progress = Callable[[dict], None] | None
 
 
 def _q(part: str) -> str:
     return quote(part, safe="/")
 
 
+def _version(text: str) -> tuple[int, int]:
+    major, _, minor = text.strip().partition(".")
+    return int(major), int(minor or 0)
+
+
+def version_problem(server: str | None, client: str = API_VERSION) -> tuple[bool, str] | None:
+    """(fatal, what to say) when the server's API version is not the client's, else None. Another major version
+    is fatal (the paths and answers differ); another minor one is a warning (calls added since may be missing,
+    or the server offers more than this client knows)."""
+    if not server:
+        return False, f"the server sends no API version: it is older than API {client}, which this client speaks"
+    try:
+        theirs, ours = _version(server), _version(client)
+    except ValueError:
+        return False, f"the server's API version {server!r} cannot be read; this client speaks API {client}"
+    if theirs == ours:
+        return None
+    side, advice = ("older", "upgrade the server") if theirs < ours else ("newer", "upgrade lakeui-client")
+    message = f"the server speaks API {server}, {side} than API {client} which this client understands; {advice}"
+    return theirs[0] != ours[0], message
+
+
 class Client:
+    api_version = API_VERSION
+
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 60) -> None:
         url = url or os.environ.get("LAKEUI_URL")
         if not url:
@@ -26,13 +55,22 @@ class Client:
         token = token or os.environ.get("LAKEUI_TOKEN")
         headers = {"Authorization": f"Token {token}"} if token else {}
         self.url = url.rstrip("/")
-        self.http = httpx.Client(base_url=f"{self.url}/api/v{API_VERSION}/", headers=headers, timeout=timeout)
+        self.server_version: str | None = None  # the API version the server named, once it answered
+        major = _version(self.api_version)[0]
+        self.http = httpx.Client(base_url=f"{self.url}/api/v{major}/", headers=headers, timeout=timeout)
 
     def close(self) -> None:
         self.http.close()
 
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.http.request(method, path.lstrip("/"), **kwargs)
+        self._check_version(response)
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -42,6 +80,23 @@ class Client:
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
+
+    def _check_version(self, response: httpx.Response) -> None:
+        """Checked on the first answer from LakeUI (a proxy's error page names no version and is not judged).
+        Another major version raises on every call, before its answer is misread."""
+        server = response.headers.get(VERSION_HEADER)
+        if server is None and (response.status_code >= 500 or self.server_version is not None):
+            return
+        first = self.server_version is None
+        self.server_version = server or ""
+        problem = version_problem(server, self.api_version)
+        if problem is None:
+            return
+        fatal, message = problem
+        if fatal:
+            raise VersionMismatch(f"{self.url}: {message}")
+        if first:
+            warnings.warn(f"{self.url}: {message}", VersionWarning, stacklevel=4)
 
     def pages(self, path: str, **params: Any) -> Iterator[dict]:
         page = 1
@@ -64,6 +119,9 @@ class Client:
 
     def catalog(self, name: str) -> dict:
         return self.request("GET", f"catalogs/{_q(name)}")
+
+    def catalog_delete(self, name: str) -> None:
+        self.request("DELETE", f"catalogs/{_q(name)}")
 
     # branches and tags
     def branches(self, catalog: str) -> list[dict]:
@@ -100,6 +158,14 @@ class Client:
             "POST", f"catalogs/{_q(catalog)}/refs/{_q(branch)}/databases", json={"name": name, "comment": comment}
         )
 
+    def database_update(self, catalog: str, branch: str, name: str, **fields: Any) -> dict:
+        """PATCH `name`, `set_properties`, `unset_properties`, `comment`."""
+        return self.request("PATCH", f"catalogs/{_q(catalog)}/refs/{_q(branch)}/databases/{_q(name)}", json=fields)
+
+    def database_delete(self, catalog: str, branch: str, name: str, *, cascade: bool = False) -> None:
+        path = f"catalogs/{_q(catalog)}/refs/{_q(branch)}/databases/{_q(name)}"
+        self.request("DELETE", path, params={"cascade": "true"} if cascade else {})
+
     def table_create(self, catalog: str, branch: str, table: str, columns: list[dict], **fields: Any) -> dict:
         database, _, name = table.partition(".")
         path = f"catalogs/{_q(catalog)}/refs/{_q(branch)}/databases/{_q(database)}/tables"
@@ -117,8 +183,29 @@ class Client:
     def table(self, catalog: str, ref: str, table: str) -> dict:
         return self.request("GET", self._table(catalog, ref, table))
 
+    def table_update(self, catalog: str, branch: str, table: str, **fields: Any) -> dict:
+        """PATCH `name`, `set_properties`, `unset_properties`, `partition_by`."""
+        return self.request("PATCH", self._table(catalog, branch, table), json=fields)
+
+    def table_delete(self, catalog: str, branch: str, table: str) -> None:
+        self.request("DELETE", self._table(catalog, branch, table))
+
+    def history(self, catalog: str, ref: str, table: str) -> dict:
+        """`versions` of db.table, newest first, each with its commit and operations, and its `schema_versions`."""
+        return self.request("GET", f"{self._table(catalog, ref, table)}/history")
+
+    def column_add(self, catalog: str, branch: str, table: str, **column: Any) -> dict:
+        return self.request("POST", f"{self._table(catalog, branch, table)}/columns", json=column)
+
+    def column_update(self, catalog: str, branch: str, table: str, column: str, **fields: Any) -> dict:
+        return self.request("PATCH", f"{self._table(catalog, branch, table)}/columns/{_q(column)}", json=fields)
+
+    def column_delete(self, catalog: str, branch: str, table: str, column: str) -> None:
+        self.request("DELETE", f"{self._table(catalog, branch, table)}/columns/{_q(column)}")
+
     def columns(self, catalog: str, ref: str, table: str) -> list[dict]:
-        return list(self.pages(f"{self._table(catalog, ref, table)}/columns"))
+        """The table's columns (the API lists them with the table; `.../columns` only takes writes)."""
+        return self.table(catalog, ref, table)["columns"]
 
     def rows(self, catalog: str, ref: str, table: str, **params: Any) -> Any:
         return self.request("GET", f"{self._table(catalog, ref, table)}/rows", params=params)
@@ -132,7 +219,7 @@ class Client:
         *,
         wait: bool = True,
         file: str | None = None,
-        progress: Callable[[dict], None] | None = None,
+        progress: Progress = None,
         **fields: Any,
     ) -> dict:
         path = f"{self._table(catalog, branch, table)}/load"
@@ -172,11 +259,152 @@ class Client:
         *,
         dry_run: bool = False,
         wait: bool = True,
-        progress: Callable[[dict], None] | None = None,
+        progress: Progress = None,
         **fields: Any,
     ) -> dict:
         body = {"source": source, "target": target, "dry_run": dry_run, **fields}
         return self._maybe_wait(self.request("POST", f"catalogs/{_q(catalog)}/merges", json=body), wait, progress)
+
+    def merges(self, catalog: str) -> list[dict]:
+        """The catalog's merges and dry runs, newest first."""
+        return list(self.pages(f"catalogs/{_q(catalog)}/merges"))
+
+    def merge_log(self, catalog: str, merge_id: str) -> dict:
+        """One merge's audit log: heads, ancestor, commit, the full diff report and what was done."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/merges/{merge_id}")
+
+    # diffs
+    def diff(self, catalog: str, source: str, target: str) -> dict:
+        """The merge diff of `source` into `target`: every changed object, each side's operations and the verdict
+        of each source x target operation pair with its rule cell (`rule_table`, `row`, `column`, `cell`)."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/diff", params={"from": source, "to": target})
+
+    def data_diff(self, catalog: str, source: str, target: str, table: str) -> dict:
+        """The rows of db.table added, deleted and changed from `source` to `target`: counts and up to 200 of each."""
+        params = {"from": source, "to": target, "table": table}
+        return self.request("GET", f"catalogs/{_q(catalog)}/diff/rows", params=params)
+
+    def diff_keys(self, catalog: str, source: str, target: str, table: str) -> list[dict]:
+        """A primary-key table's conflicting keys, each with the ancestor's, the source's and the target's row."""
+        params = {"from": source, "to": target, "table": table}
+        return list(self.pages(f"catalogs/{_q(catalog)}/diff/keys", **params))
+
+    # restores
+    def restore(
+        self,
+        catalog: str,
+        branch: str,
+        *,
+        table: str | None = None,
+        commit: str | None = None,
+        at: str | None = None,
+        wait: bool = True,
+        progress: Progress = None,
+    ) -> dict:
+        """Restore the branch, or only db.`table` on it, to a commit or to the branch as it was at a time (ISO
+        8601): one new commit. Give exactly one of `commit` and `at`."""
+        if (commit is None) == (at is None):
+            raise LakeUIError("restore: give exactly one of commit= and at=")
+        body: dict[str, Any] = {"branch": branch, **({"commit": commit} if commit else {"timestamp": at})}
+        if table:
+            database, _, name = table.partition(".")
+            if not name:
+                raise LakeUIError(f"table {table!r}: expected db.table")
+            body |= {"database": database, "table": name}
+        return self._maybe_wait(self.request("POST", f"catalogs/{_q(catalog)}/restores", json=body), wait, progress)
+
+    def restores(self, catalog: str) -> list[dict]:
+        return list(self.pages(f"catalogs/{_q(catalog)}/restores"))
+
+    def restore_log(self, catalog: str, restore_id: str) -> dict:
+        return self.request("GET", f"catalogs/{_q(catalog)}/restores/{restore_id}")
+
+    # merge requests and reviews
+    def merge_requests(self, catalog: str, state: str | None = None) -> list[dict]:
+        params = {"state": state} if state else {}
+        return list(self.pages(f"catalogs/{_q(catalog)}/merge-requests", **params))
+
+    def merge_request(self, catalog: str, number: int) -> dict:
+        """The request with its plan, status (blockers), reviews and timeline; reading it brings it up to date."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}")
+
+    def merge_request_open(
+        self,
+        catalog: str,
+        source: str,
+        target: str,
+        title: str,
+        description: str = "",
+        *,
+        wait: bool = True,
+        progress: Progress = None,
+    ) -> dict:
+        """Open a request; with `wait`, return it once its plan job has finished. A plan that failed is not
+        raised: the request is open all the same, and its `status.blockers` say `plan_failed`."""
+        body = {"source": source, "target": target, "title": title, "description": description}
+        opened = self.request("POST", f"catalogs/{_q(catalog)}/merge-requests", json=body)
+        plan_job = opened.get("plan_job")
+        if not wait or not plan_job:
+            return opened
+        with contextlib.suppress(JobFailed):
+            self.wait(plan_job["id"], progress=progress)
+        return self.merge_request(catalog, opened["number"])
+
+    def merge_request_update(self, catalog: str, number: int, **fields: Any) -> dict:
+        """Change `title`, `description`, `state` ("open" | "closed") or `resolutions`."""
+        return self.request("PATCH", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}", json=fields)
+
+    def merge_request_close(self, catalog: str, number: int) -> dict:
+        return self.merge_request_update(catalog, number, state="closed")
+
+    def merge_request_resolve(self, catalog: str, number: int, resolutions: dict) -> dict:
+        """Choose how conflicts merge: {"default": choice, "tables": {"db.t": choice}, "keys": {...}}."""
+        return self.merge_request_update(catalog, number, resolutions=resolutions)
+
+    def merge_request_reviews(self, catalog: str, number: int) -> list[dict]:
+        return self.merge_request(catalog, number)["reviews"]
+
+    def merge_request_review(self, catalog: str, number: int, decision: str, comment: str = "") -> dict:
+        """Review as an approver: `decision` "approve" or "request_changes"."""
+        path = f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/reviews"
+        return self.request("POST", path, json={"decision": decision, "comment": comment})
+
+    def merge_request_approve(self, catalog: str, number: int, comment: str = "") -> dict:
+        return self.merge_request_review(catalog, number, "approve", comment)
+
+    def merge_request_request_changes(self, catalog: str, number: int, comment: str = "") -> dict:
+        return self.merge_request_review(catalog, number, "request_changes", comment)
+
+    def merge_request_merge(self, catalog: str, number: int, *, wait: bool = True, progress: Progress = None) -> dict:
+        """Merge the request (refused with the first blocker's code while one stands); the merge job."""
+        job = self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/merge")
+        return self._maybe_wait(job, wait, progress)
+
+    # access and maintenance
+    def roles(self, catalog: str) -> list[dict]:
+        return list(self.pages(f"catalogs/{_q(catalog)}/roles"))
+
+    def role_grant(self, catalog: str, user: str, role: str) -> dict:
+        """Give `user` a role: viewer, editor, approver or admin."""
+        return self.request("POST", f"catalogs/{_q(catalog)}/roles", json={"user": user, "role": role})
+
+    def role_revoke(self, catalog: str, user: str) -> None:
+        self.request("DELETE", f"catalogs/{_q(catalog)}/roles/{_q(user)}")
+
+    def protected_branches(self, catalog: str) -> list[dict]:
+        return list(self.pages(f"catalogs/{_q(catalog)}/protected-branches"))
+
+    def branch_protect(self, catalog: str, pattern: str, required_approvals: int = 1) -> dict:
+        body = {"pattern": pattern, "required_approvals": required_approvals}
+        return self.request("POST", f"catalogs/{_q(catalog)}/protected-branches", json=body)
+
+    def branch_unprotect(self, catalog: str, rule_id: int) -> None:
+        self.request("DELETE", f"catalogs/{_q(catalog)}/protected-branches/{int(rule_id)}")
+
+    def gc(self, catalog: str, grace_hours: float = 24, *, wait: bool = True) -> dict:
+        """Remove the warehouse files no commit references and older than `grace_hours`."""
+        job = self.request("POST", f"catalogs/{_q(catalog)}/gc", json={"grace_hours": grace_hours})
+        return self._maybe_wait(job, wait)
 
     def sql(self, catalog: str, statement: str, branch: str | None = None, limit: int = 1000) -> dict:
         body = {"statement": statement, "limit": limit, **({"branch": branch} if branch else {})}
@@ -198,7 +426,7 @@ class Client:
         *,
         timeout: float | None = None,
         interval: float = 0.5,
-        progress: Callable[[dict], None] | None = None,
+        progress: Progress = None,
     ) -> dict:
         """Poll until the job is finished; a failed, cancelled or conflicting job raises `JobFailed`."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -208,13 +436,13 @@ class Client:
                 progress(job)
             if job["status"] in FINISHED:
                 if job["status"] != "succeeded":
-                    raise JobFailed(job)
+                    raise from_job(job)
                 return job
             if deadline is not None and time.monotonic() > deadline:
                 raise LakeUIError(f"job {job_id} still {job['status']} after {timeout}s")
             time.sleep(interval)
 
-    def _maybe_wait(self, job: dict, wait: bool, progress: Callable[[dict], None] | None = None) -> dict:
+    def _maybe_wait(self, job: dict, wait: bool, progress: Progress = None) -> dict:
         return self.wait(job["id"], progress=progress) if wait and isinstance(job, dict) and "id" in job else job
 
 
