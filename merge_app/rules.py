@@ -159,8 +159,8 @@ def _replaced_by_overwrite(note: str) -> Condition:
         if not replaced:
             return Verdict(OK, note, "The source changed only rows the target's overwrite did not replace.")
         kept = src.touched - replaced
-        if not kept or (src.op == "delete" and not src.removed):
-            files = _files_on(src, replaced) if kept else tuple(sorted(src.added))
+        files = _files_on(src, replaced) if kept else tuple(sorted(src.added))
+        if files is not None:
             why = "rows the target's overwrite replaced" + (" (the rest merges)" if kept else "")
             return Verdict(DISCARDED, note, f"The source's {src.op} of {why} is discarded.", files)
         return Verdict(
@@ -172,10 +172,17 @@ def _replaced_by_overwrite(note: str) -> Condition:
     return decide
 
 
-def _files_on(src: Op, segments: set[str]) -> tuple[str, ...]:
-    """The delta files a merge-on-read delete wrote on `segments`."""
+def _files_on(src: Op, segments: set[str]) -> tuple[str, ...] | None:
+    """The files `src` wrote for rows of `segments`: its delta files on them and the new segments it wrote from
+    their rows (an update's new rows, a copy-on-write rewrite's kept rows: `segments_from`). None when some new
+    segment of `src` mixes rows of several segments (written before `segments_from` was recorded): it cannot be
+    split."""
+    origins = src.details.get("segments_from", {})
+    if not set(src.details.get("segments_added", [])) <= set(origins):
+        return None
     on = src.details.get("deltas_on", {})
-    return tuple(sorted(delta for delta, segment in on.items() if segment in segments))
+    deltas = [delta for delta, segment in on.items() if segment in segments]
+    return tuple(sorted([*deltas, *(new for new, origin in origins.items() if origin in segments)]))
 
 
 def _properties(src: Op, dest: Op, facts: Facts) -> Verdict:

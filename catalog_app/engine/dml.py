@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from catalog_app.engine.predicates import balanced
+from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column, spark_type
 
 
@@ -68,3 +69,10 @@ def matched_rows_updated(rows: DataFrame, predicate: SparkColumn, assignments: M
     return rows.filter(matches(predicate)).select(
         *[assignments[name].alias(name) if name in assignments else F.col(f"`{name}`") for name in rows.columns]
     )
+
+
+def by_origin(rows: DataFrame, columns: Sequence[Column]) -> DataFrame:
+    """The table's `columns` of `rows` (read with their positions), each row tagged in GROUP with the segment it
+    comes from: written grouped, each new segment holds rows of one old segment, so a merge can take the new rows
+    of some old segments and not of others (A4/A5: a target overwrite replaced those others)."""
+    return rows.select(*[F.col(f"`{c.name}`") for c in columns], F.col(SEGMENT_ID).alias(GROUP))

@@ -166,9 +166,15 @@ def file_rows(uri: str, file_format: str) -> int | None:
 
 
 def checked_frame(
-    frame: DataFrame, incoming: Sequence[str], columns: Sequence[Column], *, deferred: bool = False
+    frame: DataFrame,
+    incoming: Sequence[str],
+    columns: Sequence[Column],
+    *,
+    deferred: bool = False,
+    keep: Sequence[str] = (),
 ) -> DataFrame:
-    """Cast `frame` to the table's schema by column name, refusing what does not fit (one Spark pass).
+    """Cast `frame` to the table's schema by column name, refusing what does not fit (one Spark pass). Columns
+    named in `keep` (not the table's: a writer's group, say) pass through as they are.
 
     With `deferred`, that pass is left to the caller's own first pass over the rows: the frame keeps one 0/1
     column per check (see `check_columns`) whose sums go to `check_counts`, which refuses what does not fit."""
@@ -200,7 +206,7 @@ def checked_frame(
         projected.append(cast.alias(column.name))
         if not column.nullable:
             checks.append(_flag(cast.isNull(), f"null:{column.name}"))
-    frame = frame.select(*projected, *checks)
+    frame = frame.select(*projected, *[F.col(f"`{name}`") for name in keep], *checks)
     if deferred or not checks:
         return frame
     names = check_columns(frame)

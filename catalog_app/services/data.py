@@ -126,6 +126,7 @@ class DataChange:
     new_deltas: list[WrittenFile] = field(default_factory=list)
     removed: list[DataFile] = field(default_factory=list)  # segments and delta files the change replaces
     touched: list[DataFile] = field(default_factory=list)  # segments whose rows it deleted or updated
+    by_origin: bool = False  # its new segments are grouped by the segment their rows come from (`dml.by_origin`)
     counts: dict[str, int] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     segments_read: list[DataFile] = field(default_factory=list)
@@ -231,12 +232,14 @@ def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, mess
                 draft.add_file(file)
             for file in op.removed:
                 draft.remove_file(file)
+            origins = {str(f.id): w.group for f, w in zip(new_segments, op.new_segments, strict=True)}
             details = {
                 "segments_added": [str(f.id) for f in new_segments],
                 "deltas_added": [str(f.id) for f in new_deltas],
                 "segments_removed": [str(f.id) for f in op.removed if f.kind == DataFile.Kind.SEGMENT],
                 "deltas_removed": [str(f.id) for f in op.removed if f.kind == DataFile.Kind.DELTA],
                 "segments_touched": [str(f.id) for f in op.touched],
+                **({"segments_from": origins} if op.by_origin else {}),
                 **_figures([op]),
                 **({"strategy": change.strategy} if change.strategy else {}),
                 **op.details,
@@ -329,8 +332,9 @@ def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
     if not change.counts["rows_deleted"]:
         return change
     if snapshot.copy_on_write:
-        kept = dml.rows_not_matching(snapshot.read(spark, change.touched), predicate)
-        change.new_segments = snapshot.write(kept, tag)
+        kept = dml.rows_not_matching(snapshot.read(spark, change.touched, positions=True), predicate)
+        change.new_segments = snapshot.write(dml.by_origin(kept, snapshot.columns), tag, grouped=True)
+        change.by_origin = True
         change.removed = snapshot.with_deltas(change.touched)
     else:
         change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
@@ -346,18 +350,18 @@ def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
         return change
     touched = change.touched
     if snapshot.copy_on_write:
-        new_rows = dml.rows_updated(snapshot.read(spark, touched), predicate, assignments)
+        new_rows = dml.rows_updated(snapshot.read(spark, touched, positions=True), predicate, assignments)
         change.removed = snapshot.with_deltas(touched)
     else:
-        new_rows = dml.matched_rows_updated(rows, predicate, assignments).select(
-            *[f"`{c.name}`" for c in snapshot.columns]
-        )
+        new_rows = dml.matched_rows_updated(rows, predicate, assignments)
         change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
+    new_rows = dml.by_origin(new_rows, snapshot.columns)
     try:
-        checked = incoming.checked_frame(new_rows, new_rows.columns, snapshot.columns)
+        checked = incoming.checked_frame(new_rows, [c.name for c in snapshot.columns], snapshot.columns, keep=[GROUP])
     except incoming.IncomingError as exc:
         raise ApplicationError(exc.code, exc.message) from None
-    change.new_segments = snapshot.write(checked, tag)
+    change.new_segments = snapshot.write(checked, tag, grouped=True)
+    change.by_origin = True
     return change
 
 

@@ -11,6 +11,7 @@ from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import column_add, column_update, table_create, table_update
 from lakeui.errors import ConflictError
 from tests.support.catalogs import COLUMNS, head, make_catalog, make_table, on
+from tests.support.check import assert_consistent
 from tests.support.data import files_at, read
 from tests.support.merges import change, insert, merge, table_at
 
@@ -106,6 +107,34 @@ def test_a5_a_delete_is_kept_for_rows_the_source_added_and_discarded_for_replace
     assert amounts(spark, catalog) == {400: 4000, 501: 5010}
     [discarded] = result.log["discarded_operations"]
     assert (discarded["op"], discarded["note"], len(discarded["files"])) == ("delete", "A5", 1)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a4_one_update_of_rows_the_source_added_and_of_older_rows_is_split(spark, mode):
+    """DESIGN.md 4.3 A4: an update's new rows are written per segment they come from, so one update over a row the
+    source added and an older row merges for the first and is discarded (logged) for the second."""
+    catalog = two_segments(properties={"write.mode": mode})
+    insert(catalog, rows(500, 501), branch="dev")
+    update(catalog, -1, "id IN (2, 500)", "dev")  # one update over segment A (replaced on main) and dev's own
+    overwrite(catalog, [400], "main")
+    result = merge(catalog)
+    assert amounts(spark, catalog) == {400: 4000, 500: -1, 501: 5010}
+    [discarded] = result.log["discarded_operations"]
+    assert (discarded["op"], discarded["note"]) == ("update", "A4")
+    assert len(discarded["files"]) == (1 if mode == "copy-on-write" else 2)  # + its delete file on segment A
+    assert_consistent(catalog.name)
+
+
+def test_a5_a_copy_on_write_delete_over_own_and_older_rows_is_split(spark):
+    catalog = two_segments(properties={"write.mode": "copy-on-write"})
+    insert(catalog, rows(500, 501), branch="dev")
+    delete(catalog, "id IN (1, 500)", "dev")  # rewrites segment A (replaced on main) and dev's own
+    overwrite(catalog, [400], "main")
+    result = merge(catalog)
+    assert amounts(spark, catalog) == {400: 4000, 501: 5010}
+    [discarded] = result.log["discarded_operations"]
+    assert (discarded["op"], discarded["note"], len(discarded["files"])) == ("delete", "A5", 1)
+    assert_consistent(catalog.name)
 
 
 def test_a6_1_a_target_type_wider_than_the_source_s_conflicts(spark):
