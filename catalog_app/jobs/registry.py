@@ -5,11 +5,28 @@ object). It refuses with ApplicationError; anything else it raises fails the job
 handler must be safe to run again for the same job after a crash: the job id is in `progress.job_id`.
 """
 
+import logging
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lakeui.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+CRASH_POINTS = ("before_run", "before_commit", "after_run")
+
+
+def crash_point(point: str, *, job_id: str, attempts: int) -> None:
+    """For the crash tests only: with LAKEUI_JOB_CRASH_AT=<point>, a job's first attempt SIGKILLs its worker's
+    whole process group (pool, Spark JVM) at that point, exactly as a crash would. Unset in every real setup.
+    The points: `before_run` (nothing written yet), `before_commit` (the job's files are written, its commit is
+    not), `after_run` (committed, the job not yet marked finished)."""
+    if os.environ.get("LAKEUI_JOB_CRASH_AT") == point and attempts == 1:
+        logger.warning("LAKEUI_JOB_CRASH_AT=%s: killing this worker during job %s", point, job_id)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 class ClaimLost(Exception):

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from catalog_app.jobs.registry import ClaimLost
+from catalog_app.jobs.registry import ClaimLost, crash_point
 from catalog_app.models import (
     Branch,
     Catalog,
@@ -249,8 +249,10 @@ def _commit_insert(
     commit is fenced by its claim: a delivery whose claim another took over (its heartbeat went stale while it
     was merely slow) never commits; the job row stays locked until the commit is in, so no recovery takes it
     meanwhile."""
-    if job is not None and not _claim_held(job):
-        raise ClaimLost()
+    if job is not None:
+        crash_point("before_commit", job_id=str(job.id), attempts=job.attempts)
+        if not _claim_held(job):
+            raise ClaimLost()
     seq = _next_seq(catalog)
     created_at = timezone.now() if parent is None else max(timezone.now(), parent.created_at)
     line = None

@@ -8,8 +8,6 @@ write progress or the outcome.
 
 import enum
 import logging
-import os
-import signal
 import threading
 import time
 import uuid
@@ -25,7 +23,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from catalog_app.engine import session
-from catalog_app.jobs.registry import ClaimLost, job_kind_get
+from catalog_app.jobs.registry import ClaimLost, crash_point, job_kind_get
 from catalog_app.models import Job
 from lakeui.errors import ApplicationError, ConflictError
 
@@ -180,14 +178,6 @@ def _claim(*, job_id: str, worker: str) -> _Claim | None:
     return _Claim(job_id=job_id, token=token)
 
 
-def _crash_point(point: str, job: Job) -> None:
-    """For the crash tests only: with LAKEUI_JOB_CRASH_AT=<point>, a job's first attempt SIGKILLs its worker's
-    whole process group (pool, Spark JVM) at that point, exactly as a crash would. Unset in every real setup."""
-    if os.environ.get("LAKEUI_JOB_CRASH_AT") == point and job.attempts == 1:
-        logger.warning("LAKEUI_JOB_CRASH_AT=%s: killing this worker during job %s", point, job.id)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-
 def job_execute(*, job_id: str, worker: str) -> JobOutcome:
     """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction."""
     claim = _claim(job_id=job_id, worker=worker)
@@ -203,9 +193,9 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
     heartbeat = _Heartbeat(claim, interval=max(1.0, settings.LAKEUI_JOB_STALE_AFTER / 4))
     heartbeat.start()
     try:
-        _crash_point("before_run", job)
+        crash_point("before_run", job_id=job_id, attempts=job.attempts)
         result = job_kind_get(job.kind).handler(job.params, claim)
-        _crash_point("after_run", job)
+        crash_point("after_run", job_id=job_id, attempts=job.attempts)
     except ClaimLost:
         logger.warning("Job %s was taken over by another delivery; this run stops", job_id)
     except JobCancelled:

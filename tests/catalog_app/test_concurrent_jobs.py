@@ -12,7 +12,7 @@ from tests.support.check import assert_consistent
 from tests.support.data import load, read
 
 pytestmark = pytest.mark.django_db(transaction=True)
-JOBS = 8
+JOBS = 16
 
 
 def submit_all(catalog, kind, params_list):

@@ -1,5 +1,6 @@
 """Jobs whose worker died or whose message was lost: found by the workers' recovery loop and run again."""
 
+import os
 import time
 import uuid
 from datetime import timedelta
@@ -120,42 +121,103 @@ def test_job_of_a_worker_killed_by_sigkill_finishes_on_a_new_worker(tmp_path):
 
 
 ROWS = [{"id": i, "amount": i % 100, "region": f"r{i % 7}"} for i in range(3000)]
-LOAD = ("table_load", {"strategy": "append_only", "rows": ROWS}, list(range(3000)))
-DELETE = ("table_delete", {"where": "id % 3 = 0"}, [i for i in range(3000) if i % 3])
+ALL_IDS = list(range(3000))
 
 
-@pytest.mark.parametrize(
-    ("crash_at", "change"),
-    [("before_run", LOAD), ("after_run", LOAD), ("after_run", DELETE)],
-    ids=["load-before_run", "load-after_run", "delete-after_run"],
-)
+def _load(spark, catalog):
+    """A load of ROWS: each of them once."""
+    from catalog_app.services.data_jobs import table_data_submit
+    from tests.support.catalogs import on
+
+    params = {"strategy": "append_only", "rows": ROWS}
+    return lambda: table_data_submit(target=on(catalog), database="sales", table="orders", kind="table_load",
+                                     params=params), ALL_IDS  # fmt: skip
+
+
+def _delete(spark, catalog):
+    """A delete of a third of ROWS (loaded in this process): the other two thirds."""
+    from catalog_app.services.data_jobs import table_data_submit
+    from tests.support.catalogs import on
+    from tests.support.data import run_here
+
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    params = {"where": "id % 3 = 0"}
+    return lambda: table_data_submit(target=on(catalog), database="sales", table="orders", kind="table_delete",
+                                     params=params), [i for i in ALL_IDS if i % 3]  # fmt: skip
+
+
+def _merge(spark, catalog):
+    """A merge of a branch that loaded ROWS: each of them once on main."""
+    from catalog_app.services.refs import branch_create
+    from merge_app.services.merges import merge_submit
+    from tests.support.data import run_here
+
+    branch_create(catalog=catalog, name="dev", source="main")
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS}, branch="dev")
+    return lambda: merge_submit(catalog=catalog, source="dev", target="main"), ALL_IDS
+
+
+def _restore(spark, catalog):
+    """A restore of main to before a delete: every row of ROWS back, once."""
+    from merge_app.services.restores import restore_submit
+    from tests.support.catalogs import head
+    from tests.support.data import run_here
+
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    point = head(catalog)
+    run_here(spark, catalog, {"where": "id % 2 = 0"}, kind="table_delete")
+    return lambda: restore_submit(catalog=catalog, branch="main", commit=point), ALL_IDS
+
+
+CHANGES = {"load": _load, "delete": _delete, "merge": _merge, "restore": _restore}
+# A load and a delete write with Spark (`while_writing`: killed from outside once Spark's output folder appears);
+# a merge without keys and a restore write no data file, only their commit. The points are in
+# catalog_app.jobs.registry.crash_point.
+CRASHES = [("load", "before_run"), ("load", "while_writing"), ("load", "before_commit"), ("load", "after_run")]
+CRASHES += [("delete", "while_writing"), ("delete", "before_commit"), ("delete", "after_run")]
+CRASHES += [("merge", "before_commit"), ("merge", "after_run"), ("restore", "before_commit")]
+
+
+def _kill_while_spark_writes(worker: Worker, catalog, timeout: float = 240) -> None:
+    """SIGKILL the worker once a Spark write's `_temporary` folder appears under the catalog's folder."""
+    root = Path(settings.LAKEUI_WAREHOUSE) / str(catalog.id)
+    deadline = time.monotonic() + timeout
+    while not any("_temporary" in dirs for _, dirs, _ in os.walk(root)):
+        assert worker.process.poll() is None and time.monotonic() < deadline, worker.log()[-4000:]
+        time.sleep(0.002)
+    worker.kill()
+
+
+@pytest.mark.parametrize(("change", "crash_at"), CRASHES, ids=[f"{c}-{at}" for c, at in CRASHES])
 def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
-    crash_at, change, transactional_db, spark, tmp_path, monkeypatch
+    change, crash_at, transactional_db, spark, tmp_path, monkeypatch
 ):
-    """The worker (its process group, Spark JVM included) is SIGKILLed while the load runs, or after the load's
-    commit but before the job is marked finished; a new worker finishes it: one new commit, each row once."""
+    """The worker (its process group, Spark JVM included) is SIGKILLed at a point of the change; a new worker
+    finishes it: one new commit (the job's), each row once, every referenced file there, and the dead attempt's
+    files orphans that GC removes (killed while Spark writes, the dead attempt may not have written a file yet)."""
     from django.db import transaction
 
-    from catalog_app.services.data_jobs import table_data_submit
-    from tests.support.catalogs import head, make_catalog, make_table, on
-    from tests.support.data import read, run_here
+    from catalog_app.jobs.registry import job_kind_get
+    from tests.support.catalogs import head, make_catalog, make_table
+    from tests.support.check import assert_consistent
+    from tests.support.data import Progress, read
 
     env = {"LAKEUI_QUEUE": f"lakeui-crash-{uuid.uuid4().hex[:8]}"}
     db = dict(connection.settings_dict)
+    # Every submit's message goes to this test's workers only: the suite's worker (running for earlier tests) must
+    # not take the job, or the crash never happens. (The set-up's jobs, run in this process, are not claimable.)
+    monkeypatch.setattr(run_job, "delay", lambda job_id: run_job.apply_async(args=[job_id], queue=env["LAKEUI_QUEUE"]))
     catalog = make_catalog()
     make_table(catalog)
-    kind, params, expected_ids = change
-    if kind != "table_load":  # the rows to change, loaded in this process
-        run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    submit, expected_ids = CHANGES[change](spark, catalog)
     before = head(catalog)
     first = Worker(db=db, log_path=tmp_path / "first.log", concurrency=1, env={**env, "LAKEUI_JOB_CRASH_AT": crash_at})
     first.start()
-    # The submit's message goes to this test's worker only: the suite's worker (running for earlier tests) must
-    # not take the job, or the crash hook never fires.
-    monkeypatch.setattr(run_job, "delay", lambda job_id: run_job.apply_async(args=[job_id], queue=env["LAKEUI_QUEUE"]))
     try:
         with transaction.atomic():
-            job = table_data_submit(target=on(catalog), database="sales", table="orders", kind=kind, params=params)
+            job = submit()
+        if crash_at == "while_writing":
+            _kill_while_spark_writes(first, catalog)
         first.process.wait(timeout=240)  # the crash hook kills it
     finally:
         first.kill()
@@ -171,5 +233,12 @@ def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
         second.stop()
     new_head = Commit.objects.get(id=head(catalog))
     assert (new_head.parent_id, new_head.job_id) == (before, job.id)  # exactly one new commit, the job's
+    assert_consistent(catalog.name)
+    time.sleep(1.1)
+    gc = Job.objects.create(kind="catalog_gc", params={"catalog_id": str(catalog.id), "grace_seconds": 1})
+    removed = job_kind_get("catalog_gc").handler(gc.params, Progress(str(gc.id)))["removed"]
+    if crash_at == "before_commit" and change in ("load", "delete"):
+        assert [path for path in removed if path.endswith(".parquet")], removed  # the dead attempt's files
+    assert_consistent(catalog.name)  # GC removed no file a commit references
     got = read(spark, catalog).orderBy("id").collect()
     assert [r["id"] for r in got] == expected_ids

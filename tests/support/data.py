@@ -1,6 +1,9 @@
 """Helpers for table data tests: run data jobs through the real worker, read tables with the engine."""
 
+from datetime import timedelta
+
 from django.conf import settings
+from django.utils import timezone
 from pyspark.sql import DataFrame
 
 import catalog_app.jobs.kinds  # noqa: F401  (registers the production job kinds in this process)
@@ -23,8 +26,12 @@ def run(catalog, kind, params, *, branch="main", database="sales", table="orders
 
 
 def claimed(job_id) -> Job:
-    """The job claimed by this process as a worker's delivery claims it: its commit is fenced by the claim."""
-    Job.objects.filter(id=job_id).update(status=Job.Status.RUNNING, worker=f"test-process/{job_id}")
+    """The job claimed by this process as a worker's delivery claims it: its commit is fenced by the claim. Its
+    heartbeat is set a day ahead (this process beats no heartbeat): no worker's recovery loop takes it over, nor
+    claims it from a message its submit sent (a transactional test's submit sends one)."""
+    heartbeat = timezone.now() + timedelta(days=1)
+    running = {"status": Job.Status.RUNNING, "worker": f"test-process/{job_id}", "heartbeat_at": heartbeat}
+    Job.objects.filter(id=job_id).update(**running)
     return Job.objects.select_related("requested_by").get(id=job_id)
 
 
@@ -44,7 +51,9 @@ def run_here(spark, catalog, params, *, kind="table_load", branch="main", databa
     process as a worker would, on this process's SparkSession (`spark`): the job's result. A refusal raises
     ApplicationError."""
     job = table_data_submit(target=on(catalog, branch), database=database, table=table, kind=kind, params=params)
-    return job_kind_get(kind).handler(job.params, Progress(str(job.id)))
+    result = job_kind_get(kind).handler(job.params, Progress(str(job.id)))
+    Job.objects.filter(id=job.id).update(status=Job.Status.SUCCEEDED, result=result, finished_at=timezone.now())
+    return result
 
 
 def load(catalog, rows, **kwargs) -> Job:
