@@ -7,8 +7,9 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from py4j.protocol import Py4JNetworkError
+from py4j.protocol import Py4JJavaError, Py4JNetworkError
 from pyspark import SparkContext
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,12 @@ def _forget() -> None:
     SparkSession._instantiatedSession = None
     SparkSession._activeSession = None
     _session = None
+
+
+def spark_error(exc: BaseException) -> bool:
+    """Whether `exc` is an error Spark raised for the work it was given (a bad value, an unreadable file, a
+    function that threw), as opposed to a bug of ours: the user gets its first line, the log its trace."""
+    return isinstance(exc, PySparkException | Py4JJavaError)
 
 
 def engine_lost(exc: BaseException) -> bool:

@@ -22,7 +22,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from catalog_app.engine import session
+from catalog_app.engine import session, sql
 from catalog_app.jobs.registry import ClaimLost, crash_point, job_kind_get
 from catalog_app.models import Job
 from lakeui.errors import ApplicationError, ConflictError
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 MESSAGE_CANCELLED = "The job was cancelled."
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
 MESSAGE_INTERNAL = "The job failed with an unexpected error: {error}"
+MESSAGE_ENGINE_ERROR = "Spark could not do the job's work: {error}"
 MESSAGE_ALREADY_FINISHED = "The job has already finished ({status})."
 
 
@@ -214,6 +215,10 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
         logger.exception("Job %s (%s) failed", job_id, job.kind)
         if session.engine_lost(exc):  # the trace is in the log; the user gets a code and a sentence
             claim.finish(Job.Status.FAILED, error_code="engine_lost", error_message=MESSAGE_ENGINE_LOST)
+            return JobOutcome.RAN
+        if session.spark_error(exc):
+            message = MESSAGE_ENGINE_ERROR.format(error=sql.error_message(exc))
+            claim.finish(Job.Status.FAILED, error_code="engine_error", error_message=message)
             return JobOutcome.RAN
         message = MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000]
         claim.finish(Job.Status.FAILED, error_code="internal_error", error_message=message)

@@ -52,6 +52,15 @@ def test_crashing_job_ends_failed_as_internal_error(celery_worker):
 
 
 @worker_db
+def test_job_whose_spark_work_throws_ends_failed_with_spark_s_first_line_only(celery_worker):
+    job = wait_for_job(job_create(kind="test.spark", params={"sql": "SELECT assert_true(1 = 2, 'no way')"}).id, 180)
+    assert job.status == Job.Status.FAILED
+    assert job.error_code == "engine_error"
+    assert "no way" in job.error_message
+    assert "\tat " not in job.error_message and "Exception" not in job.error_message  # the trace is in the log
+
+
+@worker_db
 def test_job_delivered_twice_does_its_work_once(celery_worker, tmp_path):
     marker = tmp_path / "runs.txt"
     job = Job.objects.create(kind="test.count", params={"path": str(marker), "sleep": 2})

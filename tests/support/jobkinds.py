@@ -68,7 +68,8 @@ def merge_then_die(params: dict[str, Any], progress: Progress) -> dict[str, Any]
 
 @job_kind("test.spark")
 def spark_count(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """A small Spark job on the worker's session; `kill_jvm` kills that session's JVM first, as an OOM would."""
+    """A small Spark job on the worker's session; `kill_jvm` kills that session's JVM first, as an OOM would;
+    `sql` runs a statement first."""
     import os
     import signal
 
@@ -81,4 +82,6 @@ def spark_count(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     if params.get("kill_jvm"):
         os.kill(jvm_pid, signal.SIGKILL)
         time.sleep(1)
+    if params.get("sql"):  # a statement that may throw in Spark
+        spark.sql(params["sql"]).collect()
     return {"count": spark.range(params.get("rows", 10)).count(), "jvm_pid": jvm_pid}
