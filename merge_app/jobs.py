@@ -52,7 +52,7 @@ def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[s
     return {**merge_result(merge), "merge_request": merge_request.number}
 
 
-@job_kind(KEYS_JOB)
+@job_kind(KEYS_JOB, interactive=True)
 def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows)."""
     diff = merge_diff(catalog=Catalog.objects.get(id=params["catalog_id"]), source=params["source"],

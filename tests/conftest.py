@@ -5,6 +5,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Q
 from pytest_django.fixtures import validate_django_db
 from rest_framework.test import APIClient
 
@@ -16,22 +17,30 @@ from tests.support.worker import Worker
 IDLE_TIMEOUT = 120
 
 
-_workers: list[Worker] = []  # the session's worker, once a test has started it
+_workers: list[Worker] = []  # the session's workers, once a test has started them
 _CALLED = pytest.StashKey[bool]()
 
 
 @pytest.fixture(scope="session")
 def _worker_process(django_db_setup, django_db_blocker):
-    worker = Worker(db=dict(connection.settings_dict), log_path=Path(settings.VAR_DIR) / "worker.log").start()
-    _workers.append(worker)
-    yield worker
-    _workers.remove(worker)
-    worker.stop()
+    """The session's workers, as `make run` starts them: one for jobs (two processes), one for the interactive
+    queue (the reads a person waits for)."""
+    db, logs = dict(connection.settings_dict), Path(settings.VAR_DIR)
+    jobs = Worker(db=db, log_path=logs / "worker.log").start()
+    _workers.append(jobs)
+    interactive = Worker(db=db, log_path=logs / "worker-interactive.log", concurrency=1,
+                         queue=settings.LAKEUI_INTERACTIVE_QUEUE)  # fmt: skip
+    _workers.append(interactive.start())
+    yield jobs
+    for worker in (interactive, jobs):
+        _workers.remove(worker)
+        worker.stop()
 
 
 @pytest.fixture
 def celery_worker(_worker_process, transactional_db):
-    """One real worker for the session, on the test database; tests that use it get committed data."""
+    """The session's real workers, on the test database; tests that use it get committed data. The jobs
+    worker is returned; the interactive one runs beside it."""
     return _worker_process
 
 
@@ -57,12 +66,15 @@ def pytest_runtest_teardown(item, nextitem):
     queues its plan when it is saved. A test that never ran (skipped, an xfail not run, a setup that failed)
     has no database access to settle with, and left nothing behind."""
     if _workers and item.stash.get(_CALLED, False) and _transactional(item):
-        _settle(_workers[0])
+        _settle(_workers)
     return (yield)
 
 
-def _settle(worker: Worker) -> None:
-    running = Job.objects.filter(status=Job.Status.RUNNING, worker__startswith=f"{worker.name}@")
+def _settle(workers: list[Worker]) -> None:
+    mine = Q()
+    for worker in workers:
+        mine |= Q(worker__startswith=f"{worker.name}@")
+    running = Job.objects.filter(mine, status=Job.Status.RUNNING)
     deadline = time.monotonic() + IDLE_TIMEOUT
     while Job.objects.filter(status=Job.Status.QUEUED).update(status=Job.Status.CANCELLED) or running.exists():
         assert time.monotonic() < deadline, f"the worker is still busy after the test: {list(running.values('kind'))}"

@@ -37,7 +37,7 @@ OPERATION_VERB = {
 logger = logging.getLogger(__name__)
 
 
-@job_kind(SPARK_CHECK)
+@job_kind(SPARK_CHECK, interactive=True)
 def spark_check(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     progress.report(10, "Starting Spark")
     spark = spark_session()
@@ -107,13 +107,13 @@ for _kind in TABLE_CHANGES:
     job_kind(_kind)(_table_change(_kind))
 
 
-@job_kind(TABLE_DIFF_JOB)
+@job_kind(TABLE_DIFF_JOB, interactive=True)
 def table_diff_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     progress.report(10, "Comparing the table's rows")
     return table_diff(spark_session(), params)
 
 
-@job_kind("table_rows")
+@job_kind("table_rows", interactive=True)
 def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     commit = Commit.objects.select_related("catalog").get(id=params["commit"])
     chain = commit_chain(commit)
@@ -148,7 +148,7 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 MAX_SELECT_ROWS = 10_000
 
 
-@job_kind("sql_select")
+@job_kind("sql_select", interactive=True)
 def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     commit = Commit.objects.select_related("catalog").get(id=params["commit"])
     limit = min(int(params.get("limit", 1000)), MAX_SELECT_ROWS)

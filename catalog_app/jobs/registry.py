@@ -46,14 +46,15 @@ Handler = Callable[[dict[str, Any], Progress], dict[str, Any]]
 class JobKind:
     name: str
     handler: Handler
+    interactive: bool = False  # a read a person waits for: sent to the interactive queue
 
 
 _KINDS: dict[str, JobKind] = {}
 
 
-def job_kind(name: str) -> Callable[[Handler], Handler]:
+def job_kind(name: str, *, interactive: bool = False) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
-        _KINDS[name] = JobKind(name=name, handler=handler)
+        _KINDS[name] = JobKind(name=name, handler=handler, interactive=interactive)
         return handler
 
     return register
@@ -64,3 +65,8 @@ def job_kind_get(name: str) -> JobKind:
         return _KINDS[name]
     except KeyError:
         raise ApplicationError("unknown_job_kind", f"There is no job kind {name!r}.") from None
+
+
+def job_kind_interactive(name: str) -> bool:
+    """Whether jobs of this kind go to the interactive queue (a kind this process does not know does not)."""
+    return name in _KINDS and _KINDS[name].interactive

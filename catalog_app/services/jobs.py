@@ -23,7 +23,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from catalog_app.engine import session, sql
-from catalog_app.jobs.registry import ClaimLost, crash_point, job_kind_get
+from catalog_app.jobs.registry import ClaimLost, crash_point, job_kind_get, job_kind_interactive
 from catalog_app.models import Job
 from lakeui.errors import ApplicationError, ConflictError
 
@@ -56,8 +56,6 @@ MESSAGE_CANCELLED_WORKER_GONE = "The job was cancelled; its worker had stopped a
 
 def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None = None) -> Job:
     """Record a job and enqueue it once the surrounding transaction commits (never for a rolled-back one)."""
-    from catalog_app.tasks import run_job  # here, not at the top: tasks imports this module
-
     job_kind_get(kind)
     job = Job.objects.create(
         kind=kind, params=params, requested_by=requested_by if requested_by and requested_by.is_authenticated else None
@@ -65,8 +63,19 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
     job_id = str(job.id)
     # robust: a broker that is down must not turn the caller's committed write into a 500; the job stays
     # queued and is visible as such.
-    transaction.on_commit(lambda: run_job.delay(job_id), robust=True)
+    transaction.on_commit(lambda: job_send(job_id, kind), robust=True)
     return job
+
+
+def job_send(job_id: str, kind: str) -> None:
+    """Send a job's message to its queue: the interactive one for a read a person waits for (served by workers of
+    its own, never behind a long job), else the jobs queue."""
+    from catalog_app.tasks import run_job  # here, not at the top: tasks imports this module
+
+    if job_kind_interactive(kind):
+        run_job.apply_async(args=[job_id], queue=settings.LAKEUI_INTERACTIVE_QUEUE)
+    else:
+        run_job.delay(job_id)
 
 
 @transaction.atomic
@@ -241,15 +250,13 @@ def job_recover() -> list[str]:
     Each step is a conditional UPDATE, so several workers recovering at once send a job at most once each, and
     a second delivery of a sent job loses the claim anyway.
     """
-    from catalog_app.tasks import run_job  # here, not at the top: tasks imports this module
-
     now = timezone.now()
     stale_before = now - timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER)
-    resend: list[str] = []
+    resend: list[Job] = []
     stale_running = Job.objects.filter(status=Job.Status.RUNNING).filter(
         Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
     )
-    for job in stale_running.only("id", "worker", "attempts", "heartbeat_at", "cancel_requested"):
+    for job in stale_running.only("id", "kind", "worker", "attempts", "heartbeat_at", "cancel_requested"):
         same = Job.objects.filter(id=job.id, status=Job.Status.RUNNING, worker=job.worker)
         same = same.filter(Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True))
         if job.cancel_requested:
@@ -261,22 +268,22 @@ def job_recover() -> list[str]:
                 logger.warning("Job %s failed: its worker died %d times", job.id, job.attempts)
         elif same.update(status=Job.Status.QUEUED, worker="", heartbeat_at=now):
             logger.warning("Job %s lost its worker %s; sending it again", job.id, job.worker)
-            resend.append(str(job.id))
+            resend.append(job)
     # A queued job's heartbeat_at is the time it was last sent again (null: only sent at creation).
     lost = Job.objects.filter(status=Job.Status.QUEUED).filter(
         Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
     )
-    for job in lost.only("id", "heartbeat_at", "created_at"):
+    for job in lost.only("id", "kind", "heartbeat_at", "created_at"):
         sent_before = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
         if Job.objects.filter(sent_before, id=job.id, status=Job.Status.QUEUED).update(heartbeat_at=now):
             logger.warning("Job %s stayed queued for %d s; sending it again", job.id, settings.LAKEUI_JOB_STALE_AFTER)
-            resend.append(str(job.id))
-    for job_id in resend:
+            resend.append(job)
+    for job in resend:
         try:
-            run_job.delay(job_id)
+            job_send(str(job.id), job.kind)
         except Exception:  # a broker that is down: the job stays queued and is sent again on a later round
-            logger.exception("Could not send job %s again", job_id)
-    return resend
+            logger.exception("Could not send job %s again", job.id)
+    return [str(job.id) for job in resend]
 
 
 class JobRecoveryLoop(threading.Thread):

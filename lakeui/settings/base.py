@@ -166,6 +166,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = _broker["broker_transport_options"]
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _broker["result_backend_transport_options"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = ENV.get("LAKEUI_QUEUE") or "lakeui"
+# Reads a person waits for (a page of rows, a data diff, a SELECT, a key comparison, the health check) go to a
+# queue of their own, served by worker processes of their own: never behind a long load or merge.
+LAKEUI_INTERACTIVE_QUEUE = ENV.get("LAKEUI_INTERACTIVE_QUEUE") or f"{CELERY_TASK_DEFAULT_QUEUE}-interactive"
+LAKEUI_INTERACTIVE_CONCURRENCY = int(ENV.get("LAKEUI_INTERACTIVE_CONCURRENCY") or 1)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

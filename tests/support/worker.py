@@ -26,12 +26,22 @@ def database_url(db: dict) -> str:
 
 
 class Worker:
-    def __init__(self, *, db: dict, log_path: Path, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        db: dict,
+        log_path: Path,
+        concurrency: int = 2,
+        env: dict[str, str] | None = None,
+        queue: str | None = None,
+    ) -> None:
+        """A worker on `queue` (by default its settings' jobs queue, LAKEUI_QUEUE)."""
         self.log_path = log_path
         env = dict(os.environ, **(env or {}))
         env.update(DJANGO_SETTINGS_MODULE="lakeui.settings.test", DATABASE_URL=database_url(db))
         self.command = [sys.executable, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO"]
         self.command += ["--concurrency", str(concurrency), "--include", "tests.support.jobkinds"]
+        self.command += ["-Q", queue] if queue else []
         self.name = f"test-{uuid.uuid4().hex[:6]}"
         self.command += ["--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle"]
         self.env = env

@@ -1,4 +1,5 @@
-"""Run the web server and a Celery worker together; Ctrl-C (or either one exiting) stops both."""
+"""Run the web server and the Celery workers together (one for jobs, one for the interactive reads a person waits
+for); Ctrl-C (or any of them exiting) stops them all."""
 
 import signal
 import subprocess
@@ -14,17 +15,19 @@ def _interrupt(signum, frame):
 
 
 class Command(BaseCommand):
-    help = "Start the web server on ADDRPORT and a Celery worker; stop both on Ctrl-C."
+    help = "Start the web server on ADDRPORT, a jobs worker and an interactive worker; stop them all on Ctrl-C."
 
     def add_arguments(self, parser):
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
 
     def handle(self, *args, addrport, **options):
         python = sys.executable
-        worker_cmd = [python, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO"]
-        worker_cmd += ["--concurrency", str(settings.CELERY_WORKER_CONCURRENCY)]
+        worker = [python, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO"]
+        jobs = [*worker, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", "jobs@%h"]
+        interactive = [*worker, "-Q", settings.LAKEUI_INTERACTIVE_QUEUE, "-n", "interactive@%h"]
         processes = [
-            subprocess.Popen(worker_cmd),
+            subprocess.Popen([*jobs, "--concurrency", str(settings.CELERY_WORKER_CONCURRENCY)]),
+            subprocess.Popen([*interactive, "--concurrency", str(settings.LAKEUI_INTERACTIVE_CONCURRENCY)]),
             subprocess.Popen([python, "manage.py", "runserver", "--noreload", addrport]),
         ]
         signal.signal(signal.SIGTERM, _interrupt)
@@ -33,9 +36,9 @@ class Command(BaseCommand):
             while all(process.poll() is None for process in processes):
                 time.sleep(0.5)
             code = next(process.returncode for process in processes if process.poll() is not None)
-            self.stderr.write("One of the processes exited; stopping the other.")
+            self.stderr.write("One of the processes exited; stopping the others.")
         except KeyboardInterrupt:
-            self.stdout.write("Stopping the web server and the worker...")
+            self.stdout.write("Stopping the web server and the workers...")
         finally:
             for process in processes:
                 if process.poll() is None:

@@ -1,0 +1,37 @@
+"""Reads a person waits for run on the interactive queue's own worker: never behind the long jobs of the jobs
+worker."""
+
+import time
+
+import pytest
+
+from catalog_app.models import Job
+from catalog_app.services import job_cancel, job_create
+from tests.conftest import wait_for_job
+from tests.support.catalogs import make_catalog, make_table
+from tests.support.data import load
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_rows_page_answers_while_long_jobs_hold_every_jobs_worker_process(celery_worker, user_client):
+    catalog = make_catalog()
+    make_table(catalog)
+    load(catalog, [{"id": 1, "amount": 10, "region": "eu"}, {"id": 2, "amount": 20, "region": "us"}])
+    long_jobs = [job_create(kind="test.until_cancelled", params={"max_seconds": 300}) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while Job.objects.filter(id__in=[j.id for j in long_jobs], status=Job.Status.RUNNING).count() < 2:
+            assert time.monotonic() < deadline, "the jobs worker's two processes did not both take a long job"
+            time.sleep(0.1)
+        page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
+        assert page.status_code == 200, page.json()
+        assert sorted(page.json()["rows"]) == [[1, 10, "eu"], [2, 20, "us"]]
+        read = Job.objects.filter(kind="table_rows").latest("created_at")
+        holder = Job.objects.get(id=long_jobs[0].id).worker
+        assert read.worker.split("@")[0] != holder.split("@")[0]  # another worker served it
+        assert all(Job.objects.get(id=j.id).status == Job.Status.RUNNING for j in long_jobs)  # still holding
+    finally:
+        for job in long_jobs:
+            job_cancel(job=Job.objects.get(id=job.id))
+    assert {wait_for_job(j.id).status for j in long_jobs} == {Job.Status.CANCELLED}
