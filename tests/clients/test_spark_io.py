@@ -54,6 +54,8 @@ def staged_files(job: dict) -> list[Path]:
 def test_read_table_at_branch_tag_and_time_equals_the_api(client, celery_worker, spark):
     client.catalog_create("lake")
     client.database_create("lake", "main", "shop")
+    no_table_yet = datetime.now(UTC).isoformat()
+    time.sleep(0.05)
     client.table_create("lake", "main", "shop.orders", COLUMNS)
     for start in (0, 500):  # two loads: two segments
         rows = [{"id": i, "amount": i % 97, "region": "eu" if i % 3 else "us"} for i in range(start, start + 500)]
@@ -85,7 +87,7 @@ def test_read_table_at_branch_tag_and_time_equals_the_api(client, celery_worker,
     assert frame_rows(past) == frame_rows(tagged) == api_rows(client, "main", "shop.orders", at=before)
 
     with pytest.raises(NotFound) as missing:
-        read_table(spark, client, "lake", "main", "shop.orders", at="2000-01-01T00:00:00Z")
+        read_table(spark, client, "lake", "main", "shop.orders", at=no_table_yet)
     assert missing.value.status == 404 and missing.value.code == "table_not_found"
 
 
