@@ -152,6 +152,21 @@ def test_staged_load_breaking_the_schema_fails_clean(client, celery_worker, spar
     assert read_table(spark, client, "lake", "main", "shop.orders").count() == 0
 
 
+def test_staged_files_no_load_consumed_are_removed_by_gc(client, celery_worker, spark):
+    client.catalog_create("lake")
+    client.database_create("lake", "main", "shop")
+    client.table_create("lake", "main", "shop.orders", COLUMNS)
+    write_table(spark.createDataFrame([(1, 1, "eu")], "id long, amount int, region string"), client, "lake", "main",
+                "shop.orders")  # fmt: skip
+    staging = client.table_staging("lake", "main", "shop.orders")
+    spark.range(10).write.parquet(staging["uri"])  # written, never loaded
+    time.sleep(2)
+    gc = client.wait(client.request("POST", "catalogs/lake/gc", json={"grace_hours": 0.0003})["id"])
+    assert any(path.startswith(staging["path"] + "/") for path in gc["result"]["removed"])
+    assert not list(Path(staging["uri"]).rglob("*.parquet"))
+    assert frame_rows(read_table(spark, client, "lake", "main", "shop.orders"))[1] == [(1, 1, "eu")]
+
+
 # --- the endpoints through DRF's client: permissions and bad input (no worker needed) -----------------------
 
 
