@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from lakeui_client import Client, NotFound
+from lakeui_client import Client, ConflictError, NotFound
 from lakeui_client.errors import JobFailed
 from lakeui_client.spark import read_table, write_table
 from pyspark.sql import functions as F
@@ -150,6 +150,15 @@ def test_staged_load_breaking_the_schema_fails_clean(client, celery_worker, spar
 
     assert client.branch("lake", "main")["head"] == before
     assert read_table(spark, client, "lake", "main", "shop.orders").count() == 0
+
+    good = spark.createDataFrame([(1, 1, "eu")], "id long, amount int, region string")
+    write_table(good, client, "lake", "main", "shop.orders", expected_head=before)  # the head it was based on
+    moved = client.branch("lake", "main")["head"]
+    with pytest.raises(ConflictError) as stale:
+        write_table(good, client, "lake", "main", "shop.orders", expected_head=before)
+    assert stale.value.status == 409 and stale.value.code == "branch_moved"
+    assert client.branch("lake", "main")["head"] == moved
+    assert read_table(spark, client, "lake", "main", "shop.orders").count() == 1
 
 
 def test_staged_files_no_load_consumed_are_removed_by_gc(client, celery_worker, spark):

@@ -53,18 +53,23 @@ def write_table(
     strategy: str = "append_only",
     key_columns: Sequence[str] | None = None,
     wait: bool = True,
+    expected_head: str | None = None,
     **fields: Any,
 ) -> dict:
     """Write `df` as Parquet to a staging location of the warehouse and load it into `table` on `branch` with one
     load job of `strategy` (any of DESIGN.md 3.1; its fields such as `watermark` or `partition_column` as keyword
     arguments). Columns are matched by name and checked against the table's schema by the job. Returns the job
-    (its `result` has the counts); with `wait`, a failed load raises `JobFailed` with the API's code."""
-    staging = client.table_staging(catalog, branch, table)
+    (its `result` has the counts); with `wait`, a failed load raises `JobFailed` with the API's code.
+    `expected_head`: the branch head your data was based on; if the branch has moved since, the load is refused
+    (`ConflictError`, code `branch_moved`) and nothing is loaded."""
+    headers = {"If-Match": expected_head} if expected_head else {}
+    staging = client.request("POST", f"{client._table(catalog, branch, table)}/staging", headers=headers)
     df.write.parquet(staging["uri"])
     body = {"strategy": strategy, "staged": staging["id"], **fields}
     if key_columns:
         body["key_columns"] = list(key_columns)
-    return client.load(catalog, branch, table, wait=wait, **body)
+    path = f"{client._table(catalog, branch, table)}/load"
+    return client._maybe_wait(client.request("POST", path, json=body, headers=headers), wait)
 
 
 def plan_frame(spark: SparkSession, plan: dict) -> DataFrame:
