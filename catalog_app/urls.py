@@ -60,6 +60,8 @@ urlpatterns = [
     path(f"{TABLE}/update", data.TableUpdateApi.as_view()),
     path(f"{TABLE}/compact", data.TableCompactApi.as_view()),
     path(f"{TABLE}/rows", data.TableRowsApi.as_view()),
+    path(f"{TABLE}/scan", data.TableScanApi.as_view()),
+    path(f"{TABLE}/staging", data.TableStagingApi.as_view()),
     path(f"{CAT}/gc", data.CatalogGcApi.as_view()),
     path(f"{CAT}/roles", access.CatalogRoleListApi.as_view()),
     path(f"{CAT}/roles/<str:user>", access.CatalogRoleDetailApi.as_view()),

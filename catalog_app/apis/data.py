@@ -1,5 +1,7 @@
 """Table data endpoints: writes answer 202 with the job; rows are read by a worker and returned."""
 
+import dataclasses
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -10,7 +12,15 @@ from catalog_app.apis.common import AT_PARAMETER, IF_MATCH_PARAMETER, WriteInput
 from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.models import Role
 from catalog_app.selectors.refs import catalog_get
-from catalog_app.services.data_jobs import table_data_submit, table_for_write, table_rows_read, upload_store
+from catalog_app.services.data_jobs import (
+    staged_upload,
+    staging_create,
+    table_data_submit,
+    table_for_write,
+    table_rows_read,
+    table_scan,
+    upload_store,
+)
 from catalog_app.services.jobs import job_create
 from lakeui.errors import ApplicationError
 
@@ -38,6 +48,9 @@ class TableLoadApi(APIView):
         valid_from_column = serializers.CharField(required=False, help_text="scd2: timestamp column opening a version")
         valid_to_column = serializers.CharField(required=False, help_text="scd2: timestamp column closing a version")
         partition_column = serializers.CharField(required=False, help_text="snapshot: the partition column replaced")
+        staged = serializers.CharField(
+            required=False, max_length=64, help_text="The id of a staging location (POST .../staging) to load from"
+        )
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
@@ -50,8 +63,13 @@ class TableLoadApi(APIView):
             )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        params = {key: value for key, value in data.validated_data.items() if key not in ("file", "format", "message")}
+        skipped = ("file", "format", "message", "staged")
+        params = {key: value for key, value in data.validated_data.items() if key not in skipped}
         target = write_target(request, catalog, ref)
+        if "staged" in data.validated_data:
+            if "file" in data.validated_data:
+                raise ApplicationError("invalid_input", "Give either an uploaded file or `staged`, not both.")
+            params["upload"] = staged_upload(catalog=target.catalog, staged=data.validated_data["staged"])
         if "file" in data.validated_data:
             current = table_for_write(target, database, table)
             file_format = data.validated_data.get("format") or data.validated_data["file"].name.rsplit(".", 1)[-1]
@@ -133,6 +151,47 @@ class TableRowsApi(APIView):
             user=request.user, timeout=settings.LAKEUI_READ_TIMEOUT,
         )  # fmt: skip
         return Response(result)
+
+
+class TableScanApi(APIView):
+    """The scan plan: what a client's own SparkSession reads to get the table's rows at the ref (viewer role)."""
+
+    class OutputSerializer(serializers.Serializer):
+        commit = serializers.CharField()
+        table_id = serializers.CharField()
+        warehouse = serializers.CharField(help_text="The warehouse root: a local folder or a URI such as s3a://")
+        base = serializers.CharField(help_text="The table's folder, relative to the warehouse")
+        columns = serializers.ListField(child=serializers.DictField(), help_text="id, name, type, nullable, default")
+        partition_by = serializers.ListField(child=serializers.IntegerField(), help_text="Column ids")
+        primary_key = serializers.ListField(child=serializers.IntegerField(), help_text="Column ids")
+        row_count = serializers.IntegerField(help_text="Live rows: the segments' rows less the deleted ones")
+        segments = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="id, path, uri, row_count, size_bytes, order, partition_values and stats (by column id), "
+            "columns (the schema the file was written with, by column id), deletes (position files: path, uri, "
+            "row_count)",
+        )
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=OutputSerializer)
+    def get(self, request, catalog, ref, database, table):
+        plan = table_scan(resolved=read_ref(request, catalog, ref), database=database, table=table)
+        return Response(self.OutputSerializer(dataclasses.asdict(plan)).data)
+
+
+class TableStagingApi(APIView):
+    """A staging location for a staged load (editor role, a writable branch): the client writes Parquet there
+    and loads it with `{"staged": id}`."""
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.CharField()
+        path = serializers.CharField(help_text="Relative to the warehouse")
+        uri = serializers.CharField(help_text="Where to write the Parquet files")
+        format = serializers.CharField()
+
+    @extend_schema(request=None, responses={201: OutputSerializer})
+    def post(self, request, catalog, ref, database, table):
+        staging = staging_create(target=write_target(request, catalog, ref), database=database, table=table)
+        return Response(self.OutputSerializer(staging).data, status=status.HTTP_201_CREATED)
 
 
 class CatalogGcApi(APIView):

@@ -31,3 +31,9 @@ def list_files(spark: SparkSession, uri: str) -> Iterator[StoredFile]:
 def delete_file(spark: SparkSession, uri: str) -> bool:
     path, filesystem = _filesystem(spark, uri)
     return bool(filesystem.delete(path, False))
+
+
+def delete_folder(spark: SparkSession, uri: str) -> bool:
+    """Remove a folder and everything in it; False if there was none."""
+    path, filesystem = _filesystem(spark, uri)
+    return bool(filesystem.delete(path, True))

@@ -11,13 +11,13 @@ from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files, sql
 from catalog_app.engine.tables import Warehouse, json_value, read_page
-from catalog_app.jobs.registry import Progress, job_kind
+from catalog_app.jobs.registry import ClaimLost, Progress, job_kind
 from catalog_app.models import Catalog, Commit, DataFile, Job
 from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import table_columns, table_files
 from catalog_app.services.data import CHANGES, data_change_commit, select_frame, table_snapshot
-from catalog_app.services.loads import load_change
+from catalog_app.services.loads import load_change, staged_remove
 from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -83,6 +83,19 @@ def _plan_and_commit(kind: str, params: dict, progress: Progress, job: Job, mess
 
 def _table_change(kind: str):
     def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """A staged load's files are removed once the job has an outcome (not when another delivery took it
+        over, which still reads them)."""
+        finished = True
+        try:
+            return run_once(params, progress)
+        except ClaimLost:
+            finished = False
+            raise
+        finally:
+            if finished and (params.get("upload") or {}).get("staged"):
+                _staged_cleanup(params)
+
+    def run_once(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         job = Job.objects.select_related("requested_by").get(id=progress.job_id)
         done = Commit.objects.filter(job=job).first()
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
@@ -100,6 +113,14 @@ def _table_change(kind: str):
         raise AssertionError("unreachable")
 
     return run
+
+
+def _staged_cleanup(params: dict[str, Any]) -> None:
+    """Best effort: a failure here must not hide the job's own outcome; garbage collection removes what is left."""
+    try:
+        staged_remove(spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), params)
+    except Exception:
+        logger.warning("Could not remove the staged files %s; GC will", params["upload"]["path"], exc_info=True)
 
 
 TABLE_CHANGES = {"table_load": load_change, **CHANGES}

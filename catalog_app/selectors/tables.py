@@ -100,3 +100,58 @@ def table_has_rows(chain: Chain, *, table_id: uuid.UUID) -> bool:
 
 def table_columns(table: ObjectVersion) -> list[Column]:
     return [Column.from_dict(column) for column in table.state["columns"]]
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What a client's own SparkSession needs to read a table at a commit: the schema with its column ids, each
+    live segment with the schema it was written with, and the delete files to subtract from it. Paths are
+    relative to `warehouse`; `uri` is each file's full location."""
+
+    commit: str
+    table_id: str
+    warehouse: str
+    base: str
+    columns: list[dict]
+    partition_by: list[int]
+    primary_key: list[int]
+    row_count: int
+    segments: list[dict]
+
+
+def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, warehouse: Warehouse) -> ScanPlan:
+    """The scan plan of `table` at `chain`: the files the engine reads (`TableFiles.reads`, in the same order),
+    described for a reader outside the server."""
+    files = table_files(chain, table_id=table.object_id)
+
+    def described(file: DataFile) -> dict:
+        return {"id": str(file.id), "path": file.path, "uri": warehouse.uri(file.path), "row_count": file.row_count,
+                "size_bytes": file.size_bytes}  # fmt: skip
+
+    segments = [
+        {
+            **described(segment),
+            "order": read.order,
+            "partition_values": segment.partition_values,
+            "stats": segment.stats,
+            "columns": [_column_dict(column) for column in read.columns],
+            "deletes": [described(delta) for delta in files.deltas.get(segment.id, [])],
+        }
+        for segment, read in zip(files.segments, files.reads(), strict=True)
+    ]
+    return ScanPlan(
+        commit=commit_id,
+        table_id=str(table.object_id),
+        warehouse=warehouse.root,
+        base=f"{table.catalog_id}/{table.object_id}",
+        columns=[_column_dict(column) for column in table_columns(table)],
+        partition_by=list(table.state["partition_by"]),
+        primary_key=list(table.state.get("primary_key") or []),
+        row_count=files.live_rows(warehouse),
+        segments=segments,
+    )
+
+
+def _column_dict(column: Column) -> dict:
+    return {"id": column.id, "name": column.name, "type": column.type, "nullable": column.nullable,
+            "default": column.default}  # fmt: skip

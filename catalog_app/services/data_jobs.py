@@ -2,6 +2,7 @@
 a 400 before anything is enqueued; the worker does the rest (see services/data.py)."""
 
 import decimal
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,11 @@ from django.core.files.uploadedfile import UploadedFile
 
 from catalog_app.engine.incoming import FILE_FORMATS, catalog_value
 from catalog_app.engine.predicates import parse_assignments, parse_predicate
+from catalog_app.engine.tables import Warehouse
 from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
-from catalog_app.selectors.tables import table_columns, table_files
+from catalog_app.selectors.tables import ScanPlan, table_columns, table_files, table_scan_plan
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data import predicate_errors
 from catalog_app.services.jobs import job_create, job_run_sync
@@ -25,6 +27,9 @@ MAX_JSON_ROWS = 10_000
 MAX_PAGE_SIZE = 1000
 # Spark's OFFSET is a 32-bit int: page * page_size must stay below 2**31.
 MAX_PAGE = 1_000_000
+STAGING_ID = re.compile(r"[0-9a-f]{32}")
+MESSAGE_STAGING_ID = "staged must be the id of a staging location (POST .../staging gives one)."
+MESSAGE_STAGING_EMPTY = "The staging location {staged} holds no Parquet files; write the data there first."
 
 
 def _table_at(resolved: ResolvedRef, database: str, table: str) -> ObjectVersion:
@@ -145,3 +150,39 @@ def table_rows_read(
     current = _table_at(resolved, database, table)
     params = {"commit": resolved.commit.id, "table_id": str(current.object_id), "page": page, "page_size": page_size}
     return job_run_sync(kind="table_rows", params=params, requested_by=user, timeout=timeout)
+
+
+def staging_path(catalog: Catalog, staging_id: str) -> str:
+    """Built from ids only: a client names its staging location by id, never by path."""
+    return f"{catalog.id}/staging/{staging_id}"
+
+
+def staging_create(*, target: WriteTarget, database: str, table: str) -> dict:
+    """A new staging location in the warehouse where a client writes Parquet files for one load (`staged`).
+    Nothing is created here: the client's own Spark job writes the folder. The branch and table are checked now
+    (a tag, a protected branch or a missing table is refused before any data is written). A folder no load
+    consumes is removed by garbage collection after its grace period."""
+    table_for_write(target, database, table)
+    staging_id = uuid.uuid4().hex
+    path = staging_path(target.catalog, staging_id)
+    return {"id": staging_id, "path": path, "uri": Warehouse(settings.LAKEUI_WAREHOUSE).uri(path), "format": "parquet"}
+
+
+def staged_upload(*, catalog: Catalog, staged: str) -> dict:
+    """A load's `staged` source as the load reads an upload: the staging folder's Parquet files. `staged` marks
+    it for removal once the load has run (see jobs/kinds.py)."""
+    if not isinstance(staged, str) or not STAGING_ID.fullmatch(staged):
+        raise ApplicationError("invalid_staging", MESSAGE_STAGING_ID)
+    path = staging_path(catalog, staged)
+    if "://" not in settings.LAKEUI_WAREHOUSE:  # a remote warehouse is checked by the job's read
+        folder = Path(settings.LAKEUI_WAREHOUSE) / path
+        if not folder.is_dir() or not any(f.name[0] not in "._" for f in folder.rglob("*.parquet")):
+            raise ApplicationError("staging_empty", MESSAGE_STAGING_EMPTY.format(staged=staged))
+    return {"path": path, "format": "parquet", "staged": True}
+
+
+def table_scan(*, resolved: ResolvedRef, database: str, table: str) -> ScanPlan:
+    """The table's scan plan at a ref (time travel included), for a client's own SparkSession."""
+    current = _table_at(resolved, database, table)
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    return table_scan_plan(resolved.chain, commit_id=resolved.commit.id, table=current, warehouse=warehouse)

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from catalog_app import schema
-from catalog_app.engine import dml, incoming, keymatch, strategies
+from catalog_app.engine import dml, files, incoming, keymatch, strategies
 from catalog_app.engine.tables import Column, collected, file_in_partitions, json_value, write_deltas
 from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
@@ -117,6 +117,14 @@ def validity_columns(columns: list[dict], last_column_id: int, fields: dict) -> 
         columns, detail = schema.column_add(columns, spec, column_id=last_column_id + offset, table_has_rows=True)
         changes.append(detail)
     return columns, changes
+
+
+def staged_remove(spark, warehouse, params: dict) -> None:
+    """Remove a staged load's folder (see services/data_jobs.staging_create): it has served its one load,
+    whatever the outcome. Uploads through the API are left to garbage collection."""
+    upload = params.get("upload") or {}
+    if upload.get("staged"):
+        files.delete_folder(spark, warehouse.uri(upload["path"]))
 
 
 # --- the worker side --------------------------------------------------------------------------------------

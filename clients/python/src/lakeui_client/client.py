@@ -445,6 +445,15 @@ class Client:
     def _maybe_wait(self, job: dict, wait: bool, progress: Progress = None) -> dict:
         return self.wait(job["id"], progress=progress) if wait and isinstance(job, dict) and "id" in job else job
 
+    # PySpark reader and writer (lakeui_client.spark)
+    def table_scan(self, catalog: str, ref: str, table: str, at: str | None = None) -> dict:
+        """The table's scan plan at a ref: schema with column ids, segments, their delete files, the warehouse."""
+        return self.request("GET", f"{self._table(catalog, ref, table)}/scan", params={"at": at} if at else None)
+
+    def table_staging(self, catalog: str, branch: str, table: str) -> dict:
+        """A new staging location (`id`, `uri`) to write Parquet to, then load with `load(..., staged=id)`."""
+        return self.request("POST", f"{self._table(catalog, branch, table)}/staging")
+
 
 def _form(value: Any) -> Any:
     if isinstance(value, list | tuple):
