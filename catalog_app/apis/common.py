@@ -9,6 +9,7 @@ from catalog_app.selectors.refs import Chain, ResolvedRef, catalog_get, ref_reso
 from catalog_app.selectors.refs import timestamp_parse as parse_at
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
+from lakeui.api.conditional import commit_read
 from lakeui.errors import ApplicationError
 
 AT_PARAMETER = OpenApiParameter("at", str, description="ISO 8601 timestamp: read the ref as it was then (time travel)")
@@ -19,7 +20,10 @@ IF_MATCH_PARAMETER = OpenApiParameter(
 
 
 def read_ref(request: Request, catalog: str, ref: str) -> ResolvedRef:
-    return ref_resolve(catalog=catalog_get(name=catalog), ref=ref, at=parse_at(request.query_params.get("at")))
+    """The ref a read names; the answer is the state at its commit, so a client holding it gets a 304 now."""
+    resolved = ref_resolve(catalog=catalog_get(name=catalog), ref=ref, at=parse_at(request.query_params.get("at")))
+    commit_read(request, resolved.commit.id)
+    return resolved
 
 
 def read_chain(request: Request, catalog: str, ref: str) -> Chain:

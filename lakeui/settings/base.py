@@ -42,6 +42,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "lakeui.api.version.ApiVersionMiddleware",  # outermost but security: every /api/ answer names it
+    "lakeui.api.conditional.ConditionalReadMiddleware",
     "lakeui.middleware.BadTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -175,6 +175,26 @@ def test_if_match_makes_a_stale_write_a_409(lake):
     assert body["details"]["head"] == first.json()["commit"]
 
 
+def test_a_repeated_read_of_a_commit_is_a_304_and_a_branch_read_after_a_write_is_fresh(lake):
+    table = f"{API}/lake/refs/main/databases/sales/tables/orders"
+    first = lake.get(table)
+    etag = first.headers["ETag"]
+    again = lake.get(table, HTTP_IF_NONE_MATCH=etag)
+    assert (again.status_code, again.headers["ETag"], again.content) == (304, etag, b"")
+    assert (
+        lake.get(f"{API}/lake/refs/main/databases/sales/tables/customers", HTTP_IF_NONE_MATCH=etag).status_code == 404
+    )
+    ok(lake.patch(table, {"set_properties": {"owner": "ops"}}, format="json"))  # main moves
+    fresh = lake.get(table, HTTP_IF_NONE_MATCH=etag)
+    assert fresh.status_code == 200 and fresh.headers["ETag"] != etag
+    assert fresh.json()["properties"]["owner"] == "ops"
+    commit = ok(lake.get(f"{API}/lake/branches/main"))["head"]
+    pinned = lake.get(f"{API}/lake/refs/{commit}/databases/sales/tables/orders")
+    assert lake.get(f"{API}/lake/refs/{commit}/databases/sales/tables/orders",
+                    HTTP_IF_NONE_MATCH=pinned.headers["ETag"]).status_code == 304  # fmt: skip
+    assert lake.get(f"{table}?at=2000-01-01T00:00:00Z", HTTP_IF_NONE_MATCH=etag).status_code != 304
+
+
 def test_anonymous_cannot_read_or_write(api_client, lake):
     assert api_client.get(f"{API}/lake/refs/main/databases").status_code == 401
     assert api_client.post(API, {"name": "x"}, format="json").status_code == 401

@@ -24,13 +24,18 @@ def test_a_rows_page_answers_while_long_jobs_hold_every_jobs_worker_process(cele
         while Job.objects.filter(id__in=[j.id for j in long_jobs], status=Job.Status.RUNNING).count() < 2:
             assert time.monotonic() < deadline, "the jobs worker's two processes did not both take a long job"
             time.sleep(0.1)
-        page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
+        rows = f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows"
+        page = user_client.get(rows)
         assert page.status_code == 200, page.json()
         assert sorted(page.json()["rows"]) == [[1, 10, "eu"], [2, 20, "us"]]
         read = Job.objects.filter(kind="table_rows").latest("created_at")
         holder = Job.objects.get(id=long_jobs[0].id).worker
         assert read.worker.split("@")[0] != holder.split("@")[0]  # another worker served it
         assert all(Job.objects.get(id=j.id).status == Job.Status.RUNNING for j in long_jobs)  # still holding
+        reads = Job.objects.filter(kind="table_rows").count()
+        again = user_client.get(rows, HTTP_IF_NONE_MATCH=page.headers["ETag"])
+        assert again.status_code == 304
+        assert Job.objects.filter(kind="table_rows").count() == reads  # answered with no job at all
     finally:
         for job in long_jobs:
             job_cancel(job=Job.objects.get(id=job.id))
