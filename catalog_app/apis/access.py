@@ -17,6 +17,7 @@ from catalog_app.services.access import (
     protected_branch_create,
     protected_branch_delete,
 )
+from lakeui.api.pagination import PagePagination
 
 ADMIN_WRITES = {"POST": Role.ADMIN, "DELETE": Role.ADMIN}
 
@@ -29,6 +30,7 @@ class RoleOutputSerializer(serializers.Serializer):
 
 
 class CatalogRoleListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
     required_roles = ADMIN_WRITES
 
     class InputSerializer(serializers.Serializer):
@@ -68,6 +70,7 @@ class ProtectedBranchOutputSerializer(serializers.Serializer):
 
 
 class ProtectedBranchListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
     required_roles = ADMIN_WRITES
 
     class InputSerializer(serializers.Serializer):

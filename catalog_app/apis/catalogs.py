@@ -36,6 +36,8 @@ class CatalogOutputSerializer(serializers.Serializer):
 
 
 class CatalogListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=63)
         description = serializers.CharField(required=False, allow_blank=True, default="")
@@ -74,6 +76,8 @@ class BranchOutputSerializer(serializers.Serializer):
 
 
 class BranchListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=255)
         source = serializers.CharField(
@@ -125,6 +129,8 @@ class TagOutputSerializer(serializers.Serializer):
 
 
 class TagListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=255)
         ref = serializers.CharField(max_length=255)
@@ -153,6 +159,8 @@ class TagDetailApi(APIView):
 
 
 class CommitLogApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     @extend_schema(parameters=[AT_PARAMETER], responses=CommitOutputSerializer(many=True))
     def get(self, request, catalog, ref):
         return paginated(request, self, commit_log(read_ref(request, catalog, ref).chain), CommitOutputSerializer)

@@ -44,6 +44,8 @@ class JobFilter(django_filters.FilterSet):
 
 
 class JobListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     @extend_schema(
         responses=JobOutputSerializer(many=True),
         parameters=[

@@ -21,6 +21,7 @@ from catalog_app.selectors.objects import object_get, object_history, objects_at
 from catalog_app.services import tables as table_services
 from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
 from catalog_app.services.databases import database_create, database_drop, database_update
+from lakeui.api.pagination import PagePagination
 
 DATABASE, TABLE, VIEW = ObjectKind.DATABASE, ObjectKind.TABLE, ObjectKind.VIEW
 WRITE_DOC = {"parameters": [IF_MATCH_PARAMETER]}
@@ -111,6 +112,8 @@ def _written(version, serializer_class, code=status.HTTP_200_OK):
 
 
 class DatabaseListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(WriteInputSerializer):
         name = serializers.CharField(max_length=63)
         properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
@@ -161,7 +164,11 @@ class DatabaseDetailApi(APIView):
 class ObjectHistoryApi(APIView):
     """Each version of a database or table on the ref, newest first; for a table also its schema history."""
 
-    @extend_schema(parameters=[AT_PARAMETER], responses=HistoryEntryOutputSerializer(many=True))
+    class OutputSerializer(serializers.Serializer):
+        versions = HistoryEntryOutputSerializer(many=True)
+        schema_versions = SchemaVersionOutputSerializer(many=True, required=False)
+
+    @extend_schema(parameters=[AT_PARAMETER], responses=OutputSerializer)
     def get(self, request, catalog, ref, database, table=None):
         chain = read_chain(request, catalog, ref)
         current = _database(chain, database) if table is None else _table(chain, database, table)
@@ -178,6 +185,8 @@ class ObjectHistoryApi(APIView):
 
 
 class TableListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(WriteInputSerializer):
         name = serializers.CharField(max_length=63)
         columns = ColumnSerializer(many=True)
@@ -287,6 +296,7 @@ class ViewInputSerializer(BranchObjectInputSerializer):
 class BranchObjectListApi(APIView):
     """Views (in a database), shares and roles. `kind` is set per route."""
 
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
     kind = VIEW
     input_serializer = BranchObjectInputSerializer
 

@@ -11,6 +11,7 @@ from catalog_app.apis.common import UserField
 from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.models import Role
 from catalog_app.selectors.refs import catalog_get
+from lakeui.api.pagination import PagePagination
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
 from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
@@ -103,6 +104,8 @@ def _detail(merge_request: MergeRequest) -> dict:
 
 
 class MergeRequestListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(serializers.Serializer):
         source = serializers.CharField(max_length=255)
         target = serializers.CharField(max_length=255)

@@ -110,6 +110,8 @@ class MergeDetailOutputSerializer(MergeOutputSerializer):
 
 
 class MergeListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(serializers.Serializer):
         source = serializers.CharField(max_length=255)
         target = serializers.CharField(max_length=255)
@@ -164,6 +166,8 @@ class RestoreOutputSerializer(serializers.Serializer):
 
 
 class RestoreListApi(APIView):
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+
     class InputSerializer(serializers.Serializer):
         branch = serializers.CharField(max_length=255)
         database = serializers.CharField(max_length=63, required=False)
