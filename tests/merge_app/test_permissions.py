@@ -52,7 +52,7 @@ MATRIX = {
     ("ColumnDetailApi", "patch"): E, ("ColumnDetailApi", "delete"): E,
     ("TableLoadApi", "post"): E, ("TableDeleteApi", "post"): E, ("TableUpdateApi", "post"): E,
     ("TableCompactApi", "post"): E,
-    ("TableRowsApi", "get"): V,
+    ("TableRowsApi", "get"): V, ("TableScanApi", "get"): V, ("TableStagingApi", "post"): E,
     ("CatalogGcApi", "post"): ADMIN,
     ("BranchObjectListApi", "get"): V, ("BranchObjectListApi", "post"): E,
     ("BranchObjectDetailApi", "get"): V, ("BranchObjectDetailApi", "delete"): E,
