@@ -175,7 +175,7 @@ CHANGES = {"load": _load, "delete": _delete, "merge": _merge, "restore": _restor
 # catalog_app.jobs.registry.crash_point.
 CRASHES = [("load", "before_run"), ("load", "while_writing"), ("load", "before_commit"), ("load", "after_run")]
 CRASHES += [("delete", "while_writing"), ("delete", "before_commit"), ("delete", "after_run")]
-CRASHES += [("merge", "before_commit"), ("merge", "after_run"), ("restore", "before_commit")]
+CRASHES += [("merge", "before_commit"), ("merge", "after_run"), ("restore", "before_commit"), ("restore", "after_run")]
 
 
 def _kill_while_spark_writes(worker: Worker, catalog, timeout: float = 240) -> None:
