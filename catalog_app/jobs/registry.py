@@ -16,9 +16,6 @@ from lakeui.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
 
-CRASH_POINTS = ("before_run", "before_commit", "after_run")
-
-
 def crash_point(point: str, *, job_id: str, attempts: int) -> None:
     """For the crash tests only: with LAKEUI_JOB_CRASH_AT=<point>, a job's first attempt SIGKILLs its worker's
     whole process group (pool, Spark JVM) at that point, exactly as a crash would. Unset in every real setup.
