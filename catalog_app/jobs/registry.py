@@ -16,6 +16,7 @@ from lakeui.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
 
+
 def crash_point(point: str, *, job_id: str, attempts: int) -> None:
     """For the crash tests only: with LAKEUI_JOB_CRASH_AT=<point>, a job's first attempt SIGKILLs its worker's
     whole process group (pool, Spark JVM) at that point, exactly as a crash would. Unset in every real setup.
