@@ -172,9 +172,22 @@ class TableScanApi(APIView):
             "row_count)",
         )
 
-    @extend_schema(parameters=[AT_PARAMETER], responses=OutputSerializer)
+    @extend_schema(
+        parameters=[
+            AT_PARAMETER,
+            OpenApiParameter("where", str, description="A predicate (as deletes take it): only the segments whose "
+                             "partition values and statistics do not rule it out"),
+            OpenApiParameter("time_zone", str, description="The reader's session time zone, for timestamps "
+                             "without an offset in `where` (default UTC)"),
+        ],
+        responses=OutputSerializer,
+    )  # fmt: skip
     def get(self, request, catalog, ref, database, table):
-        plan = table_scan(resolved=read_ref(request, catalog, ref), database=database, table=table)
+        params = request.query_params
+        plan = table_scan(
+            resolved=read_ref(request, catalog, ref), database=database, table=table, where=params.get("where"),
+            time_zone=params.get("time_zone") or "UTC",
+        )  # fmt: skip
         return Response(self.OutputSerializer(dataclasses.asdict(plan)).data)
 
 

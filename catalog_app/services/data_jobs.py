@@ -1,15 +1,18 @@
 """Submitting table data jobs from the web process: every check that needs no Spark runs here, so bad input is
 a 400 before anything is enqueued; the worker does the rest (see services/data.py)."""
 
+import dataclasses
 import decimal
 import re
 import uuid
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from catalog_app.engine import pruning
 from catalog_app.engine.incoming import FILE_FORMATS, catalog_value
 from catalog_app.engine.predicates import parse_assignments, parse_predicate
 from catalog_app.engine.tables import Warehouse
@@ -181,8 +184,26 @@ def staged_upload(*, catalog: Catalog, staged: str) -> dict:
     return {"path": path, "format": "parquet", "staged": True}
 
 
-def table_scan(*, resolved: ResolvedRef, database: str, table: str) -> ScanPlan:
-    """The table's scan plan at a ref (time travel included), for a client's own SparkSession."""
+def table_scan(
+    *, resolved: ResolvedRef, database: str, table: str, where: str | None = None, time_zone: str = "UTC"
+) -> ScanPlan:
+    """The table's scan plan at a ref (time travel included), for a client's own SparkSession. With `where` (a
+    predicate as deletes take it), only the segments whose partition values and column statistics do not rule it
+    out (`engine.pruning`; `time_zone` is the reader's session zone, for timestamps without an offset); the reader
+    still filters the rows."""
     current = _table_at(resolved, database, table)
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
-    return table_scan_plan(resolved.chain, commit_id=resolved.commit.id, table=current, warehouse=warehouse)
+    plan = table_scan_plan(resolved.chain, commit_id=resolved.commit.id, table=current, warehouse=warehouse)
+    if where is None:
+        return plan
+    columns = table_columns(current)
+    with predicate_errors():
+        expr = parse_predicate(where, {c.name: c.type for c in columns})
+    try:
+        zone = zoneinfo.ZoneInfo(time_zone).key
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise ApplicationError("invalid_input", f"Unknown time zone {time_zone!r}.") from None
+    kept = [
+        s for s in plan.segments if pruning.may_match(expr, pruning.segment_bounds(s["stats"], columns), time_zone=zone)
+    ]
+    return dataclasses.replace(plan, segments=kept)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from lakeui_client import Client, ConflictError, NotFound
+from lakeui_client import ApiError, Client, ConflictError, NotFound
 from lakeui_client.errors import JobFailed
 from lakeui_client.spark import read_table, write_table
 from pyspark.sql import functions as F
@@ -89,6 +89,23 @@ def test_read_table_at_branch_tag_and_time_equals_the_api(client, celery_worker,
     with pytest.raises(NotFound) as missing:
         read_table(spark, client, "lake", "main", "shop.orders", at=no_table_yet)
     assert missing.value.status == 404 and missing.value.code == "table_not_found"
+
+
+def test_read_table_where_skips_the_files_the_plan_rules_out(client, celery_worker, spark):
+    client.catalog_create("lake")
+    client.database_create("lake", "main", "shop")
+    client.table_create("lake", "main", "shop.orders", COLUMNS, partition_by=["region"])
+    rows = [{"id": i, "amount": i, "region": ["eu", "us", "apac"][i % 3]} for i in range(300)]
+    client.load("lake", "main", "shop.orders", strategy="append_only", rows=rows)
+    everything = client.table_scan("lake", "main", "shop.orders")["segments"]
+    assert len(everything) == 3  # one file per partition
+    pruned = client.table_scan("lake", "main", "shop.orders", where="region = 'eu' AND id >= 150")["segments"]
+    assert [list(s["partition_values"].values()) for s in pruned] == [["eu"]]
+    eu = read_table(spark, client, "lake", "main", "shop.orders", where="region = 'eu' AND id >= 150")
+    assert sorted(r.id for r in eu.collect()) == [i for i in range(150, 300) if i % 3 == 0]
+    with pytest.raises(ApiError) as bad:
+        client.table_scan("lake", "main", "shop.orders", where="nope = 1")
+    assert bad.value.status == 400
 
 
 def test_write_table_append_upsert_and_snapshot(client, celery_worker, spark):

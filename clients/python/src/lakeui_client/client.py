@@ -446,9 +446,14 @@ class Client:
         return self.wait(job["id"], progress=progress) if wait and isinstance(job, dict) and "id" in job else job
 
     # PySpark reader and writer (lakeui_client.spark)
-    def table_scan(self, catalog: str, ref: str, table: str, at: str | None = None) -> dict:
-        """The table's scan plan at a ref: schema with column ids, segments, their delete files, the warehouse."""
-        return self.request("GET", f"{self._table(catalog, ref, table)}/scan", params={"at": at} if at else None)
+    def table_scan(
+        self, catalog: str, ref: str, table: str, at: str | None = None, where: str | None = None,
+        time_zone: str | None = None,
+    ) -> dict:  # fmt: skip
+        """The table's scan plan at a ref: schema with column ids, segments, their delete files, the warehouse.
+        With `where`, only the segments that may hold matching rows (partition values and statistics)."""
+        params = {name: value for name, value in (("at", at), ("where", where), ("time_zone", time_zone)) if value}
+        return self.request("GET", f"{self._table(catalog, ref, table)}/scan", params=params or None)
 
     def table_staging(self, catalog: str, branch: str, table: str) -> dict:
         """A new staging location (`id`, `uri`) to write Parquet to, then load with `load(..., staged=id)`."""

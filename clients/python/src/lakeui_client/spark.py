@@ -37,11 +37,21 @@ _FILE, _POS, _DELETES = "__lakeui_file", "__lakeui_pos", "__lakeui_delete_file"
 
 
 def read_table(
-    spark: SparkSession, client: Client, catalog: str, ref: str, table: str, at: str | None = None
+    spark: SparkSession,
+    client: Client,
+    catalog: str,
+    ref: str,
+    table: str,
+    at: str | None = None,
+    where: str | None = None,
 ) -> DataFrame:
     """The rows of `table` ("db.table") at `ref` (a branch, tag or commit id; `at`: an ISO time for time travel)
-    as a lazy DataFrame in the table's current schema, deleted rows left out."""
-    return plan_frame(spark, client.table_scan(catalog, ref, table, at=at))
+    as a lazy DataFrame in the table's current schema, deleted rows left out. With `where` (a SQL predicate over
+    the table's columns), only the rows it matches: the scan plan leaves out the files whose partition values
+    and statistics rule it out, and the rest are filtered by your Spark."""
+    zone = spark.conf.get("spark.sql.session.timeZone") if where else None
+    frame = plan_frame(spark, client.table_scan(catalog, ref, table, at=at, where=where, time_zone=zone))
+    return frame.filter(F.expr(where)) if where else frame
 
 
 def write_table(
