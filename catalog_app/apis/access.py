@@ -7,10 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.catalogs import paginated
-from catalog_app.apis.common import UserField
+from catalog_app.apis.common import UserField, request_catalog
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalog_role_list, protected_branch_list
-from catalog_app.selectors.refs import catalog_get
 from catalog_app.services.access import (
     catalog_role_grant,
     catalog_role_revoke,
@@ -39,14 +38,17 @@ class CatalogRoleListApi(APIView):
 
     @extend_schema(responses=RoleOutputSerializer(many=True))
     def get(self, request, catalog):
-        return paginated(request, self, catalog_role_list(catalog=catalog_get(name=catalog)), RoleOutputSerializer)
+        return paginated(
+            request, self, catalog_role_list(catalog=request_catalog(request, catalog)), RoleOutputSerializer
+        )
 
     @extend_schema(request=InputSerializer, responses={201: RoleOutputSerializer})
     def post(self, request, catalog):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         granted = catalog_role_grant(
-            catalog=catalog_get(name=catalog), username=data.validated_data["user"], role=data.validated_data["role"],
+            catalog=request_catalog(request, catalog), username=data.validated_data["user"],
+            role=data.validated_data["role"],
             granted_by=request.user,
         )  # fmt: skip
         return Response(RoleOutputSerializer(granted).data, status=status.HTTP_201_CREATED)
@@ -57,7 +59,7 @@ class CatalogRoleDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, catalog, user):
-        catalog_role_revoke(catalog=catalog_get(name=catalog), username=user)
+        catalog_role_revoke(catalog=request_catalog(request, catalog), username=user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -79,7 +81,7 @@ class ProtectedBranchListApi(APIView):
 
     @extend_schema(responses=ProtectedBranchOutputSerializer(many=True))
     def get(self, request, catalog):
-        rules = protected_branch_list(catalog=catalog_get(name=catalog))
+        rules = protected_branch_list(catalog=request_catalog(request, catalog))
         return paginated(request, self, rules, ProtectedBranchOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: ProtectedBranchOutputSerializer})
@@ -87,7 +89,7 @@ class ProtectedBranchListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         rule = protected_branch_create(
-            catalog=catalog_get(name=catalog), created_by=request.user, **data.validated_data
+            catalog=request_catalog(request, catalog), created_by=request.user, **data.validated_data
         )
         return Response(ProtectedBranchOutputSerializer(rule).data, status=status.HTTP_201_CREATED)
 
@@ -97,5 +99,5 @@ class ProtectedBranchDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, catalog, rule_id):
-        protected_branch_delete(catalog=catalog_get(name=catalog), rule_id=rule_id)
+        protected_branch_delete(catalog=request_catalog(request, catalog), rule_id=rule_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -5,10 +5,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import AT_PARAMETER, CommitOutputSerializer, UserField, parse_at, read_ref
+from catalog_app.apis.common import AT_PARAMETER, CommitOutputSerializer, UserField, parse_at, read_ref, request_catalog
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
-from catalog_app.selectors.refs import branch_get, branch_list, catalog_get, catalog_list, commit_log, tag_get, tag_list
+from catalog_app.selectors.refs import branch_get, branch_list, catalog_list, commit_log, tag_get, tag_list
 from catalog_app.services.refs import (
     branch_create,
     branch_delete,
@@ -60,11 +60,11 @@ class CatalogDetailApi(APIView):
 
     @extend_schema(responses=CatalogOutputSerializer)
     def get(self, request, catalog):
-        return Response(CatalogOutputSerializer(catalog_get(name=catalog)).data)
+        return Response(CatalogOutputSerializer(request_catalog(request, catalog)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, catalog):
-        catalog_delete(catalog=catalog_get(name=catalog))
+        catalog_delete(catalog=request_catalog(request, catalog))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -93,13 +93,13 @@ class BranchListApi(APIView):
 
     @extend_schema(responses=BranchOutputSerializer(many=True))
     def get(self, request, catalog):
-        return paginated(request, self, branch_list(catalog=catalog_get(name=catalog)), BranchOutputSerializer)
+        return paginated(request, self, branch_list(catalog=request_catalog(request, catalog)), BranchOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: BranchOutputSerializer})
     def post(self, request, catalog):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        found = catalog_get(name=catalog)
+        found = request_catalog(request, catalog)
         branch = branch_create(
             catalog=found,
             name=data.validated_data["name"],
@@ -113,11 +113,11 @@ class BranchListApi(APIView):
 class BranchDetailApi(APIView):
     @extend_schema(responses=BranchOutputSerializer)
     def get(self, request, catalog, branch):
-        return Response(BranchOutputSerializer(branch_get(catalog=catalog_get(name=catalog), name=branch)).data)
+        return Response(BranchOutputSerializer(branch_get(catalog=request_catalog(request, catalog), name=branch)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, catalog, branch):
-        branch_delete(catalog=catalog_get(name=catalog), name=branch)
+        branch_delete(catalog=request_catalog(request, catalog), name=branch)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -137,24 +137,24 @@ class TagListApi(APIView):
 
     @extend_schema(responses=TagOutputSerializer(many=True))
     def get(self, request, catalog):
-        return paginated(request, self, tag_list(catalog=catalog_get(name=catalog)), TagOutputSerializer)
+        return paginated(request, self, tag_list(catalog=request_catalog(request, catalog)), TagOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: TagOutputSerializer})
     def post(self, request, catalog):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tag = tag_create(catalog=catalog_get(name=catalog), **data.validated_data, created_by=request.user)
+        tag = tag_create(catalog=request_catalog(request, catalog), **data.validated_data, created_by=request.user)
         return Response(TagOutputSerializer(tag).data, status=status.HTTP_201_CREATED)
 
 
 class TagDetailApi(APIView):
     @extend_schema(responses=TagOutputSerializer)
     def get(self, request, catalog, tag):
-        return Response(TagOutputSerializer(tag_get(catalog=catalog_get(name=catalog), name=tag)).data)
+        return Response(TagOutputSerializer(tag_get(catalog=request_catalog(request, catalog), name=tag)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, catalog, tag):
-        tag_delete(catalog=catalog_get(name=catalog), name=tag)
+        tag_delete(catalog=request_catalog(request, catalog), name=tag)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -10,6 +10,7 @@ from catalog_app.selectors.refs import timestamp_parse as parse_at
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
 from lakeui.api.conditional import commit_read
+from lakeui.api.permissions import CHECKED_CATALOG
 from lakeui.errors import ApplicationError
 
 AT_PARAMETER = OpenApiParameter("at", str, description="ISO 8601 timestamp: read the ref as it was then (time travel)")
@@ -19,9 +20,17 @@ IF_MATCH_PARAMETER = OpenApiParameter(
 )  # fmt: skip
 
 
+def request_catalog(request: Request, name: str) -> Catalog:
+    """The catalog a request names: the one the permission check read (lakeui/api/permissions.py), not read again."""
+    checked = getattr(request, CHECKED_CATALOG, None)
+    return checked if checked is not None and checked.name == name else catalog_get(name=name)
+
+
 def read_ref(request: Request, catalog: str, ref: str) -> ResolvedRef:
-    """The ref a read names; the answer is the state at its commit, so a client holding it gets a 304 now."""
-    resolved = ref_resolve(catalog=catalog_get(name=catalog), ref=ref, at=parse_at(request.query_params.get("at")))
+    """The ref a read names; the answer is the state at its commit, so a client holding it gets a 304 (or the
+    answer already made for that commit) now, before any object is read."""
+    at = parse_at(request.query_params.get("at"))
+    resolved = ref_resolve(catalog=request_catalog(request, catalog), ref=ref, at=at)
     commit_read(request, resolved.commit.id)
     return resolved
 
@@ -36,7 +45,7 @@ def write_target(request: Request, catalog: str | Catalog, branch: str) -> Write
     message = request.data.get("message", "") if isinstance(request.data, dict) else ""
     if not isinstance(message, str):
         raise ApplicationError("invalid_input", "message must be a string.")
-    found = catalog if isinstance(catalog, Catalog) else catalog_get(name=catalog)
+    found = catalog if isinstance(catalog, Catalog) else request_catalog(request, catalog)
     # Checked here too (commit_begin checks every commit) so a data job into a protected branch is refused with
     # 403 before it is enqueued.
     branch_write_check(catalog=found, branch=branch)

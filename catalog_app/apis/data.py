@@ -8,10 +8,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import AT_PARAMETER, IF_MATCH_PARAMETER, WriteInputSerializer, read_ref, write_target
+from catalog_app.apis.common import (
+    AT_PARAMETER,
+    IF_MATCH_PARAMETER,
+    WriteInputSerializer,
+    read_ref,
+    request_catalog,
+    write_target,
+)
 from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.models import Role
-from catalog_app.selectors.refs import catalog_get
 from catalog_app.services.data_jobs import (
     staged_upload,
     staging_create,
@@ -220,6 +226,6 @@ class CatalogGcApi(APIView):
         grace_seconds = round(data.validated_data["grace_hours"] * 3600)
         if grace_seconds <= 0:
             raise ApplicationError("invalid_grace_period", "grace_hours must be more than 0.")
-        found = catalog_get(name=catalog)
+        found = request_catalog(request, catalog)
         params = {"catalog_id": str(found.id), "grace_seconds": grace_seconds}
         return _accepted(job_create(kind="catalog_gc", params=params, requested_by=request.user))

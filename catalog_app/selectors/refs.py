@@ -2,7 +2,9 @@
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
@@ -33,7 +35,11 @@ class ResolvedRef:
     name: str
     commit: Commit
     branch: Branch | None
-    chain: Chain
+
+    @cached_property
+    def chain(self) -> Chain:
+        """Read when first needed: a read answered from its commit alone (a 304, a cached answer) never needs it."""
+        return commit_chain(self.commit)
 
 
 def timestamp_parse(value: str | None) -> datetime | None:
@@ -63,12 +69,18 @@ def catalog_get(*, name: str) -> Catalog:
 
 
 def commit_chain(commit: Commit) -> Chain:
-    segments = [(commit.line_id, commit.seq)]
-    line = Line.objects.only("parent_id", "fork_seq").get(id=commit.line_id)
-    while line.parent_id is not None:
-        segments.append((line.parent_id, line.fork_seq))
-        line = Line.objects.only("parent_id", "fork_seq").get(id=line.parent_id)
-    return Chain(commit=commit, segments=tuple(segments))
+    """One query, however many branches deep the commit's line forked from: the line and its ancestors' forks."""
+    line = Line._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE up(parent_id, fork_seq, depth) AS ("
+            f" SELECT parent_id, fork_seq, 0 FROM {line} WHERE id = %s"
+            f" UNION ALL SELECT l.parent_id, l.fork_seq, up.depth + 1 FROM {line} l JOIN up ON l.id = up.parent_id"
+            f") SELECT parent_id, fork_seq FROM up WHERE parent_id IS NOT NULL ORDER BY depth",
+            [commit.line_id],
+        )
+        forks = [(parent_id, fork_seq) for parent_id, fork_seq in cursor.fetchall()]
+    return Chain(commit=commit, segments=((commit.line_id, commit.seq), *forks))
 
 
 def commit_log(chain: Chain) -> QuerySet[Commit]:
@@ -139,8 +151,6 @@ def ref_resolve(*, catalog: Catalog, ref: str, at: datetime | None = None) -> Re
             kind, commit = "commit", commit_get(catalog=catalog, commit_id=ref)
         else:
             raise NotFoundError("ref_not_found", f"There is no branch, tag or commit {ref!r}.")
-    chain = commit_chain(commit)
     if at is not None:
-        commit = commit_at(chain, at)
-        chain = commit_chain(commit)
-    return ResolvedRef(catalog=catalog, kind=kind, name=ref, commit=commit, branch=branch, chain=chain)
+        commit = commit_at(commit_chain(commit), at)
+    return ResolvedRef(catalog=catalog, kind=kind, name=ref, commit=commit, branch=branch)

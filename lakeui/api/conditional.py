@@ -1,46 +1,69 @@
 """Conditional reads: what a read at a commit returns never changes, so it is named by an ETag made of the
-commits it read (with the path, query, user and API version), and a client that already holds it gets a
-`304 Not Modified` before any expensive work is done. A branch read names the branch's head at that moment:
+commits it read (with the path, query, user and API version). A client that already holds it gets a
+`304 Not Modified`, and any client the answer already made for it, before any expensive work is done (the
+answers are kept in the `reads` cache, per process). A branch read names the branch's head at that moment:
 after a write the head, and so the ETag, is a new one (a branch is never served stale)."""
 
 import hashlib
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.core.cache import caches
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from rest_framework.request import Request
 
 from lakeui.api.version import API_VERSION
 
 _COMMITS = "lakeui_commits_read"
+_FROM_CACHE = "lakeui_answered_from_cache"
+CACHED_ANSWER_BYTES = 256 * 1024  # larger answers (a page of wide rows, say) are made anew each time
+CACHED_FOR_SECONDS = 3600
 
 
-class NotModified(Exception):
-    def __init__(self, etag: str) -> None:
-        super().__init__(etag)
-        self.etag = etag
+class Answered(Exception):
+    """The answer is known before the view's work: the exception handler returns `response` as it is."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
 
 
 def commit_read(request: Request | HttpRequest, commit_id: str) -> None:
     """Note that the answer to `request` reads the state at `commit_id`. If the client's `If-None-Match` already
-    names the answer over the commits read so far, raise NotModified (the exception handler answers 304)."""
+    names the answer over the commits read so far, answer 304; if the answer was made before, answer it."""
     django_request = getattr(request, "_request", request)
     commits = django_request.__dict__.setdefault(_COMMITS, [])
     commits.append(commit_id)
+    if django_request.method not in ("GET", "HEAD"):
+        return
     etag = _etag(django_request, commits)
-    wanted = django_request.headers.get("If-None-Match", "")
-    if django_request.method in ("GET", "HEAD") and etag in {tag.strip() for tag in wanted.split(",")}:
-        raise NotModified(etag)
+    if etag in {tag.strip() for tag in django_request.headers.get("If-None-Match", "").split(",")}:
+        raise Answered(HttpResponseNotModified(headers={"ETag": etag}))
+    cached = caches["reads"].get(_cache_key(etag)) if django_request.method == "GET" else None
+    if cached is not None:
+        content, content_type = cached
+        django_request.__dict__[_FROM_CACHE] = True
+        raise Answered(HttpResponse(content, content_type=content_type))
 
 
 def _etag(request: HttpRequest, commits: list[str]) -> str:
     user = getattr(request, "user", None)
-    parts = [API_VERSION, request.get_full_path(), request.headers.get("Accept", ""), str(getattr(user, "pk", "")),
-             *commits]  # fmt: skip
+    parts = [
+        API_VERSION,
+        request.get_host(),
+        request.get_full_path(),
+        request.headers.get("Accept", ""),
+        str(getattr(user, "pk", "")),
+        *commits,
+    ]  # fmt: skip (the host: an answer's links name it)
     return '"' + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32] + '"'
 
 
+def _cache_key(etag: str) -> str:
+    return "read-" + etag.strip('"')
+
+
 class ConditionalReadMiddleware:
-    """Adds the ETag to a successful GET whose view read commits through `commit_read`."""
+    """Adds the ETag to a successful GET whose view read commits through `commit_read`, and keeps its answer."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -49,6 +72,12 @@ class ConditionalReadMiddleware:
         response = self.get_response(request)
         commits = request.__dict__.get(_COMMITS)
         if commits and request.method in ("GET", "HEAD") and response.status_code == 200:
-            response["ETag"] = _etag(request, commits)
+            etag = _etag(request, commits)
+            response["ETag"] = etag
             response["Cache-Control"] = "private, no-cache"  # keep it, but ask again (a branch head moves)
+            fresh = request.method == "GET" and not request.__dict__.get(_FROM_CACHE) and not response.streaming
+            json = response.get("Content-Type", "").startswith("application/json")  # a page of HTML holds a token
+            if fresh and json and len(response.content) <= CACHED_ANSWER_BYTES:
+                content = (response.content, response["Content-Type"])
+                caches["reads"].set(_cache_key(etag), content, CACHED_FOR_SECONDS)
         return response

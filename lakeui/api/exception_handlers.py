@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from lakeui.api.conditional import NotModified
+from lakeui.api.conditional import Answered
 from lakeui.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -23,8 +23,8 @@ MESSAGE_INTERNAL = "An unexpected error occurred; it has been logged."
 
 
 def exception_handler(exc: Exception, context: dict) -> Response:
-    if isinstance(exc, NotModified):
-        return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": exc.etag})
+    if isinstance(exc, Answered):
+        return exc.response
     if isinstance(exc, ApplicationError):
         return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, RequestDataTooBig):

@@ -10,9 +10,10 @@ that does not exist, so catalogs one may not see stay invisible.
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from catalog_app.models import Catalog, Role
-from catalog_app.selectors.access import catalog_role_of, role_at_least
+from catalog_app.selectors.access import catalog_with_role, role_at_least
 from lakeui.errors import ApplicationError, NotFoundError
 
+CHECKED_CATALOG = "lakeui_catalog"  # the request attribute holding the catalog checked, for the view to use
 MESSAGE_ROLE = "This needs the {wanted} role in catalog {catalog!r}; you have {role}."
 
 
@@ -27,13 +28,12 @@ def required_role(view, request) -> str:
     return Role.VIEWER if method in SAFE_METHODS else Role.EDITOR
 
 
-def catalog_access(*, user, name: str, wanted: str, catalog: Catalog | None = None) -> Catalog:
-    """The catalog `name` (or `catalog`, already read) if `user` has at least the role `wanted` in it. No catalog,
-    or no role in it: 404 `catalog_not_found` (a catalog one may not see stays invisible); a lesser role: 403
-    `role_required`. The one rule for the API (below) and the browser UI (frontend/views/common.py)."""
-    catalog = catalog or Catalog.objects.filter(name=name).first()
-    role = catalog_role_of(user=user, catalog=catalog) if catalog is not None else None
-    if role is None:
+def catalog_access(*, user, name: str, wanted: str) -> tuple[Catalog, str]:
+    """The catalog `name` and the user's role in it, if that is at least the role `wanted` (one query). No
+    catalog, or no role in it: 404 `catalog_not_found` (a catalog one may not see stays invisible); a lesser
+    role: 403 `role_required`. The one rule for the API (below) and the browser UI (frontend/views/common.py)."""
+    catalog, role = catalog_with_role(user=user, name=name)
+    if catalog is None or role is None:
         raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
     if not role_at_least(role, wanted):
         raise ApplicationError(
@@ -42,7 +42,7 @@ def catalog_access(*, user, name: str, wanted: str, catalog: Catalog | None = No
             status=403,
             details={"required": wanted, "role": role},
         )
-    return catalog
+    return catalog, role
 
 
 class CatalogRolePermission(BasePermission):
@@ -50,10 +50,7 @@ class CatalogRolePermission(BasePermission):
         if not (request.user and request.user.is_authenticated):
             return False  # DRF answers 401 (token auth names itself in WWW-Authenticate)
         name = getattr(view, "kwargs", {}).get("catalog")
-        if name is None:
-            return True
-        catalog = Catalog.objects.filter(name=name).first()
-        if catalog is None:
-            return True  # the view answers 404 catalog_not_found
-        catalog_access(user=request.user, name=name, wanted=required_role(view, request), catalog=catalog)
+        if name is not None:
+            catalog, _ = catalog_access(user=request.user, name=name, wanted=required_role(view, request))
+            setattr(request, CHECKED_CATALOG, catalog)  # the view's catalog (catalog_app/apis/common.py)
         return True

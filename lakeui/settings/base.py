@@ -73,6 +73,15 @@ TEMPLATES = [
 
 DATABASES = {"default": database_config(ENV, VAR_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "lakeui-default"},
+    # Answers of reads at a commit, which never change (lakeui/api/conditional.py): per process, the newest kept.
+    "reads": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "lakeui-reads",
+        "OPTIONS": {"MAX_ENTRIES": int(ENV.get("LAKEUI_READ_CACHE_ENTRIES") or 1000)},
+    },
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

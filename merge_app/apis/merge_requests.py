@@ -7,10 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.catalogs import paginated
-from catalog_app.apis.common import UserField
+from catalog_app.apis.common import UserField, request_catalog
 from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.models import Role
-from catalog_app.selectors.refs import catalog_get
 from lakeui.api.pagination import PagePagination
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
@@ -117,14 +116,18 @@ class MergeRequestListApi(APIView):
         responses=MergeRequestOutputSerializer(many=True),
     )
     def get(self, request, catalog):
-        requests = merge_request_list(catalog=catalog_get(name=catalog), state=request.query_params.get("state"))
+        requests = merge_request_list(
+            catalog=request_catalog(request, catalog), state=request.query_params.get("state")
+        )
         return paginated(request, self, requests, MergeRequestOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: MergeRequestDetailOutputSerializer})
     def post(self, request, catalog):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        opened = merge_request_open(catalog=catalog_get(name=catalog), author=request.user, **data.validated_data)
+        opened = merge_request_open(
+            catalog=request_catalog(request, catalog), author=request.user, **data.validated_data
+        )
         found = merge_request_get(catalog=opened.catalog, number=opened.number)
         return Response(_detail(found), status=status.HTTP_201_CREATED)
 
@@ -142,14 +145,14 @@ class MergeRequestDetailApi(APIView):
 
     @extend_schema(responses=MergeRequestDetailOutputSerializer)
     def get(self, request, catalog, number):
-        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         return Response(_detail(merge_request_refresh(merge_request=found, user=request.user)))
 
     @extend_schema(request=InputSerializer, responses=MergeRequestDetailOutputSerializer)
     def patch(self, request, catalog, number):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         merge_request_update(merge_request=found, user=request.user, **data.validated_data)
         return Response(_detail(merge_request_get(catalog=found.catalog, number=number)))
 
@@ -165,7 +168,7 @@ class MergeRequestReviewApi(APIView):
     def post(self, request, catalog, number):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         review = merge_request_review(merge_request=found, reviewer=request.user, **data.validated_data)
         return Response(ReviewOutputSerializer(review).data, status=status.HTTP_201_CREATED)
 
@@ -173,6 +176,6 @@ class MergeRequestReviewApi(APIView):
 class MergeRequestMergeApi(APIView):
     @extend_schema(request=None, responses={202: JobOutputSerializer})
     def post(self, request, catalog, number):
-        found = merge_request_get(catalog=catalog_get(name=catalog), number=number)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         job = merge_request_merge(merge_request=found, user=request.user)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)

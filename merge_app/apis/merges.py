@@ -7,9 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.catalogs import paginated
-from catalog_app.apis.common import UserField
+from catalog_app.apis.common import UserField, request_catalog
 from catalog_app.apis.jobs import JobOutputSerializer
-from catalog_app.selectors.refs import catalog_get, ref_resolve
+from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.table_diff import table_diff_read
 from lakeui.api.pagination import PagePagination
 from lakeui.errors import ApplicationError, NotFoundError
@@ -29,7 +29,7 @@ class DiffApi(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request, catalog):
-        return Response(diff_as_dict(diff_read(request, catalog_get(name=catalog))))
+        return Response(diff_as_dict(diff_read(request, request_catalog(request, catalog))))
 
 
 def diff_read(request, catalog) -> MergeDiff:
@@ -51,7 +51,7 @@ class DiffKeysApi(APIView):
         "target's row and the cells that conflict.",
     )  # fmt: skip
     def get(self, request, catalog):
-        diff = diff_read(request, catalog_get(name=catalog))
+        diff = diff_read(request, request_catalog(request, catalog))
         name = request.query_params.get("table", "")
         table = next((obj for obj in diff.objects if obj.name == name and obj.key_mode), None)
         if table is None or table.keys is None:
@@ -76,7 +76,7 @@ class DiffRowsApi(APIView):
         "to 200 of each (by key, with the changed cells, for a table with a primary key).",
     )  # fmt: skip
     def get(self, request, catalog):
-        found = catalog_get(name=catalog)
+        found = request_catalog(request, catalog)
         source, target = request.query_params.get("from"), request.query_params.get("to")
         database, _, table = request.query_params.get("table", "").partition(".")
         if not source or not target or not table:
@@ -128,7 +128,7 @@ class MergeListApi(APIView):
 
     @extend_schema(responses=MergeOutputSerializer(many=True))
     def get(self, request, catalog):
-        return paginated(request, self, merge_list(catalog=catalog_get(name=catalog)), MergeOutputSerializer)
+        return paginated(request, self, merge_list(catalog=request_catalog(request, catalog)), MergeOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer})
     def post(self, request, catalog):
@@ -139,14 +139,14 @@ def _submitted(request, input_serializer, submit, catalog: str) -> Response:
     """Validate, submit the job (a merge or a restore) and answer 202 with it."""
     data = input_serializer(data=request.data)
     data.is_valid(raise_exception=True)
-    job = submit(catalog=catalog_get(name=catalog), user=request.user, **data.validated_data)
+    job = submit(catalog=request_catalog(request, catalog), user=request.user, **data.validated_data)
     return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class MergeDetailApi(APIView):
     @extend_schema(responses=MergeDetailOutputSerializer)
     def get(self, request, catalog, merge_id):
-        merge = merge_get(catalog=catalog_get(name=catalog), merge_id=merge_id)
+        merge = merge_get(catalog=request_catalog(request, catalog), merge_id=merge_id)
         return Response(MergeDetailOutputSerializer(merge).data)
 
 
@@ -177,7 +177,9 @@ class RestoreListApi(APIView):
 
     @extend_schema(responses=RestoreOutputSerializer(many=True))
     def get(self, request, catalog):
-        return paginated(request, self, restore_list(catalog=catalog_get(name=catalog)), RestoreOutputSerializer)
+        return paginated(
+            request, self, restore_list(catalog=request_catalog(request, catalog)), RestoreOutputSerializer
+        )
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer})
     def post(self, request, catalog):
@@ -187,5 +189,5 @@ class RestoreListApi(APIView):
 class RestoreDetailApi(APIView):
     @extend_schema(responses=RestoreOutputSerializer)
     def get(self, request, catalog, restore_id):
-        restore = restore_get(catalog=catalog_get(name=catalog), restore_id=restore_id)
+        restore = restore_get(catalog=request_catalog(request, catalog), restore_id=restore_id)
         return Response(RestoreOutputSerializer(restore).data)

@@ -4,8 +4,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from catalog_app.apis.common import request_catalog
 from catalog_app.models import Role
-from catalog_app.selectors.refs import catalog_get
 from merge_app.services.sql import sql_execute, sql_reads_only
 
 
@@ -32,7 +32,7 @@ class SqlApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = sql_execute(
-            catalog=catalog_get(name=catalog), statement=data.validated_data["statement"],
+            catalog=request_catalog(request, catalog), statement=data.validated_data["statement"],
             ref=data.validated_data.get("branch"), user=request.user, limit=data.validated_data["limit"],
         )  # fmt: skip
         return Response(result)

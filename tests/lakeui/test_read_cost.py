@@ -1,0 +1,79 @@
+"""What a metadata read costs (issue 16): the queries of each endpoint, counted so they stay counted, and reads
+at a commit answered from that commit's answer (lakeui/api/conditional.py) without a stale branch."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/v1/catalogs"
+BASE, MAIN = f"{API}/lake", f"{API}/lake/refs/main"
+# endpoint: (path, queries on a first read, queries on a repeat) with token authentication, for a viewer (the
+# token and user: 1; the catalog with the creator and the reader's role: 1; a ref read: the branch, then the
+# line's forks and what the endpoint reads)
+READS = {
+    "catalogs": (API, 3, 3),
+    "catalog": (BASE, 2, 2),
+    "branches": (f"{BASE}/branches", 4, 4),
+    "tags": (f"{BASE}/tags", 4, 4),
+    "commits": (f"{MAIN}/commits", 6, 3),
+    "databases": (f"{MAIN}/databases", 6, 3),
+    "tables": (f"{MAIN}/databases/db/tables", 7, 3),
+    "table": (f"{MAIN}/databases/db/tables/t3", 6, 3),
+    "history": (f"{MAIN}/databases/db/tables/t3/history", 10, 3),
+    "at a tag": (f"{API}/lake/refs/v1/databases/db/tables/t3", 7, 4),
+}
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+@pytest.fixture
+def reader(user_client):
+    """A catalog with a database of five tables, a branch and a tag, and bob, who may view it (by token)."""
+    assert user_client.post(API, {"name": "lake"}, format="json").status_code == 201
+    assert user_client.post(f"{MAIN}/databases", {"name": "db"}, format="json").status_code == 201
+    for index in range(5):
+        table = {"name": f"t{index}", "columns": [{"name": "id", "type": "long"}]}
+        assert user_client.post(f"{MAIN}/databases/db/tables", table, format="json").status_code == 201
+    assert user_client.post(f"{BASE}/branches", {"name": "dev", "source": "main"}, format="json").status_code == 201
+    assert user_client.post(f"{BASE}/tags", {"name": "v1", "ref": "main"}, format="json").status_code == 201
+    bob = get_user_model().objects.create_user("bob")
+    assert user_client.post(f"{BASE}/roles", {"user": "bob", "role": "viewer"}, format="json").status_code == 201
+    return token_client(bob)
+
+
+@pytest.mark.parametrize("endpoint", READS)
+def test_a_read_costs_its_counted_queries_and_a_repeat_at_the_same_commit_fewer(
+    reader, endpoint, django_assert_max_num_queries
+):
+    path, first, repeat = READS[endpoint]
+    with django_assert_max_num_queries(first):
+        answer = reader.get(path)
+    assert answer.status_code == 200, answer.content
+    with django_assert_max_num_queries(repeat):
+        again = reader.get(path)
+    assert (again.status_code, again.content) == (200, answer.content)
+
+
+def test_a_repeated_read_is_the_same_answer_for_its_reader_only_and_never_a_stale_branch(reader, user_client):
+    table = f"{MAIN}/databases/db/tables/t3"
+    first = reader.get(table)
+    assert reader.get(table).content == first.content
+    assert reader.get(table).headers["ETag"] == first.headers["ETag"]
+    assert user_client.get(table).headers["ETag"] != first.headers["ETag"]  # another reader, another answer
+
+    patch = {"set_properties": {"owner": "ops"}}
+    assert user_client.patch(table, patch, format="json").status_code == 200  # main moves
+    fresh = reader.get(table)
+    assert fresh.json()["properties"] == {"owner": "ops"} and fresh.headers["ETag"] != first.headers["ETag"]
+    assert reader.get(f"{API}/lake/refs/v1/databases/db/tables/t3").json()["properties"] == {}  # the tag stays
+
+    assert user_client.delete(f"{BASE}/roles/bob").status_code in (200, 204)  # a cached answer is not a permit
+    refused = reader.get(f"{API}/lake/refs/v1/databases/db/tables/t3")
+    assert (refused.status_code, refused.json()["code"]) == (404, "catalog_not_found")
