@@ -4,7 +4,7 @@ are refused with a message that names the row and column. A missing column takes
 import base64
 import datetime
 import decimal
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -172,9 +172,12 @@ def checked_frame(
     *,
     deferred: bool = False,
     keep: Sequence[str] = (),
+    only: Collection[str] | None = None,
 ) -> DataFrame:
     """Cast `frame` to the table's schema by column name, refusing what does not fit (one Spark pass). Columns
-    named in `keep` (not the table's: a writer's group, say) pass through as they are.
+    named in `keep` (not the table's: a writer's group, say) pass through as they are. With `only`, just those
+    columns are checked (an update's assigned columns: the others hold the table's own values, checked when
+    written); with no column to check there is no pass.
 
     With `deferred`, that pass is left to the caller's own first pass over the rows: the frame keeps one 0/1
     column per check (see `check_columns`) whose sums go to `check_counts`, which refuses what does not fit."""
@@ -196,15 +199,16 @@ def checked_frame(
     projected, checks = [], []
     for column in columns:
         target = spark_type(column.type)
+        checked = only is None or column.name in only
         if column.name in incoming:
             source = F.col(f"`{column.name}`")
             cast = source.try_cast(target)  # Spark 4 is ANSI: cast raises on bad input, try_cast gives NULL
-            if frame.schema[column.name].dataType != target:  # the same type cannot fail to cast
+            if checked and frame.schema[column.name].dataType != target:  # the same type cannot fail to cast
                 checks.append(_flag(source.isNotNull() & cast.isNull(), f"bad:{column.name}"))
         else:
             cast = F.lit(column.default).cast(target)
         projected.append(cast.alias(column.name))
-        if not column.nullable:
+        if checked and not column.nullable:
             checks.append(_flag(cast.isNull(), f"null:{column.name}"))
     frame = frame.select(*projected, *[F.col(f"`{name}`") for name in keep], *checks)
     if deferred or not checks:

@@ -40,6 +40,15 @@ class TableFiles:
             deleted = sum(d.row_count for listed in deltas for d in listed)
         return sum(s.row_count for s in self.segments) - deleted
 
+    def emptied(self) -> set[uuid.UUID]:
+        """The segments with no live row: one delta file deletes as many rows as the segment holds (a row updated
+        again and again leaves one such segment per update). With several delta files a position may be listed
+        twice, so such a segment is never counted here."""
+        return {
+            s.id for s in self.segments
+            if len(listed := self.deltas.get(s.id, [])) == 1 and listed[0].row_count >= s.row_count
+        }  # fmt: skip
+
     def unsplit(self, partition_by: Iterable[int | str]) -> list[DataFile]:
         """The live segments written before the table was partitioned as it is now (`partition_by`, column ids):
         without a value of some partition column, they may hold rows of several partitions (compaction splits

@@ -315,13 +315,15 @@ def _matched(spark, snapshot: Snapshot, where: Expr, predicate, *, op: str, coun
 
 
 def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]:
-    """The live segments whose column statistics do not rule `where` out (see `engine.pruning`)."""
+    """The live segments whose column statistics do not rule `where` out (see `engine.pruning`), less those with no
+    live row left."""
     named = where.columns()
     columns = [c for c in snapshot.columns if c.name in named]
     zone = spark.conf.get("spark.sql.session.timeZone")
+    emptied = snapshot.files.emptied()
     return [
         s for s in snapshot.files.segments
-        if pruning.may_match(where, pruning.segment_bounds(s.stats, columns), time_zone=zone)
+        if s.id not in emptied and pruning.may_match(where, pruning.segment_bounds(s.stats, columns), time_zone=zone)
     ]  # fmt: skip
 
 
@@ -357,7 +359,8 @@ def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
         change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
     new_rows = dml.by_origin(new_rows, snapshot.columns)
     try:
-        checked = incoming.checked_frame(new_rows, [c.name for c in snapshot.columns], snapshot.columns, keep=[GROUP])
+        names = [c.name for c in snapshot.columns]
+        checked = incoming.checked_frame(new_rows, names, snapshot.columns, keep=[GROUP], only=assignments.keys())
     except incoming.IncomingError as exc:
         raise ApplicationError(exc.code, exc.message) from None
     change.new_segments = snapshot.write(checked, tag, grouped=True)
