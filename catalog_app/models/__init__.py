@@ -12,6 +12,7 @@ from catalog_app.models.catalog import (
 )
 from catalog_app.models.data import DataFile, FileEntry
 from catalog_app.models.jobs import Job
+from catalog_app.models.lookups import AnyOf  # noqa: F401  (registers `__any`)
 
 __all__ = [
     "ROLE_ORDER",

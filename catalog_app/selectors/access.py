@@ -5,7 +5,7 @@ import fnmatch
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Q, QuerySet
 
 from catalog_app.models import ROLE_ORDER, Catalog, CatalogRole, ProtectedBranch, Role
 
@@ -25,12 +25,14 @@ def catalog_role_of(*, user: AbstractBaseUser | None, catalog: Catalog) -> str |
 
 
 def catalog_with_role(*, user: AbstractBaseUser, name: str) -> tuple[Catalog | None, str | None]:
-    """The catalog `name` (its creator read along) and the user's role in it (as `catalog_role_of`), in one
-    query: what every permission check needs. (None, None) if there is no such catalog."""
-    granted = CatalogRole.objects.filter(catalog=OuterRef("pk"), user_id=user.pk).values("role")[:1]
-    catalog = (
-        Catalog.objects.select_related("created_by").annotate(granted_role=Subquery(granted)).filter(name=name).first()
-    )
+    """The catalog `name` and the user's role in it (as `catalog_role_of`), in one query: what every permission
+    check needs. (None, None) if there is no such catalog."""
+    roles = CatalogRole._meta.db_table
+    sql = (
+        f"SELECT c.*, (SELECT r.role FROM {roles} r WHERE r.catalog_id = c.id AND r.user_id = %s) AS granted_role"
+        f" FROM {Catalog._meta.db_table} c WHERE c.name = %s"
+    )  # plain SQL: the ORM takes 2-3 ms to build this query, the database a tenth of that to answer it
+    catalog = next(iter(Catalog.objects.raw(sql, [user.pk, name])), None)
     if catalog is None:
         return None, None
     if not user.is_authenticated:

@@ -90,6 +90,6 @@ def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersi
 def schema_histories(chain: Chain, *, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[SchemaVersion]]:
     """`schema_history` of several tables in one query."""
     histories: dict[uuid.UUID, list[SchemaVersion]] = {}
-    for version in SchemaVersion.objects.filter(chain.q(), table_id__in=table_ids).order_by("seq", "id"):
+    for version in SchemaVersion.objects.filter(chain.q(), table_id__any=table_ids).order_by("seq", "id"):
         histories.setdefault(version.table_id, []).append(version)
     return histories

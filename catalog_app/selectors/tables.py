@@ -80,7 +80,7 @@ def table_files(chain: Chain, *, table_id: uuid.UUID) -> TableFiles:
 def tables_files(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
     """The live files of several tables at a commit, in one query; tables without files are left out."""
     entries = (
-        newest_on_chain(FileEntry.objects.filter(table_id__in=list(table_ids)), chain, key="file_id")
+        newest_on_chain(FileEntry.objects.filter(table_id__any=list(table_ids)), chain, key="file_id")
         .filter(removed=False)
         .select_related("file", "file__schema_version", "schema_version")
         .order_by("seq", "id")

@@ -106,7 +106,7 @@ WHITENOISE_USE_FINDERS = True
 REST_FRAMEWORK = {
     # Token first: an anonymous API call then gets 401 with a WWW-Authenticate header, not a bare 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "lakeui.api.authentication.QuickTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Signed in, and the role each catalog endpoint needs (lakeui/api/permissions.py).

@@ -206,7 +206,7 @@ def merge_diff_of(
     )  # fmt: skip
     keyed = [obj for obj in objects if obj.key_mode]
     stored = KeyComparison.objects.filter(
-        table_id__in=[obj.object_id for obj in keyed], base=base.id, source_head=source_head.id,
+        table_id__any=[obj.object_id for obj in keyed], base=base.id, source_head=source_head.id,
         target_head=target_head.id,
     )  # fmt: skip
     results = {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
@@ -314,7 +314,7 @@ def _operations(graph: CommitGraph, head: str, commits: list[str]) -> dict[uuid.
     since = set(commits)
     chain = graph.first_parents(head, since)
     picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
-    rows = Operation.objects.filter(commit_id__in=chain).values_list(
+    rows = Operation.objects.filter(commit_id__any=chain).values_list(
         "commit_id", "position", "object_id", "op", "details"
     )
     rows = sorted(rows, key=lambda r: (graph.node(r[0]).seq, r[1]))
@@ -338,7 +338,7 @@ def _operations(graph: CommitGraph, head: str, commits: list[str]) -> dict[uuid.
         picked.setdefault((origin, origin_position, object_id), (object_id, Op(origin, origin_position, kind, details)))
     ordered = sorted(picked.values(), key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
     deltas = [d for _, op in ordered for d in op.details.get("deltas_added", [])]
-    owner = {str(i): str(s) for i, s in DataFile.objects.filter(id__in=deltas).values_list("id", "segment_id")}
+    owner = {str(i): str(s) for i, s in DataFile.objects.filter(id__any=deltas).values_list("id", "segment_id")}
     by_object: dict[uuid.UUID, list[Op]] = {}
     for object_id, op in ordered:
         if op.details.get("deltas_added"):
@@ -354,7 +354,7 @@ def _versions(chain: Chain, object_ids: set, known: dict | None = None) -> dict[
     wanted = set(object_ids) - set(found)
     if not wanted:
         return found
-    rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__in=wanted)
+    rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__any=wanted)
     newest = rows.annotate(n=Window(RowNumber(), partition_by=F("object_id"), order_by=F("seq").desc())).filter(n=1)
     return found | {row[2]: Version(*row) for row in newest.values_list(*VERSION_FIELDS)}
 
@@ -365,7 +365,7 @@ def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple,
     if not wanted:
         return {}
     named = ObjectVersion.objects.filter(
-        chain.q(), catalog_id=chain.commit.catalog_id, name__in={v.name for v in wanted},
+        chain.q(), catalog_id=chain.commit.catalog_id, name__any={v.name for v in wanted},
         kind__in=[*MERGED_KINDS, ObjectKind.VIEW],
     ).values_list("object_id", flat=True)  # fmt: skip
     live = [v for v in _versions(chain, set(named), known).values() if not v.dropped]

@@ -11,11 +11,11 @@ pytestmark = pytest.mark.django_db
 API = "/api/v1/catalogs"
 BASE, MAIN = f"{API}/lake", f"{API}/lake/refs/main"
 # endpoint: (path, queries on a first read, queries on a repeat) with token authentication, for a viewer (the
-# token and user: 1; the catalog with the creator and the reader's role: 1; a ref read: the branch, then the
+# token and user: 1; the catalog with the reader's role: 1; a ref read: the branch, then the
 # line's forks and what the endpoint reads)
 READS = {
     "catalogs": (API, 3, 3),
-    "catalog": (BASE, 2, 2),
+    "catalog": (BASE, 3, 3),  # and its creator
     "branches": (f"{BASE}/branches", 4, 4),
     "tags": (f"{BASE}/tags", 4, 4),
     "commits": (f"{MAIN}/commits", 6, 3),
