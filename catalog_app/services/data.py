@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from pyspark.sql import DataFrame
 
@@ -28,6 +29,8 @@ from catalog_app.engine.tables import (
     Column,
     Warehouse,
     WrittenFile,
+    read_page,
+    read_page_here,
     read_segments,
     write_deltas,
     write_segments,
@@ -53,6 +56,9 @@ def predicate_errors() -> Iterator[None]:
         yield
     except PredicateError as exc:
         raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
+
+
+FEW_ROWS = 1_000_000  # a change writing no more rows than this writes them in one task (no shuffle)
 
 
 def parsed_predicate(where: str, columns: list[Column]) -> Expr:
@@ -282,6 +288,36 @@ def table_frame_at(spark, chain: Chain, *, database: str, table: str, warehouse:
     return read_segments(spark, warehouse, base, table_columns(version), files.reads())
 
 
+def rows_page(chain: Chain, table: ObjectVersion, *, page: int, page_size: int, spark=None) -> dict | None:
+    """A page of the table's rows at the chain's commit, in a stable order (segment, then position), with the
+    count of live rows. With `spark` (a worker's), read by Spark; without, read here with pyarrow, or None if a
+    segment the page reaches was written in an older schema (then a worker reads it)."""
+    columns, files = table_columns(table), table_files(chain, table_id=table.object_id)
+    offset, limit = (page - 1) * page_size, page_size
+    # Only the segments the page can reach: their rows less deletions is a lower bound of what they hold.
+    reach, held = [], 0
+    for segment, read in zip(files.segments, files.reads(), strict=True):
+        reach.append(read)
+        held += segment.row_count - sum(d.row_count for d in files.deltas.get(segment.id, []))
+        if held >= offset + limit:
+            break
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    if spark is None:
+        rows = read_page_here(warehouse, columns, reach, offset=offset, limit=limit)
+    else:
+        base = f"{table.catalog_id}/{table.object_id}"
+        rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
+    if rows is None:
+        return None
+    return {
+        "count": files.live_rows(warehouse),
+        "page": page,
+        "page_size": limit,
+        "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in columns],
+        "rows": rows,
+    }
+
+
 def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, warehouse: Warehouse, limit=None):
     """A SELECT over tables of the ref whose chain is given; `FOR TIMESTAMP AS OF` reads a table as it was on
     that chain then, `FOR VERSION AS OF '<commit>'` at that commit of the catalog."""
@@ -307,7 +343,10 @@ def _matched(spark, snapshot: Snapshot, where: Expr, predicate, *, op: str, coun
     (touched) and how many rows match (under `counted`)."""
     candidates = _segments_matching(spark, snapshot, where)
     rows = snapshot.read(spark, candidates, positions=True)
-    matched = dml.positions_matching(rows, predicate).cache()
+    matched = dml.positions_matching(rows, predicate)
+    if _rows_in(candidates) <= FEW_ROWS:  # one task reads them all: counted with no shuffle
+        matched = matched.coalesce(1)
+    matched = matched.cache()
     per_segment = dml.count_per_segment(matched)
     touched = [s for s in candidates if str(s.id) in per_segment]
     counts = {counted: sum(per_segment.values())}
@@ -335,12 +374,18 @@ def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
         return change
     if snapshot.copy_on_write:
         kept = dml.rows_not_matching(snapshot.read(spark, change.touched, positions=True), predicate)
-        change.new_segments = snapshot.write(dml.by_origin(kept, snapshot.columns), tag, grouped=True)
+        few = _rows_in(change.touched) <= FEW_ROWS
+        change.new_segments = snapshot.write(dml.by_origin(kept, snapshot.columns), tag, grouped=True, few=few)
         change.by_origin = True
         change.removed = snapshot.with_deltas(change.touched)
     else:
-        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
+        few = change.counts["rows_deleted"] <= FEW_ROWS
+        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag, few=few)
     return change
+
+
+def _rows_in(segments: list[DataFile]) -> int:
+    return sum(segment.row_count for segment in segments)
 
 
 def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
@@ -354,16 +399,18 @@ def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
     if snapshot.copy_on_write:
         new_rows = dml.rows_updated(snapshot.read(spark, touched, positions=True), predicate, assignments)
         change.removed = snapshot.with_deltas(touched)
+        few = _rows_in(touched) <= FEW_ROWS
     else:
         new_rows = dml.matched_rows_updated(rows, predicate, assignments)
-        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
+        few = change.counts["rows_updated"] <= FEW_ROWS
+        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag, few=few)
     new_rows = dml.by_origin(new_rows, snapshot.columns)
     try:
         names = [c.name for c in snapshot.columns]
         checked = incoming.checked_frame(new_rows, names, snapshot.columns, keep=[GROUP], only=assignments.keys())
     except incoming.IncomingError as exc:
         raise ApplicationError(exc.code, exc.message) from None
-    change.new_segments = snapshot.write(checked, tag, grouped=True)
+    change.new_segments = snapshot.write(checked, tag, grouped=True, few=few)
     change.by_origin = True
     return change
 

@@ -23,7 +23,7 @@ from catalog_app.engine.tables import Column, collected, file_in_partitions, jso
 from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import TableFiles
-from catalog_app.services.data import DataChange, Op, Snapshot, select_frame
+from catalog_app.services.data import FEW_ROWS, DataChange, Op, Snapshot, select_frame
 from catalog_app.services.tables import column_id_next
 from lakeui.errors import ApplicationError, ConflictError
 
@@ -32,7 +32,6 @@ LOAD_STRATEGIES = (
 )  # fmt: skip
 KEY_STRATEGIES = ("insert", "update", "upsert", "delete_insert", "incremental", "scd2")
 LOAD_FIELDS = ("key_columns", "watermark", "valid_from_column", "valid_to_column", "partition_column")  # the UI's form
-FEW_ROWS = 1_000_000  # a key load writing no more rows than this writes them in one task (no shuffle)
 DRIVER_REWRITE_BYTES = 256 * 2**20  # copy-on-write: touched segments up to this size are copied on the driver
 MESSAGE_UNSPLIT = (
     "{count} segments of the table were written before it was partitioned as it is now and may hold rows of several "
