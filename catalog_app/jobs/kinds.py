@@ -10,13 +10,12 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files, sql
-from catalog_app.engine.tables import Warehouse, json_value, read_page
+from catalog_app.engine.tables import Warehouse, json_value
 from catalog_app.jobs.registry import ClaimLost, Progress, job_kind
 from catalog_app.models import Catalog, Commit, DataFile, Job
 from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
-from catalog_app.selectors.tables import table_columns, table_files
-from catalog_app.services.data import CHANGES, data_change_commit, select_frame, table_snapshot
+from catalog_app.services.data import CHANGES, data_change_commit, rows_page, select_frame, table_snapshot
 from catalog_app.services.loads import load_change, staged_remove
 from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
@@ -141,29 +140,7 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     table = object_by_id(chain, object_id=uuid.UUID(params["table_id"]))
     if table is None or table.dropped:
         raise NotFoundError("table_not_found", "The table does not exist at this ref.")
-    columns, data = table_columns(table), table_files(chain, table_id=table.object_id)
-    reads = data.reads()
-    offset, limit = (params["page"] - 1) * params["page_size"], params["page_size"]
-    # Only the segments the page can reach: their rows less deletions is a lower bound of what they hold.
-    reach, held = [], 0
-    for segment, read in zip(data.segments, reads, strict=True):
-        reach.append(read)
-        held += segment.row_count - sum(d.row_count for d in data.deltas.get(segment.id, []))
-        if held >= offset + limit:
-            break
-    spark, warehouse, base = (
-        spark_session(),
-        Warehouse(settings.LAKEUI_WAREHOUSE),
-        f"{commit.catalog_id}/{table.object_id}",
-    )
-    rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
-    return {
-        "count": data.live_rows(warehouse),
-        "page": params["page"],
-        "page_size": limit,
-        "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in columns],
-        "rows": rows,
-    }
+    return rows_page(chain, table, page=params["page"], page_size=params["page_size"], spark=spark_session())
 
 
 MAX_SELECT_ROWS = 10_000

@@ -21,7 +21,7 @@ from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
 from catalog_app.selectors.tables import ScanPlan, table_columns, table_files, table_scan_plan
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data import predicate_errors
+from catalog_app.services.data import predicate_errors, rows_page
 from catalog_app.services.jobs import job_create, job_run_sync
 from catalog_app.services.loads import LOAD_STRATEGIES, load_fields, overwrites_partitions, refuse_unsplit
 from lakeui.errors import ApplicationError, ConflictError
@@ -147,10 +147,14 @@ def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile
 def table_rows_read(
     *, resolved: ResolvedRef, database: str, table: str, page: int, page_size: int, user, timeout: float
 ) -> dict:
-    """A page of rows at a ref, read by a worker's SparkSession."""
+    """A page of rows at a ref: read here from the files (pyarrow) when the page's segments are in the table's
+    current schema, else by a worker's SparkSession on the interactive queue."""
     if not 1 <= page <= MAX_PAGE or not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ApplicationError("invalid_input", f"page must be 1 to {MAX_PAGE} and page_size 1 to {MAX_PAGE_SIZE}.")
     current = _table_at(resolved, database, table)
+    answered = rows_page(resolved.chain, current, page=page, page_size=page_size)
+    if answered is not None:
+        return answered
     params = {"commit": resolved.commit.id, "table_id": str(current.object_id), "page": page, "page_size": page_size}
     return job_run_sync(kind="table_rows", params=params, requested_by=user, timeout=timeout)
 

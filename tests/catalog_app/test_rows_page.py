@@ -1,0 +1,65 @@
+"""A page of table rows read in the web process from the files (pyarrow) is the page a worker's Spark reads:
+same rows, same order, same values, across segments, deletes and every column type."""
+
+import pytest
+
+from catalog_app.services.data import rows_page
+from catalog_app.services.tables import column_add
+from tests.support.catalogs import make_catalog, make_table, on
+from tests.support.data import run_here, table_version
+
+pytestmark = pytest.mark.django_db
+
+COLUMNS = [
+    {"name": "id", "type": "long", "nullable": False}, {"name": "n", "type": "int"}, {"name": "s", "type": "string"},
+    {"name": "d", "type": "date"}, {"name": "t", "type": "timestamp"}, {"name": "x", "type": "decimal(20,4)"},
+    {"name": "f", "type": "double"}, {"name": "b", "type": "boolean"}, {"name": "raw", "type": "binary"},
+]  # fmt: skip
+
+
+def row(i: int) -> dict:
+    return {
+        "id": i, "n": None if i % 7 == 0 else i * 3, "s": f"row {i} ✓", "d": f"20{i % 30:02d}-01-0{i % 9 + 1}",
+        "t": "0001-01-01T00:00:00" if i == 1 else f"2026-11-23T10:{i % 60:02d}:00.123456", "x": f"{i}.0{i % 10}",
+        "f": 1.5 * i, "b": i % 2 == 0, "raw": "bHVrZQ==",
+    }  # fmt: skip
+
+
+def pages(spark, catalog, sizes) -> list[tuple]:
+    chain, table = table_version(catalog)
+    answers = []
+    for page, size in sizes:
+        here = rows_page(chain, table, page=page, page_size=size)
+        spark_page = rows_page(chain, table, page=page, page_size=size, spark=spark)
+        answers.append((here, spark_page))
+    return answers
+
+
+def test_a_page_read_from_the_files_is_the_page_spark_reads(spark):
+    catalog = make_catalog()
+    make_table(catalog, columns=COLUMNS, properties={"write.mode": "merge-on-read"})
+    for first in (1, 11, 21):
+        run_here(spark, catalog, {"strategy": "append_only", "rows": [row(i) for i in range(first, first + 10)]})
+    run_here(spark, catalog, {"where": "id % 4 = 0"}, kind="table_delete")  # deletes in every segment
+    run_here(spark, catalog, {"where": "id BETWEEN 11 AND 20"}, kind="table_delete")  # a whole segment
+    run_here(spark, catalog, {"set": {"n": "n + 1"}, "where": "id = 3"}, kind="table_update")
+    answers = pages(spark, catalog, [(1, 50), (1, 5), (2, 5), (3, 4), (4, 3), (7, 3), (100, 10)])
+    for here, spark_page in answers:
+        assert here == spark_page
+    everything = answers[0][0]
+    assert everything["count"] == len(everything["rows"]) == 16
+    assert [r[0] for r in everything["rows"]] == [1, 2, 5, 6, 7, 9, 10, 21, 22, 23, 25, 26, 27, 29, 30, 3]
+    assert everything["rows"][0][4] == "0001-01-01T00:00:00" and everything["rows"][-1][1] == 10
+    assert answers[-1][0]["rows"] == []
+
+
+def test_a_page_reaching_a_segment_of_an_older_schema_is_left_to_spark(spark):
+    catalog = make_catalog()
+    make_table(catalog, columns=COLUMNS[:3])
+    run_here(spark, catalog, {"strategy": "append_only", "rows": [{"id": 1, "n": 2, "s": "a"}]})
+    column_add(
+        target=on(catalog), database="sales", table="orders", spec={"name": "extra", "type": "int", "default": 7}
+    )
+    chain, table = table_version(catalog)
+    assert rows_page(chain, table, page=1, page_size=10) is None
+    assert rows_page(chain, table, page=1, page_size=10, spark=spark)["rows"] == [[1, 2, "a", 7]]
