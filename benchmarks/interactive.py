@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from setup import ROOT, django_setup
@@ -97,6 +99,14 @@ def main() -> None:
     user, _ = get_user_model().objects.get_or_create(username="bench_interactive")
     token = Token.objects.get_or_create(user=user)[0].key
     logs = Path(tempfile.mkdtemp(prefix="lakeui-interactive-"))
+    with running_product(logs) as port:
+        run(Client(url=f"http://127.0.0.1:{port}", token=token), args, logs)
+
+
+@contextmanager
+def running_product(logs: Path) -> Iterator[int]:
+    """The product as `make run` starts it (gunicorn, a jobs worker and an interactive worker, each its own process
+    group, their logs in `logs`) on queues of its own; yields the web server's port."""
     port, queue = free_port(), f"bench-{uuid.uuid4().hex[:8]}"
     os.environ.update(LAKEUI_QUEUE=queue, LAKEUI_INTERACTIVE_QUEUE=f"{queue}-interactive", DEBUG="false")
     os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
@@ -110,7 +120,7 @@ def main() -> None:
         start(web, logs / "web.log", port=port),
     ]
     try:
-        run(Client(url=f"http://127.0.0.1:{port}", token=token), args, logs)
+        yield port
     finally:
         for process in reversed(processes):
             stop(process)

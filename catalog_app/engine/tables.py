@@ -379,15 +379,12 @@ def utc_naive(value: Any) -> Any:
     return value
 
 
-def write_deltas(
-    warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str, few: bool = False
-) -> list[WrittenFile]:
-    """Write the (segment, position) pairs in `deleted` as one delta file per segment. `few` pairs (the caller
-    knows) are written by one task: no shuffle at all; else one, which also drops repeated pairs."""
+def write_deltas(warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str) -> list[WrittenFile]:
+    """Write the (segment, position) pairs in `deleted` as one delta file per segment (one shuffle, which also
+    drops repeated pairs)."""
     target = f"{base}/deltas/{tag}"
     frame = deleted.select(F.col(SEGMENT_ID).alias("__segment"), F.col(POSITION).alias("pos"))
-    frame = frame.coalesce(1) if few else frame.repartition("__segment")
-    frame.distinct().write.partitionBy("__segment").parquet(warehouse.uri(target))
+    frame.repartition("__segment").distinct().write.partitionBy("__segment").parquet(warehouse.uri(target))
     return describe_deltas(warehouse, base, target)
 
 

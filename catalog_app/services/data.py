@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from django.conf import settings
 from django.db import transaction
 from pyspark.sql import DataFrame
 
-from catalog_app.engine import dml, incoming, pruning, sql
+from catalog_app.engine import dml, incoming, keymatch, pruning, sql
 from catalog_app.engine.predicates import Expr, PredicateError, parse_assignments, parse_predicate, to_column
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.tables import (
@@ -340,17 +341,27 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
 def _matched(spark, snapshot: Snapshot, where: Expr, predicate, *, op: str, counted: str):
     """The rows (with their positions) of the segments `where` may match by their statistics, the positions
     matching it (`predicate`, its Spark column), and the change so far: the segments those rows sit in
-    (touched) and how many rows match (under `counted`)."""
+    (touched) and how many rows match (under `counted`). Of candidates holding up to FEW_ROWS rows, the matching
+    positions are collected (one task, no shuffle) as Arrow, by segment; of more, they stay a cached frame."""
     candidates = _segments_matching(spark, snapshot, where)
     rows = snapshot.read(spark, candidates, positions=True)
     matched = dml.positions_matching(rows, predicate)
-    if _rows_in(candidates) <= FEW_ROWS:  # one task reads them all: counted with no shuffle
-        matched = matched.coalesce(1)
-    matched = matched.cache()
-    per_segment = dml.count_per_segment(matched)
+    if _rows_in(candidates) <= FEW_ROWS:
+        matched = keymatch.positions_by_segment(matched.coalesce(1).toArrow())
+        per_segment = {segment: len(positions) for segment, positions in matched.items()}
+    else:
+        matched = matched.cache()
+        per_segment = dml.count_per_segment(matched)
     touched = [s for s in candidates if str(s.id) in per_segment]
     counts = {counted: sum(per_segment.values())}
     return rows, matched, DataChange(op, touched=touched, counts=counts, segments_read=candidates)
+
+
+def _write_deletes(snapshot: Snapshot, matched: DataFrame | dict[str, pa.Array], tag: str) -> list[WrittenFile]:
+    """The delta files of the positions `_matched` found: written here with pyarrow when it collected them."""
+    if isinstance(matched, dict):
+        return keymatch.write_position_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
+    return write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
 
 
 def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]:
@@ -379,8 +390,7 @@ def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
         change.by_origin = True
         change.removed = snapshot.with_deltas(change.touched)
     else:
-        few = change.counts["rows_deleted"] <= FEW_ROWS
-        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag, few=few)
+        change.new_deltas = _write_deletes(snapshot, matched, tag)
     return change
 
 
@@ -403,7 +413,7 @@ def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChan
     else:
         new_rows = dml.matched_rows_updated(rows, predicate, assignments)
         few = change.counts["rows_updated"] <= FEW_ROWS
-        change.new_deltas = write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag, few=few)
+        change.new_deltas = _write_deletes(snapshot, matched, tag)
     new_rows = dml.by_origin(new_rows, snapshot.columns)
     try:
         names = [c.name for c in snapshot.columns]

@@ -134,12 +134,15 @@ def _load(spark, catalog):
                                      params=params), ALL_IDS  # fmt: skip
 
 
-def _delete(spark, catalog):
-    """A delete of a third of ROWS (loaded in this process): the other two thirds."""
+def _delete(spark, catalog, mode="merge-on-read"):
+    """A delete of a third of ROWS (loaded in this process): the other two thirds. Merge-on-read writes its delta
+    files with pyarrow on the worker, copy-on-write the rows it keeps with Spark."""
     from catalog_app.services.data_jobs import table_data_submit
+    from catalog_app.services.tables import table_update
     from tests.support.catalogs import on
     from tests.support.data import run_here
 
+    table_update(target=on(catalog), database="sales", name="orders", set_properties={"write.mode": mode})
     run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     params = {"where": "id % 3 = 0"}
     return lambda: table_data_submit(target=on(catalog), database="sales", table="orders", kind="table_delete",
@@ -169,12 +172,14 @@ def _restore(spark, catalog):
     return lambda: restore_submit(catalog=catalog, branch="main", commit=point), ALL_IDS
 
 
-CHANGES = {"load": _load, "delete": _delete, "merge": _merge, "restore": _restore}
-# A load and a delete write with Spark (`while_writing`: killed from outside once Spark's output folder appears);
+CHANGES = {"load": _load, "delete": _delete, "cow_delete": lambda spark, catalog: _delete(spark, catalog, "copy-on-write"),
+           "merge": _merge, "restore": _restore}  # fmt: skip
+# A load and a copy-on-write delete write with Spark (`while_writing`: killed from outside once Spark's output folder
+# appears);
 # a merge without keys and a restore write no data file, only their commit. The points are in
 # catalog_app.jobs.registry.crash_point.
 CRASHES = [("load", "before_run"), ("load", "while_writing"), ("load", "before_commit"), ("load", "after_run")]
-CRASHES += [("delete", "while_writing"), ("delete", "before_commit"), ("delete", "after_run")]
+CRASHES += [("cow_delete", "while_writing"), ("delete", "before_commit"), ("delete", "after_run")]
 CRASHES += [("merge", "before_commit"), ("merge", "after_run"), ("restore", "before_commit"), ("restore", "after_run")]
 
 

@@ -121,21 +121,29 @@ def test_write_table_append_upsert_and_snapshot(client, celery_worker, spark):
         )  # fmt: skip
         return rows
 
-    appended = write_table(frame((0, 1000), 1), client, "lake", "dev", "shop.events")
-    assert appended["status"] == "succeeded" and appended["result"]["rows_inserted"] == 1000
+    n, half = 100_000, 50_000  # DataFrames of 100,000 rows
+    appended = write_table(frame((0, n), 1), client, "lake", "dev", "shop.events")
+    assert appended["status"] == "succeeded" and appended["result"]["rows_inserted"] == n
     assert appended["params"]["strategy"] == "append_only" and staged_files(appended) == []
-    expected = {i: (1, "us" if i % 2 == 0 else "eu") for i in range(1000)}
+    expected = {i: (1, "us" if i % 2 == 0 else "eu") for i in range(n)}
 
-    upserted = write_table(frame((500, 1500), 7), client, "lake", "dev", "shop.events", "upsert", ["id"])
-    assert (upserted["result"]["rows_updated"], upserted["result"]["rows_inserted"]) == (500, 500)
+    upserted = write_table(frame((half, n + half), 7), client, "lake", "dev", "shop.events", "upsert", ["id"])
+    assert (upserted["result"]["rows_updated"], upserted["result"]["rows_inserted"]) == (half, half)
     assert staged_files(upserted) == []
-    expected |= {i: (7, "us" if i % 2 == 0 else "eu") for i in range(500, 1500)}
+    expected |= {i: (7, "us" if i % 2 == 0 else "eu") for i in range(half, n + half)}
 
     snapshot = write_table(
-        frame((2000, 2100), 9, "eu"), client, "lake", "dev", "shop.events", "snapshot", partition_column="region"
+        frame((2 * n, 2 * n + 100), 9, "eu"),
+        client,
+        "lake",
+        "dev",
+        "shop.events",
+        "snapshot",
+        partition_column="region",
     )
-    assert snapshot["result"]["rows_deleted"] == 750 and snapshot["result"]["rows_inserted"] == 100
-    expected = {i: v for i, v in expected.items() if v[1] == "us"} | {i: (9, "eu") for i in range(2000, 2100)}
+    eu_before = sum(1 for _, region in expected.values() if region == "eu")
+    assert (snapshot["result"]["rows_deleted"], snapshot["result"]["rows_inserted"]) == (eu_before, 100)
+    expected = {i: v for i, v in expected.items() if v[1] == "us"} | {i: (9, "eu") for i in range(2 * n, 2 * n + 100)}
 
     dev = read_table(spark, client, "lake", "dev", "shop.events")
     assert frame_rows(dev)[1] == sorted((i, *v) for i, v in expected.items())
