@@ -90,13 +90,13 @@ def run(client: Client, args, logs: Path) -> None:
 
     half, upserts, uploads = args.upsert // 2, [], []
     for n in range(args.repeat):
-        first = args.rows - half + n * args.upsert  # half existing keys, half new ones
+        first = args.rows - half + n * args.upsert  # half existing keys, half new ones (so is the upload's range)
         frame = rows(spark, first, args.upsert, 10 + n)
         job, *figures = traffic.measured(lambda: write_table(frame, client, catalog, "main", TABLE, "upsert", ["id"]))  # noqa: B023
         assert job["status"] == "succeeded", job
         upserts.append((job, *figures))
         source = logs / f"upsert-{n}.parquet"
-        ids = pa.array(range(first + args.rows, first + args.rows + args.upsert), pa.int64())  # keys of their own
+        ids = pa.array(range(first + half, first + half + args.upsert), pa.int64())  # half existing, half new too
         pq.write_table(pa.table({"id": ids, "amount": pa.array([n] * args.upsert, pa.int32()),
                                  "region": pa.array(["eu"] * args.upsert)}), source)  # fmt: skip
         job, *figures = traffic.measured(
