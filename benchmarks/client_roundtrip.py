@@ -16,7 +16,6 @@ then prints, medians of `--repeat`:
 
 import argparse
 import statistics
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,13 +26,11 @@ django_setup()
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
 from interactive import running_product  # noqa: E402  (the product's processes, as interactive.py starts them)
 from lakeui_client import Client  # noqa: E402
 from lakeui_client.spark import read_table, write_table  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 
 COLUMNS = [
     {"name": "id", "type": "long", "nullable": False},
@@ -126,11 +123,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    user, _ = get_user_model().objects.get_or_create(username="bench_client")
-    token = Token.objects.get_or_create(user=user)[0].key
-    logs = Path(tempfile.mkdtemp(prefix="lakeui-client-"))
-    with running_product(logs) as port:
-        run(Client(url=f"http://127.0.0.1:{port}", token=token, timeout=600), args, logs)
+    with running_product("bench_client", timeout=600) as (client, logs):
+        run(client, args, logs)
 
 
 if __name__ == "__main__":

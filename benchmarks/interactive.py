@@ -96,17 +96,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
 
-    user, _ = get_user_model().objects.get_or_create(username="bench_interactive")
-    token = Token.objects.get_or_create(user=user)[0].key
-    logs = Path(tempfile.mkdtemp(prefix="lakeui-interactive-"))
-    with running_product(logs) as port:
-        run(Client(url=f"http://127.0.0.1:{port}", token=token), args, logs)
+    with running_product("bench_interactive") as (client, logs):
+        run(client, args, logs)
 
 
 @contextmanager
-def running_product(logs: Path) -> Iterator[int]:
+def running_product(username: str, timeout: float = 60) -> Iterator[tuple[Client, Path]]:
     """The product as `make run` starts it (gunicorn, a jobs worker and an interactive worker, each its own process
-    group, their logs in `logs`) on queues of its own; yields the web server's port."""
+    group) on queues of its own; yields a client of it signed in as `username`, and the folder of the logs."""
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    token = Token.objects.get_or_create(user=user)[0].key
+    logs = Path(tempfile.mkdtemp(prefix=f"lakeui-{username}-"))
     port, queue = free_port(), f"bench-{uuid.uuid4().hex[:8]}"
     os.environ.update(LAKEUI_QUEUE=queue, LAKEUI_INTERACTIVE_QUEUE=f"{queue}-interactive", DEBUG="false")
     os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
@@ -120,7 +120,8 @@ def running_product(logs: Path) -> Iterator[int]:
         start(web, logs / "web.log", port=port),
     ]
     try:
-        yield port
+        with Client(url=f"http://127.0.0.1:{port}", token=token, timeout=timeout) as client:
+            yield client, logs
     finally:
         for process in reversed(processes):
             stop(process)
