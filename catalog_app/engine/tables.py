@@ -451,36 +451,45 @@ def read_page(
     return [[json_value(value) for value in row.values()] for row in collected(page)]
 
 
+PAGE_BATCH_ROWS = 4096  # rows decoded at a time when a page is read here (a row group may hold millions)
+
+
 def read_page_here(
     warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead], *, offset: int, limit: int
 ) -> list[list[Any]] | None:
-    """The page `read_page` gives, read in this process with pyarrow, a row group at a time (those before the
-    page are skipped by their row counts, less their deleted positions): no Spark job and no queue, so a preview
-    answers at once whatever the workers are doing. Only for segments written in the `current` schema; None if
-    one was written in an older one (Spark projects it)."""
+    """The page `read_page` gives, read in this process with pyarrow: row groups before the page are skipped by
+    their row counts less their deleted positions, and the rest decoded a batch at a time, only until the page is
+    full. No Spark job and no queue, so a preview answers at once whatever the workers are doing. Only for segments
+    written in the `current` schema; None if one was written in an older one (Spark projects it)."""
     if any(segment.columns != tuple(current) for segment in segments):
         return None
     names, schema = [c.name for c in current], pa.schema([(c.name, arrow_type(c.type)) for c in current])
-    parts, before, seen = [], 0, 0  # live rows before the first part read, and before the next row group
+    parts: list[pa.Table] = []
+    before = seen = 0  # live rows before the first part kept, and before what is read next
     for segment in segments:
         deleted = deleted_positions(warehouse, segment.deltas).to_numpy() if segment.deltas else None
         filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
         with filesystem.open_input_file(path) as handle:
-            source, start = pq.ParquetFile(handle), 0
+            source, start = pq.ParquetFile(handle, buffer_size=2**20), 0  # buffered: a column chunk read in pieces
             for index in range(source.metadata.num_row_groups):
                 size = source.metadata.row_group(index).num_rows
                 keep = np.ones(size, dtype=bool)
                 if deleted is not None:
                     keep[deleted[(deleted >= start) & (deleted < start + size)] - start] = False
-                live, start = int(keep.sum()), start + size
-                if seen + live <= offset:
-                    seen += live
+                start += size
+                if seen + int(keep.sum()) <= offset:
+                    seen += int(keep.sum())
                     continue
-                if not parts:
-                    before = seen
-                group = source.read_row_group(index, columns=names).select(names).filter(pa.array(keep))
-                parts.append(group.cast(schema))
-                seen += live
+                at = 0
+                for batch in source.iter_batches(PAGE_BATCH_ROWS, row_groups=[index], columns=names):
+                    mask, at = keep[at : at + batch.num_rows], at + batch.num_rows
+                    live = int(mask.sum())
+                    if seen + live > offset:
+                        before = before if parts else seen
+                        parts.append(pa.Table.from_batches([batch]).select(names).filter(pa.array(mask)).cast(schema))
+                    seen += live
+                    if seen >= offset + limit:
+                        break
                 if seen >= offset + limit:
                     break
         if seen >= offset + limit:

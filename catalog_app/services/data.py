@@ -11,6 +11,7 @@ that code; the files a refused attempt wrote are orphans for garbage collection.
 commit finds that commit (by job id) and does not write twice.
 """
 
+import logging
 import math
 import uuid
 from collections.abc import Iterator, Mapping
@@ -59,6 +60,7 @@ def predicate_errors() -> Iterator[None]:
         raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
 
 
+logger = logging.getLogger(__name__)
 FEW_ROWS = 1_000_000  # a change writing no more rows than this writes them in one task (no shuffle)
 
 
@@ -304,7 +306,11 @@ def rows_page(chain: Chain, table: ObjectVersion, *, page: int, page_size: int, 
             break
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     if spark is None:
-        rows = read_page_here(warehouse, columns, reach, offset=offset, limit=limit)
+        try:
+            rows = read_page_here(warehouse, columns, reach, offset=offset, limit=limit)
+        except (OSError, pa.ArrowException):  # a warehouse this process cannot read (credentials): a worker reads it
+            logger.warning("Reading a page of table %s here failed; a worker reads it", table.object_id, exc_info=True)
+            rows = None
     else:
         base = f"{table.catalog_id}/{table.object_id}"
         rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
