@@ -89,6 +89,9 @@ def test_cli_branch_tag_log_and_exit_codes(live_server, client, token):
 
     log = run(live_server, token, "--json", "log", "sales", "main")
     assert log.returncode == 0 and len(json.loads(log.stdout)) >= 1
+    assert run(live_server, token, "tag", "delete", "sales", "v1").returncode == 0
+    gone = run(live_server, token, "tag", "delete", "sales", "v1")
+    assert gone.returncode == 1 and "tag_not_found" in gone.stderr
 
     assert run(live_server, token, "branch", "delete", "sales", "dev").returncode == 0
     assert run(live_server, token, "branch", "delete", "sales", "dev").returncode == 1
@@ -122,6 +125,9 @@ def test_cli_load_merge_sql_and_job_failure(live_server, client, token, celery_w
                  "upsert", "--key", "id")  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr
     assert json.loads(loaded.stdout)["status"] == "succeeded"
+    waited = run(live_server, token, "--json", "job", "wait", json.loads(loaded.stdout)["id"])
+    assert waited.returncode == 0 and json.loads(waited.stdout)["result"]["rows_inserted"] == 2, waited.stderr
+    assert run(live_server, token, "job", "wait", "00000000-0000-0000-0000-000000000000").returncode == 1
 
     dry = run(live_server, token, "--json", "merge", "sales", "dev", "--into", "main", "--dry-run")
     assert dry.returncode == 0, dry.stderr
