@@ -196,11 +196,6 @@ def write_position_deltas(
     return describe_deltas(warehouse, base, target)
 
 
-def rewritable(segments: Sequence[SegmentRead], current: Sequence[Column]) -> bool:
-    """Whether the segments were written in the `current` schema: then their files can be copied as they are."""
-    return all(segment.columns == tuple(current) for segment in segments)
-
-
 def rewrite_without(
     warehouse: Warehouse,
     base: str,
@@ -211,8 +206,9 @@ def rewrite_without(
     partition_ids: Sequence[int],
     tag: str,
 ) -> list[WrittenFile]:
-    """Copy-on-write of `segments` (see `rewritable`): each one's rows but its deleted and `dropped` positions,
-    in the same order and schema (field ids kept), as a new segment; a segment with no row left gives none."""
+    """Copy-on-write of `segments` (written in the current schema: `tables.in_schema`): each one's rows but its
+    deleted and `dropped` positions, in the same order and schema (field ids kept), as a new segment; a segment with
+    no row left gives none."""
     target = f"{base}/data/{tag}"
     written = 0
     for segment in segments:

@@ -448,7 +448,17 @@ def read_page(
     the window can reach: a preview of a large table reads its first segments, not the whole table."""
     frame = read_segments(spark, warehouse, base, current, segments, positions=True)
     page = frame.orderBy(ORDER, POSITION).offset(offset).limit(limit).select(*[F.col(f"`{c.name}`") for c in current])
-    return [[json_value(value) for value in row.values()] for row in collected(page)]
+    return _json_rows(page.toArrow())
+
+
+def in_schema(segments: Sequence[SegmentRead], current: Sequence[Column]) -> bool:
+    """Whether the segments were written in the `current` schema: then their files are read, or copied, as they
+    are (no projection of an older schema)."""
+    return all(segment.columns == tuple(current) for segment in segments)
+
+
+def _json_rows(rows: pa.Table) -> list[list[Any]]:
+    return [[json_value(value) for value in row.values()] for row in rows.to_pylist()]
 
 
 PAGE_BATCH_ROWS = 4096  # rows decoded at a time when a page is read here (a row group may hold millions)
@@ -461,7 +471,7 @@ def read_page_here(
     their row counts less their deleted positions, and the rest decoded a batch at a time, only until the page is
     full. No Spark job and no queue, so a preview answers at once whatever the workers are doing. Only for segments
     written in the `current` schema; None if one was written in an older one (Spark projects it)."""
-    if any(segment.columns != tuple(current) for segment in segments):
+    if not in_schema(segments, current):
         return None
     names, schema = [c.name for c in current], pa.schema([(c.name, arrow_type(c.type)) for c in current])
     parts: list[pa.Table] = []
@@ -494,8 +504,7 @@ def read_page_here(
                     break
         if seen >= offset + limit:
             break
-    page = pa.concat_tables(parts).slice(offset - before, limit) if parts else schema.empty_table()
-    return [[json_value(value) for value in row.values()] for row in page.to_pylist()]
+    return _json_rows(pa.concat_tables(parts).slice(offset - before, limit) if parts else schema.empty_table())
 
 
 def collected(frame: DataFrame) -> list[dict[str, Any]]:

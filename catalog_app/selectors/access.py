@@ -14,19 +14,10 @@ def role_at_least(role: str | None, wanted: str) -> bool:
     return role is not None and ROLE_ORDER.index(role) >= ROLE_ORDER.index(wanted)
 
 
-def catalog_role_of(*, user: AbstractBaseUser | None, catalog: Catalog) -> str | None:
-    """The user's role in the catalog, or None if they may not see it. Staff and superusers are admin everywhere,
-    the catalog's creator is its admin."""
-    if user is None or not user.is_authenticated:
-        return None
-    if _admin_of(user, catalog):
-        return Role.ADMIN
-    return CatalogRole.objects.filter(catalog=catalog, user=user).values_list("role", flat=True).first()
-
-
 def catalog_with_role(*, user: AbstractBaseUser, name: str) -> tuple[Catalog | None, str | None]:
-    """The catalog `name` and the user's role in it (as `catalog_role_of`), in one query: what every permission
-    check needs. (None, None) if there is no such catalog."""
+    """The catalog `name` and the user's role in it, in one query: what every permission check needs. The role is
+    None if they may not see it; staff and superusers are admin everywhere, the catalog's creator is its admin.
+    (None, None) if there is no such catalog."""
     roles = CatalogRole._meta.db_table
     sql = (
         f"SELECT c.*, (SELECT r.role FROM {roles} r WHERE r.catalog_id = c.id AND r.user_id = %s) AS granted_role"

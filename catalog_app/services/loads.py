@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from catalog_app import schema
 from catalog_app.engine import dml, files, incoming, keymatch, strategies
-from catalog_app.engine.tables import Column, collected, file_in_partitions, json_value, write_deltas
+from catalog_app.engine.tables import Column, collected, file_in_partitions, in_schema, json_value, write_deltas
 from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import TableFiles
@@ -359,7 +359,7 @@ def _driver_plan(spark, snapshot: Snapshot, rows, matched, candidates, strategy,
     reads = TableFiles(touched, snapshot.files.deltas).reads()
     if (
         sum(s.size_bytes for s in touched) <= DRIVER_REWRITE_BYTES
-        and keymatch.rewritable(reads, snapshot.columns)
+        and in_schema(reads, snapshot.columns)
         and not {s.id for s in touched} & {s.id for s in snapshot.unsplit()}  # a copy holds one partition
     ):
         modify.new_segments = keymatch.rewrite_without(

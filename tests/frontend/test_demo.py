@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from catalog_app.models import Catalog, Commit
-from catalog_app.selectors.access import catalog_role_of
+from catalog_app.selectors.access import catalog_with_role
 from catalog_app.services.refs import catalog_create
 from merge_app.models import MergeRequest
 from merge_app.selectors.diff import diff_as_dict, merge_diff
@@ -30,7 +30,7 @@ def test_demo_seeds_branches_to_merge_once(capsys):
     commits, main = Commit.objects.filter(catalog=catalog).count(), head(catalog)
     [request] = MergeRequest.objects.filter(catalog=catalog)
     assert (request.source, request.target, request.state) == ("feature-discounts", "main", "open")
-    assert catalog_role_of(user=request.author, catalog=catalog) == "admin"
+    assert catalog_with_role(user=request.author, name=catalog.name)[1] == "admin"
 
     call_command("lakeui_demo")
     assert "already seeded" in capsys.readouterr().out
