@@ -17,6 +17,7 @@ from catalog_app.selectors.objects import newest_on_chain, object_by_id
 from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
 from catalog_app.selectors.tables import NO_FILES, tables_files
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.memory import gc_paused
 from merge_app import rules, states
 from merge_app.models import KeyComparison
 from merge_app.rules import CHOICES, CONFLICT, DISCARDED, DML, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
@@ -164,6 +165,7 @@ def merge_diff(*, catalog: Catalog, source: str, target: str, resolution: dict |
     )  # fmt: skip
 
 
+@gc_paused()
 def merge_diff_of(
     *,
     catalog: Catalog,
@@ -562,6 +564,7 @@ def _segments_written(operations: list[Op]) -> list[str]:
     return [segment for op in operations if op.op in WRITES_DATA for segment in op.details.get("segments_added", [])]
 
 
+@gc_paused()
 def diff_as_dict(diff: MergeDiff) -> dict[str, Any]:
     """The report as JSON: what the API returns and the merge audit log keeps."""
     return {
