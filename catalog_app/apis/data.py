@@ -17,17 +17,18 @@ from catalog_app.apis.common import (
     write_target,
 )
 from catalog_app.apis.jobs import JobOutputSerializer
+from catalog_app.job_specs import LOAD_FIELDS, CompactSpec, DeleteSpec, LoadSpec, UpdateSpec
 from catalog_app.models import Role
 from catalog_app.services.data_jobs import (
-    staged_upload,
+    catalog_gc_submit,
     staging_create,
-    table_data_submit,
-    table_for_write,
+    table_compact_submit,
+    table_delete_submit,
+    table_load_submit,
     table_rows_read,
     table_scan,
-    upload_store,
+    table_update_submit,
 )
-from catalog_app.services.jobs import job_create
 from lakeui.errors import ApplicationError
 
 DEFAULT_GRACE_HOURS = 24
@@ -37,8 +38,21 @@ def _accepted(job):
     return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+LOAD_FIELD_KINDS = {
+    "column": lambda help_text: serializers.CharField(required=False, help_text=help_text),
+    "columns": lambda help_text: serializers.ListField(
+        child=serializers.CharField(), required=False, help_text=help_text
+    ),
+    "partitions": lambda help_text: serializers.ListField(
+        child=serializers.DictField(), required=False, help_text=help_text
+    ),
+}
+
+
 class TableLoadApi(APIView):
     class InputSerializer(WriteInputSerializer):
+        """The strategies' fields are made from job_specs.LOAD_FIELDS (`get_fields`), the one list of them."""
+
         strategy = serializers.CharField()
         rows = serializers.ListField(child=serializers.JSONField(), required=False)
         file = serializers.FileField(required=False, help_text="Multipart upload: a Parquet, CSV or JSON-lines file")
@@ -46,17 +60,15 @@ class TableLoadApi(APIView):
         query = serializers.CharField(
             required=False, max_length=100_000, help_text="A Spark SQL SELECT over tables of the same ref"
         )
-        partitions = serializers.ListField(child=serializers.DictField(), required=False)
-        key_columns = serializers.ListField(
-            child=serializers.CharField(), required=False, help_text="Key strategies: the columns that identify a row"
-        )
-        watermark = serializers.CharField(required=False, help_text="incremental: the column that orders a key's rows")
-        valid_from_column = serializers.CharField(required=False, help_text="scd2: timestamp column opening a version")
-        valid_to_column = serializers.CharField(required=False, help_text="scd2: timestamp column closing a version")
-        partition_column = serializers.CharField(required=False, help_text="snapshot: the partition column replaced")
         staged = serializers.CharField(
             required=False, max_length=64, help_text="The id of a staging location (POST .../staging) to load from"
         )
+
+        def get_fields(self):
+            fields = super().get_fields()
+            for field in LOAD_FIELDS:
+                fields[field.name] = LOAD_FIELD_KINDS[field.metadata["kind"]](field.metadata["help"])
+            return fields
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
@@ -69,25 +81,9 @@ class TableLoadApi(APIView):
             )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        skipped = ("file", "format", "message", "staged")
-        params = {key: value for key, value in data.validated_data.items() if key not in skipped}
         target = write_target(request, catalog, ref)
-        if "staged" in data.validated_data:
-            if "file" in data.validated_data:
-                raise ApplicationError("invalid_input", "Give either an uploaded file or `staged`, not both.")
-            params["upload"] = staged_upload(catalog=target.catalog, staged=data.validated_data["staged"])
-        if "file" in data.validated_data:
-            current = table_for_write(target, database, table)
-            file_format = data.validated_data.get("format") or data.validated_data["file"].name.rsplit(".", 1)[-1]
-            params["upload"] = upload_store(
-                catalog=target.catalog,
-                table=current,
-                upload=data.validated_data["file"],
-                file_format=file_format.lower(),
-            )
-        return _accepted(
-            table_data_submit(target=target, database=database, table=table, kind="table_load", params=params)
-        )
+        spec = LoadSpec.from_request(data.validated_data)
+        return _accepted(table_load_submit(target=target, database=database, table=table, spec=spec))
 
 
 class TableDeleteApi(APIView):
@@ -98,11 +94,8 @@ class TableDeleteApi(APIView):
     def post(self, request, catalog, ref, database, table):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        job = table_data_submit(
-            target=write_target(request, catalog, ref), database=database, table=table, kind="table_delete",
-            params={"where": data.validated_data["where"]},
-        )  # fmt: skip
-        return _accepted(job)
+        target, spec = write_target(request, catalog, ref), DeleteSpec.from_request(data.validated_data)
+        return _accepted(table_delete_submit(target=target, database=database, table=table, spec=spec))
 
 
 class TableUpdateApi(APIView):
@@ -114,24 +107,15 @@ class TableUpdateApi(APIView):
     def post(self, request, catalog, ref, database, table):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        params = {"set": data.validated_data["set"], "where": data.validated_data.get("where")}
-        job = table_data_submit(
-            target=write_target(request, catalog, ref),
-            database=database,
-            table=table,
-            kind="table_update",
-            params=params,
-        )
-        return _accepted(job)
+        target, spec = write_target(request, catalog, ref), UpdateSpec.from_request(data.validated_data)
+        return _accepted(table_update_submit(target=target, database=database, table=table, spec=spec))
 
 
 class TableCompactApi(APIView):
     @extend_schema(request=WriteInputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
-        job = table_data_submit(
-            target=write_target(request, catalog, ref), database=database, table=table, kind="table_compact", params={}
-        )
-        return _accepted(job)
+        target = write_target(request, catalog, ref)
+        return _accepted(table_compact_submit(target=target, database=database, table=table, spec=CompactSpec()))
 
 
 class TableRowsApi(APIView):
@@ -223,9 +207,7 @@ class CatalogGcApi(APIView):
     def post(self, request, catalog):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        grace_seconds = round(data.validated_data["grace_hours"] * 3600)
-        if grace_seconds <= 0:
-            raise ApplicationError("invalid_grace_period", "grace_hours must be more than 0.")
-        found = request_catalog(request, catalog)
-        params = {"catalog_id": str(found.id), "grace_seconds": grace_seconds}
-        return _accepted(job_create(kind="catalog_gc", params=params, requested_by=request.user))
+        job = catalog_gc_submit(
+            catalog=request_catalog(request, catalog), grace_hours=data.validated_data["grace_hours"], user=request.user
+        )
+        return _accepted(job)

@@ -11,6 +11,15 @@ from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files, sql
 from catalog_app.engine.tables import Warehouse, json_value
+from catalog_app.job_specs import (
+    TABLE_JOB_SPECS,
+    CatalogGcSpec,
+    LoadSpec,
+    RowsPageSpec,
+    StoredFiles,
+    TableJobSpec,
+    TableTarget,
+)
 from catalog_app.jobs.registry import ClaimLost, Progress, job_kind
 from catalog_app.models import Catalog, Commit, DataFile, Job
 from catalog_app.selectors.objects import object_by_id
@@ -56,18 +65,23 @@ def _figures_of(commit: Commit) -> dict[str, Any]:
     return figures
 
 
-def _plan_and_commit(kind: str, params: dict, progress: Progress, job: Job, message: str, tag: str) -> dict:
+def _plan_and_commit(
+    target: TableTarget, spec: TableJobSpec, progress: Progress, job: Job, message: str, tag: str
+) -> dict:
     """Read the table at the branch head, run the change on Spark and commit it if nothing it depends on changed
     meanwhile (services.data.data_change_commit); its files are orphans otherwise."""
     progress.report(5, "Reading the table")
     snapshot = table_snapshot(
-        catalog_id=params["catalog_id"], branch=params["branch"], table_id=params["table_id"],
+        catalog_id=target.catalog_id, branch=target.branch, table_id=target.table_id,
         warehouse=settings.LAKEUI_WAREHOUSE,
     )  # fmt: skip
     spark = spark_session()
     progress.report(15, "Running on Spark")
     try:
-        change = TABLE_CHANGES[kind](spark, snapshot, params, tag=tag)
+        if isinstance(spec, LoadSpec):
+            change = load_change(spark, snapshot, spec, tag=tag)
+        else:  # services/data.py's changes read their spec's params
+            change = CHANGES[spec.KIND](spark, snapshot, spec.to_params(), tag=tag)
     except PySparkException as exc:
         if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
             raise
@@ -84,26 +98,27 @@ def _table_change(kind: str):
     def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         """A staged load's files are removed once the job has an outcome (not when another delivery took it
         over, which still reads them)."""
+        target, spec = TableTarget.from_params(params), TABLE_JOB_SPECS[kind].from_params(params)
         finished = True
         try:
-            return run_once(params, progress)
+            return run_once(target, spec, progress)
         except ClaimLost:
             finished = False
             raise
         finally:
-            if finished and (params.get("upload") or {}).get("staged"):
-                _staged_cleanup(params)
+            if finished and isinstance(spec, LoadSpec) and isinstance(spec.source, StoredFiles) and spec.source.staged:
+                _staged_cleanup(spec)
 
-    def run_once(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    def run_once(target: TableTarget, spec: TableJobSpec, progress: Progress) -> dict[str, Any]:
         job = Job.objects.select_related("requested_by").get(id=progress.job_id)
         done = Commit.objects.filter(job=job).first()
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
             return {"commit": done.id, **_figures_of(done)}
-        message = params.get("message") or f"{OPERATION_VERB[kind]} {params['database']}.{params['table']}"
+        message = target.message or f"{OPERATION_VERB[kind]} {target.database}.{target.table}"
         for replan in range(REPLANS + 1):
             try:
                 return _plan_and_commit(
-                    kind, params, progress, job, message, tag=f"{job.id.hex}-{job.attempts}-{replan}"
+                    target, spec, progress, job, message, tag=f"{job.id.hex}-{job.attempts}-{replan}"
                 )
             except ConflictError as exc:  # the table changed under the job: read it again and plan anew
                 if exc.code != "concurrent_change" or replan == REPLANS:
@@ -114,16 +129,15 @@ def _table_change(kind: str):
     return run
 
 
-def _staged_cleanup(params: dict[str, Any]) -> None:
+def _staged_cleanup(spec: LoadSpec) -> None:
     """Best effort: a failure here must not hide the job's own outcome; garbage collection removes what is left."""
     try:
-        staged_remove(spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), params)
+        staged_remove(spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), spec)
     except Exception:
-        logger.warning("Could not remove the staged files %s; GC will", params["upload"]["path"], exc_info=True)
+        logger.warning("Could not remove the staged files %s; GC will", spec.source.path, exc_info=True)
 
 
-TABLE_CHANGES = {"table_load": load_change, **CHANGES}
-for _kind in TABLE_CHANGES:
+for _kind in TABLE_JOB_SPECS:
     job_kind(_kind)(_table_change(_kind))
 
 
@@ -133,14 +147,15 @@ def table_diff_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]
     return table_diff(spark_session(), params)
 
 
-@job_kind("table_rows", interactive=True)
+@job_kind(RowsPageSpec.KIND, interactive=True)
 def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    commit = Commit.objects.select_related("catalog").get(id=params["commit"])
+    spec = RowsPageSpec.from_params(params)
+    commit = Commit.objects.select_related("catalog").get(id=spec.commit)
     chain = commit_chain(commit)
-    table = object_by_id(chain, object_id=uuid.UUID(params["table_id"]))
+    table = object_by_id(chain, object_id=uuid.UUID(spec.table_id))
     if table is None or table.dropped:
         raise NotFoundError("table_not_found", "The table does not exist at this ref.")
-    return rows_page(chain, table, page=params["page"], page_size=params["page_size"], spark=spark_session())
+    return rows_page(chain, table, page=spec.page, page_size=spec.page_size, spark=spark_session())
 
 
 MAX_SELECT_ROWS = 10_000
@@ -166,15 +181,16 @@ def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     }
 
 
-@job_kind("catalog_gc")
+@job_kind(CatalogGcSpec.KIND)
 def catalog_gc(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Remove files under the catalog's folder that no commit references and that are older than the grace
     period (files of failed or killed jobs, spent uploads). Files any commit references are kept, whichever
     refs still reach them."""
-    grace = int(params["grace_seconds"])
+    spec = CatalogGcSpec.from_params(params)
+    grace = spec.grace_seconds
     if grace <= 0:
         raise ApplicationError("invalid_grace_period", "The grace period must be more than 0 seconds.")
-    catalog = Catalog.objects.get(id=params["catalog_id"])
+    catalog = Catalog.objects.get(id=spec.catalog_id)
     referenced = set(DataFile.objects.filter(catalog=catalog).values_list("path", flat=True))
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     spark, prefix = spark_session(), f"{catalog.id}/"

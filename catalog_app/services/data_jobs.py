@@ -1,13 +1,15 @@
-"""Submitting table data jobs from the web process: every check that needs no Spark runs here, so bad input is
-a 400 before anything is enqueued; the worker does the rest (see services/data.py)."""
+"""Submitting table data jobs from the web process, one service per action (the API and the UI both call them):
+each takes the job's spec (catalog_app/job_specs.py, its shape already checked), checks it against the table at
+the branch head with every check that needs no Spark, so bad input is a 400 before anything is enqueued, and
+enqueues the job; the worker does the rest (services/loads.py, services/data.py). Also the reads of a table's
+rows and scan plan."""
 
 import dataclasses
 import decimal
-import re
 import uuid
 import zoneinfo
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -16,22 +18,35 @@ from catalog_app.engine import pruning
 from catalog_app.engine.incoming import FILE_FORMATS, catalog_value
 from catalog_app.engine.predicates import parse_assignments, parse_predicate
 from catalog_app.engine.tables import Warehouse
+from catalog_app.job_specs import (
+    MESSAGE_PARTITIONS_FOR,
+    TABLE_JOB_SPECS,
+    CatalogGcSpec,
+    CompactSpec,
+    DeleteSpec,
+    FileUpload,
+    LoadSpec,
+    RowsPageSpec,
+    Staging,
+    StoredFiles,
+    TableJobSpec,
+    TableTarget,
+    UpdateSpec,
+)
 from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
 from catalog_app.selectors.tables import ScanPlan, table_columns, table_files, table_scan_plan
+from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data import predicate_errors, rows_page
 from catalog_app.services.jobs import job_create, job_run_sync
-from catalog_app.services.loads import LOAD_STRATEGIES, load_fields, overwrites_partitions, refuse_unsplit
+from catalog_app.services.loads import load_table_check, refuse_unsplit
 from lakeui.errors import ApplicationError, ConflictError
 
-MAX_JSON_ROWS = 10_000
 MAX_PAGE_SIZE = 1000
 # Spark's OFFSET is a 32-bit int: page * page_size must stay below 2**31.
 MAX_PAGE = 1_000_000
-STAGING_ID = re.compile(r"[0-9a-f]{32}")
-MESSAGE_STAGING_ID = "staged must be the id of a staging location (POST .../staging gives one)."
 MESSAGE_STAGING_EMPTY = "The staging location {staged} holds no Parquet files; write the data there first."
 
 
@@ -45,7 +60,10 @@ def table_for_write(target: WriteTarget, database: str, table: str) -> ObjectVer
 
 
 def _writable(target: WriteTarget) -> ResolvedRef:
-    """The target's branch, resolved; a tag or commit, or a branch that moved from `expected_head`, refused."""
+    """The target's branch, resolved; a tag or commit, a protected branch, or a branch that moved from
+    `expected_head`, refused: a data job is refused before anything is stored or enqueued (commit_begin would
+    refuse it again in the job)."""
+    branch_write_check(catalog=target.catalog, branch=target.branch)
     resolved = ref_resolve(catalog=target.catalog, ref=target.branch)
     if resolved.kind != "branch":
         raise ApplicationError(
@@ -58,36 +76,13 @@ def _writable(target: WriteTarget) -> ResolvedRef:
     return resolved
 
 
-def _load_params(table: ObjectVersion, params: dict) -> dict:
-    strategy = params.get("strategy")
-    if strategy not in LOAD_STRATEGIES:
-        raise ApplicationError("invalid_strategy", f"strategy must be one of {LOAD_STRATEGIES}.")
-    fields = load_fields(table_columns(table), table.state["partition_by"], params)
-    if sum(source in params for source in ("rows", "upload", "query")) != 1:
-        raise ApplicationError(
-            "invalid_input", "Give the incoming data as one of `rows`, an uploaded `file` or `query`."
-        )
-    if "query" in params and (not isinstance(params["query"], str) or not params["query"].strip()):
-        raise ApplicationError("invalid_input", "query must be a SELECT statement over tables of the same ref.")
-    if "rows" in params and (not isinstance(params["rows"], list) or len(params["rows"]) > MAX_JSON_ROWS):
-        raise ApplicationError(
-            "invalid_rows", f"rows must be a list of at most {MAX_JSON_ROWS} objects; upload a file for more."
-        )
-    checked = {key: params[key] for key in ("strategy", "rows", "upload", "query") if key in params}
-    if "partitions" in params:
-        checked["partitions"] = _partitions(table, strategy, params["partitions"])
-    return checked | fields
-
-
-def _partitions(table: ObjectVersion, strategy: str, partitions: Any) -> list[dict]:
+def _partitions(table: ObjectVersion, partitions: tuple[dict, ...]) -> tuple[dict, ...]:
     """full_refresh's `partitions`: each a value for every partition column, in the form the catalog keeps them
     (so that `"1.5"` finds the files of a decimal(10,2) partition 1.50)."""
     spec = [c for c in table_columns(table) if c.id in table.state["partition_by"]]
     names = sorted(c.name for c in spec)
-    if strategy != "full_refresh" or not spec:
-        raise ApplicationError("invalid_input", "partitions are for full_refresh of a partitioned table.")
-    if not isinstance(partitions, list) or not partitions:
-        raise ApplicationError("invalid_input", "partitions must be a non-empty list; leave it out to replace all.")
+    if not spec:
+        raise ApplicationError("invalid_input", MESSAGE_PARTITIONS_FOR)
     if not all(isinstance(p, dict) and sorted(p) == names for p in partitions):
         raise ApplicationError("invalid_input", f"Each partition must give a value for exactly {names}.")
     checked = []
@@ -97,39 +92,86 @@ def _partitions(table: ObjectVersion, strategy: str, partitions: Any) -> list[di
         except (TypeError, ValueError, decimal.InvalidOperation):
             message = f"The partition {partition} does not fit the types of the partition columns {names}."
             raise ApplicationError("invalid_partition_value", message) from None
-    return checked
+    return tuple(checked)
+
+
+def _job_create(*, target: WriteTarget, current: ObjectVersion, database: str, table: str, spec: TableJobSpec) -> Job:
+    where = TableTarget(
+        catalog_id=str(target.catalog.id), branch=target.branch, table_id=str(current.object_id), database=database,
+        table=table, message=target.message,
+    )  # fmt: skip
+    return job_create(kind=spec.KIND, params=where.to_params() | spec.to_params(), requested_by=target.author)
+
+
+def table_load_submit(*, target: WriteTarget, database: str, table: str, spec: LoadSpec) -> Job:
+    """Check a load against the table at the branch head, store its upload and enqueue it (202). The API and
+    the UI both submit here."""
+    resolved = _writable(target)
+    current = _table_at(resolved, database, table)
+    load_table_check(spec, table_columns(current), current.state["partition_by"])
+    if spec.partitions is not None:
+        spec = dataclasses.replace(spec, partitions=_partitions(current, spec.partitions))
+    if spec.overwrites_partitions:
+        refuse_unsplit(table_files(resolved.chain, table_id=current.object_id), current)
+    if isinstance(spec.source, FileUpload):
+        stored = upload_store(
+            catalog=target.catalog, table=current, upload=spec.source.file, file_format=spec.source.format
+        )
+        spec = dataclasses.replace(spec, source=stored)
+    elif isinstance(spec.source, Staging):
+        spec = dataclasses.replace(spec, source=staged_upload(catalog=target.catalog, staged=spec.source.id))
+    return _job_create(target=target, current=current, database=database, table=table, spec=spec)
+
+
+def table_delete_submit(*, target: WriteTarget, database: str, table: str, spec: DeleteSpec) -> Job:
+    """Check a delete's predicate against the table at the branch head and enqueue it (202)."""
+    current = _table_at(_writable(target), database, table)
+    with predicate_errors():
+        parse_predicate(spec.where, _column_types(current))
+    return _job_create(target=target, current=current, database=database, table=table, spec=spec)
+
+
+def table_update_submit(*, target: WriteTarget, database: str, table: str, spec: UpdateSpec) -> Job:
+    """Check an update's predicate and assignments against the table at the branch head and enqueue it (202)."""
+    current = _table_at(_writable(target), database, table)
+    types = _column_types(current)
+    with predicate_errors():
+        parse_predicate(spec.where, types)
+        parse_assignments(dict(spec.assignments), types)
+    return _job_create(target=target, current=current, database=database, table=table, spec=spec)
+
+
+def table_compact_submit(*, target: WriteTarget, database: str, table: str, spec: CompactSpec) -> Job:
+    current = _table_at(_writable(target), database, table)
+    return _job_create(target=target, current=current, database=database, table=table, spec=spec)
+
+
+def _column_types(table: ObjectVersion) -> dict[str, str]:
+    return {c.name: c.type for c in table_columns(table)}
+
+
+TABLE_SUBMITS: dict[str, Callable[..., Job]] = {
+    LoadSpec.KIND: table_load_submit,
+    DeleteSpec.KIND: table_delete_submit,
+    UpdateSpec.KIND: table_update_submit,
+    CompactSpec.KIND: table_compact_submit,
+}
 
 
 def table_data_submit(*, target: WriteTarget, database: str, table: str, kind: str, params: dict) -> Job:
-    """Check a data change and enqueue it as a job (202). Kinds: table_load, table_delete, table_update,
-    table_compact."""
-    resolved = _writable(target)
-    current = _table_at(resolved, database, table)
-    types = {c.name: c.type for c in table_columns(current)}
-    if kind == "table_load":
-        checked = _load_params(current, params)
-        if overwrites_partitions(checked):
-            refuse_unsplit(table_files(resolved.chain, table_id=current.object_id), current)
-    elif kind == "table_delete":
-        with predicate_errors():
-            parse_predicate(params.get("where") or "", types)
-        checked = {"where": params["where"]}
-    elif kind == "table_update":
-        where = params.get("where") or "TRUE"
-        with predicate_errors():
-            parse_predicate(where, types)
-            parse_assignments(params.get("set") or {}, types)
-        checked = {"where": where, "set": params["set"]}
-    else:
-        checked = {}
-    job_params = {
-        "catalog_id": str(target.catalog.id), "branch": target.branch, "table_id": str(current.object_id),
-        "database": database, "table": table, "message": target.message, **checked,
-    }  # fmt: skip
-    return job_create(kind=kind, params=job_params, requested_by=target.author)
+    """For callers in this process that hold a data job's input as a dict (the demo command, benchmarks,
+    tests): parsed into the kind's spec as a request is, then submitted by the kind's service."""
+    spec = TABLE_JOB_SPECS[kind].from_request(params)
+    return TABLE_SUBMITS[kind](target=target, database=database, table=table, spec=spec)
 
 
-def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile, file_format: str) -> dict:
+def catalog_gc_submit(*, catalog: Catalog, grace_hours: float, user) -> Job:
+    """Enqueue garbage collection of the catalog's unreferenced files older than the grace period (202)."""
+    spec = CatalogGcSpec.from_request(catalog_id=str(catalog.id), grace_hours=grace_hours)
+    return job_create(kind=spec.KIND, params=spec.to_params(), requested_by=user)
+
+
+def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile, file_format: str) -> StoredFiles:
     """Save an uploaded file where the workers read it: the table's staging folder in the warehouse."""
     if file_format not in FILE_FORMATS:
         raise ApplicationError("unsupported_format", f"format must be one of {FILE_FORMATS}.")
@@ -141,7 +183,7 @@ def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile
     with destination.open("wb") as out:
         for chunk in upload.chunks():
             out.write(chunk)
-    return {"path": relative, "format": file_format}
+    return StoredFiles(path=relative, format=file_format)
 
 
 def table_rows_read(
@@ -155,8 +197,8 @@ def table_rows_read(
     answered = rows_page(resolved.chain, current, page=page, page_size=page_size)
     if answered is not None:
         return answered
-    params = {"commit": resolved.commit.id, "table_id": str(current.object_id), "page": page, "page_size": page_size}
-    return job_run_sync(kind="table_rows", params=params, requested_by=user, timeout=timeout)
+    spec = RowsPageSpec(commit=resolved.commit.id, table_id=str(current.object_id), page=page, page_size=page_size)
+    return job_run_sync(kind=spec.KIND, params=spec.to_params(), requested_by=user, timeout=timeout)
 
 
 def staging_path(catalog: Catalog, staging_id: str) -> str:
@@ -175,17 +217,15 @@ def staging_create(*, target: WriteTarget, database: str, table: str) -> dict:
     return {"id": staging_id, "path": path, "uri": Warehouse(settings.LAKEUI_WAREHOUSE).uri(path), "format": "parquet"}
 
 
-def staged_upload(*, catalog: Catalog, staged: str) -> dict:
-    """A load's `staged` source as the load reads an upload: the staging folder's Parquet files. `staged` marks
-    it for removal once the load has run (see jobs/kinds.py)."""
-    if not isinstance(staged, str) or not STAGING_ID.fullmatch(staged):
-        raise ApplicationError("invalid_staging", MESSAGE_STAGING_ID)
+def staged_upload(*, catalog: Catalog, staged: str) -> StoredFiles:
+    """A load's `staged` source (an id checked by job_specs.LoadSpec) as the load reads an upload: the staging
+    folder's Parquet files, marked for removal once the load has run (see jobs/kinds.py)."""
     path = staging_path(catalog, staged)
     if "://" not in settings.LAKEUI_WAREHOUSE:  # a remote warehouse is checked by the job's read
         folder = Path(settings.LAKEUI_WAREHOUSE) / path
         if not folder.is_dir() or not any(f.name[0] not in "._" for f in folder.rglob("*.parquet")):
             raise ApplicationError("staging_empty", MESSAGE_STAGING_EMPTY.format(staged=staged))
-    return {"path": path, "format": "parquet", "staged": True}
+    return StoredFiles(path=path, format="parquet", staged=True)
 
 
 def table_scan(

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from catalog_app import schema
 from catalog_app.engine import dml, files, incoming, keymatch, strategies
 from catalog_app.engine.tables import Column, collected, file_in_partitions, in_schema, json_value, write_deltas
+from catalog_app.job_specs import KEY_STRATEGIES, LoadSpec, Query, Rows, StoredFiles
 from catalog_app.models import DataFile, ObjectVersion
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import TableFiles
@@ -27,11 +28,6 @@ from catalog_app.services.data import FEW_ROWS, DataChange, Op, Snapshot, select
 from catalog_app.services.tables import column_id_next
 from lakeui.errors import ApplicationError, ConflictError
 
-LOAD_STRATEGIES = (
-    "append_only", "full_refresh", "insert", "update", "upsert", "delete_insert", "incremental", "scd2", "snapshot",
-)  # fmt: skip
-KEY_STRATEGIES = ("insert", "update", "upsert", "delete_insert", "incremental", "scd2")
-LOAD_FIELDS = ("key_columns", "watermark", "valid_from_column", "valid_to_column", "partition_column")  # the UI's form
 DRIVER_REWRITE_BYTES = 256 * 2**20  # copy-on-write: touched segments up to this size are copied on the driver
 MESSAGE_UNSPLIT = (
     "{count} segments of the table were written before it was partitioned as it is now and may hold rows of several "
@@ -43,67 +39,40 @@ MESSAGE_DUPLICATE_KEYS = (
 )
 
 
-# --- the strategy's fields (checked at submit time and again on the worker) -------------------------------
+# --- the load's fit to the table (checked at submit time and again on the worker) --------------------------
 
 
-def _required(params: dict, name: str, code: str, why: str) -> str:
-    value = params.get(name)
-    if not value:
-        raise ApplicationError(code, f"Strategy {params['strategy']!r} needs {name}: {why}.")
-    if not isinstance(value, str):
-        raise ApplicationError("invalid_input", f"{name} must be a column name.")
-    return value
-
-
-def load_fields(columns: list[Column], partition_ids: list[int], params: dict) -> dict:
-    """The strategy's own fields, checked against the table: a missing or unknown one is a 400, never a
-    fallback to another strategy."""
-    strategy, by_name, fields = params["strategy"], {c.name: c for c in columns}, {}
-    if strategy in KEY_STRATEGIES:
-        keys = params.get("key_columns")
-        if not keys:
-            raise ApplicationError(
-                "missing_key_columns", f"Strategy {strategy!r} needs key_columns: the columns that identify a row."
-            )
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
-            raise ApplicationError("invalid_input", "key_columns must be a list of distinct column names.")
-        unknown = [k for k in keys if k not in by_name]
+def load_table_check(spec: LoadSpec, columns: list[Column], partition_ids: list[int]) -> None:
+    """The columns the strategy's fields name, checked against the table (its shape was checked when the spec
+    was built, see job_specs.LoadSpec): an unknown one is a 400, never a fallback to another strategy."""
+    by_name = {c.name: c for c in columns}
+    if spec.key_columns is not None:
+        unknown = [k for k in spec.key_columns if k not in by_name]
         if unknown:
             raise ApplicationError(
                 "unknown_key_column", f"key_columns names columns the table does not have: {unknown}.",
                 details={"columns": unknown},
             )  # fmt: skip
-        fields["key_columns"] = keys
-    if strategy == "incremental":
-        watermark = _required(params, "watermark", "missing_watermark", "the column that orders a key's rows")
-        if watermark not in by_name:
-            raise ApplicationError("unknown_column", f"watermark names a column the table does not have: {watermark}.")
-        fields["watermark"] = watermark
-    if strategy == "scd2":
-        for name in ("valid_from_column", "valid_to_column"):
-            fields[name] = _required(params, name, "missing_validity_columns", "the name of a validity column")
-        validity = {fields["valid_from_column"], fields["valid_to_column"]}
-        if len(validity) == 1 or validity & {*fields["key_columns"]}:
-            raise ApplicationError("invalid_input", "The validity columns must be two columns apart from the keys.")
-        validity_columns([dataclasses.asdict(c) for c in columns], 0, fields)
-    if strategy == "snapshot":
-        name = _required(params, "partition_column", "missing_partition_column", "the partition column to replace")
+    if spec.watermark is not None and spec.watermark not in by_name:
+        raise ApplicationError("unknown_column", f"watermark names a column the table does not have: {spec.watermark}.")
+    if spec.strategy == "scd2":
+        validity_columns([dataclasses.asdict(c) for c in columns], 0, spec)
+    if spec.partition_column is not None:
+        name = spec.partition_column
         if name not in by_name or by_name[name].id not in partition_ids:
             partitions = [c.name for c in columns if c.id in partition_ids]
             raise ApplicationError(
                 "invalid_partition_column",
                 f"partition_column must be one of the table's partition columns {partitions}, not {name!r}.",
             )
-        fields["partition_column"] = name
-    return fields
 
 
-def validity_columns(columns: list[dict], last_column_id: int, fields: dict) -> tuple[list[dict], list[dict]]:
+def validity_columns(columns: list[dict], last_column_id: int, spec: LoadSpec) -> tuple[list[dict], list[dict]]:
     """The table's columns with the scd2 validity columns (timestamps) added if it has neither yet, and the
     `alter_column` details of the additions. A table with only one of them, or with one of another type, is
     refused."""
     existing = {c["name"]: c for c in columns}
-    names = (fields["valid_from_column"], fields["valid_to_column"])
+    names = (spec.valid_from_column, spec.valid_to_column)
     present = [name for name in names if name in existing]
     if len(present) == 1 or any(existing[name]["type"] != "timestamp" for name in present):
         raise ApplicationError(
@@ -118,35 +87,34 @@ def validity_columns(columns: list[dict], last_column_id: int, fields: dict) -> 
     return columns, changes
 
 
-def staged_remove(spark, warehouse, params: dict) -> None:
+def staged_remove(spark, warehouse, spec: LoadSpec) -> None:
     """Remove a staged load's folder (see services/data_jobs.staging_create): it has served its one load,
     whatever the outcome. Uploads through the API are left to garbage collection."""
-    upload = params.get("upload") or {}
-    if upload.get("staged"):
-        files.delete_folder(spark, warehouse.uri(upload["path"]))
+    if isinstance(spec.source, StoredFiles) and spec.source.staged:
+        files.delete_folder(spark, warehouse.uri(spec.source.path))
 
 
 # --- the worker side --------------------------------------------------------------------------------------
 
 
-def _incoming(spark, snapshot: Snapshot, params: dict, cache, *, deferred: bool = False) -> DataFrame:
+def _incoming(spark, snapshot: Snapshot, spec: LoadSpec, cache, *, deferred: bool = False) -> DataFrame:
     """The incoming rows in the table's schema; `deferred` leaves their checks to the load's first pass (see
     `incoming.checked_frame`). A query's rows are cached where the load reads them more than once: each Spark
     action would run the query anew, and a query need not give the same rows twice (`current_timestamp()`)."""
+    source = spec.source
     with _incoming_errors():
-        if "query" in params:
+        if isinstance(source, Query):
             chain = commit_chain(snapshot.head)
             frame = select_frame(
-                spark, catalog=snapshot.catalog, chain=chain, statement=params["query"], warehouse=snapshot.warehouse
+                spark, catalog=snapshot.catalog, chain=chain, statement=source.statement, warehouse=snapshot.warehouse
             )
-            if not _one_pass(params):
+            if not _one_pass(spec):
                 frame = cache(frame)
             return incoming.checked_frame(frame, frame.columns, snapshot.columns, deferred=deferred)
-        if "rows" in params:  # at most MAX_JSON_ROWS: one segment per load
-            return incoming.rows_frame(spark, params["rows"], snapshot.columns).coalesce(1)
-        upload = params["upload"]
-        uri = snapshot.warehouse.uri(upload["path"])
-        return incoming.file_frame(spark, uri, upload["format"], snapshot.columns, deferred=deferred)
+        if isinstance(source, Rows):  # at most MAX_JSON_ROWS: one segment per load
+            return incoming.rows_frame(spark, list(source.rows), snapshot.columns).coalesce(1)
+        uri = snapshot.warehouse.uri(source.path)
+        return incoming.file_frame(spark, uri, source.format, snapshot.columns, deferred=deferred)
 
 
 @contextmanager
@@ -157,31 +125,31 @@ def _incoming_errors() -> Iterator[None]:
         raise ApplicationError(exc.code, exc.message, details=exc.details) from None
 
 
-def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    strategy = params["strategy"]
-    fields = load_fields(snapshot.columns, snapshot.table.state["partition_by"], params)
+def load_change(spark, snapshot: Snapshot, spec: LoadSpec, tag: str) -> DataChange:
+    strategy = spec.strategy
+    load_table_check(spec, snapshot.columns, snapshot.table.state["partition_by"])
     new_columns, column_changes = None, []
     if strategy == "scd2":
         state = snapshot.table.state
         last_id = column_id_next(snapshot.table) - 1  # ids never reused on any branch (merges match by id)
-        columns, column_changes = validity_columns(state["columns"], last_id, fields)
+        columns, column_changes = validity_columns(state["columns"], last_id, spec)
         if column_changes:  # read and write in the schema the commit sets
             new_columns, table = columns, copy.copy(snapshot.table)
             table.state = {**state, "columns": columns, "last_column_id": last_id + 2}
             snapshot = dataclasses.replace(snapshot, table=table)
-    partitions = params.get("partitions")
-    if overwrites_partitions(params):
+    partitions = list(spec.partitions) if spec.partitions else None
+    if spec.overwrites_partitions:
         refuse_unsplit(snapshot.files, snapshot.table)
     with _cache_scope() as cache:
         # A key load's first pass (the key survey) also runs the incoming rows' checks; `incremental` first drops
         # all but the newest row per key, so its checks run on all rows before.
         deferred = strategy in KEY_STRATEGIES and strategy != "incremental"
-        rows = _incoming(spark, snapshot, params, cache, deferred=deferred)
+        rows = _incoming(spark, snapshot, spec, cache, deferred=deferred)
         if strategy == "append_only":
             written = snapshot.write(rows, tag)
             # Given rows appended to a table without a key read nothing of it: what commits meanwhile cannot change
             # them. A query's rows may come from the table itself, and a key must stay unique.
-            commutes = not params.get("query") and not snapshot.table.state.get("primary_key")
+            commutes = not isinstance(spec.source, Query) and not snapshot.table.state.get("primary_key")
             change = DataChange(
                 Op.INSERT, new_segments=written, counts={"rows_inserted": _rows(written)}, commutes=commutes
             )
@@ -190,23 +158,16 @@ def load_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange
             details = {"partitions": partitions} if partitions else {}
             change = _overwrite(snapshot, rows, replaced, tag, details)
         elif strategy == "snapshot":
-            change = _snapshot_change(snapshot, rows, fields["partition_column"], tag)
+            change = _snapshot_change(snapshot, rows, spec.partition_column, tag)
         else:
-            known = _incoming_rows(snapshot, params)
-            change = _key_change(spark, snapshot, rows, strategy, fields, tag, cache, known_rows=known)
+            known = _incoming_rows(snapshot, spec)
+            change = _key_change(spark, snapshot, rows, spec, tag, cache, known_rows=known)
     return dataclasses.replace(change, strategy=strategy, new_columns=new_columns, column_changes=column_changes)
 
 
-def _one_pass(params: dict) -> bool:
+def _one_pass(spec: LoadSpec) -> bool:
     """Whether the load reads its incoming rows once: appending them, or replacing the whole table with them."""
-    return params["strategy"] == "append_only" or (
-        params["strategy"] == "full_refresh" and not params.get("partitions")
-    )
-
-
-def overwrites_partitions(params: dict) -> bool:
-    """Whether the load replaces partitions: `snapshot`, or `full_refresh` with `partitions`."""
-    return params["strategy"] == "snapshot" or bool(params.get("partitions"))
+    return spec.strategy == "append_only" or (spec.strategy == "full_refresh" and not spec.partitions)
 
 
 def refuse_unsplit(files: TableFiles, table: ObjectVersion) -> None:
@@ -270,21 +231,21 @@ def _cache_scope() -> Iterator[Callable[[DataFrame], DataFrame]]:
             frame.unpersist()
 
 
-def _incoming_rows(snapshot: Snapshot, params: dict) -> int | None:
+def _incoming_rows(snapshot: Snapshot, spec: LoadSpec) -> int | None:
     """How many rows are incoming, if known before reading them: JSON rows, a Parquet upload (its footer)."""
-    if "rows" in params:
-        return len(params["rows"])
-    if "upload" in params:
-        return incoming.file_rows(snapshot.warehouse.uri(params["upload"]["path"]), params["upload"]["format"])
+    if isinstance(spec.source, Rows):
+        return len(spec.source.rows)
+    if isinstance(spec.source, StoredFiles):
+        return incoming.file_rows(snapshot.warehouse.uri(spec.source.path), spec.source.format)
     return None
 
 
 def _key_change(
-    spark, snapshot: Snapshot, rows: DataFrame, strategy: str, fields: dict, tag: str, cache, *, known_rows=None
+    spark, snapshot: Snapshot, rows: DataFrame, spec: LoadSpec, tag: str, cache, *, known_rows=None
 ) -> DataChange:
-    keys = fields["key_columns"]
+    strategy, keys = spec.strategy, list(spec.key_columns)
     if strategy == "incremental":
-        rows = strategies.newest_per_key(rows, keys, fields["watermark"])
+        rows = strategies.newest_per_key(rows, keys, spec.watermark)
     ranges, unbounded = _key_ranges(snapshot, keys)
     key_columns = [next(c for c in snapshot.columns if c.name == k) for k in keys]
     checks = incoming.check_columns(rows)
@@ -299,7 +260,7 @@ def _key_change(
     modify = DataChange(Op.DELETE if strategy == "delete_insert" else Op.UPDATE)
     matched = _driver_matches(snapshot, found, candidates, key_columns, strategy)
     if matched is None:
-        out, per_segment = _spark_matches(spark, snapshot, rows, candidates, strategy, fields, tag, cache, modify)
+        out, per_segment = _spark_matches(spark, snapshot, rows, candidates, spec, tag, cache, modify)
     else:
         out, per_segment = _driver_plan(spark, snapshot, rows, matched, candidates, strategy, keys, tag, modify)
     modify.touched = [s for s in candidates if str(s.id) in per_segment]
@@ -371,13 +332,13 @@ def _driver_plan(spark, snapshot: Snapshot, rows, matched, candidates, strategy,
     return out.unionByName(strategies.tagged(kept, names, modify.op)), per_segment
 
 
-def _spark_matches(spark, snapshot: Snapshot, rows, candidates, strategy, fields, tag, cache, modify: DataChange):
+def _spark_matches(spark, snapshot: Snapshot, rows, candidates, spec: LoadSpec, tag, cache, modify: DataChange):
     """The rows to write and the rows replaced per segment, matched by Spark: the candidates are read whole."""
     names = [c.name for c in snapshot.columns]
     target = snapshot.read(spark, candidates, positions=True)
     if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
         target = cache(target)
-    plan = _plan(strategy, target, rows, fields["key_columns"], names, fields)
+    plan = _plan(spec, target, rows, names)
     if plan.matched is not None:
         cache(plan.matched)
     if plan.removed is None:
@@ -389,7 +350,8 @@ def _spark_matches(spark, snapshot: Snapshot, rows, candidates, strategy, fields
     return plan.rows, {delta.segment_id: delta.row_count for delta in modify.new_deltas}
 
 
-def _plan(strategy: str, target: DataFrame, rows: DataFrame, keys: list[str], names: list[str], fields: dict):
+def _plan(spec: LoadSpec, target: DataFrame, rows: DataFrame, names: list[str]):
+    strategy, keys = spec.strategy, list(spec.key_columns)
     if strategy == "insert":
         return strategies.insert_plan(target, rows, keys, names)
     if strategy == "update":
@@ -398,7 +360,7 @@ def _plan(strategy: str, target: DataFrame, rows: DataFrame, keys: list[str], na
         return strategies.delete_insert_plan(target, rows, keys, names)
     if strategy == "scd2":
         return strategies.scd2_plan(
-            target, rows, keys, names, valid_from=fields["valid_from_column"], valid_to=fields["valid_to_column"],
+            target, rows, keys, names, valid_from=spec.valid_from_column, valid_to=spec.valid_to_column,
             now=datetime.now(UTC),
         )  # fmt: skip
     return strategies.update_plan(target, rows, keys, names, insert=True)  # upsert, incremental

@@ -12,26 +12,20 @@ from django.views.decorators.http import require_POST
 
 from catalog_app import schema
 from catalog_app.engine.incoming import FILE_FORMATS
+from catalog_app.job_specs import LOAD_FIELDS, LOAD_STRATEGIES, MAX_JSON_ROWS, LoadSpec
 from catalog_app.models import ObjectKind, Role
 from catalog_app.selectors.objects import object_get, object_history, objects_at, schema_history
 from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
 from catalog_app.selectors.tables import table_files
-from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data_jobs import (
-    MAX_JSON_ROWS,
-    table_data_submit,
-    table_for_write,
-    table_rows_read,
-    upload_store,
-)
-from catalog_app.services.loads import LOAD_FIELDS, LOAD_STRATEGIES
+from catalog_app.services.data_jobs import table_load_submit, table_rows_read
 from catalog_app.services.table_diff import table_diff_read
 from frontend.views.common import get_catalog, ref_context, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from merge_app.services.restores import restore_submit
 
 PAGE_SIZE = 20
+LOAD_FORM_FIELDS = tuple(f for f in LOAD_FIELDS if f.metadata["kind"] != "partitions")  # a column name or names
 MESSAGE_ROWS_JSON = 'Rows must be a JSON list of objects, e.g. [{{"id": 1}}]: {error}'
 
 
@@ -79,6 +73,7 @@ def table_detail(request: HttpRequest, catalog: str, database: str, table: str) 
         "deltas": sum(len(d) for d in files.deltas.values()),
         "stored_rows": sum(s.row_count for s in files.segments),
         "strategies": LOAD_STRATEGIES, "formats": FILE_FORMATS, "max_rows": MAX_JSON_ROWS,
+        "load_fields": [_form_field(f) for f in LOAD_FORM_FIELDS],
         **_refs(found),
     }  # fmt: skip
     return render(request, "frontend/table.html", context)
@@ -153,6 +148,15 @@ def table_rows(request: HttpRequest, catalog: str, database: str, table: str) ->
     return render(request, template, context)
 
 
+def _many(field) -> bool:
+    return field.metadata["kind"] == "columns"
+
+
+def _form_field(field) -> dict:
+    label, strategies = field.metadata["label"], ", ".join(field.metadata["strategies"])
+    return {"name": field.name, "label": f"{label}{', comma-separated' if _many(field) else ''} ({strategies})"}
+
+
 def _rows(text: str) -> list:
     try:
         rows = json.loads(text)
@@ -165,36 +169,38 @@ def _rows(text: str) -> list:
     return rows
 
 
+def _load_input(request: HttpRequest) -> dict:
+    """The load form as a request the spec reads (job_specs.LoadSpec.from_request): blank fields left out, key
+    columns comma-separated, JSON rows parsed; a file, when given, is the source and the rows box is ignored."""
+    data = {"strategy": request.POST.get("strategy", "")}
+    for field in LOAD_FORM_FIELDS:
+        value = request.POST.get(field.name, "").strip()
+        if value:
+            data[field.name] = [v.strip() for v in value.split(",") if v.strip()] if _many(field) else value
+    upload = request.FILES.get("file")
+    if upload is not None:
+        data["file"] = upload
+        data["format"] = request.POST.get("format", "")
+    elif request.POST.get("rows", "").strip():
+        data["rows"] = _rows(request.POST["rows"])
+    if request.POST.get("query", "").strip():
+        data["query"] = request.POST["query"].strip()
+    return data
+
+
 @ui_view
 @require_POST
 def table_load(request: HttpRequest, catalog: str, database: str, table: str) -> HttpResponse:
-    """Submit a load job on the branch the form names, then show the job."""
+    """Submit a load job on the branch the form names (through the service the API calls), then show the job."""
     found = get_catalog(request, catalog, Role.EDITOR)
     branch = request.POST.get("branch", "")
     page = url_with(reverse("frontend:table", args=[found.name, database, table]), ref=branch)
     target = WriteTarget(
         catalog=found, branch=branch, author=request.user, message=request.POST.get("message", "")[:2000]
     )
-    params = {"strategy": request.POST.get("strategy", "")}
-    for name in LOAD_FIELDS:
-        if request.POST.get(name, "").strip():
-            params[name] = request.POST[name].strip()
-    if "key_columns" in params:
-        params["key_columns"] = [k.strip() for k in params["key_columns"].split(",") if k.strip()]
     try:
-        # As the API does: a data job into a protected branch is refused before anything is stored or enqueued
-        # (commit_begin would refuse it again in the job).
-        branch_write_check(catalog=found, branch=branch)
-        upload = request.FILES.get("file")
-        if upload is not None:
-            file_format = (request.POST.get("format") or upload.name.rsplit(".", 1)[-1]).lower()
-            current = table_for_write(target, database, table)
-            params["upload"] = upload_store(catalog=found, table=current, upload=upload, file_format=file_format)
-        elif request.POST.get("rows", "").strip():
-            params["rows"] = _rows(request.POST["rows"])
-        if request.POST.get("query", "").strip():
-            params["query"] = request.POST["query"].strip()
-        job = table_data_submit(target=target, database=database, table=table, kind="table_load", params=params)
+        spec = LoadSpec.from_request(_load_input(request))
+        job = table_load_submit(target=target, database=database, table=table, spec=spec)
     except ApplicationError as error:
         refused(request, error)
         return redirect(page + "#load")
