@@ -7,8 +7,8 @@ merge engine replays (column id, old and new values).
 
 from typing import Any
 
+from catalog_app.engine.types import check_default, is_widening, parse_type
 from catalog_app.names import check_identifier
-from catalog_app.types import check_default, is_widening, parse_type
 from lakeui.errors import ApplicationError, NotFoundError
 
 MESSAGE_NOT_NULL_NEEDS_DEFAULT = (

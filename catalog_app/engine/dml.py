@@ -10,7 +10,8 @@ from pyspark.sql import functions as F
 
 from catalog_app.engine.predicates import balanced
 from catalog_app.engine.strategies import GROUP
-from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column, spark_type
+from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column
+from catalog_app.engine.types import spark_type
 
 
 def matches(predicate: SparkColumn) -> SparkColumn:

@@ -1,8 +1,6 @@
 """Incoming rows checked against a table's schema: unknown columns, wrong types and nulls in NOT NULL columns
 are refused with a message that names the row and column. A missing column takes its default (or NULL)."""
 
-import base64
-import datetime
 import decimal
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -11,20 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from catalog_app.engine.tables import (
-    Column,
-    arrow_filesystem,
-    arrow_frame,
-    arrow_type,
-    json_value,
-    spark_type,
-)
+from catalog_app.engine.tables import Column, arrow_filesystem, arrow_frame
+from catalog_app.engine.types import arrow_type, json_value, python_value, spark_type, type_fits
 
 FILE_FORMATS = ("parquet", "csv", "json")
 MAX_ERRORS = 5
-DECIMAL_DIGITS = 80  # more than any decimal(38, s) value has, with room for the digits a quantize adds
 CHECK_PREFIX = "_check:"
 
 
@@ -34,73 +24,11 @@ class IncomingError(ValueError):
         self.code, self.message, self.details = code, message, details
 
 
-def _integer(value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
-        raise TypeError
-    return value
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError
-    return float(value)
-
-
-def _timestamp(value: Any) -> datetime.datetime:
-    moment = datetime.datetime.fromisoformat(value)  # with an offset: that instant; without: UTC
-    return moment.astimezone(datetime.UTC) if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
-
-
-def _decimal(value: Any, column_type: str) -> decimal.Decimal:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TypeError
-    number = decimal.Decimal(str(value))
-    precision, scale = (int(part) for part in column_type[len("decimal(") : -1].split(","))
-    with decimal.localcontext(prec=DECIMAL_DIGITS):  # the default context keeps 28 digits; decimal(38) needs more
-        if not number.is_finite():
-            raise TypeError
-        scaled = number.quantize(decimal.Decimal(1).scaleb(-scale))
-    if number != scaled:
-        raise TypeError
-    integer_digits = len(str(int(abs(number)))) if abs(number) >= 1 else 0
-    if integer_digits > precision - scale:
-        raise TypeError
-    return scaled
-
-
-def _exactly(kind: type):
-    def convert(value: Any) -> Any:
-        if type(value) is not kind:
-            raise TypeError
-        return value
-
-    return convert
-
-
-CONVERT = {
-    "boolean": _exactly(bool),
-    "int": lambda v: _integer(v, -(2**31), 2**31),
-    "long": lambda v: _integer(v, -(2**63), 2**63),
-    "float": _number,
-    "double": _number,
-    "string": _exactly(str),
-    "binary": lambda v: base64.b64decode(v, validate=True),
-    "date": lambda v: datetime.date.fromisoformat(v),
-    "timestamp": _timestamp,
-}
-
-
-def _convert(value: Any, column: Column) -> Any:
-    if column.type.startswith("decimal"):
-        return _decimal(value, column.type)
-    return CONVERT[column.type](value)
-
-
 def catalog_value(value: Any, column: Column) -> Any:
     """A JSON value given for `column`, checked as a row's value is, in the form the catalog keeps values
     (partition values, statistics): timestamps in UTC without an offset, decimals at the column's scale. Raises
     TypeError or ValueError if it is not a value of the column's type."""
-    return None if value is None else json_value(_convert(value, column))
+    return None if value is None else json_value(python_value(value, column.type))
 
 
 def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Column]) -> DataFrame:
@@ -122,7 +50,7 @@ def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Colum
                 converted.append(None)
                 continue
             try:
-                converted.append(_convert(value, column))
+                converted.append(python_value(value, column.type))
             except (TypeError, ValueError, decimal.InvalidOperation):
                 errors.append(f"row {index}: {value!r} is not a {column.type} for column {column.name!r}")
                 converted.append(None)
@@ -216,33 +144,6 @@ def checked_frame(
     names = check_columns(frame)
     check_counts(frame.agg(*[F.sum(F.col(f"`{name}`")).alias(name) for name in names]).first().asDict(), columns)
     return frame.drop(*names)
-
-
-INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-NUMERIC = (*INTEGRAL, T.FloatType, T.DoubleType, T.DecimalType)
-# The typed source columns (Parquet, or JSON lines as Spark infers them) each column type takes, as strictly as
-# JSON rows are checked (`CONVERT`): no number or struct into a string, no fraction or boolean into an integer.
-# Text (CSV, or a JSON string) is parsed by the cast and checked value by value; an all-null column always fits.
-FITTING_SOURCES = {
-    "boolean": (T.BooleanType,),
-    "int": INTEGRAL,
-    "long": INTEGRAL,
-    "float": NUMERIC,
-    "double": NUMERIC,
-    "decimal": NUMERIC,
-    "string": (),
-    "binary": (T.BinaryType,),
-    "date": (T.DateType,),
-    "timestamp": (T.DateType, T.TimestampType, T.TimestampNTZType),
-}
-
-
-def type_fits(source: T.DataType, column_type: str) -> bool:
-    """Whether values of Spark type `source` may be loaded into a column of `column_type` (see FITTING_SOURCES)."""
-    if isinstance(source, T.StringType | T.NullType):
-        return True
-    fitting = FITTING_SOURCES.get(column_type.split("(", 1)[0])
-    return fitting is None or isinstance(source, fitting)
 
 
 def _flag(condition, name: str):

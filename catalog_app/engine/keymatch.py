@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from catalog_app.engine import tables
 from catalog_app.engine.strategies import Survey
 from catalog_app.engine.tables import (
     POSITION,
@@ -39,17 +38,15 @@ from catalog_app.engine.tables import (
     deleted_positions,
     describe_deltas,
     describe_segments,
-    json_value,
-    stat_value,
-    utc_naive,
 )
+from catalog_app.engine.types import arrow_type, json_value, stat_value, utc_naive
 
 COPY_BATCH_ROWS = 256 * 1024  # rows a segment copy holds in memory at a time
 
 
 def key_arrow_type(type_name: str) -> pa.DataType | None:
     """The Arrow type keys of this column type are compared in, or None where Arrow and Spark may disagree."""
-    return None if type_name in ("float", "double") else tables.arrow_type(type_name)
+    return None if type_name in ("float", "double") else arrow_type(type_name)
 
 
 def matchable(keys: Sequence[Column]) -> bool:

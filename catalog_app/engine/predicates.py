@@ -39,13 +39,14 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from catalog_app.engine.types import MAX_DECIMAL_PRECISION, is_decimal
+
 MAX_TEXT_LENGTH = 10_000
 MAX_DEPTH = 64
 MAX_IN_ITEMS = 1_000
 # Spark analyses expressions recursively on a small thread stack; an expression tree a few hundred levels deep
 # overflows it. Nesting (MAX_DEPTH) alone does not bound this: each `+` of a chain `a + b + c ...` adds a level.
 MAX_TREE_DEPTH = 200
-_MAX_DECIMAL_PRECISION = 38
 _MAX_LONG = 2**63 - 1
 
 # The inferred types of expressions.
@@ -57,6 +58,8 @@ TIMESTAMP = "timestamp"
 BINARY = "binary"
 NULL = "null"
 
+# The inferred type of a column of each column type (engine.types; decimals are NUMERIC): expressions cannot
+# use columns of other types.
 _COLUMN_TYPES = {
     "boolean": BOOLEAN,
     "int": NUMERIC,
@@ -68,7 +71,6 @@ _COLUMN_TYPES = {
     "date": DATE,
     "timestamp": TIMESTAMP,
 }
-_DECIMAL_COLUMN_TYPE = re.compile(r"decimal\(\s*\d+\s*,\s*\d+\s*\)")
 
 NOT_TEXT = "the expression must be text"
 EMPTY_TEXT = "the expression is empty"
@@ -387,9 +389,7 @@ class Call(Expr):
 def _value_type(type_name: str) -> str | None:
     """The inferred type of a column of `type_name`, or None when expressions cannot use it."""
     normalized = type_name.strip().lower()
-    if _DECIMAL_COLUMN_TYPE.fullmatch(normalized):
-        return NUMERIC
-    return _COLUMN_TYPES.get(normalized)
+    return NUMERIC if is_decimal(normalized) else _COLUMN_TYPES.get(normalized)
 
 
 def _common_type(left: str, right: str) -> str | None:
@@ -509,8 +509,8 @@ def _number_value(text: str, position: int) -> int | float | Decimal:
         return int(text)
     value = Decimal(text)
     _, digits, exponent = value.as_tuple()
-    if max(len(digits), -int(exponent)) > _MAX_DECIMAL_PRECISION:
-        raise PredicateError(f"number {text} has more than {_MAX_DECIMAL_PRECISION} digits", position)
+    if max(len(digits), -int(exponent)) > MAX_DECIMAL_PRECISION:
+        raise PredicateError(f"number {text} has more than {MAX_DECIMAL_PRECISION} digits", position)
     return value
 
 

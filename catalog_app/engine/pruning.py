@@ -15,7 +15,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from catalog_app.engine.predicates import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
-from catalog_app.engine.tables import Column, stat_value
+from catalog_app.engine.tables import Column
+from catalog_app.engine.types import is_decimal, stat_value
 
 PRUNED_TYPES = ("int", "long", "string", "date", "timestamp")  # and decimals; timestamps naive, in UTC
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -35,7 +36,7 @@ def bounds(stats: Mapping[str, Any], type_name: str) -> Bounds | None:
     """A catalog statistic (JSON values) as Python values comparable with the predicate's literals, or None
     for a type that is not pruned on (float and double: NaN and -0.0 do not order there as Spark compares them;
     boolean and binary: not worth it)."""
-    if type_name not in PRUNED_TYPES and not type_name.startswith("decimal"):
+    if type_name not in PRUNED_TYPES and not is_decimal(type_name):
         return None
     low, high = (stat_value(stats[side], type_name) for side in ("min", "max"))
     return Bounds(low, high, stats.get("nulls"))

@@ -7,9 +7,6 @@ projected onto the current schema by column id (renamed columns keep their data,
 default, widened ones are cast up), and the union of its delta files' positions is subtracted.
 """
 
-import base64
-import datetime
-import decimal
 import math
 import os
 import re
@@ -29,30 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
+from catalog_app.engine.types import _json_value, arrow_type, is_decimal, json_value, spark_type, utc_naive
 
-SIMPLE_SPARK_TYPES = {
-    "boolean": T.BooleanType(),
-    "int": T.IntegerType(),
-    "long": T.LongType(),
-    "float": T.FloatType(),
-    "double": T.DoubleType(),
-    "string": T.StringType(),
-    "binary": T.BinaryType(),
-    "date": T.DateType(),
-    "timestamp": T.TimestampType(),
-}
-ARROW_TYPES = {
-    "boolean": pa.bool_(),
-    "int": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),  # Spark's TIMESTAMP: an instant, shown in the session's zone (UTC)
-}
-DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 SEGMENT_ID, POSITION, ORDER = "_segment", "_pos", "_order"
 SMALL_READ = 16  # up to this many segments are read one scan each (see read_segments)
 _POSITION_COLUMNS = ((SEGMENT_ID, "string"), (POSITION, "long"), (ORDER, "long"))
@@ -96,21 +71,6 @@ class WrittenFile:
     group: str | None = None  # segments written with `group_column`: the group's value
 
 
-def spark_type(type_name: str) -> T.DataType:
-    return SIMPLE_SPARK_TYPES[type_name] if type_name in SIMPLE_SPARK_TYPES else T.DecimalType(*_decimal(type_name))
-
-
-def arrow_type(type_name: str) -> pa.DataType:
-    return ARROW_TYPES[type_name] if type_name in ARROW_TYPES else pa.decimal128(*_decimal(type_name))
-
-
-def _decimal(type_name: str) -> tuple[int, int]:
-    match = DECIMAL.fullmatch(type_name)
-    if match is None:
-        raise ValueError(f"not a column type: {type_name}")
-    return int(match[1]), int(match[2])
-
-
 def struct_type(columns: Iterable[Column]) -> T.StructType:
     return T.StructType(
         [T.StructField(c.name, spark_type(c.type), True, {FIELD_ID_METADATA_KEY: c.id}) for c in columns]
@@ -138,16 +98,6 @@ class Warehouse:
 def _relative_path(path_column: SparkColumn, base: str) -> SparkColumn:
     """The part of a file URI from `base` (`<catalog id>/<table id>`) on: the path as the catalog stores it."""
     return F.regexp_extract(path_column, f"({re.escape(base)}/.*)$", 1)
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime.date | datetime.datetime):
-        return utc_naive(value).isoformat()  # an instant from Arrow or a footer: in UTC, without the offset
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or infinities: named as Spark does
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
 
 
 # --- reading ----------------------------------------------------------------------------------------------
@@ -294,7 +244,7 @@ def describe_segments(warehouse, base, target, columns, partition_ids) -> list[W
     (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
     keep) is left out of that file's stats: never pruned on. Such a partition column's value is read from the
     file itself."""
-    stat_columns = [c for c in columns if c.type in STATS_TYPES or c.type.startswith("decimal")]
+    stat_columns = [c for c in columns if c.type in STATS_TYPES or is_decimal(c.type)]
     by_id = {c.id: c for c in columns}
     described = []
     for path, size, footer in _written_files(warehouse, base, target):
@@ -371,14 +321,6 @@ def _column_stats(chunks: list | None) -> dict | None:
     return {"min": _json_value(low), "max": _json_value(high), "nulls": nulls}
 
 
-def utc_naive(value: Any) -> Any:
-    """Timestamps come tz-aware (UTC) from footers and Arrow; the catalog keeps them naive, in UTC, as Spark gives
-    them."""
-    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
-        return value.astimezone(datetime.UTC).replace(tzinfo=None)
-    return value
-
-
 def write_deltas(warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str) -> list[WrittenFile]:
     """Write the (segment, position) pairs in `deleted` as one delta file per segment (one shuffle, which also
     drops repeated pairs)."""
@@ -400,20 +342,6 @@ def describe_deltas(warehouse: Warehouse, base: str, target: str) -> list[Writte
     )
 
 
-def stat_value(value: Any, type_name: str) -> Any:
-    """A catalog statistic or partition value (JSON) as the Python value of its column type: dates, naive UTC
-    timestamps and decimals parsed, the rest as it is. The inverse of `json_value` for these types."""
-    if value is None:
-        return None
-    if type_name == "date":
-        return datetime.date.fromisoformat(value)
-    if type_name == "timestamp":
-        return datetime.datetime.fromisoformat(value)
-    if type_name.startswith("decimal"):
-        return decimal.Decimal(str(value))
-    return value
-
-
 def file_in_partitions(values: Mapping[str, Any], partitions: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a segment whose partition values are `values` (by column id) is in one of `partitions` (values
     by column id, as the catalog keeps them). NULL is only NULL; a segment without a value for a column (written
@@ -425,13 +353,6 @@ def file_in_partitions(values: Mapping[str, Any], partitions: Sequence[Mapping[s
         return value is None or str(values[key]) == str(value)
 
     return any(all(same(key, value) for key, value in partition.items()) for partition in partitions)
-
-
-def json_value(value: Any) -> Any:
-    """A value as JSON: dates and times in ISO 8601, decimals as strings, bytes as base64."""
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode()
-    return _json_value(value)
 
 
 def read_page(

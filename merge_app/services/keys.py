@@ -32,11 +32,11 @@ from catalog_app.engine.tables import (
     Column,
     Warehouse,
     WrittenFile,
-    json_value,
     read_segments,
     write_deltas,
     write_segments,
 )
+from catalog_app.engine.types import json_value
 from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import NO_FILES, TableFiles, tables_files
