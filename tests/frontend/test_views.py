@@ -2,12 +2,18 @@
 refusals shown as messages. Metadata only (no Spark); the browser test walks the story with a real worker."""
 
 import html as html_lib
+import json
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from catalog_app.job_specs import FileUpload, LoadSpec
 from catalog_app.models import Branch, Commit, Job, Tag
+from catalog_app.services.data_jobs import table_load_submit
 from catalog_app.services.databases import database_create, database_update
 from catalog_app.services.jobs import job_create, job_execute
 from catalog_app.services.refs import branch_create
@@ -148,6 +154,62 @@ def test_load_form_refusals_are_messages(client, user):
     post.pop("rows")
     client.post(f"{url}/load", post)
     assert Job.objects.filter(kind="table_load").latest("created_at").params["query"] == "SELECT * FROM sales.orders"
+
+
+@pytest.fixture
+def load_submits(monkeypatch):
+    """The loads the API view and the UI view submit, each through services.data_jobs.table_load_submit."""
+    submitted = []
+
+    def submit(**kwargs):
+        job = table_load_submit(**kwargs)
+        submitted.append((kwargs["spec"], job))
+        return job
+
+    monkeypatch.setattr("catalog_app.apis.data.table_load_submit", submit)
+    monkeypatch.setattr("frontend.views.browser.table_load_submit", submit)
+    return submitted
+
+
+def test_the_load_form_and_the_api_submit_the_same_load_through_one_service(client, user_client, user, load_submits):
+    catalog = make_catalog(user=user)
+    make_table(catalog)
+    url = "/catalogs/lake/browse/sales/orders"
+    rows = [{"id": 1, "amount": 10, "region": "eu"}]
+    body = {"strategy": "upsert", "key_columns": ["id"], "rows": rows, "message": "nightly"}
+    assert (
+        user_client.post(
+            "/api/v1/catalogs/lake/refs/main/databases/sales/tables/orders/load", body, format="json"
+        ).status_code
+        == 202
+    )
+    post = {"branch": "main", "strategy": "upsert", "key_columns": "id", "watermark": "ignored", "rows": json.dumps(rows),
+            "message": "nightly", "csrfmiddlewaretoken": csrf(client, url)}  # fmt: skip
+    assert client.post(f"{url}/load", post).status_code == 302
+    (api_spec, api_job), (ui_spec, ui_job) = load_submits
+    assert ui_spec == api_spec == LoadSpec.from_params(api_job.params)
+    assert ui_job.params == api_job.params and api_job.params["message"] == "nightly"
+
+
+def test_the_load_form_uploads_a_file_as_the_api_does(client, user_client, user, load_submits):
+    catalog = make_catalog(user=user)
+    make_table(catalog)
+    url = "/catalogs/lake/browse/sales/orders"
+    content = b"id,amount,region\n1,10,eu\n"
+    api = user_client.post(
+        "/api/v1/catalogs/lake/refs/main/databases/sales/tables/orders/load",
+        {"strategy": "append_only", "file": SimpleUploadedFile("rows.csv", content)}, format="multipart",
+    )  # fmt: skip
+    assert api.status_code == 202, api.json()
+    post = {"branch": "main", "strategy": "append_only", "rows": "not read: the file is the source",
+            "file": SimpleUploadedFile("rows.CSV", content), "csrfmiddlewaretoken": csrf(client, url)}  # fmt: skip
+    assert client.post(f"{url}/load", post).status_code == 302
+    (_, api_job), (ui_spec, ui_job) = load_submits
+    assert isinstance(ui_spec.source, FileUpload)  # stored by the service, as the API's upload is
+    uploads = [job.params.pop("upload") for job in (api_job, ui_job)]
+    assert ui_job.params == api_job.params
+    assert [u["format"] for u in uploads] == ["csv", "csv"] and uploads[0]["path"] != uploads[1]["path"]
+    assert all((Path(settings.LAKEUI_WAREHOUSE) / u["path"]).read_bytes() == content for u in uploads)
 
 
 def test_diff_page_colors_the_rule_table_cells(client, user):
