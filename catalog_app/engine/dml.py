@@ -8,7 +8,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from catalog_app.engine.predicates import balanced
+from catalog_app.engine.predicate_columns import balanced
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column
 from catalog_app.engine.types import spark_type

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from catalog_app.engine.predicates import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
+from catalog_app.engine.predicate_parser import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
 from catalog_app.engine.tables import Column
 from catalog_app.engine.types import is_decimal, stat_value
 

@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from catalog_app.engine import pruning
-from catalog_app.engine.predicates import parse_predicate, to_column
+from catalog_app.engine.predicate_columns import to_column
+from catalog_app.engine.predicate_parser import parse_predicate
 from catalog_app.engine.tables import SEGMENT_ID, Column, SegmentRead, Warehouse, read_segments, write_segments
 
 TYPES = {"n": "long", "i": "int", "s": "string", "d": "date", "t": "timestamp", "m": "decimal(10,2)", "f": "double"}
