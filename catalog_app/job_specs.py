@@ -114,8 +114,8 @@ Source = Rows | Query | StoredFiles | FileUpload | Staging
 
 
 def _load_source(data: Mapping[str, Any]) -> Source:
-    """The one source of a load's rows, as a request gives it (`upload`: files already stored, for callers in
-    this process)."""
+    """The one source of a load's rows, as a request gives it (`upload`: files already stored, as a StoredFiles
+    or its params, for callers in this process such as benchmarks/crash_recovery.py)."""
     given = [name for name in ("rows", "query") if name in data]
     if any(name in data for name in ("file", "staged", "upload")):
         given.append("upload")
@@ -138,7 +138,8 @@ def _load_source(data: Mapping[str, Any]) -> Source:
         if not isinstance(data["staged"], str) or not STAGING_ID.fullmatch(data["staged"]):
             raise ApplicationError("invalid_staging", MESSAGE_STAGING_ID)
         return Staging(data["staged"])
-    return StoredFiles(**data["upload"])
+    upload = data["upload"]
+    return upload if isinstance(upload, StoredFiles) else StoredFiles(**upload)
 
 
 def _source_from_params(params: Mapping[str, Any]) -> Source:
