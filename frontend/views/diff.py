@@ -16,7 +16,7 @@ from frontend.views.common import back, get_catalog, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from merge_app.rules import CONFLICT, DISCARDED, NOTES, OK, RULE_TABLES
 from merge_app.selectors.diff import diff_as_dict
-from merge_app.services.merges import merge_diff_compared, merge_submit
+from merge_app.services.merges import merge_plan, merge_submit
 
 CHANGES = ("added_in_source", "added_in_target", "changed_in_source", "changed_in_target", "changed_in_both")
 VERDICTS = ("ok", "conflict", "discarded", "not_merged")
@@ -126,7 +126,7 @@ def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
     }  # fmt: skip
     if source:
         try:
-            report = diff_as_dict(merge_diff_compared(catalog=found, source=source, target=target, user=request.user))
+            report = diff_as_dict(merge_plan(catalog=found, source=source, target=target, user=request.user).diff)
         except ApplicationError as error:
             refused(request, error)
         else:

@@ -16,7 +16,7 @@ from lakeui.errors import ApplicationError, NotFoundError
 from merge_app.models import KeyComparison
 from merge_app.selectors.diff import MergeDiff, diff_as_dict
 from merge_app.selectors.merges import merge_get, merge_list, restore_get, restore_list
-from merge_app.services.merges import merge_diff_compared, merge_submit
+from merge_app.services.merges import merge_plan, merge_submit
 from merge_app.services.restores import restore_submit
 
 
@@ -36,7 +36,7 @@ def diff_read(request, catalog) -> MergeDiff:
     source, target = request.query_params.get("from"), request.query_params.get("to")
     if not source or not target:
         raise ApplicationError("invalid_input", "Give the two refs to compare as ?from=<source>&to=<target>.")
-    return merge_diff_compared(catalog=catalog, source=source, target=target, user=request.user)
+    return merge_plan(catalog=catalog, source=source, target=target, user=request.user).diff
 
 
 class DiffKeysApi(APIView):

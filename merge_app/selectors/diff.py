@@ -18,9 +18,9 @@ from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
 from catalog_app.selectors.tables import NO_FILES, tables_files
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
-from merge_app import rules, states
+from merge_app import rules, semantics, states
 from merge_app.models import KeyComparison
-from merge_app.rules import CHOICES, CONFLICT, DISCARDED, DML, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
+from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
 from merge_app.selectors.graph import CommitGraph
 
 MERGED_KINDS = (ObjectKind.DATABASE, ObjectKind.TABLE)
@@ -116,7 +116,7 @@ class ObjectDiff:
         return self.kind in MERGED_KINDS and self.change in ("added_in_source", "changed_in_source", "changed_in_both")
 
 
-@dataclass
+@dataclass(frozen=True)
 class MergeDiff:
     catalog: Catalog
     source: str
@@ -176,7 +176,11 @@ def merge_diff_of(
     source_chain: Chain,
     target_chain: Chain,
     resolution: dict | None = None,
+    compared: dict[uuid.UUID, dict] | None = None,
 ) -> MergeDiff:
+    """The diff at two given heads. A primary-key table changed on both sides takes its key comparison from
+    `compared` (table id -> counts and conflicts, all of them: a comparison made in this process) or as stored
+    for these heads; without either it is pending."""
     resolution = resolution_check(resolution)
     graph = CommitGraph(catalog.id)
     sides = graph.sides(source_head.id, target_head.id)
@@ -211,12 +215,21 @@ def merge_diff_of(
         table_id__any=[obj.object_id for obj in keyed], base=base.id, source_head=source_head.id,
         target_head=target_head.id,
     )  # fmt: skip
-    results = {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
+    results = {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored} | (compared or {})
     for obj in keyed:
         keys_attach(obj, results.get(obj.object_id), resolution)
     for obj in objects:
         pairs_resolve(obj, resolution)
     return diff
+
+
+def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = None) -> MergeDiff:
+    """The same diff made anew at the same heads: after its primary-key tables were compared by key."""
+    return merge_diff_of(
+        catalog=diff.catalog, source=diff.source, target=diff.target, source_head=diff.source_head,
+        target_head=diff.target_head, source_chain=commit_chain(diff.source_head),
+        target_chain=commit_chain(diff.target_head), resolution=diff.resolution, compared=compared,
+    )  # fmt: skip
 
 
 def resolution_check(resolution: dict | None) -> dict[str, Any]:
@@ -235,22 +248,12 @@ def resolution_check(resolution: dict | None) -> dict[str, Any]:
 def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
     """Decide a primary-key table's data pairs from its key comparison (None: not run yet)."""
     if result is not None:
+        chosen = semantics.choices_of(resolution, obj.name)
         per_key = resolution.get("keys", {}).get(obj.name, {})
-        table_choice = resolution.get("tables", {}).get(obj.name)
-        fallback = table_choice or resolution.get("default", "fail")
-        fallback_scope = "table" if table_choice else "default"
-        choices = []
-        for conflict in result["conflicts"]:
-            choice = per_key.get(conflict["key_id"], fallback)
-            if choice != "fail":
-                scope = "key" if conflict["key_id"] in per_key else fallback_scope
-                choices.append(
-                    {"object": obj.name, "scope": scope, "key": conflict["key"], "key_id": conflict["key_id"],
-                     "choice": choice}
-                )  # fmt: skip
-        # A key's own `fail` stands whatever the table or the default chose; keys past the listed ones take those.
-        unlisted = result["counts"]["conflicts"] - len(result["conflicts"])
-        unresolved = len(result["conflicts"]) - len(choices) + (unlisted if fallback == "fail" else 0)
+        choices = semantics.key_choices(result["conflicts"], table=obj.name, per_key=per_key, **chosen)
+        unresolved = semantics.keys_unresolved(
+            listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"], **chosen
+        )
         obj.keys = {
             **result["counts"], "unresolved": unresolved, "choices": choices,
             "listed": result["conflicts"][:KEYS_IN_REPORT],
@@ -262,24 +265,21 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
 def pairs_resolve(obj: ObjectDiff, resolution: dict) -> None:
     """Settle the object's conflicting pairs with a whole-table resolution: the table's own choice settles any
     conflict, the default only conflicts of data (between two data operations, or of the table's data whole)."""
-    table_choice = resolution.get("tables", {}).get(obj.name)
-    default = resolution.get("default", "fail")
+    chosen = semantics.choices_of(resolution, obj.name)
     settled = []
     for index, pair in enumerate(obj.pairs):
         if pair.decided.verdict != CONFLICT or pair.decided.note == "4.4":
             continue
-        data = obj.source_operations[pair.source].op in DML and obj.target_operations[pair.target].op in DML
-        choice = table_choice or (default if data else None)
-        if choice in ("source_wins", "target_wins"):
+        src_op, dest_op = obj.source_operations[pair.source].op, obj.target_operations[pair.target].op
+        choice = semantics.pair_choice(src_op, dest_op, **chosen)
+        if choice is not None:
             obj.pairs[index] = replace(pair, resolved=choice)  # Pair is frozen
-        settled.append(obj.pairs[index].resolved)
+        settled.append(choice)
     if obj.data_issues:  # conflicts of the table's data as a whole, which its choice or the default settles
-        choice = table_choice or default
-        settled.append(choice if choice in ("source_wins", "target_wins") else None)
-    if settled and all(settled):
-        obj.resolution = table_choice or default
-        if obj.resolution == SOURCE_WINS and obj.kind == ObjectKind.TABLE and not obj.key_mode:
-            _source_wins(obj)
+        settled.append(semantics.data_choice(**chosen))
+    obj.resolution = semantics.table_resolution(settled, **chosen)
+    if obj.resolution == SOURCE_WINS and obj.kind == ObjectKind.TABLE and not obj.key_mode:
+        _source_wins(obj)
 
 
 def _source_wins(obj: ObjectDiff) -> None:
@@ -469,15 +469,14 @@ def _check_segments_present(objects: list[ObjectDiff], source_chain: Chain, targ
 
 def _check_new(obj: ObjectDiff, versions: dict, taken: dict) -> None:
     """4.1: a new object is taken over with its id, unless the target has another of its kind and name."""
-    other = taken.get(_namespace(obj.source))
-    if other is not None and other != obj.object_id:
-        obj.issues.append(
-            Verdict(CONFLICT, "4.1", f"The target already has a {obj.kind} named {obj.name!r} (another object).")
-        )
-    if obj.source.parent_id is not None and versions["base"].get(obj.source.parent_id) is not None:
-        database = versions["target"].get(obj.source.parent_id)
-        if database is None or database.dropped:
-            obj.issues.append(Verdict(CONFLICT, "4.1", "The target dropped the database this table is in."))
+    parent = obj.source.parent_id
+    database = versions["target"].get(parent) if parent is not None else None
+    taken_by_other = semantics.taken_by_another(taken, _namespace(obj.source), obj.object_id)
+    obj.issues += semantics.new_object_conflicts(
+        kind=obj.kind, name=obj.name, taken_by_other=taken_by_other,
+        parent_in_base=parent is not None and versions["base"].get(parent) is not None,
+        parent_on_target=database is not None and not database.dropped,
+    )  # fmt: skip
     obj.merged_state = obj.source.state
 
 
@@ -490,20 +489,18 @@ def _check_emptied(obj: ObjectDiff, versions: dict, target_chain: Chain) -> None
         for child in newest_on_chain(children, target_chain, key="object_id").filter(dropped=False)
         if child.object_id not in dropped_by_source
     ]
-    if kept:
-        obj.issues.append(
-            Verdict(CONFLICT, "4.2", f"The source dropped the database; the target has objects in it: {sorted(kept)}.")
-        )
+    conflict = semantics.emptied_database_conflict(kept)
+    if conflict is not None:
+        obj.issues.append(conflict)
 
 
 def _check_name(obj: ObjectDiff, taken: dict) -> None:
-    if obj.source.name == obj.base.name:
-        return
-    other = taken.get(_namespace(obj.source))
-    if other is not None and other != obj.object_id:
-        obj.issues.append(
-            Verdict(CONFLICT, "name", f"The source renamed it to {obj.source.name!r}, a name the target uses.")
-        )
+    taken_by_other = semantics.taken_by_another(taken, _namespace(obj.source), obj.object_id)
+    conflict = semantics.rename_conflict(
+        base_name=obj.base.name, source_name=obj.source.name, taken_by_other=taken_by_other
+    )
+    if conflict is not None:
+        obj.issues.append(conflict)
 
 
 def _key_mode(obj: ObjectDiff) -> bool:

@@ -26,23 +26,18 @@ from pyspark.sql import types as T
 
 from catalog_app.engine import dml
 from catalog_app.engine import keys as engine
-from catalog_app.engine.tables import (
-    POSITION,
-    SEGMENT_ID,
-    Column,
-    Warehouse,
-    WrittenFile,
-    read_segments,
-    write_deltas,
-    write_segments,
-)
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, WrittenFile
 from catalog_app.engine.types import json_value
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.writes import write_deltas, write_segments
 from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import NO_FILES, TableFiles, tables_files
+from merge_app import semantics
 from merge_app.models import KeyComparison
 from merge_app.rules import SOURCE_WINS
-from merge_app.selectors.diff import keys_attach, overwritten_partitions, pairs_resolve
+from merge_app.selectors.diff import overwritten_partitions
 
 KEYS_JOB = "merge_keys"
 GRANULARITY = "merge.granularity"
@@ -120,9 +115,9 @@ def compare(
         key = tuple(row[k] for k in sides.keys)
         key_id = json.dumps([json_value(v) for v in key], separators=(",", ":"))
         base, mine, theirs = (None if row[n] is None else row[n].asDict() for n in ("base", "src", "dest"))
-        cells, merged = _three_way(row["src_change"], row["dest_change"], base, mine, theirs, value_columns)
-        if merged is not None and row_granularity and mine != theirs:
-            cells, merged = sorted(_changed(base, mine) & _changed(base, theirs)) or ["*"], None
+        cells, merged = semantics.row_merge(
+            row["src_change"], row["dest_change"], base, mine, theirs, value_columns, row_granularity=row_granularity
+        )
         if merged is None:
             result.source_rows[key_id] = (key, None if mine is None else tuple(mine.values()))
             result.conflicts.append(
@@ -142,31 +137,6 @@ def compare(
     result.counts = counts
     only = engine.only_changed(src, dest, sides.keys).select(*sides.keys, engine.AFTER)
     return result, only
-
-
-def _changed(base: dict | None, row: dict | None) -> set[str]:
-    if base is None or row is None:
-        return {"*"}
-    return {c for c in row if row[c] != base.get(c)}
-
-
-def _three_way(src_change, dest_change, base, mine, theirs, columns) -> tuple[list[str], dict | None]:
-    """The conflicting cells and the merged row (None: a conflict; {} : the key is deleted)."""
-    if src_change == dest_change == engine.DELETE:
-        return [], {}
-    if engine.DELETE in (src_change, dest_change):
-        return ["*"], None
-    if src_change == dest_change == engine.INSERT:
-        cells = [c for c in columns if mine[c] != theirs[c]]
-        return (cells, None) if cells else ([], theirs)
-    merged, cells = dict(theirs), []
-    for column in columns:
-        if mine[column] == base[column]:
-            continue
-        if theirs[column] != base[column] and theirs[column] != mine[column]:
-            cells.append(column)
-        merged[column] = mine[column]
-    return (cells, None) if cells else ([], merged)
 
 
 def replay(
@@ -209,9 +179,14 @@ class KeyRun:
     result: KeyResult
     only: DataFrame
 
+    def compared(self) -> dict[str, Any]:
+        """The comparison as the diff takes it: the counts, and every conflicting key."""
+        return {"counts": self.result.counts, "conflicts": self.result.conflicts}
+
 
 def key_runs(spark, diff) -> dict:
-    """Compare the primary-key tables of a diff by key (stored for the report) and decide their data pairs."""
+    """Compare the primary-key tables of a diff by key on Spark, and store each comparison for the report (the
+    diff made again takes it: `selectors.diff.merge_diff_again`)."""
     keyed = [obj for obj in diff.objects if obj.key_mode and obj.merged_state is not None]
     if not keyed:
         return {}
@@ -241,7 +216,5 @@ def key_runs(spark, diff) -> dict:
             target_head=diff.target_head.id,
             defaults={"catalog": diff.catalog, "counts": result.counts, "conflicts": result.conflicts[:MAX_LISTED]},
         )  # fmt: skip
-        keys_attach(obj, {"counts": result.counts, "conflicts": result.conflicts}, diff.resolution)
-        pairs_resolve(obj, diff.resolution)
         runs[obj.object_id] = KeyRun(sides, result, only)
     return runs

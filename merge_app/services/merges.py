@@ -1,9 +1,12 @@
-"""MERGE BRANCH (DESIGN.md section 4): decide with the diff report, then write exactly one commit on the target.
+"""MERGE BRANCH (DESIGN.md section 4): plan once, then write exactly one commit on the target.
 
-The merge runs in one transaction that holds the catalog's commit lock from the moment it reads the target's
-head, so merges and writes into a branch are serialised: a merge sees every commit before it and no commit can
-slip in between its decision and its commit. It either refuses with its conflicts and changes nothing (the
-refusal is logged), or adds one commit whose second parent is the source head. Only metadata is written for
+Every merge workflow (the diff page, the API diff, merge-request plans, dry runs, merges) plans with
+`merge_plan`: the base, each side's changes, the verdicts and the key comparison of primary-key tables, in one
+plan that nothing changes once made. A merge then does the data work the plan asks for (key merges, deletes in
+segments that mix partitions) before it takes the catalog's commit lock; under the lock it only checks that both
+heads are still the planned ones (else it plans again) and commits, so no commit can slip in between its decision
+and its commit and no Spark job runs while writers wait. It either refuses with its conflicts and changes nothing
+(the refusal is logged), or adds one commit whose second parent is the source head. Only metadata is written for
 tables without a primary key: data files are taken over by reference (zero-copy), never copied or rewritten. The
 one exception is a source partition overwrite meeting target segments that mix partitions: delete files drop the
 overwritten partitions' rows from them.
@@ -11,7 +14,7 @@ overwritten partitions' rows from them.
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +23,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from catalog_app.engine import dml
-from catalog_app.engine.tables import Column, Warehouse, file_in_partitions, read_segments, write_deltas
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segments import Column, file_in_partitions
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.writes import write_deltas
 from catalog_app.models import Catalog, DataFile, Job, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_chain, ref_resolve
@@ -38,6 +44,7 @@ from merge_app.selectors.diff import (
     ObjectDiff,
     diff_as_dict,
     merge_diff,
+    merge_diff_again,
     overwritten_partitions,
     resolution_check,
 )
@@ -51,18 +58,40 @@ KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the sou
 PLANS = 3  # a merge whose heads moved while it planned plans again this many times
 
 
-def merge_diff_compared(
-    *, catalog: Catalog, source: str, target: str, user: AbstractBaseUser | None = None
-) -> MergeDiff:
-    """The diff of two refs as the API and the diff page show it: a primary-key table changed on both sides is
-    compared by key first, on a worker (waited for up to LAKEUI_READ_TIMEOUT), when it has not been for these
-    heads; the comparison is kept, so the next read and the merge reuse it."""
-    diff = merge_diff(catalog=catalog, source=source, target=target)
+@dataclass(frozen=True)
+class MergePlan:
+    """Everything a merge decides, made once by `merge_plan`: the base, each side's changes, the verdicts, the key
+    comparison of primary-key tables changed on both sides and so the files (`diff`); in a worker, also the
+    comparisons' rows, which the merge writes (`key_runs`). Nothing changes it once made."""
+
+    diff: MergeDiff
+    key_runs: Mapping[uuid.UUID, keys.KeyRun] = field(default_factory=dict)
+
+
+def merge_plan(
+    *,
+    catalog: Catalog,
+    source: str,
+    target: str,
+    resolution: dict | None = None,
+    expected_heads: dict[str, str] | None = None,
+    user: AbstractBaseUser | None = None,
+    in_worker: bool = False,
+) -> MergePlan:
+    """The one plan step of the diff page, the API diff, merge-request plans, dry runs and merges. Primary-key
+    tables changed on both sides are compared by key: here on Spark when this process is a worker (`in_worker`:
+    the merge needs the rows), else by a job on the interactive worker, waited for up to LAKEUI_READ_TIMEOUT,
+    unless a comparison for these heads is stored. Raises `branch_moved` when a head is not the expected one."""
+    diff = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+    _check_heads(diff, expected_heads)
+    if in_worker and any(obj.key_mode for obj in diff.objects):
+        runs = keys.key_runs(spark_session(), diff)
+        return MergePlan(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
     if diff.pending:
-        params = {"catalog_id": str(catalog.id), "source": source, "target": target}
+        params = {"catalog_id": str(catalog.id), "source": diff.source_head.id, "target": diff.target_head.id}
         job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
-        diff = merge_diff(catalog=catalog, source=source, target=target)
-    return diff
+        return MergePlan(merge_diff_again(diff))
+    return MergePlan(diff)
 
 
 def merge_submit(
@@ -122,22 +151,19 @@ def branch_merge(
     merge is logged, so the request and the merge commit together or not at all."""
     started = time.monotonic()
     extra = dict(audit or {})
+    refs = {"catalog": catalog, "source": source, "target": target, "resolution": resolution}
     if dry_run:
-        diff = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
-        _check_heads(diff, expected_heads)
-        _keys_compared(diff)
+        diff = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True).diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
         return _log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
-    # Everything that reads or writes data runs before the commit lock is taken: the diff, the key comparison of
-    # primary-key tables (kept even if the merge is refused) and the files the merge writes. Under the lock the
+    # Everything that reads or writes data runs before the commit lock is taken: the plan (with the key comparison
+    # of primary-key tables, kept even if the merge is refused) and the files the merge writes. Under the lock the
     # merge only checks that both heads are still the planned ones and commits; if one moved, it plans again.
     for _ in range(PLANS):
-        planned = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
-        _check_heads(planned, expected_heads)
-        runs = _keys_compared(planned)
-        writer = None
+        plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
+        planned, writer = plan.diff, None
         if planned.mergeable and not planned.up_to_date:
-            writer = _MergeWriter(planned, key_runs=runs)
+            writer = _MergeWriter(planned, key_runs=plan.key_runs)
             writer.prepare()
         try:
             with transaction.atomic():
@@ -193,13 +219,6 @@ def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict
         if matches(choice):
             return {"chosen_by": choice["by"], "chosen_at": choice["at"]}
     return {"chosen_by": merger}
-
-
-def _keys_compared(diff: MergeDiff) -> dict:
-    """Run the key comparison of the diff's primary-key tables on Spark (this process is a worker)."""
-    if not any(obj.key_mode for obj in diff.objects):
-        return {}
-    return keys.key_runs(spark_session(), diff)
 
 
 class _Moved(Exception):
@@ -273,7 +292,7 @@ class _MergeWriter:
     head (the same files, so the prepared work holds)."""
 
     diff: MergeDiff
-    key_runs: dict = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
+    key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
     log: dict[str, Any] = field(
         default_factory=lambda: {
             "objects": [],
