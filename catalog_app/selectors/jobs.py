@@ -5,10 +5,11 @@ from catalog_app.models import Job
 from lakeui.errors import NotFoundError
 
 
-def job_list(*, user: AbstractBaseUser) -> QuerySet[Job]:
-    """The jobs a user may see: their own, or all of them for staff."""
+def job_list(*, user: AbstractBaseUser, status: str | None = None) -> QuerySet[Job]:
+    """The jobs a user may see: their own, or all of them for staff; those in `status` if given."""
     jobs = Job.objects.select_related("requested_by")
-    return jobs if user.is_staff else jobs.filter(requested_by=user)
+    jobs = jobs if user.is_staff else jobs.filter(requested_by=user)
+    return jobs.filter(status=status) if status else jobs
 
 
 def job_get(*, user: AbstractBaseUser, job_id: str) -> Job:

@@ -104,6 +104,12 @@ def commit_at(chain: Chain, at: datetime) -> Commit:
     raise NotFoundError("no_commit_at", f"The ref has no commit at or before {at.isoformat()}.")
 
 
+def commits_newest(*, catalog: Catalog, limit: int) -> list[Commit]:
+    """The catalog's newest commits on any line, newest first, with their branch and author (the branch graph)."""
+    commits = Commit.objects.filter(catalog=catalog).select_related("line__branch", "author").order_by("-seq")
+    return list(commits[:limit])
+
+
 def commit_get(*, catalog: Catalog, commit_id: str) -> Commit:
     if not COMMIT_ID_PREFIX.fullmatch(commit_id):
         raise NotFoundError("commit_not_found", f"There is no commit {commit_id!r}.")

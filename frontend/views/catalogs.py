@@ -7,9 +7,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from catalog_app.models import Commit, Role
+from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
-from catalog_app.selectors.refs import branch_list, catalog_list, commit_log, tag_list, timestamp_parse
+from catalog_app.selectors.refs import (
+    branch_list,
+    catalog_list,
+    commit_log,
+    commits_newest,
+    tag_list,
+    timestamp_parse,
+)
 from catalog_app.services.refs import branch_create, catalog_create, tag_create
 from frontend.graph import MAX_COMMITS, graph_layout
 from frontend.views.common import back, get_catalog, ref_context, refused, ui_view
@@ -48,11 +55,7 @@ def _refs(catalog):
 def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
     found = get_catalog(request, catalog)
     branches, tags = _refs(found)
-    commits = list(
-        Commit.objects.filter(catalog=found)
-        .select_related("line__branch", "author")
-        .order_by("-seq")[: MAX_COMMITS + 1]
-    )
+    commits = commits_newest(catalog=found, limit=MAX_COMMITS + 1)
     graph = graph_layout(commits, branches, tags)
     context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph}
     return render(request, "frontend/catalog.html", context)

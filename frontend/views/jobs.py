@@ -6,13 +6,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from catalog_app.models import Catalog, Job
+from catalog_app.models import Job
 from catalog_app.selectors.jobs import job_get, job_list
 from catalog_app.services.jobs import job_cancel
 from frontend.views.common import get_catalog, refused, ui_view
 from lakeui.errors import ApplicationError, NotFoundError
-from merge_app.models import Merge, MergeRequest, Restore
-from merge_app.selectors.merges import merge_get, merge_list, restore_get, restore_list
+from merge_app.selectors.merges import job_outcome, merge_get, merge_list, restore_get, restore_list
 
 PAGE_SIZE = 50
 
@@ -26,10 +25,8 @@ def job_state(job: Job) -> dict:
 
 @ui_view
 def job_index(request: HttpRequest) -> HttpResponse:
-    jobs = job_list(user=request.user)
     status = request.GET.get("status", "")
-    if status:
-        jobs = jobs.filter(status=status)
+    jobs = job_list(user=request.user, status=status)
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -40,27 +37,10 @@ def job_index(request: HttpRequest) -> HttpResponse:
     return render(request, "frontend/jobs.html", context)
 
 
-def _links(job: Job) -> dict:
-    """Where a job's outcome lives in the UI: the catalog, the merge's audit log, the commit."""
-    params, result = job.params or {}, job.result or {}
-    catalog = Catalog.objects.filter(id=params.get("catalog_id")).first() if params.get("catalog_id") else None
-    merge = None
-    if catalog is not None and isinstance(result, dict) and result.get("merge"):
-        merge = Merge.objects.filter(id=result["merge"], catalog=catalog).first()
-    if merge is None and job.kind == "branch_merge":
-        merge = Merge.objects.filter(job=job).first()
-    request_id = params.get("merge_request") or params.get("merge_request_id")
-    merge_request = None
-    if catalog is not None and request_id is not None:
-        merge_request = MergeRequest.objects.filter(id=request_id, catalog=catalog).first()
-    restore = Restore.objects.filter(job=job).first() if job.kind == "branch_restore" else None
-    return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore}
-
-
 @ui_view
 def job_detail(request: HttpRequest, job_id) -> HttpResponse:
     job = job_get(user=request.user, job_id=str(job_id))
-    return render(request, "frontend/job.html", {"job": job, **_links(job)})
+    return render(request, "frontend/job.html", {"job": job, **job_outcome(job)})
 
 
 @ui_view

@@ -17,7 +17,13 @@ from frontend.views.diff import object_view
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
-from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
+from merge_app.selectors.merge_requests import (
+    merge_request_events,
+    merge_request_get,
+    merge_request_list,
+    merge_request_reviews,
+    merge_request_status,
+)
 from merge_app.services.merge_requests import (
     merge_request_merge,
     merge_request_open,
@@ -111,13 +117,13 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         view["table_choice"] = resolutions.get("tables", {}).get(obj["name"], "")
         view["in_conflict"] = obj["name"] in status.conflicts
         objects.append(view)
-    reviews = list(merge_request.reviews.select_related("reviewer").order_by("created_at"))
+    reviews = list(merge_request_reviews(merge_request))
     context = {
         "catalog": found, "mr": merge_request, "status": status, "plan": plan, "objects": objects,
         "reviews": reviews,
         "events": [
             {"event": e, "text": _event_text(e.kind, e.details or {})}
-            for e in merge_request.events.select_related("actor").order_by("created_at")
+            for e in merge_request_events(merge_request)
         ],
         "resolutions": resolutions, "default_choice": resolutions.get("default", "fail"),
         "choices": [(c, CHOICE_LABELS[c]) for c in CHOICES],

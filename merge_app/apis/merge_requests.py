@@ -13,7 +13,13 @@ from catalog_app.models import Role
 from lakeui.api.pagination import PagePagination
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
-from merge_app.selectors.merge_requests import merge_request_get, merge_request_list, merge_request_status
+from merge_app.selectors.merge_requests import (
+    merge_request_events,
+    merge_request_get,
+    merge_request_list,
+    merge_request_reviews,
+    merge_request_status,
+)
 from merge_app.services.merge_requests import (
     merge_request_merge,
     merge_request_open,
@@ -92,10 +98,10 @@ class MergeRequestDetailOutputSerializer(MergeRequestOutputSerializer):
         }  # fmt: skip
 
     def get_reviews(self, obj) -> list:
-        return ReviewOutputSerializer(obj.reviews.select_related("reviewer"), many=True).data
+        return ReviewOutputSerializer(merge_request_reviews(obj), many=True).data
 
     def get_events(self, obj) -> list:
-        return EventOutputSerializer(obj.events.select_related("actor"), many=True).data
+        return EventOutputSerializer(merge_request_events(obj), many=True).data
 
 
 def _detail(merge_request: MergeRequest) -> dict:

@@ -13,9 +13,8 @@ from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.table_diff import table_diff_read
 from lakeui.api.pagination import PagePagination
 from lakeui.errors import ApplicationError, NotFoundError
-from merge_app.models import KeyComparison
 from merge_app.selectors.diff import MergeDiff, diff_as_dict
-from merge_app.selectors.merges import merge_get, merge_list, restore_get, restore_list
+from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
 from merge_app.services.merges import merge_plan, merge_submit
 from merge_app.services.restores import restore_submit
 
@@ -56,7 +55,7 @@ class DiffKeysApi(APIView):
         table = next((obj for obj in diff.objects if obj.name == name and obj.key_mode), None)
         if table is None or table.keys is None:
             raise NotFoundError("table_not_compared", f"{name!r} is not a primary-key table changed on both sides.")
-        stored = KeyComparison.objects.get(
+        stored = key_comparison_get(
             table_id=table.object_id, base=diff.base.id, source_head=diff.source_head.id,
             target_head=diff.target_head.id,
         )  # fmt: skip

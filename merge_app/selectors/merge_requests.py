@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from catalog_app.models import Branch, Catalog, ObjectKind
 from catalog_app.selectors.access import branch_protection
 from lakeui.errors import NotFoundError
-from merge_app.models import MergeRequest, MergeRequestReview
+from merge_app.models import MergeRequest, MergeRequestEvent, MergeRequestReview
 
 
 def merge_request_list(*, catalog: Catalog, state: str | None = None) -> QuerySet[MergeRequest]:
@@ -32,6 +32,16 @@ def merge_request_get(*, catalog: Catalog, number: int) -> MergeRequest:
     if found is None:
         raise NotFoundError("merge_request_not_found", f"There is no merge request {number} in {catalog.name!r}.")
     return found
+
+
+def merge_request_reviews(merge_request: MergeRequest) -> QuerySet[MergeRequestReview]:
+    """A request's reviews, oldest first."""
+    return merge_request.reviews.select_related("reviewer")
+
+
+def merge_request_events(merge_request: MergeRequest) -> QuerySet[MergeRequestEvent]:
+    """A request's timeline, oldest first."""
+    return merge_request.events.select_related("actor")
 
 
 def merge_request_heads(merge_request: MergeRequest) -> dict[str, str | None]:

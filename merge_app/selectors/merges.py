@@ -1,10 +1,11 @@
 import uuid
+from typing import Any
 
 from django.db.models import QuerySet
 
-from catalog_app.models import Catalog
+from catalog_app.models import Catalog, Job
 from lakeui.errors import NotFoundError
-from merge_app.models import Merge, Restore
+from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
 
 def merge_list(*, catalog: Catalog) -> QuerySet[Merge]:
@@ -16,6 +17,28 @@ def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
     if merge is None:
         raise NotFoundError("merge_not_found", f"There is no merge {merge_id} in catalog {catalog.name!r}.")
     return merge
+
+
+def job_outcome(job: Job) -> dict[str, Any]:
+    """Where a job's outcome lives: its catalog, and the merge, merge request or restore it made or served."""
+    params, result = job.params or {}, job.result or {}
+    catalog = Catalog.objects.filter(id=params.get("catalog_id")).first() if params.get("catalog_id") else None
+    merge = None
+    if catalog is not None and isinstance(result, dict) and result.get("merge"):
+        merge = Merge.objects.filter(id=result["merge"], catalog=catalog).first()
+    if merge is None and job.kind == "branch_merge":
+        merge = Merge.objects.filter(job=job).first()
+    request_id = params.get("merge_request") or params.get("merge_request_id")
+    merge_request = None
+    if catalog is not None and request_id is not None:
+        merge_request = MergeRequest.objects.filter(id=request_id, catalog=catalog).first()
+    restore = Restore.objects.filter(job=job).first() if job.kind == "branch_restore" else None
+    return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore}
+
+
+def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:
+    """A primary-key table's stored key comparison at these heads."""
+    return KeyComparison.objects.get(table_id=table_id, base=base, source_head=source_head, target_head=target_head)
 
 
 def restore_list(*, catalog: Catalog) -> QuerySet[Restore]:
