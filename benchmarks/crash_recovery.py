@@ -117,7 +117,7 @@ def run(args) -> None:
     from django.core.files import File
     from django.db import transaction
 
-    from catalog_app.engine.tables import Warehouse, arrow_filesystem
+    from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
     from catalog_app.models import Commit, Job
     from catalog_app.selectors.check import catalog_findings
     from catalog_app.selectors.refs import branch_get, ref_resolve

@@ -36,7 +36,7 @@ django_setup()
 from django.conf import settings  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from catalog_app.engine.tables import Warehouse  # noqa: E402
+from catalog_app.engine.warehouse import Warehouse  # noqa: E402
 from catalog_app.models import DataFile, Job  # noqa: E402
 from catalog_app.selectors.refs import branch_get, commit_chain  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402

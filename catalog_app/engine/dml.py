@@ -9,8 +9,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from catalog_app.engine.predicate_columns import balanced
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column
 from catalog_app.engine.strategies import GROUP
-from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column
 from catalog_app.engine.types import spark_type
 
 

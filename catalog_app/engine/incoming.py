@@ -10,8 +10,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from catalog_app.engine.tables import Column, arrow_filesystem, arrow_frame
+from catalog_app.engine.frames import arrow_frame
+from catalog_app.engine.segments import Column
 from catalog_app.engine.types import arrow_type, json_value, python_value, spark_type, type_fits
+from catalog_app.engine.warehouse import arrow_filesystem
 
 FILE_FORMATS = ("parquet", "csv", "json")
 MAX_ERRORS = 5

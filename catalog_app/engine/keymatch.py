@@ -26,20 +26,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
+from catalog_app.engine.reads import deleted_positions
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
 from catalog_app.engine.strategies import Survey
-from catalog_app.engine.tables import (
-    POSITION,
-    SEGMENT_ID,
-    Column,
-    SegmentRead,
-    Warehouse,
-    WrittenFile,
-    arrow_filesystem,
-    deleted_positions,
-    describe_deltas,
-    describe_segments,
-)
 from catalog_app.engine.types import arrow_type, json_value, stat_value, utc_naive
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder
+from catalog_app.engine.writes import describe_deltas, describe_segments
 
 COPY_BATCH_ROWS = 256 * 1024  # rows a segment copy holds in memory at a time
 
@@ -182,10 +174,10 @@ def positions_by_segment(matched: pa.Table) -> dict[str, pa.Array]:
 def write_position_deltas(
     warehouse: Warehouse, base: str, positions: Mapping[str, pa.Array], *, tag: str
 ) -> list[WrittenFile]:
-    """One delta file per segment of `positions`, laid out as `tables.write_deltas` lays out Spark's."""
+    """One delta file per segment of `positions`, laid out as `writes.write_deltas` lays out Spark's."""
     if not positions:
         return []
-    target = f"{base}/deltas/{tag}"
+    target = delta_folder(base, tag)
     for segment, listed in positions.items():
         filesystem, path = arrow_filesystem(warehouse.uri(f"{target}/__segment={segment}"))
         filesystem.create_dir(path, recursive=True)
@@ -203,10 +195,10 @@ def rewrite_without(
     partition_ids: Sequence[int],
     tag: str,
 ) -> list[WrittenFile]:
-    """Copy-on-write of `segments` (written in the current schema: `tables.in_schema`): each one's rows but its
+    """Copy-on-write of `segments` (written in the current schema: `segments.in_schema`): each one's rows but its
     deleted and `dropped` positions, in the same order and schema (field ids kept), as a new segment; a segment with
     no row left gives none."""
-    target = f"{base}/data/{tag}"
+    target = data_folder(base, tag)
     written = 0
     for segment in segments:
         filesystem, path = arrow_filesystem(warehouse.uri(segment.path))

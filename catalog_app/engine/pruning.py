@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from catalog_app.engine.predicate_parser import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
-from catalog_app.engine.tables import Column
+from catalog_app.engine.segments import Column
 from catalog_app.engine.types import is_decimal, stat_value
 
 PRUNED_TYPES = ("int", "long", "string", "date", "timestamp")  # and decimals; timestamps naive, in UTC

@@ -16,7 +16,8 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from catalog_app.engine.tables import POSITION, SEGMENT_ID, Column, arrow_frame
+from catalog_app.engine.frames import arrow_frame
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column
 from catalog_app.engine.types import json_value, spark_type
 
 GROUP = "_group"

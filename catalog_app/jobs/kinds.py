@@ -10,8 +10,8 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files, sql
-from catalog_app.engine.tables import Warehouse
 from catalog_app.engine.types import json_value
+from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
     TABLE_JOB_SPECS,
     CatalogGcSpec,

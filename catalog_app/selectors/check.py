@@ -9,7 +9,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from catalog_app.engine.tables import Warehouse, arrow_filesystem, deleted_positions
+from catalog_app.engine.reads import deleted_positions
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, Tag
 from catalog_app.selectors.objects import objects_at
 from catalog_app.selectors.refs import commit_chain

@@ -4,7 +4,9 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from catalog_app.engine.tables import Column, SegmentRead, Warehouse, deleted_count
+from catalog_app.engine.reads import deleted_count
+from catalog_app.engine.segments import Column, SegmentRead
+from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile, FileEntry, ObjectVersion
 from catalog_app.selectors.objects import newest_on_chain
 from catalog_app.selectors.refs import Chain

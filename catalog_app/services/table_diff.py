@@ -10,8 +10,11 @@ from typing import Any
 from django.conf import settings
 
 from catalog_app.engine import keys
-from catalog_app.engine.tables import Column, Warehouse, collected, read_segments
+from catalog_app.engine.frames import collected
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segments import Column
 from catalog_app.engine.types import json_value
+from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit, ObjectKind
 from catalog_app.selectors.objects import object_by_id, object_find
 from catalog_app.selectors.refs import ResolvedRef, commit_chain

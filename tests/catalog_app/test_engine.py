@@ -39,7 +39,11 @@ def test_segment_stats_from_footers_equal_sparks_own_aggregates(spark, tmp_path)
     be those Spark computes over the same rows, for every type with stats, per file and per partition."""
     from pyspark.sql import functions as F
 
-    from catalog_app.engine.tables import Column, Warehouse, _json_value, struct_type, write_segments
+    from catalog_app.engine.frames import struct_type
+    from catalog_app.engine.segments import Column
+    from catalog_app.engine.types import _json_value
+    from catalog_app.engine.warehouse import Warehouse
+    from catalog_app.engine.writes import write_segments
 
     types = ["int", "long", "float", "double", "string", "date", "timestamp", "boolean", "decimal(10,2)",
              "decimal(30,4)"]  # fmt: skip

@@ -14,20 +14,15 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from catalog_app.engine import keymatch, tables
+from catalog_app.engine import keymatch
+from catalog_app.engine import reads as engine_reads
+from catalog_app.engine.frames import struct_type
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, in_schema
 from catalog_app.engine.strategies import key_survey
-from catalog_app.engine.tables import (
-    POSITION,
-    SEGMENT_ID,
-    Column,
-    SegmentRead,
-    Warehouse,
-    _json_value,
-    in_schema,
-    read_segments,
-    struct_type,
-    write_segments,
-)
+from catalog_app.engine.types import _json_value
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.writes import write_segments
 
 START = datetime(2024, 2, 28, 23, 0, 0, 123456)
 VALUES = {  # the i-th value of each type: increasing in i, as the ranges below need
@@ -126,11 +121,11 @@ def test_matched_positions_skip_deleted_rows_and_read_narrower_keys(spark, tmp_p
     assert sorted(r["id"] for r in live.collect()) == [0, 1, 4, 5, 6, 7, 8, 9]  # Spark reads the same delta file
 
 
-@pytest.mark.parametrize("small_read", [tables.SMALL_READ, 0])
+@pytest.mark.parametrize("small_read", [engine_reads.SMALL_READ, 0])
 def test_reads_leave_out_dropped_positions_one_scan_per_segment_or_not(spark, tmp_path, monkeypatch, small_read):
     """`dropped` positions are left out like deleted ones, whether the segments are read one scan each (a few)
     or one scan per schema (many)."""
-    monkeypatch.setattr(tables, "SMALL_READ", small_read)
+    monkeypatch.setattr(engine_reads, "SMALL_READ", small_read)
     warehouse, base = Warehouse(str(tmp_path)), "cat/tbl"
     columns = [Column(1, "id", "long")]
     reads = []

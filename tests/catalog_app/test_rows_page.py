@@ -3,7 +3,7 @@ same rows, same order, same values, across segments, deletes and every column ty
 
 import pytest
 
-from catalog_app.engine import tables
+from catalog_app.engine import reads
 from catalog_app.services.data import rows_page
 from catalog_app.services.tables import column_add
 from tests.support.catalogs import make_catalog, make_table, on
@@ -36,9 +36,9 @@ def pages(spark, catalog, sizes) -> list[tuple]:
     return answers
 
 
-@pytest.mark.parametrize("batch", [tables.PAGE_BATCH_ROWS, 3])  # 3: pages cross the batches a row group is read in
+@pytest.mark.parametrize("batch", [reads.PAGE_BATCH_ROWS, 3])  # 3: pages cross the batches a row group is read in
 def test_a_page_read_from_the_files_is_the_page_spark_reads(spark, batch, monkeypatch):
-    monkeypatch.setattr(tables, "PAGE_BATCH_ROWS", batch)
+    monkeypatch.setattr(reads, "PAGE_BATCH_ROWS", batch)
     catalog = make_catalog()
     make_table(catalog, columns=COLUMNS, properties={"write.mode": "merge-on-read"})
     for first in (1, 11, 21):

@@ -631,8 +631,8 @@ def test_upsert_through_the_api_and_the_worker(spark, user_client):
 
 
 def test_key_survey_checks_each_incoming_key_against_each_segment_range(spark):
+    from catalog_app.engine.segments import Column
     from catalog_app.engine.strategies import key_survey
-    from catalog_app.engine.tables import Column
 
     keys = spark.createDataFrame([(5, 1), (25, 0), (25, 1), (1000, 1)], "id long, flag int")  # 25 twice
     ranges = [("a", [1, 10]), ("b", [11, 20]), ("c", [21, 30]), ("d", [40, 50]), ("e", [0, 8])]  # 1000: above all

@@ -7,7 +7,8 @@ from django.utils import timezone
 from pyspark.sql import DataFrame
 
 import catalog_app.jobs.kinds  # noqa: F401  (registers the production job kinds in this process)
-from catalog_app.engine.tables import Warehouse, read_segments
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.warehouse import Warehouse
 from catalog_app.jobs.registry import job_kind_get
 from catalog_app.models import Job, ObjectKind
 from catalog_app.selectors.objects import object_get

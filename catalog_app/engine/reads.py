@@ -1,0 +1,195 @@
+"""Reading a table's segments: with Spark (`read_segments`, `read_page`), or for a page of rows in this process
+with pyarrow (`read_page_here`); the positions their delta files delete.
+
+A segment is read with the schema it was written with and projected onto the current schema by column id
+(renamed columns keep their data, added ones read as their default, widened ones are cast up), and the union of
+its delta files' positions is subtracted.
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from functools import reduce
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from catalog_app.engine.frames import arrow_frame, empty_frame, struct_type
+from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, SegmentRead, in_schema
+from catalog_app.engine.types import arrow_type, json_value, spark_type
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
+
+SMALL_READ = 16  # up to this many segments are read one scan each (see read_segments)
+_POSITION_COLUMNS = ((SEGMENT_ID, "string"), (POSITION, "long"), (ORDER, "long"))
+
+
+def read_segments(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    base: str,
+    current: Sequence[Column],
+    segments: Sequence[SegmentRead],
+    *,
+    positions: bool = False,
+    dropped: Mapping[str, pa.Array] | None = None,
+) -> DataFrame:
+    """The rows of `segments` in the `current` schema, deltas applied. With `positions`, each row also carries
+    its segment id, its position in the segment and the segment's order (for stable paging). `dropped` leaves
+    out more positions of some segments (by segment id): the rows a job is replacing, say.
+
+    Up to SMALL_READ segments are read one scan each, with their ids as literals; more are read one scan per
+    written schema, and each row's segment found from its file path."""
+    if not segments:
+        frame = empty_frame(spark, current)
+        if positions:
+            frame = frame.select("*", *[F.lit(None).cast(t).alias(n) for n, t in _POSITION_COLUMNS])
+        return frame
+    if len(segments) <= SMALL_READ:
+        rows = reduce(DataFrame.unionByName, [_segment_rows(spark, warehouse, current, s) for s in segments])
+    else:
+        rows = _many_segments_rows(spark, warehouse, base, current, segments)
+    if dropped:
+        owners = pa.concat_arrays([pa.array([segment] * len(gone), pa.string()) for segment, gone in dropped.items()])
+        gone = arrow_frame(spark, {SEGMENT_ID: owners, POSITION: pa.concat_arrays(list(dropped.values()))})
+        rows = rows.join(gone, [SEGMENT_ID, POSITION], "left_anti")
+    if not positions:
+        rows = rows.drop(SEGMENT_ID, POSITION, ORDER)
+    return rows
+
+
+def _projection(written: Sequence[Column], current: Sequence[Column]) -> list[SparkColumn]:
+    """The columns of a segment written with `written`, in the `current` schema (matched by column id)."""
+    by_id = {column.id: column for column in written}
+    return [
+        (F.col(f"`{by_id[c.id].name}`") if c.id in by_id else F.lit(c.default)).cast(spark_type(c.type)).alias(c.name)
+        for c in current
+    ]
+
+
+def _segment_rows(spark, warehouse: Warehouse, current, segment: SegmentRead) -> DataFrame:
+    frame = spark.read.schema(struct_type(segment.columns)).parquet(warehouse.uri(segment.path))
+    frame = frame.select(
+        *_projection(segment.columns, current), F.lit(segment.id).alias(SEGMENT_ID),
+        F.col("_metadata.row_index").alias(POSITION), F.lit(segment.order).cast("long").alias(ORDER),
+    )  # fmt: skip
+    if segment.deltas:
+        deleted = spark.read.schema("pos long").parquet(*[warehouse.uri(p) for p in segment.deltas])
+        frame = frame.join(deleted.select(F.col("pos").alias(POSITION)), POSITION, "left_anti")
+    return frame
+
+
+def _many_segments_rows(spark, warehouse: Warehouse, base: str, current, segments) -> DataFrame:
+    by_schema: dict[tuple[Column, ...], list[SegmentRead]] = {}
+    for segment in segments:
+        by_schema.setdefault(segment.columns, []).append(segment)
+    parts = []
+    for written, group in by_schema.items():
+        frame = spark.read.schema(struct_type(written)).parquet(*[warehouse.uri(s.path) for s in group])
+        path = _relative_path(F.col("_metadata.file_path"), base).alias("_path")
+        parts.append(frame.select(*_projection(written, current), path, F.col("_metadata.row_index").alias(POSITION)))
+    rows = reduce(DataFrame.unionByName, parts)
+    files = arrow_frame(
+        spark,
+        {"_path": [s.path for s in segments], SEGMENT_ID: [s.id for s in segments],
+         ORDER: pa.array([s.order for s in segments], pa.int64())},
+    )  # fmt: skip
+    rows = rows.join(F.broadcast(files), "_path").drop("_path")
+    delta_paths = {delta: segment.id for segment in segments for delta in segment.deltas}
+    if delta_paths:
+        deleted = spark.read.schema("pos long").parquet(*[warehouse.uri(p) for p in delta_paths])
+        owners = arrow_frame(spark, {"_dpath": list(delta_paths), SEGMENT_ID: list(delta_paths.values())})
+        deleted = deleted.select(_relative_path(F.col("_metadata.file_path"), base).alias("_dpath"), F.col("pos"))
+        deleted = deleted.join(F.broadcast(owners), "_dpath").select(SEGMENT_ID, F.col("pos").alias(POSITION))
+        rows = rows.join(deleted, [SEGMENT_ID, POSITION], "left_anti")
+    return rows
+
+
+def _relative_path(path_column: SparkColumn, base: str) -> SparkColumn:
+    """The part of a file URI from `base` (`<catalog id>/<table id>`) on: the path as the catalog stores it."""
+    return F.regexp_extract(path_column, f"({re.escape(base)}/.*)$", 1)
+
+
+def read_page(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    base: str,
+    current: Sequence[Column],
+    segments: Sequence[SegmentRead],
+    *,
+    offset: int,
+    limit: int,
+) -> list[list[Any]]:
+    """Rows `offset` to `offset + limit` in a stable order (segment, then position). Reads only the segments
+    the window can reach: a preview of a large table reads its first segments, not the whole table."""
+    frame = read_segments(spark, warehouse, base, current, segments, positions=True)
+    page = frame.orderBy(ORDER, POSITION).offset(offset).limit(limit).select(*[F.col(f"`{c.name}`") for c in current])
+    return _json_rows(page.toArrow())
+
+
+def _json_rows(rows: pa.Table) -> list[list[Any]]:
+    return [[json_value(value) for value in row.values()] for row in rows.to_pylist()]
+
+
+PAGE_BATCH_ROWS = 4096  # rows decoded at a time when a page is read here (a row group may hold millions)
+
+
+def read_page_here(
+    warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead], *, offset: int, limit: int
+) -> list[list[Any]] | None:
+    """The page `read_page` gives, read in this process with pyarrow: row groups before the page are skipped by
+    their row counts less their deleted positions, and the rest decoded a batch at a time, only until the page is
+    full. No Spark job and no queue, so a preview answers at once whatever the workers are doing. Only for segments
+    written in the `current` schema; None if one was written in an older one (Spark projects it)."""
+    if not in_schema(segments, current):
+        return None
+    names, schema = [c.name for c in current], pa.schema([(c.name, arrow_type(c.type)) for c in current])
+    parts: list[pa.Table] = []
+    before = seen = 0  # live rows before the first part kept, and before what is read next
+    for segment in segments:
+        deleted = deleted_positions(warehouse, segment.deltas).to_numpy() if segment.deltas else None
+        filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
+        with filesystem.open_input_file(path) as handle:
+            source, start = pq.ParquetFile(handle, buffer_size=2**20), 0  # buffered: a column chunk read in pieces
+            for index in range(source.metadata.num_row_groups):
+                size = source.metadata.row_group(index).num_rows
+                keep = np.ones(size, dtype=bool)
+                if deleted is not None:
+                    keep[deleted[(deleted >= start) & (deleted < start + size)] - start] = False
+                start += size
+                if seen + int(keep.sum()) <= offset:
+                    seen += int(keep.sum())
+                    continue
+                at = 0
+                for batch in source.iter_batches(PAGE_BATCH_ROWS, row_groups=[index], columns=names):
+                    mask, at = keep[at : at + batch.num_rows], at + batch.num_rows
+                    live = int(mask.sum())
+                    if seen + live > offset:
+                        before = before if parts else seen
+                        parts.append(pa.Table.from_batches([batch]).select(names).filter(pa.array(mask)).cast(schema))
+                    seen += live
+                    if seen >= offset + limit:
+                        break
+                if seen >= offset + limit:
+                    break
+        if seen >= offset + limit:
+            break
+    return _json_rows(pa.concat_tables(parts).slice(offset - before, limit) if parts else schema.empty_table())
+
+
+def deleted_positions(warehouse: Warehouse, deltas: Sequence[str]) -> pa.Array:
+    """The positions a segment's delta files list (read with pyarrow: a file list, no Spark job)."""
+    positions = []
+    for delta in deltas:
+        filesystem, path = arrow_filesystem(warehouse.uri(delta))
+        positions.append(pq.read_table(path, columns=["pos"], filesystem=filesystem).column(0))
+    return pa.chunked_array(positions, pa.int64()).combine_chunks()
+
+
+def deleted_count(warehouse: Warehouse, segments: Sequence[SegmentRead]) -> int:
+    """Rows deleted by the delta files of `segments`, counting a position deleted twice once."""
+    return sum(len(pc.unique(deleted_positions(warehouse, s.deltas))) for s in segments if s.deltas)

@@ -1,0 +1,63 @@
+"""A table's data as the catalog hands it to the engine and the engine hands back: the columns (with their stable
+ids), the segments to read with their live delta files, the files a job wrote; and the columns that locate a row in
+its segment. Plain values."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SEGMENT_ID, POSITION, ORDER = "_segment", "_pos", "_order"
+
+
+@dataclass(frozen=True)
+class Column:
+    id: int
+    name: str
+    type: str
+    nullable: bool = True
+    default: Any = None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Column":
+        return cls(data["id"], data["name"], data["type"], data["nullable"], data.get("default"))
+
+
+@dataclass(frozen=True)
+class SegmentRead:
+    """A live segment to read: its path, the columns it was written with, and its live delta files."""
+
+    id: str
+    path: str
+    columns: tuple[Column, ...]
+    deltas: tuple[str, ...] = ()
+    order: int = 0
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    path: str
+    row_count: int
+    size_bytes: int
+    stats: dict[str, dict] = field(default_factory=dict)
+    partition_values: dict[str, Any] = field(default_factory=dict)
+    segment_id: str | None = None  # delta files: the segment they delete from
+    group: str | None = None  # segments written with `group_column`: the group's value
+
+
+def in_schema(segments: Sequence[SegmentRead], current: Sequence[Column]) -> bool:
+    """Whether the segments were written in the `current` schema: then their files are read, or copied, as they
+    are (no projection of an older schema)."""
+    return all(segment.columns == tuple(current) for segment in segments)
+
+
+def file_in_partitions(values: Mapping[str, Any], partitions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a segment whose partition values are `values` (by column id) is in one of `partitions` (values
+    by column id, as the catalog keeps them). NULL is only NULL; a segment without a value for a column (written
+    before the table was partitioned by it) is in no partition of it."""
+
+    def same(key: str, value: Any) -> bool:
+        if key not in values or (values[key] is None) != (value is None):
+            return False
+        return value is None or str(values[key]) == str(value)
+
+    return any(all(same(key, value) for key, value in partition.items()) for partition in partitions)

@@ -1,0 +1,39 @@
+"""Where a table's files live, and the filesystem to read them with.
+
+Files are written under `<warehouse>/<base>/data/<tag>/` (segments) and `<warehouse>/<base>/deltas/<tag>/`
+(delta files), where `base` is `<catalog id>/<table id>` and `tag` is unique per job run: never overwritten. The
+catalog stores each file's path from `base` on; `Warehouse.uri` makes it a URI again.
+"""
+
+import os
+
+import pyarrow.fs as pafs
+
+
+class Warehouse:
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/")
+
+    def uri(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+
+def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem and path for a warehouse URI (Hadoop's s3a:// is pyarrow's s3://; plain paths are
+    made absolute)."""
+    if uri.startswith("s3a://"):
+        uri = "s3://" + uri[len("s3a://") :]
+    elif "://" not in uri and not uri.startswith("file:"):
+        uri = os.path.abspath(uri)
+    return pafs.FileSystem.from_uri(uri)
+
+
+def data_folder(base: str, tag: str) -> str:
+    """The folder (from the warehouse root) of the segments one job run writes."""
+    return f"{base}/data/{tag}"
+
+
+def delta_folder(base: str, tag: str) -> str:
+    """The folder (from the warehouse root) of the delta files one job run writes, one `__segment=<id>` folder per
+    segment they delete from."""
+    return f"{base}/deltas/{tag}"

@@ -1,0 +1,167 @@
+"""Writing segments and delta files with Spark, and describing the files written from their Parquet footers
+(row count, size, per-column statistics, partition values): what the catalog records of them."""
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, WrittenFile
+from catalog_app.engine.session import FIELD_ID_METADATA_KEY
+from catalog_app.engine.types import _json_value, is_decimal, json_value, spark_type, utc_naive
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder
+
+_GROUP_IN_PATH = re.compile(r"/__g=([^/]+)/")
+_SEGMENT_IN_PATH = re.compile(r"__segment=([0-9a-f-]{36})/")
+STATS_TYPES = ("int", "long", "float", "double", "string", "date", "timestamp", "boolean")  # and decimals
+
+
+def write_segments(
+    warehouse: Warehouse,
+    base: str,
+    rows: DataFrame,
+    columns: Sequence[Column],
+    *,
+    partition_ids: Sequence[int] = (),
+    tag: str,
+    group_column: str | None = None,
+    few: bool = False,
+) -> list[WrittenFile]:
+    """Write `rows` (already in the table's schema) as new segments; one partition value per file. With
+    `group_column` (a string column of `rows`, not stored), each group value gets files of its own. `few` rows
+    (the caller knows) are written by one task, with no shuffle to gather each group's rows."""
+    target = data_folder(base, tag)
+    by_id = {column.id: column for column in columns}
+    frame = rows.select(
+        *[
+            F.col(f"`{c.name}`").cast(spark_type(c.type)).alias(c.name, metadata={FIELD_ID_METADATA_KEY: c.id})
+            for c in columns
+        ],
+        *([F.col(group_column).alias("__g")] if group_column else []),
+    )
+    writer_columns = ["__g"] if group_column else []
+    if partition_ids:  # folders named by a hash of the partition's values: any value, of any length, fits a path
+        values = [F.col(f"`{by_id[i].name}`") for i in partition_ids]
+        frame = frame.select("*", F.xxhash64(*values, *[value.isNull() for value in values]).alias("__p"))
+        writer_columns.append("__p")
+    if writer_columns:
+        frame = frame.coalesce(1) if few else frame.repartition(*writer_columns)
+        frame.write.partitionBy(*writer_columns).parquet(warehouse.uri(target))
+    else:
+        frame.write.parquet(warehouse.uri(target))
+    written = describe_segments(warehouse, base, target, columns, partition_ids)
+    _remove_empty(warehouse, target, keep={w.path for w in written})
+    return written
+
+
+def _remove_empty(warehouse: Warehouse, target: str, *, keep: set[str]) -> None:
+    """Spark writes an empty Parquet file for an empty frame (and a _SUCCESS marker): no segment refers to it, so
+    it is removed now rather than left for GC; a write of no rows leaves no folder at all."""
+    filesystem, root = arrow_filesystem(warehouse.uri(target))
+    if not keep:
+        filesystem.delete_dir(root)
+        return
+    for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True)):
+        relative = target + info.path[len(root.rstrip("/")) :]
+        data_file = info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
+        if data_file and info.base_name[0] not in "._" and relative not in keep:
+            filesystem.delete_file(info.path)
+
+
+def describe_segments(warehouse, base, target, columns, partition_ids) -> list[WrittenFile]:
+    """Row count, size and per-column min/max/nulls of each file just written, from the files' Parquet footers
+    (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
+    keep) is left out of that file's stats: never pruned on. Such a partition column's value is read from the
+    file itself."""
+    stat_columns = [c for c in columns if c.type in STATS_TYPES or is_decimal(c.type)]
+    by_id = {c.id: c for c in columns}
+    described = []
+    for path, size, footer in _written_files(warehouse, base, target):
+        if footer.num_rows == 0:  # Spark writes an empty file for an empty frame: no segment
+            continue
+        chunks = _column_chunks(footer)
+        stats = {str(c.id): stat for c in stat_columns if (stat := _column_stats(chunks.get(c.id))) is not None}
+        partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
+        for i in partition_ids:
+            if str(i) not in partition_values:
+                partition_values |= _only_value(warehouse, path, by_id[i])
+        group = _GROUP_IN_PATH.search(path)
+        described.append(WrittenFile(path, footer.num_rows, size, stats, partition_values, group=group and group[1]))
+    return sorted(described, key=lambda written: written.path)
+
+
+def _only_value(warehouse: Warehouse, path: str, column: Column) -> dict[str, Any]:
+    """{column id: value} if the file's column holds a single value, else nothing."""
+    filesystem, location = arrow_filesystem(warehouse.uri(path))
+    with filesystem.open_input_file(location) as handle:
+        values = pc.unique(pq.ParquetFile(handle).read(columns=[column.name]).column(0))
+    return {str(column.id): json_value(values[0].as_py())} if len(values) == 1 else {}
+
+
+def _written_files(warehouse: Warehouse, base: str, target: str) -> Iterator[tuple[str, int, Any]]:
+    """(path from `base` on, size, Parquet footer) of each data file Spark wrote under `target`."""
+    filesystem, root = arrow_filesystem(warehouse.uri(target))
+    for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True)):
+        if info.type == pafs.FileType.File and info.base_name.endswith(".parquet") and info.base_name[0] not in "._":
+            with filesystem.open_input_file(info.path) as handle:
+                footer = pq.ParquetFile(handle).metadata
+            yield target + info.path[len(root.rstrip("/")) :], info.size, footer
+
+
+def _column_chunks(footer) -> dict[int, list]:
+    """Each column's chunks (one per row group), by Parquet field id."""
+    chunks: dict[int, list] = {}
+    for index, field_id in enumerate(_field_ids(footer)):
+        if field_id is not None:
+            chunks[field_id] = [footer.row_group(g).column(index) for g in range(footer.num_row_groups)]
+    return chunks
+
+
+def _field_ids(footer) -> list[int | None]:
+    schema = footer.schema.to_arrow_schema()
+    return [int(f.metadata[b"PARQUET:field_id"]) if f.metadata and b"PARQUET:field_id" in f.metadata else None
+            for f in schema]  # fmt: skip
+
+
+def _column_stats(chunks: list | None) -> dict | None:
+    if not chunks:
+        return None
+    statistics = [chunk.statistics for chunk in chunks]
+    if any(s is None or not s.has_null_count for s in statistics):
+        return None
+    if any(s.num_values and not s.has_min_max for s in statistics):
+        return None  # a row group holds values but no min/max
+    nulls, bounded = sum(s.null_count for s in statistics), [s for s in statistics if s.has_min_max]
+    if not bounded:
+        return {"min": None, "max": None, "nulls": nulls}
+    if any(isinstance(bound, float) and not math.isfinite(bound) for s in bounded for bound in (s.min, s.max)):
+        return None  # NaN and infinities bound nothing the catalog can prune with (nor does JSON hold them)
+    low, high = min(utc_naive(s.min) for s in bounded), max(utc_naive(s.max) for s in bounded)
+    return {"min": _json_value(low), "max": _json_value(high), "nulls": nulls}
+
+
+def write_deltas(warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str) -> list[WrittenFile]:
+    """Write the (segment, position) pairs in `deleted` as one delta file per segment (one shuffle, which also
+    drops repeated pairs)."""
+    target = delta_folder(base, tag)
+    frame = deleted.select(F.col(SEGMENT_ID).alias("__segment"), F.col(POSITION).alias("pos"))
+    frame.repartition("__segment").distinct().write.partitionBy("__segment").parquet(warehouse.uri(target))
+    return describe_deltas(warehouse, base, target)
+
+
+def describe_deltas(warehouse: Warehouse, base: str, target: str) -> list[WrittenFile]:
+    """The delta files under `target`, one folder `__segment=<id>` per segment they delete from."""
+    return sorted(
+        (
+            WrittenFile(path, footer.num_rows, size, segment_id=_SEGMENT_IN_PATH.search(path)[1])
+            for path, size, footer in _written_files(warehouse, base, target)
+            if footer.num_rows
+        ),
+        key=lambda delta: delta.path,
+    )
