@@ -270,7 +270,7 @@ def python_value(value: Any, type_name: str) -> Any:
 
 def stat_value(value: Any, type_name: str) -> Any:
     """A catalog statistic or partition value (JSON) as the Python value of its column type: dates, naive UTC
-    timestamps and decimals parsed, the rest as it is. The inverse of `json_value` for these types."""
+    timestamps and decimals parsed, the rest as it is. The inverse of `stat_json`."""
     if value is None:
         return None
     if type_name == "date":
@@ -290,7 +290,9 @@ def utc_naive(value: Any) -> Any:
     return value
 
 
-def _json_value(value: Any) -> Any:
+def stat_json(value: Any) -> Any:
+    """A statistic (min or max) or partition value as the catalog keeps it in JSON: dates and naive UTC timestamps
+    in ISO 8601, decimals as strings, NaN and infinities named. The inverse of `stat_value`."""
     if isinstance(value, datetime.date | datetime.datetime):
         return utc_naive(value).isoformat()  # an instant from Arrow or a footer: in UTC, without the offset
     if isinstance(value, decimal.Decimal):
@@ -301,7 +303,8 @@ def _json_value(value: Any) -> Any:
 
 
 def json_value(value: Any) -> Any:
-    """A value as JSON: dates and times in ISO 8601, decimals as strings, bytes as base64."""
+    """A value as JSON: dates and times in ISO 8601, decimals as strings, bytes as base64 (the rest as `stat_json`
+    gives it)."""
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(bytes(value)).decode()
-    return _json_value(value)
+    return stat_json(value)

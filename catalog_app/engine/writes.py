@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, WrittenFile
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
-from catalog_app.engine.types import _json_value, is_decimal, json_value, spark_type, utc_naive
+from catalog_app.engine.types import is_decimal, json_value, spark_type, stat_json, utc_naive
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder
 
 _GROUP_IN_PATH = re.compile(r"/__g=([^/]+)/")
@@ -143,7 +143,7 @@ def _column_stats(chunks: list | None) -> dict | None:
     if any(isinstance(bound, float) and not math.isfinite(bound) for s in bounded for bound in (s.min, s.max)):
         return None  # NaN and infinities bound nothing the catalog can prune with (nor does JSON hold them)
     low, high = min(utc_naive(s.min) for s in bounded), max(utc_naive(s.max) for s in bounded)
-    return {"min": _json_value(low), "max": _json_value(high), "nulls": nulls}
+    return {"min": stat_json(low), "max": stat_json(high), "nulls": nulls}
 
 
 def write_deltas(warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: str) -> list[WrittenFile]:

@@ -41,7 +41,7 @@ def test_segment_stats_from_footers_equal_sparks_own_aggregates(spark, tmp_path)
 
     from catalog_app.engine.frames import struct_type
     from catalog_app.engine.segments import Column
-    from catalog_app.engine.types import _json_value
+    from catalog_app.engine.types import stat_json
     from catalog_app.engine.warehouse import Warehouse
     from catalog_app.engine.writes import write_segments
 
@@ -70,7 +70,7 @@ def test_segment_stats_from_footers_equal_sparks_own_aggregates(spark, tmp_path)
                        for b in ("min", "max"))  # fmt: skip
 
     expected = {
-        row["path"]: (row["rows"], {str(c.id): {"min": _json_value(row[f"min{c.id}"]), "max": _json_value(
+        row["path"]: (row["rows"], {str(c.id): {"min": stat_json(row[f"min{c.id}"]), "max": stat_json(
             row[f"max{c.id}"]), "nulls": row[f"nulls{c.id}"]} for c in columns if bounded(row, c)})
         for row in read.groupBy(path).agg(*figures).collect()
     }  # fmt: skip

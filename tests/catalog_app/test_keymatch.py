@@ -20,7 +20,7 @@ from catalog_app.engine.frames import struct_type
 from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, in_schema
 from catalog_app.engine.strategies import key_survey
-from catalog_app.engine.types import _json_value
+from catalog_app.engine.types import stat_json
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_segments
 
@@ -57,7 +57,7 @@ def test_the_driver_survey_prunes_as_the_spark_survey_does(spark, type_name):
     for segment in range(25):
         low = chance.randrange(100)
         high = min(99, low + chance.randrange(6))
-        ranges.append((f"s{segment}", [_json_value(value(low)), _json_value(value(high))]))
+        ranges.append((f"s{segment}", [stat_json(value(low)), stat_json(value(high))]))
     keys = [Column(1, "k", type_name)]
     frame = _keys_frame(spark, [("k", type_name)], rows)
 
