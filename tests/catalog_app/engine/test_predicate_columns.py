@@ -18,7 +18,7 @@ from catalog_app.engine.predicate_parser import (
     parse_predicate,
 )
 from catalog_app.engine.session import SparkConfig, get_or_create
-from tests.catalog_app.test_predicate_parser import COLUMNS
+from tests.catalog_app.engine.test_predicate_parser import COLUMNS
 
 SCHEMA = (
     "id int, amount int, price double, cost decimal(10,2), region string, note string, flag boolean, day date, "
