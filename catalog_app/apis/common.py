@@ -4,13 +4,13 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from catalog_app.apis.permissions import CHECKED_CATALOG
 from catalog_app.models import Catalog
 from catalog_app.selectors.refs import Chain, ResolvedRef, catalog_get, ref_resolve
 from catalog_app.selectors.refs import timestamp_parse as parse_at
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
 from lakeui.api.conditional import commit_read
-from lakeui.api.permissions import CHECKED_CATALOG
 from lakeui.errors import ApplicationError
 
 AT_PARAMETER = OpenApiParameter("at", str, description="ISO 8601 timestamp: read the ref as it was then (time travel)")
@@ -21,7 +21,7 @@ IF_MATCH_PARAMETER = OpenApiParameter(
 
 
 def request_catalog(request: Request, name: str) -> Catalog:
-    """The catalog a request names: the one the permission check read (lakeui/api/permissions.py), not read again."""
+    """The catalog a request names: the one the permission check read (apis/permissions.py), not read again."""
     checked = getattr(request, CHECKED_CATALOG, None)
     return checked if checked is not None and checked.name == name else catalog_get(name=name)
 

@@ -9,12 +9,10 @@ that does not exist, so catalogs one may not see stay invisible.
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from catalog_app.models import Catalog, Role
-from catalog_app.selectors.access import catalog_with_role, role_at_least
-from lakeui.errors import ApplicationError, NotFoundError
+from catalog_app.models import Role
+from catalog_app.selectors.access import catalog_access
 
 CHECKED_CATALOG = "lakeui_catalog"  # the request attribute holding the catalog checked, for the view to use
-MESSAGE_ROLE = "This needs the {wanted} role in catalog {catalog!r}; you have {role}."
 
 
 def required_role(view, request) -> str:
@@ -26,23 +24,6 @@ def required_role(view, request) -> str:
     if method in roles:
         return roles[method]
     return Role.VIEWER if method in SAFE_METHODS else Role.EDITOR
-
-
-def catalog_access(*, user, name: str, wanted: str) -> tuple[Catalog, str]:
-    """The catalog `name` and the user's role in it, if that is at least the role `wanted` (one query). No
-    catalog, or no role in it: 404 `catalog_not_found` (a catalog one may not see stays invisible); a lesser
-    role: 403 `role_required`. The one rule for the API (below) and the browser UI (frontend/views/common.py)."""
-    catalog, role = catalog_with_role(user=user, name=name)
-    if catalog is None or role is None:
-        raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
-    if not role_at_least(role, wanted):
-        raise ApplicationError(
-            "role_required",
-            MESSAGE_ROLE.format(wanted=wanted, catalog=name, role=role),
-            status=403,
-            details={"required": wanted, "role": role},
-        )
-    return catalog, role
 
 
 class CatalogRolePermission(BasePermission):

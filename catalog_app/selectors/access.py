@@ -8,10 +8,31 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from catalog_app.models import ROLE_ORDER, Catalog, CatalogRole, ProtectedBranch, Role
+from lakeui.errors import ApplicationError, NotFoundError
+
+MESSAGE_ROLE = "This needs the {wanted} role in catalog {catalog!r}; you have {role}."
 
 
 def role_at_least(role: str | None, wanted: str) -> bool:
     return role is not None and ROLE_ORDER.index(role) >= ROLE_ORDER.index(wanted)
+
+
+def catalog_access(*, user, name: str, wanted: str) -> tuple[Catalog, str]:
+    """The catalog `name` and the user's role in it, if that is at least the role `wanted` (one query). No
+    catalog, or no role in it: 404 `catalog_not_found` (a catalog one may not see stays invisible); a lesser
+    role: 403 `role_required`. The one rule for the API (apis/permissions.py) and the browser UI
+    (frontend/views/common.py)."""
+    catalog, role = catalog_with_role(user=user, name=name)
+    if catalog is None or role is None:
+        raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
+    if not role_at_least(role, wanted):
+        raise ApplicationError(
+            "role_required",
+            MESSAGE_ROLE.format(wanted=wanted, catalog=name, role=role),
+            status=403,
+            details={"required": wanted, "role": role},
+        )
+    return catalog, role
 
 
 def catalog_with_role(*, user: AbstractBaseUser, name: str) -> tuple[Catalog | None, str | None]:

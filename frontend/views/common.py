@@ -13,9 +13,8 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from catalog_app.models import Catalog, Role
-from catalog_app.selectors.access import role_at_least
+from catalog_app.selectors.access import catalog_access, role_at_least
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve, timestamp_parse
-from lakeui.api.permissions import catalog_access
 from lakeui.errors import ApplicationError
 
 
@@ -95,7 +94,7 @@ def url_with(path: str, **params: str) -> str:
 
 def get_catalog(request: HttpRequest, name: str, wanted: str = Role.VIEWER) -> Catalog:
     """The catalog of the URL if the signed-in user has the role `wanted` in it: the API's rule
-    (`lakeui.api.permissions.catalog_access`): no role is a 404 as for a catalog that does not exist, a lesser
+    (`catalog_app.selectors.access.catalog_access`): no role is a 404 as for a catalog that does not exist, a lesser
     role a 403 `role_required`. The role is kept on the request for the templates (`request.catalog_role`)."""
     catalog, role = catalog_access(user=request.user, name=name, wanted=wanted)
     request.catalog_role = CatalogRoleView(

@@ -109,8 +109,8 @@ REST_FRAMEWORK = {
         "lakeui.api.authentication.QuickTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Signed in, and the role each catalog endpoint needs (lakeui/api/permissions.py).
-    "DEFAULT_PERMISSION_CLASSES": ["lakeui.api.permissions.CatalogRolePermission"],
+    # Signed in, and the role each catalog endpoint needs (catalog_app/apis/permissions.py).
+    "DEFAULT_PERMISSION_CLASSES": ["catalog_app.apis.permissions.CatalogRolePermission"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
         "lakeui.api.parsers.SafeJSONParser",
@@ -130,7 +130,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Like every endpoint but health: for signed-in users only.
-    "SERVE_PERMISSIONS": ["lakeui.api.permissions.CatalogRolePermission"],
+    "SERVE_PERMISSIONS": ["catalog_app.apis.permissions.CatalogRolePermission"],
     # Served from the drf-spectacular-sidecar package: the docs page needs no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
