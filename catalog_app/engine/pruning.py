@@ -16,9 +16,8 @@ from zoneinfo import ZoneInfo
 
 from catalog_app.engine.predicate_parser import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
 from catalog_app.engine.segments import Column
-from catalog_app.engine.types import is_decimal, stat_value
+from catalog_app.engine.types import is_pruned, stat_value
 
-PRUNED_TYPES = ("int", "long", "string", "date", "timestamp")  # and decimals; timestamps naive, in UTC
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -34,9 +33,8 @@ class Bounds:
 
 def bounds(stats: Mapping[str, Any], type_name: str) -> Bounds | None:
     """A catalog statistic (JSON values) as Python values comparable with the predicate's literals, or None
-    for a type that is not pruned on (float and double: NaN and -0.0 do not order there as Spark compares them;
-    boolean and binary: not worth it)."""
-    if type_name not in PRUNED_TYPES and not is_decimal(type_name):
+    for a type that is not pruned on (`types.is_pruned`). Timestamps are naive, in UTC."""
+    if not is_pruned(type_name):
         return None
     low, high = (stat_value(stats[side], type_name) for side in ("min", "max"))
     return Bounds(low, high, stats.get("nulls"))

@@ -268,6 +268,21 @@ def python_value(value: Any, type_name: str) -> Any:
     return CONVERT[type_name](value)
 
 
+# The types whose per-file min, max and NULL count the catalog keeps (and decimals): binary is not worth it.
+STATISTICS_TYPES = ("int", "long", "float", "double", "string", "date", "timestamp", "boolean")
+# The types whose statistics rule segments out (and decimals): not float and double (NaN and -0.0 do not order
+# there as Spark compares them), nor boolean and binary (not worth it).
+PRUNED_TYPES = ("int", "long", "string", "date", "timestamp")
+
+
+def has_statistics(type_name: str) -> bool:
+    return type_name in STATISTICS_TYPES or is_decimal(type_name)
+
+
+def is_pruned(type_name: str) -> bool:
+    return type_name in PRUNED_TYPES or is_decimal(type_name)
+
+
 def stat_value(value: Any, type_name: str) -> Any:
     """A catalog statistic or partition value (JSON) as the Python value of its column type: dates, naive UTC
     timestamps and decimals parsed, the rest as it is. The inverse of `stat_json`."""

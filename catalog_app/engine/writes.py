@@ -14,12 +14,11 @@ from pyspark.sql import functions as F
 
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, WrittenFile
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
-from catalog_app.engine.types import is_decimal, json_value, spark_type, stat_json, utc_naive
+from catalog_app.engine.types import has_statistics, json_value, spark_type, stat_json, utc_naive
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder
 
 _GROUP_IN_PATH = re.compile(r"/__g=([^/]+)/")
 _SEGMENT_IN_PATH = re.compile(r"__segment=([0-9a-f-]{36})/")
-STATS_TYPES = ("int", "long", "float", "double", "string", "date", "timestamp", "boolean")  # and decimals
 
 
 def write_segments(
@@ -79,7 +78,7 @@ def describe_segments(warehouse, base, target, columns, partition_ids) -> list[W
     (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
     keep) is left out of that file's stats: never pruned on. Such a partition column's value is read from the
     file itself."""
-    stat_columns = [c for c in columns if c.type in STATS_TYPES or is_decimal(c.type)]
+    stat_columns = [c for c in columns if has_statistics(c.type)]
     by_id = {c.id: c for c in columns}
     described = []
     for path, size, footer in _written_files(warehouse, base, target):

@@ -12,7 +12,9 @@ from catalog_app.engine.types import (
     arrow_type,
     check_default,
     decimal_digits,
+    has_statistics,
     is_decimal,
+    is_pruned,
     is_widening,
     json_value,
     parse_type,
@@ -204,3 +206,16 @@ def test_defaults_are_json_literals_of_the_type(value, type_name, valid):
 )
 def test_which_typed_source_columns_a_column_takes(source, type_name, fits):
     assert type_fits(source, type_name) is fits
+
+
+def test_which_types_have_statistics_and_which_prune():
+    names = [*SIMPLE_TYPES, "decimal(10,2)"]
+    assert [name for name in names if not has_statistics(name)] == ["binary"]
+    assert [name for name in names if is_pruned(name)] == [
+        "int",
+        "long",
+        "string",
+        "date",
+        "timestamp",
+        "decimal(10,2)",
+    ]
