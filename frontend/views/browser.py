@@ -1,6 +1,7 @@
 """The object browser at any ref and time: databases, tables and views; a table's schema, properties,
 partitioning, history and data preview, and the form that loads rows into it (a data job)."""
 
+import dataclasses
 import json
 
 from django.conf import settings
@@ -148,11 +149,11 @@ def table_rows(request: HttpRequest, catalog: str, database: str, table: str) ->
     return render(request, template, context)
 
 
-def _many(field) -> bool:
+def _many(field: dataclasses.Field) -> bool:
     return field.metadata["kind"] == "columns"
 
 
-def _form_field(field) -> dict:
+def _form_field(field: dataclasses.Field) -> dict:
     label, strategies = field.metadata["label"], ", ".join(field.metadata["strategies"])
     return {"name": field.name, "label": f"{label}{', comma-separated' if _many(field) else ''} ({strategies})"}
 
