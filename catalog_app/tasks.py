@@ -4,13 +4,13 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
-from catalog_app.services.jobs import JobOutcome, JobRecoveryLoop, job_execute
+from catalog_app.services.jobs import RUN_JOB_TASK, JobOutcome, JobRecoveryLoop, job_execute
 
 # A duplicate delivery of a job that is alive elsewhere comes back until that job can have finished.
 _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_JOB_STALE_AFTER) + 5
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=_DUPLICATE_RETRIES)
+@shared_task(name=RUN_JOB_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=_DUPLICATE_RETRIES)
 def run_job(self, job_id: str) -> str:
     outcome = job_execute(job_id=job_id, worker=self.request.hostname or "worker")
     if outcome is JobOutcome.BUSY:

@@ -25,10 +25,12 @@ from django.utils import timezone
 from catalog_app.engine import session, sql
 from catalog_app.jobs.registry import ClaimLost, crash_point, job_kind_get, job_kind_interactive
 from catalog_app.models import Job
+from lakeui.celery import app as celery_app
 from lakeui.errors import ApplicationError, ConflictError
 
 logger = logging.getLogger(__name__)
 
+RUN_JOB_TASK = "catalog_app.tasks.run_job"  # the Celery task that runs a job (catalog_app/tasks.py)
 MESSAGE_CANCELLED = "The job was cancelled."
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
 MESSAGE_INTERNAL = "The job failed with an unexpected error: {error}"
@@ -70,12 +72,8 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
 def job_send(job_id: str, kind: str) -> None:
     """Send a job's message to its queue: the interactive one for a read a person waits for (served by workers of
     its own, never behind a long job), else the jobs queue."""
-    from catalog_app.tasks import run_job  # here, not at the top: tasks imports this module
-
-    if job_kind_interactive(kind):
-        run_job.apply_async(args=[job_id], queue=settings.LAKEUI_INTERACTIVE_QUEUE)
-    else:
-        run_job.delay(job_id)
+    queue = settings.LAKEUI_INTERACTIVE_QUEUE if job_kind_interactive(kind) else settings.CELERY_TASK_DEFAULT_QUEUE
+    celery_app.send_task(RUN_JOB_TASK, args=[job_id], queue=queue)  # by name: the task module imports this one
 
 
 @transaction.atomic

@@ -211,7 +211,7 @@ def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
     db = dict(connection.settings_dict)
     # Every submit's message goes to this test's workers only: the suite's worker (running for earlier tests) must
     # not take the job, or the crash never happens. (The set-up's jobs, run in this process, are not claimable.)
-    monkeypatch.setattr(run_job, "delay", lambda job_id: run_job.apply_async(args=[job_id], queue=env["LAKEUI_QUEUE"]))
+    monkeypatch.setattr(settings, "CELERY_TASK_DEFAULT_QUEUE", env["LAKEUI_QUEUE"])
     catalog = make_catalog()
     make_table(catalog)
     submit, expected_ids = CHANGES[change](spark, catalog)
