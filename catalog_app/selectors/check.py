@@ -6,7 +6,7 @@ list positions inside their segment, merge commits have their merge log, and no 
 """
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from catalog_app.engine.reads import deleted_positions
@@ -15,6 +15,15 @@ from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, Ta
 from catalog_app.selectors.objects import objects_at
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.tables import tables_files
+
+Check = Callable[[Catalog, Callable[[str, str], "Finding"]], Iterator["Finding"]]
+CHECKS: list[Check] = []  # checks of what other apps keep (merge logs), added by their AppConfig.ready
+
+
+def check_register(check: Check) -> Check:
+    """Add a check of a catalog: it gets the catalog and `finding(kind, message)`, and yields findings."""
+    CHECKS.append(check)
+    return check
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,8 @@ def _findings(catalog: Catalog, warehouse: Warehouse) -> Iterator[Finding]:
         for role, parent in (("parent", parent_id), ("merge parent", merge_parent_id)):
             if parent is not None and parent not in commit_ids:
                 yield finding("missing_parent", f"commit {commit_id}'s {role} {parent} does not exist")
-    yield from _merge_logs(catalog, finding)
+    for check in CHECKS:
+        yield from check(catalog, finding)
     checked_files: set = set()
     for commit_id, ref in sorted(live.items(), key=lambda item: item[1]):
         chain = commit_chain(Commit.objects.get(id=commit_id))
@@ -67,15 +77,6 @@ def _findings(catalog: Catalog, warehouse: Warehouse) -> Iterator[Finding]:
         tables = objects_at(chain, kind=ObjectKind.TABLE)
         for files in tables_files(chain, table_ids=[t.object_id for t in tables]).values():
             yield from _files(files, warehouse, ref, checked_files, finding)
-
-
-def _merge_logs(catalog: Catalog, finding) -> Iterator[Finding]:
-    from merge_app.models import Merge  # the merge log belongs to merge_app; the check only reads it
-
-    logged = set(Merge.objects.filter(catalog=catalog, commit__isnull=False).values_list("commit_id", flat=True))
-    for commit_id in Commit.objects.filter(catalog=catalog, merge_parent__isnull=False).values_list("id", flat=True):
-        if commit_id not in logged:
-            yield finding("merge_without_log", f"merge commit {commit_id} has no merge log (merge_app Merge)")
 
 
 def _names(chain, ref: str, finding) -> Iterator[Finding]:

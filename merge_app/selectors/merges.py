@@ -1,9 +1,10 @@
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
 
-from catalog_app.models import Catalog, Job
+from catalog_app.models import Catalog, Commit, Job
 from lakeui.errors import NotFoundError
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
@@ -39,6 +40,14 @@ def job_outcome(job: Job) -> dict[str, Any]:
 def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:
     """A primary-key table's stored key comparison at these heads."""
     return KeyComparison.objects.get(table_id=table_id, base=base, source_head=source_head, target_head=target_head)
+
+
+def merge_logs_check(catalog: Catalog, finding) -> Iterator:
+    """`lakeui_check`: every merge commit has its merge log (registered in apps.py)."""
+    logged = set(Merge.objects.filter(catalog=catalog, commit__isnull=False).values_list("commit_id", flat=True))
+    for commit_id in Commit.objects.filter(catalog=catalog, merge_parent__isnull=False).values_list("id", flat=True):
+        if commit_id not in logged:
+            yield finding("merge_without_log", f"merge commit {commit_id} has no merge log (merge_app Merge)")
 
 
 def restore_list(*, catalog: Catalog) -> QuerySet[Restore]:
