@@ -167,6 +167,7 @@ class LoadSpec:
     checked them against the table."""
 
     KIND: ClassVar[str] = "table_load"
+    VERB: ClassVar[str] = "Load"  # the default commit message: "<VERB> <database>.<table>"
 
     strategy: str
     source: Source
@@ -274,6 +275,7 @@ class DeleteSpec:
     """Delete the rows matching `where` (a predicate over the table's columns, checked by the submit service)."""
 
     KIND: ClassVar[str] = "table_delete"
+    VERB: ClassVar[str] = "Delete from"  # the default commit message: "<VERB> <database>.<table>"
 
     where: str
 
@@ -294,6 +296,7 @@ class UpdateSpec:
     """Set columns to expressions (`assignments`: column, expression) in the rows matching `where`."""
 
     KIND: ClassVar[str] = "table_update"
+    VERB: ClassVar[str] = "Update"  # the default commit message: "<VERB> <database>.<table>"
 
     assignments: tuple[tuple[str, str], ...]
     where: str = "TRUE"
@@ -318,6 +321,7 @@ class CompactSpec:
     """Rewrite the table's small, deleted-from and unsplit segments (no input)."""
 
     KIND: ClassVar[str] = "table_compact"
+    VERB: ClassVar[str] = "Compact"  # the default commit message: "<VERB> <database>.<table>"
 
     @classmethod
     def from_request(cls, data: Mapping[str, Any]) -> "CompactSpec":

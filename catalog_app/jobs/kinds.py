@@ -36,12 +36,6 @@ SPARK_CHECK = "spark_check"
 REPLANS = 3
 # SQLSTATE class 22, "data exception": a value the user supplied or computed (bad cast, division by zero).
 DATA_EXCEPTION_SQLSTATE = "22"
-OPERATION_VERB = {
-    "table_load": "Load",
-    "table_delete": "Delete from",
-    "table_update": "Update",
-    "table_compact": "Compact",
-}
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +109,7 @@ def _table_change(kind: str):
         done = Commit.objects.filter(job=job).first()
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
             return {"commit": done.id, **_figures_of(done)}
-        message = target.message or f"{OPERATION_VERB[kind]} {target.database}.{target.table}"
+        message = target.message or f"{spec.VERB} {target.database}.{target.table}"
         for replan in range(REPLANS + 1):
             try:
                 return _plan_and_commit(

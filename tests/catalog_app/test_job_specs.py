@@ -24,7 +24,10 @@ from catalog_app.job_specs import (
     TableTarget,
     UpdateSpec,
 )
+from catalog_app.models import Commit
 from lakeui.errors import ApplicationError
+from tests.support.catalogs import make_catalog, make_table
+from tests.support.data import run_here
 
 ROWS = [{"id": 1, "amount": 10, "region": "eu"}]
 LOADS = [
@@ -134,3 +137,16 @@ def test_a_stored_upload_round_trips():
         "upload": {"path": "c/t/staging/x.parquet", "format": "parquet"},
     }
     assert LoadSpec.from_params(spec.to_params()) == spec
+
+
+@pytest.mark.django_db
+def test_the_worker_runs_each_table_job_from_its_spec_with_its_default_message(spark):
+    """The worker reads the target and the spec back from the job's params; a job given no message commits
+    as "<verb> database.table"."""
+    catalog = make_catalog()
+    make_table(catalog)
+    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_here(spark, catalog, {"set": {"amount": "amount + 1"}}, kind="table_update")
+    run_here(spark, catalog, {"where": "id = 1"}, kind="table_delete")
+    messages = Commit.objects.filter(catalog=catalog).order_by("-seq").values_list("message", flat=True)[:3]
+    assert list(messages) == ["Delete from sales.orders", "Update sales.orders", "Load sales.orders"]
