@@ -1,15 +1,27 @@
-"""Key-level changes of primary-key tables (DESIGN.md 4.4), as pure DataFrame transforms.
+"""Key-level changes of primary-key tables (DESIGN.md 4.4) on Spark.
 
 `changes_by_key` compares a side's rows before and after its changes (only the rows of the segments it touched
 and the ones it wrote) and gives one row per key it inserted, updated or deleted, with the row before and after,
 as struct columns `before` and `after`. `both_changed` and `only_changed` split the two sides' changes by key.
+
+A merge by key (merge_app/services/keys.py) runs on these through two steps on plain inputs: `key_changes` reads
+both sides' changes and returns the keys both changed as Python values (the merge decides each with
+merge_app.semantics.row_merge), and `key_merge_write` writes the merged keys on the target.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from catalog_app.engine.dml import rows_in_partitions
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.writes import write_deltas, write_segments
 
 CHANGE, BEFORE, AFTER = "_change", "_before", "_after"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
@@ -64,3 +76,111 @@ def rows_with_keys(rows: DataFrame, keys_frame: DataFrame, keys: Sequence[str]) 
 def rows_diff(before: DataFrame, after: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Rows only `after` has and rows only `before` has, as multisets (a table without a primary key)."""
     return after.exceptAll(before), before.exceptAll(after)
+
+
+# --- a primary-key table merged by key: the comparison and the writing, on plain inputs ----------------------
+
+
+@dataclass(frozen=True)
+class KeyTable:
+    """A primary-key table as the key merge reads and writes it: where its files are, its columns (the merged
+    schema), its keys and the partition spec the rows the merge writes follow."""
+
+    warehouse: Warehouse
+    path: str  # `<catalog id>/<table id>`
+    columns: tuple[Column, ...]
+    keys: tuple[str, ...]
+    partition_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SideReads:
+    """A side's changes since the ancestor, as segments to read: the ancestor's segments it changed (`before`, as
+    the ancestor has them) and what it has of those now with the segments it wrote (`after`)."""
+
+    before: tuple[SegmentRead, ...]
+    after: tuple[SegmentRead, ...]
+
+
+@dataclass(frozen=True)
+class BothChanged:
+    """One key both sides changed: its values, each side's change and the rows (None where there is none)."""
+
+    key: tuple
+    source_change: str
+    target_change: str
+    base: dict | None
+    source: dict | None
+    target: dict | None
+
+
+@dataclass(frozen=True)
+class KeyChanges:
+    both: list[BothChanged]
+    counts: dict[str, dict[str, int]]  # per side, the keys it inserted, updated and deleted
+    discarded: int  # source changes of rows a target overwrite replaced
+    only: DataFrame  # the source's changes of keys the target did not change: keys, `_after`
+
+
+def key_changes(
+    spark, table: KeyTable, source: SideReads, target: SideReads, *, target_overwrites: list[list[dict] | None]
+) -> KeyChanges:
+    """Each side's changes by key, split into keys both changed and keys only the source changed. A source change
+    of a row that existed at the ancestor in what a target overwrite replaced (`target_overwrites`: the partitions
+    of each, values by column id, or None for the whole table) is discarded."""
+    names = [c.name for c in table.columns]
+
+    def changes(side: SideReads) -> DataFrame:
+        before, after = (read_segments(spark, table.warehouse, table.path, table.columns, reads)
+                         for reads in (side.before, side.after))  # fmt: skip
+        return changes_by_key(before, after, table.keys, names).cache()
+
+    src, dest = changes(source), changes(target)
+    discarded = 0
+    if target_overwrites:
+        kept = src.filter((F.col(CHANGE) == INSERT) | ~_replaced(target_overwrites, table.columns)).cache()
+        discarded = src.count() - kept.count()
+        src = kept
+    both = [
+        BothChanged(
+            key=tuple(row[k] for k in table.keys), source_change=row["src_change"], target_change=row["dest_change"],
+            **{side: None if row[n] is None else row[n].asDict() for side, n in
+               (("base", "base"), ("source", "src"), ("target", "dest"))},
+        )
+        for row in both_changed(src, dest, table.keys).collect()
+    ]  # fmt: skip
+    counts = {}
+    for name, frame in (("source", src), ("target", dest)):
+        by_change = dict(frame.groupBy(CHANGE).count().collect())
+        counts[name] = {change: by_change.get(change, 0) for change in (INSERT, UPDATE, DELETE)}
+    only = only_changed(src, dest, table.keys).select(*table.keys, AFTER)
+    return KeyChanges(both=both, counts=counts, discarded=discarded, only=only)
+
+
+def _replaced(overwrites: list[list[dict] | None], columns: Sequence[Column]) -> SparkColumn:
+    """Whether the ancestor's row (`_before`) is one the target's overwrites replaced: any row for a whole-table
+    overwrite (None), else a row of one of their partitions (a partition column dropped since matches any)."""
+    if any(partitions is None for partitions in overwrites):
+        return F.lit(True)
+    return rows_in_partitions([p for partitions in overwrites for p in partitions], columns, struct=BEFORE)
+
+
+def key_merge_write(
+    spark, table: KeyTable, only: DataFrame, rows: list[tuple[tuple, tuple | None]], scanned: list[SegmentRead],
+    *, tag: str,
+) -> tuple[list[WrittenFile], list[WrittenFile]]:  # fmt: skip
+    """Write a key merge on the target: delete files for the rows of `scanned` (the target's segments where the
+    keys can be) whose key changes, and one segment with the keys' new rows. The keys are those of `only` and of
+    `rows` ((key values, the new row or None for a deleted key)). Returns the segments and delete files written."""
+    replaced = only
+    if rows:
+        schema = T.StructType([*(only.schema[k] for k in table.keys), only.schema[AFTER]])
+        replaced = replaced.unionByName(spark.createDataFrame([(*key, row) for key, row in rows], schema))
+    replaced = replaced.cache()
+    current = read_segments(spark, table.warehouse, table.path, table.columns, scanned, positions=True)
+    hit = rows_with_keys(current, replaced, table.keys).select(SEGMENT_ID, POSITION)
+    deltas = write_deltas(table.warehouse, table.path, hit, tag=tag)  # none where no row is hit
+    new_rows = replaced.filter(F.col(AFTER).isNotNull()).select(f"{AFTER}.*")
+    written = write_segments(table.warehouse, table.path, new_rows.coalesce(1), table.columns,
+                             partition_ids=table.partition_ids, tag=tag)  # fmt: skip
+    return [s for s in written if s.row_count], deltas

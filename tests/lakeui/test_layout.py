@@ -79,7 +79,7 @@ def test_no_import_cycle():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 17: loads, rows pages, the job kinds and the key merge still build DataFrames outside the engine",
+    reason="issue 17: loads, DML, rows pages and the job kinds still build DataFrames outside the engine",
 )
 def test_spark_is_used_only_by_the_engine():
     outside = sorted(m for m, imports in GRAPH.items() if "pyspark" in imports and not m.startswith(SPARK_ALLOWED))
