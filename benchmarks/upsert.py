@@ -37,6 +37,7 @@ from django.conf import settings  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from catalog_app.engine.warehouse import Warehouse  # noqa: E402
+from catalog_app.job_specs import LoadSpec  # noqa: E402
 from catalog_app.models import DataFile, Job  # noqa: E402
 from catalog_app.selectors.refs import branch_get, commit_chain  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
@@ -104,7 +105,7 @@ def lakeui_upsert(catalog, table, branch: str, upload: dict, mode: str) -> tuple
     )
     params = {"strategy": "upsert", "key_columns": ["id"], "upload": upload}
     job = _claimed(kind="table_load", params=params)
-    change = load_change(spark, snapshot, params, tag=f"bench-{uuid.uuid4().hex[:8]}")
+    change = load_change(spark, snapshot, LoadSpec.from_params(params), tag=f"bench-{uuid.uuid4().hex[:8]}")
     data_change_commit(snapshot=snapshot, change=change, job=job, message="upsert")
     return time.perf_counter() - started, change.result()
 
