@@ -12,6 +12,9 @@ from catalog_app.engine.segments import Column
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
 from catalog_app.engine.types import spark_type
 
+# What a service holds of a DataFrame it only passes on (a table's rows at a commit, a SELECT's result): a handle.
+Frame = DataFrame
+
 
 def struct_type(columns: Iterable[Column]) -> T.StructType:
     return T.StructType(

@@ -24,6 +24,8 @@ from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, Seg
 from catalog_app.engine.types import arrow_type, json_value, spark_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
+# What reading files here with pyarrow raises when the warehouse cannot be read from this process (credentials).
+READ_ERRORS = (OSError, pa.ArrowException)
 SMALL_READ = 16  # up to this many segments are read one scan each (see read_segments)
 _POSITION_COLUMNS = ((SEGMENT_ID, "string"), (POSITION, "long"), (ORDER, "long"))
 

@@ -5,6 +5,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from py4j.protocol import Py4JJavaError, Py4JNetworkError
@@ -110,6 +111,34 @@ def _forget() -> None:
     SparkSession._instantiatedSession = None
     SparkSession._activeSession = None
     _session = None
+
+
+def time_zone(spark: SparkSession) -> str:
+    """The session's time zone, in which Spark reads timestamp literals."""
+    return spark.conf.get("spark.sql.session.timeZone")
+
+
+# SQLSTATE class 22, "data exception": a value the user supplied or computed (bad cast, division by zero).
+DATA_EXCEPTION_SQLSTATE = "22"
+
+
+class DataRefused(ValueError):
+    """Spark refused the data a job gave it (SQLSTATE class 22); `message` is its first line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@contextlib.contextmanager
+def data_refusals() -> Iterator[None]:
+    """Spark's data exceptions raised in the block as `DataRefused`; any other error as it is."""
+    try:
+        yield
+    except PySparkException as exc:
+        if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
+            raise
+        raise DataRefused(str(exc).split("\n", 1)[0][:500]) from None
 
 
 def spark_error(exc: BaseException) -> bool:

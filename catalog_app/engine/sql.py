@@ -8,9 +8,13 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+
+from catalog_app.engine.types import json_value
 
 QUERY_NODES = {
     "Project", "Filter", "Aggregate", "Join", "SubqueryAlias", "UnresolvedRelation", "RelationTimeTravel", "Sort",
@@ -205,3 +209,26 @@ def _check_analyzed(plan) -> None:
             for part in _expressions(expression):
                 if _name(part) in DENIED_EXPRESSIONS:
                     raise SqlError("The current user is not available in SQL.")
+
+
+class QueryFailed(Exception):
+    """The user's query threw while it ran (a bad cast, a function's error): `message` is Spark's first line; the
+    Spark error is the cause."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def selected_rows(frame: DataFrame, limit: int) -> dict[str, Any]:
+    """Up to `limit` rows of a SELECT's result (`frame`, limited to `limit + 1` rows: one more tells whether there
+    are more) as JSON values, with its columns' names and types."""
+    try:
+        rows = frame.collect()
+    except (PySparkException, Py4JJavaError) as exc:
+        raise QueryFailed(error_message(exc)) from exc
+    return {
+        "columns": [{"name": f.name, "type": f.dataType.simpleString()} for f in frame.schema.fields],
+        "rows": [[json_value(value) for value in row] for row in rows[:limit]],
+        "truncated": len(rows) > limit,
+    }

@@ -6,11 +6,9 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 
 from catalog_app.engine import checks, files, sql
-from catalog_app.engine.types import json_value
+from catalog_app.engine.session import DataRefused, data_refusals
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
     TABLE_JOB_SPECS,
@@ -34,8 +32,6 @@ from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 SPARK_CHECK = "spark_check"
 # A data job the table changed under (409 concurrent_change at commit) reads it again and re-plans this many times.
 REPLANS = 3
-# SQLSTATE class 22, "data exception": a value the user supplied or computed (bad cast, division by zero).
-DATA_EXCEPTION_SQLSTATE = "22"
 
 logger = logging.getLogger(__name__)
 
@@ -73,15 +69,13 @@ def _plan_and_commit(
     spark = spark_session()
     progress.report(15, "Running on Spark")
     try:
-        if isinstance(spec, LoadSpec):
-            change = load_change(spark, snapshot, spec, tag=tag)
-        else:  # services/data.py's changes read their spec's params
-            change = CHANGES[spec.KIND](spark, snapshot, spec.to_params(), tag=tag)
-    except PySparkException as exc:
-        if not (exc.getSqlState() or "").startswith(DATA_EXCEPTION_SQLSTATE):
-            raise
-        refusal = str(exc).split("\n", 1)[0][:500]
-        raise ApplicationError("data_error", f"Spark refused the data: {refusal}") from None
+        with data_refusals():
+            if isinstance(spec, LoadSpec):
+                change = load_change(spark, snapshot, spec, tag=tag)
+            else:
+                change = CHANGES[spec.KIND](spark, snapshot, spec, tag=tag)
+    except DataRefused as exc:
+        raise ApplicationError("data_error", f"Spark refused the data: {exc.message}") from None
     if change.empty:
         return {"commit": None, **change.result()}
     progress.report(90, "Committing")
@@ -165,15 +159,10 @@ def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
     )  # fmt: skip
     try:
-        rows = frame.collect()
-    except (PySparkException, Py4JJavaError) as exc:  # the user's query threw: their error; the trace in the log
+        return sql.selected_rows(frame, limit)
+    except sql.QueryFailed as exc:  # the user's query threw: their error; the trace in the log
         logger.warning("SQL query of job %s failed", progress.job_id, exc_info=True)
-        raise ApplicationError("sql_error", f"The query failed: {sql.error_message(exc)}", status=400) from None
-    return {
-        "columns": [{"name": f.name, "type": f.dataType.simpleString()} for f in frame.schema.fields],
-        "rows": [[json_value(value) for value in row] for row in rows[:limit]],
-        "truncated": len(rows) > limit,
-    }
+        raise ApplicationError("sql_error", f"The query failed: {exc.message}", status=400) from None
 
 
 @job_kind(CatalogGcSpec.KIND)

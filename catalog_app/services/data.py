@@ -19,24 +19,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 from django.conf import settings
 from django.db import transaction
-from pyspark.sql import DataFrame
 
-from catalog_app.engine import dml, incoming, keymatch, pruning, sql
-from catalog_app.engine.predicates import Expr, PredicateError, parse_assignments, parse_predicate, to_column
-from catalog_app.engine.strategies import GROUP
-from catalog_app.engine.tables import (
-    Column,
-    Warehouse,
-    WrittenFile,
-    read_page,
-    read_page_here,
-    read_segments,
-    write_deltas,
-    write_segments,
-)
+from catalog_app.engine import dml, incoming, pruning, sql
+from catalog_app.engine.dml import FEW_ROWS
+from catalog_app.engine.frames import Frame
+from catalog_app.engine.predicate_parser import Expr, PredicateError, parse_assignments, parse_predicate
+from catalog_app.engine.reads import READ_ERRORS, read_page, read_page_here, read_segments
+from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
+from catalog_app.engine.session import time_zone
+from catalog_app.engine.table_data import TableData
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.job_specs import CompactSpec, DeleteSpec, UpdateSpec
 from catalog_app.models import Catalog, Commit, DataFile, Job, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import object_by_id, object_get
 from catalog_app.selectors.refs import Chain, branch_get, commit_at, commit_chain, commit_get, timestamp_parse
@@ -61,7 +56,6 @@ def predicate_errors() -> Iterator[None]:
 
 
 logger = logging.getLogger(__name__)
-FEW_ROWS = 1_000_000  # a change writing no more rows than this writes them in one task (no shuffle)
 
 
 def parsed_predicate(where: str, columns: list[Column]) -> Expr:
@@ -69,10 +63,9 @@ def parsed_predicate(where: str, columns: list[Column]) -> Expr:
         return parse_predicate(where, {c.name: c.type for c in columns})
 
 
-def assignment_columns(assignments: dict[str, str], columns: list[Column]):
+def parsed_assignments(assignments: dict[str, str], columns: list[Column]) -> dict[str, Expr]:
     with predicate_errors():
-        parsed = parse_assignments(assignments, {c.name: c.type for c in columns})
-    return {name: to_column(expression) for name, expression in parsed.items()}
+        return parse_assignments(assignments, {c.name: c.type for c in columns})
 
 
 @dataclass
@@ -98,6 +91,15 @@ class Snapshot:
     def copy_on_write(self) -> bool:
         return self.table.state["properties"].get(WRITE_MODE, MERGE_ON_READ) == COPY_ON_WRITE
 
+    @property
+    def data(self) -> TableData:
+        """The table's data as the engine reads and writes it."""
+        return TableData(self.warehouse, self.base, tuple(self.columns), tuple(self.table.state["partition_by"]))
+
+    def reads(self, segments: list[DataFile] | None = None) -> list[SegmentRead]:
+        """What the engine reads of `segments` (all live segments by default), with their live delta files."""
+        return (self.files if segments is None else TableFiles(segments, self.files.deltas)).reads()
+
     def read(
         self,
         spark,
@@ -105,18 +107,12 @@ class Snapshot:
         *,
         positions: bool = False,
         dropped: Mapping[str, Any] | None = None,
-    ) -> DataFrame:
-        chosen = self.files if segments is None else TableFiles(segments, self.files.deltas)
-        return read_segments(
-            spark, self.warehouse, self.base, self.columns, chosen.reads(), positions=positions, dropped=dropped
-        )
+    ) -> Frame:
+        return self.data.read(spark, self.reads(segments), positions=positions, dropped=dropped)
 
-    def write(self, rows: DataFrame, tag: str, *, grouped: bool = False, few: bool = False) -> list[WrittenFile]:
-        """Write `rows` as new segments; `grouped` rows carry GROUP, and each group gets files of its own."""
-        return write_segments(
-            self.warehouse, self.base, rows, self.columns, partition_ids=self.table.state["partition_by"],
-            tag=tag, group_column=GROUP if grouped else None, few=few,
-        )  # fmt: skip
+    def write(self, rows: Frame, tag: str, *, grouped: bool = False, few: bool = False) -> list[WrittenFile]:
+        """Write `rows` as new segments (see `TableData.write`)."""
+        return self.data.write(rows, tag, grouped=grouped, few=few)
 
     def with_deltas(self, segments: list[DataFile]) -> list[DataFile]:
         return [*segments, *(delta for s in segments for delta in self.files.deltas.get(s.id, []))]
@@ -282,7 +278,7 @@ def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str, new_schema: 
 # --- the changes ------------------------------------------------------------------------------------------
 
 
-def table_frame_at(spark, chain: Chain, *, database: str, table: str, warehouse: Warehouse) -> DataFrame:
+def table_frame_at(spark, chain: Chain, *, database: str, table: str, warehouse: Warehouse) -> Frame:
     """A table's rows at a commit, in its current schema there."""
     db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
     version = object_get(chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
@@ -308,7 +304,7 @@ def rows_page(chain: Chain, table: ObjectVersion, *, page: int, page_size: int, 
     if spark is None:
         try:
             rows = read_page_here(warehouse, columns, reach, offset=offset, limit=limit)
-        except (OSError, pa.ArrowException):  # a warehouse this process cannot read (credentials): a worker reads it
+        except READ_ERRORS:  # a warehouse this process cannot read (credentials): a worker reads it
             logger.warning("Reading a page of table %s here failed; a worker reads it", table.object_id, exc_info=True)
             rows = None
     else:
@@ -329,7 +325,7 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
     """A SELECT over tables of the ref whose chain is given; `FOR TIMESTAMP AS OF` reads a table as it was on
     that chain then, `FOR VERSION AS OF '<commit>'` at that commit of the catalog."""
 
-    def frame_of(reference: sql.TableReference) -> DataFrame:
+    def frame_of(reference: sql.TableReference) -> Frame:
         at_chain = chain
         if reference.version is not None:
             at_chain = commit_chain(commit_get(catalog=catalog, commit_id=reference.version))
@@ -344,30 +340,18 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
         raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
 
 
-def _matched(spark, snapshot: Snapshot, where: Expr, predicate, *, op: str, counted: str):
-    """The rows (with their positions) of the segments `where` may match by their statistics, the positions
-    matching it (`predicate`, its Spark column), and the change so far: the segments those rows sit in
-    (touched) and how many rows match (under `counted`). Of candidates holding up to FEW_ROWS rows, the matching
-    positions are collected (one task, no shuffle) as Arrow, by segment; of more, they stay a cached frame."""
+def _matched(spark, snapshot: Snapshot, where: Expr, *, op: str, counted: str) -> tuple[dml.Matched, DataChange]:
+    """The rows of the segments `where` may match by their statistics that it does match (see
+    `engine.dml.rows_matching`), and the change so far: the segments those rows sit in (touched) and how many
+    rows match (under `counted`)."""
     candidates = _segments_matching(spark, snapshot, where)
-    rows = snapshot.read(spark, candidates, positions=True)
-    matched = dml.positions_matching(rows, predicate)
-    if _rows_in(candidates) <= FEW_ROWS:
-        matched = keymatch.positions_by_segment(matched.coalesce(1).toArrow())
-        per_segment = {segment: len(positions) for segment, positions in matched.items()}
-    else:
-        matched = matched.cache()
-        per_segment = dml.count_per_segment(matched)
+    matched = dml.rows_matching(
+        spark, snapshot.data, snapshot.reads(candidates), where, few=_rows_in(candidates) <= FEW_ROWS
+    )
+    per_segment = matched.counts()
     touched = [s for s in candidates if str(s.id) in per_segment]
     counts = {counted: sum(per_segment.values())}
-    return rows, matched, DataChange(op, touched=touched, counts=counts, segments_read=candidates)
-
-
-def _write_deletes(snapshot: Snapshot, matched: DataFrame | dict[str, pa.Array], tag: str) -> list[WrittenFile]:
-    """The delta files of the positions `_matched` found: written here with pyarrow when it collected them."""
-    if isinstance(matched, dict):
-        return keymatch.write_position_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
-    return write_deltas(snapshot.warehouse, snapshot.base, matched, tag=tag)
+    return matched, DataChange(op, touched=touched, counts=counts, segments_read=candidates)
 
 
 def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]:
@@ -375,7 +359,7 @@ def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]
     live row left."""
     named = where.columns()
     columns = [c for c in snapshot.columns if c.name in named]
-    zone = spark.conf.get("spark.sql.session.timeZone")
+    zone = time_zone(spark)
     emptied = snapshot.files.emptied()
     return [
         s for s in snapshot.files.segments
@@ -383,20 +367,19 @@ def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]
     ]  # fmt: skip
 
 
-def delete_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    where = parsed_predicate(params["where"], snapshot.columns)
-    predicate = to_column(where)
-    _, matched, change = _matched(spark, snapshot, where, predicate, op=Op.DELETE, counted="rows_deleted")
+def delete_change(spark, snapshot: Snapshot, spec: DeleteSpec, tag: str) -> DataChange:
+    where = parsed_predicate(spec.where, snapshot.columns)
+    matched, change = _matched(spark, snapshot, where, op=Op.DELETE, counted="rows_deleted")
     if not change.counts["rows_deleted"]:
         return change
     if snapshot.copy_on_write:
-        kept = dml.rows_not_matching(snapshot.read(spark, change.touched, positions=True), predicate)
         few = _rows_in(change.touched) <= FEW_ROWS
-        change.new_segments = snapshot.write(dml.by_origin(kept, snapshot.columns), tag, grouped=True, few=few)
+        reads = snapshot.reads(change.touched)
+        change.new_segments = dml.rows_kept_write(spark, snapshot.data, reads, where, tag, few=few)
         change.by_origin = True
         change.removed = snapshot.with_deltas(change.touched)
     else:
-        change.new_deltas = _write_deletes(snapshot, matched, tag)
+        change.new_deltas = matched.write_deletes(snapshot.data, tag)
     return change
 
 
@@ -404,34 +387,32 @@ def _rows_in(segments: list[DataFile]) -> int:
     return sum(segment.row_count for segment in segments)
 
 
-def update_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
-    where = parsed_predicate(params["where"], snapshot.columns)
-    predicate = to_column(where)
-    assignments = assignment_columns(params["set"], snapshot.columns)
-    rows, matched, change = _matched(spark, snapshot, where, predicate, op=Op.UPDATE, counted="rows_updated")
+def update_change(spark, snapshot: Snapshot, spec: UpdateSpec, tag: str) -> DataChange:
+    where = parsed_predicate(spec.where, snapshot.columns)
+    assignments = parsed_assignments(dict(spec.assignments), snapshot.columns)
+    matched, change = _matched(spark, snapshot, where, op=Op.UPDATE, counted="rows_updated")
     if not change.counts["rows_updated"]:
         return change
     touched = change.touched
     if snapshot.copy_on_write:
-        new_rows = dml.rows_updated(snapshot.read(spark, touched, positions=True), predicate, assignments)
+        rewritten = snapshot.reads(touched)
         change.removed = snapshot.with_deltas(touched)
         few = _rows_in(touched) <= FEW_ROWS
     else:
-        new_rows = dml.matched_rows_updated(rows, predicate, assignments)
+        rewritten = None
         few = change.counts["rows_updated"] <= FEW_ROWS
-        change.new_deltas = _write_deletes(snapshot, matched, tag)
-    new_rows = dml.by_origin(new_rows, snapshot.columns)
+        change.new_deltas = matched.write_deletes(snapshot.data, tag)
     try:
-        names = [c.name for c in snapshot.columns]
-        checked = incoming.checked_frame(new_rows, names, snapshot.columns, keep=[GROUP], only=assignments.keys())
+        change.new_segments = dml.rows_updated_write(
+            spark, snapshot.data, matched, assignments, tag, touched=rewritten, few=few
+        )
     except incoming.IncomingError as exc:
         raise ApplicationError(exc.code, exc.message) from None
-    change.new_segments = snapshot.write(checked, tag, grouped=True, few=few)
     change.by_origin = True
     return change
 
 
-def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> DataChange:
+def compaction_change(spark, snapshot: Snapshot, spec: CompactSpec, tag: str) -> DataChange:
     """Rewrite small segments, segments with delta files and segments written before the table was partitioned as
     it is now into fewer files, one partition each; no row changes."""
     target = int(snapshot.table.state["properties"].get(COMPACTION_TARGET, DEFAULT_COMPACTION_TARGET))
@@ -441,7 +422,7 @@ def compaction_change(spark, snapshot: Snapshot, params: dict, tag: str) -> Data
         return DataChange(Op.COMPACTION)
     files = max(1, math.ceil(sum(s.size_bytes for s in small) / target))
     live = TableFiles(small, snapshot.files.deltas).live_rows(snapshot.warehouse)
-    written = snapshot.write(snapshot.read(spark, small).coalesce(files), tag)
+    written = dml.compacted_write(spark, snapshot.data, snapshot.reads(small), tag, files=files)
     if sum(w.row_count for w in written) != live:
         raise ApplicationError("compaction_mismatch", "Compaction wrote a different number of rows; nothing committed.")
     return DataChange(Op.COMPACTION, new_segments=written, removed=snapshot.with_deltas(small), segments_read=small)

@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 from pyspark.sql import functions as F
 
-from catalog_app.job_specs import LoadSpec
+from catalog_app.job_specs import TABLE_JOB_SPECS, LoadSpec
 from catalog_app.models import Commit, Job
 from catalog_app.services.data import CHANGES, data_change_commit, table_snapshot
 from catalog_app.services.data_jobs import table_data_submit
@@ -29,7 +29,7 @@ def _prepared(spark, catalog, table, kind, params):
     if kind == "table_load":
         change = load_change(spark, snapshot, LoadSpec.from_params(job.params), tag=job.id.hex)
     else:
-        change = CHANGES[kind](spark, snapshot, job.params, tag=job.id.hex)
+        change = CHANGES[kind](spark, snapshot, TABLE_JOB_SPECS[kind].from_params(job.params), tag=job.id.hex)
     return claimed(job.id), snapshot, change
 
 
