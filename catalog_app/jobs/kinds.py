@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog_app.engine import checks, files, sql
+from catalog_app.engine import checks, gc, sql
 from catalog_app.engine.session import DataRefused, data_refusals
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
@@ -176,22 +176,13 @@ def catalog_gc(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         raise ApplicationError("invalid_grace_period", "The grace period must be more than 0 seconds.")
     catalog = Catalog.objects.get(id=spec.catalog_id)
     referenced = set(DataFile.objects.filter(catalog=catalog).values_list("path", flat=True))
-    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
-    spark, prefix = spark_session(), f"{catalog.id}/"
-    cutoff_ms = (time.time() - grace) * 1000
-    removed, removed_bytes, kept = [], 0, 0
-    for stored in list(files.list_files(spark, warehouse.uri(str(catalog.id)))):
-        relative = prefix + stored.uri.split(prefix, 1)[1]
-        owner = relative.rsplit("/", 1)[0] + "/" + relative.rsplit("/", 1)[1].removeprefix(".").removesuffix(".crc")
-        if relative in referenced or owner in referenced or stored.modified_ms > cutoff_ms:
-            kept += 1
-            continue
-        if files.delete_file(spark, stored.uri):
-            removed.append(relative)
-            removed_bytes += stored.size
+    collected = gc.unreferenced_remove(
+        spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), str(catalog.id), referenced=referenced,
+        cutoff_ms=(time.time() - grace) * 1000,
+    )  # fmt: skip
     return {
-        "files_removed": len(removed),
-        "bytes_removed": removed_bytes,
-        "files_kept": kept,
-        "removed": removed[:1000],
+        "files_removed": len(collected.removed),
+        "bytes_removed": collected.removed_bytes,
+        "files_kept": collected.kept,
+        "removed": collected.removed[:1000],
     }
