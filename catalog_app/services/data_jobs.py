@@ -16,8 +16,8 @@ from django.core.files.uploadedfile import UploadedFile
 
 from catalog_app.engine import pruning
 from catalog_app.engine.incoming import FILE_FORMATS, catalog_value
-from catalog_app.engine.predicates import parse_assignments, parse_predicate
-from catalog_app.engine.tables import Warehouse
+from catalog_app.engine.predicate_parser import parse_assignments, parse_predicate
+from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
     MESSAGE_PARTITIONS_FOR,
     TABLE_JOB_SPECS,

@@ -5,8 +5,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("lakeui", "catalog_app", "merge_app", "frontend")
 # What each package may import of the others: lakeui (settings, API plumbing) is the bottom, the UI the top.
@@ -77,10 +75,6 @@ def test_no_import_cycle():
     assert cycles == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 17: loads, DML, rows pages and the job kinds still build DataFrames outside the engine",
-)
 def test_spark_is_used_only_by_the_engine():
     outside = sorted(m for m, imports in GRAPH.items() if "pyspark" in imports and not m.startswith(SPARK_ALLOWED))
     assert outside == []
