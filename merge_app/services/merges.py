@@ -478,7 +478,7 @@ class _MergeWriter:
         return write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}")
 
     def _add_written(self, obj: ObjectDiff, written: list, kind: str) -> list[DataFile]:
-        """Files the merge wrote for `obj` (`engine.tables.WrittenFile`s): added to the commit, and logged."""
+        """Files the merge wrote for `obj` (`engine.segments.WrittenFile`s): added to the commit, and logged."""
         files = [self._written(obj.object_id, w, kind) for w in written]
         for file in files:
             self.draft.add_file(file)
