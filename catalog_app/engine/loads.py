@@ -8,7 +8,6 @@ merge-on-read writes delta files for the matched positions plus new segments for
 none. A refusal of the data is an `incoming.IncomingError`.
 """
 
-import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,33 +37,30 @@ MESSAGE_DUPLICATE_KEYS = (
 
 @dataclass(frozen=True)
 class LiveSegment:
-    """A live segment as a load plans with it: what to read, and the catalog's figures of it. `unsplit`: written
-    before the table was partitioned as it is now."""
+    """A live segment as a load plans with it: the catalog's figures of it. `unsplit`: written before the table was
+    partitioned as it is now."""
 
-    read: SegmentRead
+    id: str
     row_count: int
     size_bytes: int
     stats: dict[str, Any]
     partition_values: dict[str, Any]
     unsplit: bool = False
 
-    @property
-    def id(self) -> str:
-        return self.read.id
-
-
-def reads_of(segments: Sequence[LiveSegment]) -> list[SegmentRead]:
-    """What the engine reads of `segments`, in their order."""
-    return [dataclasses.replace(segment.read, order=position) for position, segment in enumerate(segments)]
-
 
 @dataclass(frozen=True)
 class LoadTable:
-    """The table a load reads and writes: its data, its live segments in the order they became live, its write mode."""
+    """The table a load reads and writes: its data, its live segments in the order they became live, its write mode,
+    and `reads`: what to read of some of those segments (by id, in that order, with their live delta files), made
+    only for the segments a load reads (a table may have many)."""
 
     data: TableData
     segments: tuple[LiveSegment, ...]
     copy_on_write: bool
+    reads: Callable[[Sequence[str]], list[SegmentRead]]
+
+    def reads_of(self, segments: Sequence[LiveSegment]) -> list[SegmentRead]:
+        return self.reads([segment.id for segment in segments])
 
 
 @dataclass
@@ -260,7 +256,7 @@ def _driver_matches(
     compares the target rows' values."""
     if found is None or strategy == "scd2":
         return None
-    reads = reads_of(candidates)
+    reads = table.reads_of(candidates)
     if sum(s.row_count for s in candidates) > limit or not keymatch.readable(reads, keys):
         return None
     return keymatch.matched_positions(table.data.warehouse, reads, keys, found)
@@ -282,7 +278,7 @@ def _driver_plan(spark, table: LoadTable, rows, matched, candidates, strategy, k
         modify.new_deltas = keymatch.write_position_deltas(data.warehouse, data.base, replaced, tag=tag)
         return out, per_segment
     touched = [s for s in candidates if s.id in replaced]
-    reads = reads_of(touched)
+    reads = table.reads_of(touched)
     if (
         sum(s.size_bytes for s in touched) <= DRIVER_REWRITE_BYTES
         and in_schema(reads, data.columns)
@@ -301,7 +297,7 @@ def _spark_matches(spark, table: LoadTable, rows, candidates, spec: LoadSpec, ta
     """The rows to write and the rows replaced per segment, matched by Spark: the candidates are read whole."""
     data = table.data
     names = [c.name for c in data.columns]
-    target = data.read(spark, reads_of(candidates), positions=True)
+    target = data.read(spark, table.reads_of(candidates), positions=True)
     if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
         target = cache(target)
     plan = _plan(spec, target, rows, names)

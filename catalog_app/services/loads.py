@@ -7,7 +7,7 @@ recorded here: the operations it amounts to in the merge rules' vocabulary (`upd
 
 import copy
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -15,7 +15,7 @@ from django.conf import settings
 from catalog_app import schema
 from catalog_app.engine import files, incoming
 from catalog_app.engine import loads as engine_loads
-from catalog_app.engine.segments import Column
+from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.job_specs import LoadSpec, Query, StoredFiles
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import commit_chain
@@ -126,12 +126,16 @@ def load_change(spark, snapshot: Snapshot, spec: LoadSpec, tag: str) -> DataChan
 
 
 def _load_table(snapshot: Snapshot) -> engine_loads.LoadTable:
-    unsplit = {s.id for s in snapshot.unsplit()}
+    unsplit, by_id = {s.id for s in snapshot.unsplit()}, {str(s.id): s for s in snapshot.files.segments}
     segments = tuple(
-        engine_loads.LiveSegment(read, s.row_count, s.size_bytes, s.stats, s.partition_values, s.id in unsplit)
-        for s, read in zip(snapshot.files.segments, snapshot.reads(), strict=True)
+        engine_loads.LiveSegment(str(s.id), s.row_count, s.size_bytes, s.stats, s.partition_values, s.id in unsplit)
+        for s in snapshot.files.segments
     )
-    return engine_loads.LoadTable(snapshot.data, segments, snapshot.copy_on_write)
+
+    def reads(ids: Sequence[str]) -> list[SegmentRead]:
+        return snapshot.reads([by_id[i] for i in ids])
+
+    return engine_loads.LoadTable(snapshot.data, segments, snapshot.copy_on_write, reads)
 
 
 def _recorded(snapshot: Snapshot, spec: LoadSpec, result: engine_loads.LoadResult) -> DataChange:
