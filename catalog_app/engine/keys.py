@@ -18,10 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from catalog_app.engine.dml import rows_in_partitions
-from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
-from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_deltas, write_segments
+from catalog_app.engine.table_data import TableData
+from catalog_app.engine.writes import write_deltas
 
 CHANGE, BEFORE, AFTER = "_change", "_before", "_after"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
@@ -83,14 +82,11 @@ def rows_diff(before: DataFrame, after: DataFrame) -> tuple[DataFrame, DataFrame
 
 @dataclass(frozen=True)
 class KeyTable:
-    """A primary-key table as the key merge reads and writes it: where its files are, its columns (the merged
-    schema), its keys and the partition spec the rows the merge writes follow."""
+    """A primary-key table as the key merge reads and writes it: its data (in the merged schema, with the
+    partition spec the rows the merge writes follow) and its key columns."""
 
-    warehouse: Warehouse
-    path: str  # `<catalog id>/<table id>`
-    columns: tuple[Column, ...]
+    data: TableData
     keys: tuple[str, ...]
-    partition_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,17 +124,16 @@ def key_changes(
     """Each side's changes by key, split into keys both changed and keys only the source changed. A source change
     of a row that existed at the ancestor in what a target overwrite replaced (`target_overwrites`: the partitions
     of each, values by column id, or None for the whole table) is discarded."""
-    names = [c.name for c in table.columns]
+    names = [c.name for c in table.data.columns]
 
     def changes(side: SideReads) -> DataFrame:
-        before, after = (read_segments(spark, table.warehouse, table.path, table.columns, reads)
-                         for reads in (side.before, side.after))  # fmt: skip
+        before, after = (table.data.read(spark, reads) for reads in (side.before, side.after))
         return changes_by_key(before, after, table.keys, names).cache()
 
     src, dest = changes(source), changes(target)
     discarded = 0
     if target_overwrites:
-        kept = src.filter((F.col(CHANGE) == INSERT) | ~_replaced(target_overwrites, table.columns)).cache()
+        kept = src.filter((F.col(CHANGE) == INSERT) | ~_replaced(target_overwrites, table.data.columns)).cache()
         discarded = src.count() - kept.count()
         src = kept
     both = [
@@ -177,10 +172,9 @@ def key_merge_write(
         schema = T.StructType([*(only.schema[k] for k in table.keys), only.schema[AFTER]])
         replaced = replaced.unionByName(spark.createDataFrame([(*key, row) for key, row in rows], schema))
     replaced = replaced.cache()
-    current = read_segments(spark, table.warehouse, table.path, table.columns, scanned, positions=True)
+    current = table.data.read(spark, scanned, positions=True)
     hit = rows_with_keys(current, replaced, table.keys).select(SEGMENT_ID, POSITION)
-    deltas = write_deltas(table.warehouse, table.path, hit, tag=tag)  # none where no row is hit
+    deltas = write_deltas(table.data.warehouse, table.data.base, hit, tag=tag)  # none where no row is hit
     new_rows = replaced.filter(F.col(AFTER).isNotNull()).select(f"{AFTER}.*")
-    written = write_segments(table.warehouse, table.path, new_rows.coalesce(1), table.columns,
-                             partition_ids=table.partition_ids, tag=tag)  # fmt: skip
+    written = table.data.write(new_rows.coalesce(1), tag)
     return [s for s in written if s.row_count], deltas

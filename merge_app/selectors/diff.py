@@ -211,11 +211,13 @@ def merge_diff_of(
         source_commits=sides.source, objects=objects, resolution=resolution,
     )  # fmt: skip
     keyed = [obj for obj in objects if obj.key_mode]
-    stored = KeyComparison.objects.filter(
-        table_id__any=[obj.object_id for obj in keyed], base=base.id, source_head=source_head.id,
-        target_head=target_head.id,
-    )  # fmt: skip
-    results = {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored} | (compared or {})
+    results = dict(compared or {})
+    unread = [obj.object_id for obj in keyed if obj.object_id not in results]
+    if unread:  # the comparisons not made in this process, as stored for these heads
+        stored = KeyComparison.objects.filter(
+            table_id__any=unread, base=base.id, source_head=source_head.id, target_head=target_head.id
+        )
+        results |= {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
     for obj in keyed:
         keys_attach(obj, results.get(obj.object_id), resolution)
     for obj in objects:

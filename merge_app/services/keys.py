@@ -23,6 +23,7 @@ from django.conf import settings
 
 from catalog_app.engine import keys as engine
 from catalog_app.engine.segments import Column, WrittenFile
+from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import json_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile
@@ -76,7 +77,7 @@ def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: li
     (src, src_read), (dest, dest_read) = sides.changes(sides.source), sides.changes(sides.target)
     changes = engine.key_changes(spark, sides.table, src, dest, target_overwrites=target_overwrites)
     keys = sides.table.keys
-    value_columns = [c.name for c in sides.table.columns if c.name not in keys]
+    value_columns = [c.name for c in sides.table.data.columns if c.name not in keys]
     result = KeyResult()
     for both in changes.both:
         key_id = json.dumps([json_value(v) for v in both.key], separators=(",", ":"))
@@ -148,11 +149,11 @@ def key_runs(spark, diff) -> dict:
         state = obj.merged_state
         columns = [Column.from_dict(c) for c in state["columns"]]
         names = {c.id: c.name for c in columns}
-        table = engine.KeyTable(
-            warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), path=f"{diff.catalog.id}/{obj.object_id}",
-            columns=tuple(columns), keys=tuple(names[i] for i in state["primary_key"]),
-            partition_ids=tuple(state["partition_by"]),
+        data = TableData(
+            Warehouse(settings.LAKEUI_WAREHOUSE), f"{diff.catalog.id}/{obj.object_id}", tuple(columns),
+            tuple(state["partition_by"]),
         )  # fmt: skip
+        table = engine.KeyTable(data, keys=tuple(names[i] for i in state["primary_key"]))
         sides = Sides(
             base=files["base"].get(obj.object_id, NO_FILES), source=files["source"].get(obj.object_id, NO_FILES),
             target=files["target"].get(obj.object_id, NO_FILES), table=table,
