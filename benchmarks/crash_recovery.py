@@ -118,7 +118,7 @@ def run(args) -> None:
     from django.db import transaction
 
     from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
-    from catalog_app.models import Commit, Job
+    from catalog_app.models import Commit
     from catalog_app.selectors.check import catalog_findings
     from catalog_app.selectors.refs import branch_get, ref_resolve
     from catalog_app.selectors.tables import table_files
@@ -127,6 +127,7 @@ def run(args) -> None:
     from catalog_app.services.databases import database_create
     from catalog_app.services.refs import catalog_create
     from catalog_app.services.tables import table_create
+    from lakeui.jobs.models import Job
 
     broker, rng = args.child, random.Random(args.seed)
     catalog = catalog_create(name=f"crash_{uuid.uuid4().hex[:8]}")

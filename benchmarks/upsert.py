@@ -38,7 +38,7 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from catalog_app.engine.warehouse import Warehouse  # noqa: E402
 from catalog_app.job_specs import LoadSpec  # noqa: E402
-from catalog_app.models import DataFile, Job  # noqa: E402
+from catalog_app.models import DataFile  # noqa: E402
 from catalog_app.selectors.refs import branch_get, commit_chain  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
 from catalog_app.services.data import (  # noqa: E402
@@ -52,6 +52,7 @@ from catalog_app.services.loads import load_change  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 from catalog_app.services.tables import table_create, table_update  # noqa: E402
 from catalog_app.spark import spark_session  # noqa: E402
+from lakeui.jobs.models import Job  # noqa: E402
 
 COLUMNS = [
     {"name": "id", "type": "long", "nullable": False},

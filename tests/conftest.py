@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 import tests.support.jobkinds  # noqa: F401  (registers the test job kinds in this process too)
 from catalog_app.engine import session as spark_session_module
-from catalog_app.models import Job
+from lakeui.jobs.models import Job
 from tests.support.worker import Worker
 
 IDLE_TIMEOUT = 120

@@ -7,11 +7,12 @@ from django.conf import settings
 from pyspark.sql import functions as F
 
 from catalog_app.job_specs import TABLE_JOB_SPECS, LoadSpec
-from catalog_app.models import Commit, Job
+from catalog_app.models import Commit
 from catalog_app.services.data import CHANGES, data_change_commit, table_snapshot
 from catalog_app.services.data_jobs import table_data_submit
 from catalog_app.services.loads import load_change
 from lakeui.errors import ConflictError
+from lakeui.jobs.models import Job
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.data import claimed, read, run_here
 
@@ -103,7 +104,7 @@ def test_an_append_into_a_table_with_a_primary_key_after_another_is_refused(spar
 def test_a_job_the_table_changed_under_re_plans_and_commits_on_the_new_state(spark):
     """The handler retries a refused commit from a fresh read: an upsert planned before another one committed
     still commits, once, as an update of the row the other inserted."""
-    from catalog_app.jobs.registry import job_kind_get
+    from lakeui.jobs.registry import job_kind_get
     from tests.support.data import Progress
 
     catalog = make_catalog()
@@ -132,7 +133,7 @@ def test_a_job_the_table_changed_under_re_plans_and_commits_on_the_new_state(spa
 def test_a_job_whose_claim_was_taken_over_never_commits(spark):
     """A delivery that was merely slow (its heartbeat went stale, the recovery loop sent the job again and another
     delivery claimed it) finds its claim gone at the commit: it stops and writes nothing; the other commits."""
-    from catalog_app.jobs.registry import ClaimLost, job_kind_get
+    from lakeui.jobs.registry import ClaimLost, job_kind_get
     from tests.support.data import Progress
 
     catalog = make_catalog()

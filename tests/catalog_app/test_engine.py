@@ -10,9 +10,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from catalog_app.engine.checks import spark_roundtrip
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
-from catalog_app.jobs.kinds import SPARK_CHECK
-from catalog_app.models import Job
-from catalog_app.services import job_create
+from lakeui.jobs.health import SPARK_CHECK
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create
 from tests.conftest import wait_for_job
 
 

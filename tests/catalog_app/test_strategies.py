@@ -12,12 +12,13 @@ from django.conf import settings
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from catalog_app.jobs.registry import job_kind_get
-from catalog_app.models import Commit, DataFile, Job, Operation
+from catalog_app.models import Commit, DataFile, Operation
 from catalog_app.services.data import DataChange, data_change_commit, table_snapshot
 from catalog_app.services.data_jobs import table_data_submit
 from catalog_app.services.tables import table_update
 from lakeui.errors import ApplicationError
+from lakeui.jobs.models import Job
+from lakeui.jobs.registry import job_kind_get
 from tests.conftest import wait_for_job
 from tests.support.catalogs import COLUMNS, head, make_catalog, make_table, on
 from tests.support.data import Progress, files_at, read, run_here, table_version

@@ -269,7 +269,7 @@ def test_bad_predicates_are_refused_before_any_job(user_client, body, code):
     url = f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/delete"
     response = user_client.post(url, body, format="json")
     assert (response.status_code, response.json()["code"]) == (400, code)
-    from catalog_app.models import Job
+    from lakeui.jobs.models import Job
 
     assert not Job.objects.exists()
 
@@ -325,7 +325,7 @@ def test_gc_removes_orphans_and_keeps_every_referenced_file():
     for path in table_dir.rglob("*"):
         if path.is_file() and path != fresh_orphan:
             os.utime(path, (old, old))
-    from catalog_app.services.jobs import job_create
+    from lakeui.jobs.services import job_create
     from tests.conftest import wait_for_job
 
     refused = wait_for_job(job_create(kind="catalog_gc", params={"catalog_id": str(catalog.id), "grace_seconds": 0}).id)

@@ -54,7 +54,7 @@ def test_a_table_without_a_key_is_compared_as_rows(user_client):
 
 
 def test_restore_from_the_table_history_in_the_ui_and_its_log(client, user):
-    from catalog_app.models import Job
+    from lakeui.jobs.models import Job
     from merge_app.models import Restore
     from tests.conftest import wait_for_job
     from tests.support.catalogs import head

@@ -12,11 +12,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from catalog_app.job_specs import FileUpload, LoadSpec
-from catalog_app.models import Branch, Commit, Job, Tag
+from catalog_app.models import Branch, Commit, Tag
 from catalog_app.services.data_jobs import table_load_submit
 from catalog_app.services.databases import database_create, database_update
-from catalog_app.services.jobs import job_create, job_execute
 from catalog_app.services.refs import branch_create
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create, job_execute
 from merge_app.models import Merge
 from merge_app.services.merges import branch_merge
 from tests.conftest import wait_for_job

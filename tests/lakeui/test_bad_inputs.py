@@ -6,7 +6,8 @@ import pytest
 from django.test import override_settings
 
 from catalog_app.engine import sql
-from catalog_app.models import Catalog, Commit, Job, ObjectVersion
+from catalog_app.models import Catalog, Commit, ObjectVersion
+from lakeui.jobs.models import Job
 from tests.support.catalogs import make_catalog, make_table
 
 pytestmark = pytest.mark.django_db

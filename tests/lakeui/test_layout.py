@@ -15,7 +15,7 @@ MAY_IMPORT = {
     "frontend": {"lakeui", "catalog_app", "merge_app"},
 }
 SPARK_ALLOWED = ("catalog_app.engine", "catalog_app.spark")  # the engine, and the module that builds the session
-VIEW_MODULES = ("catalog_app.apis.", "merge_app.apis.", "frontend.views.")
+VIEW_MODULES = ("lakeui.jobs.apis", "catalog_app.apis.", "merge_app.apis.", "frontend.views.")
 
 
 def _modules() -> dict[str, Path]:

@@ -4,9 +4,9 @@ committed: nothing lost, nothing doubled."""
 
 import pytest
 
-from catalog_app.models import Job
 from catalog_app.services.data_jobs import table_data_submit
 from catalog_app.services.refs import branch_create
+from lakeui.jobs.models import Job
 from merge_app.services.merges import merge_submit
 from tests.conftest import wait_for_job
 from tests.support.catalogs import make_catalog, make_table, on

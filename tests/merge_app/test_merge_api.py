@@ -8,10 +8,11 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from catalog_app.jobs.registry import job_kind_get
-from catalog_app.models import Commit, Job
-from catalog_app.services.jobs import JobOutcome, job_create, job_execute
+from catalog_app.models import Commit
 from catalog_app.services.refs import branch_create, tag_create
+from lakeui.jobs.models import Job
+from lakeui.jobs.registry import job_kind_get
+from lakeui.jobs.services import JobOutcome, job_create, job_execute
 from merge_app.models import Merge
 from merge_app.services.merges import MERGE_JOB, merge_submit
 from tests.conftest import wait_for_job

@@ -11,12 +11,13 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog_app.models import Commit, Job
+from catalog_app.models import Commit
 from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.databases import database_create
 from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import table_drop, table_update
 from lakeui.errors import ApplicationError
+from lakeui.jobs.models import Job
 from merge_app.models import Merge, MergeRequest, MergeRequestReview
 from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table, on

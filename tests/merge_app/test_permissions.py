@@ -14,11 +14,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.exceptions import APIException
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 
-from catalog_app.models import Branch, Catalog, CatalogRole, Commit, Job, ProtectedBranch, Tag
+from catalog_app.models import Branch, Catalog, CatalogRole, Commit, ProtectedBranch, Tag
 from catalog_app.selectors.access import role_at_least
 from catalog_app.services.access import catalog_role_grant
 from catalog_app.services.refs import branch_create, tag_create
 from lakeui.errors import ApplicationError
+from lakeui.jobs.models import Job
 from merge_app.models import Merge, MergeRequest, MergeRequestReview
 from merge_app.services.merge_requests import merge_request_open
 from tests.support.catalogs import make_catalog, make_table

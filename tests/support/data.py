@@ -6,15 +6,16 @@ from django.conf import settings
 from django.utils import timezone
 from pyspark.sql import DataFrame
 
-import catalog_app.jobs.kinds  # noqa: F401  (registers the production job kinds in this process)
+import catalog_app.job_kinds  # noqa: F401  (registers the production job kinds in this process)
 from catalog_app.engine.reads import read_segments
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.jobs.registry import job_kind_get
-from catalog_app.models import Job, ObjectKind
+from catalog_app.models import ObjectKind
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.selectors.tables import table_columns, table_files
 from catalog_app.services.data_jobs import table_data_submit
+from lakeui.jobs.models import Job
+from lakeui.jobs.registry import job_kind_get
 from tests.conftest import wait_for_job
 from tests.support.catalogs import on
 

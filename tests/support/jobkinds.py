@@ -4,8 +4,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from catalog_app.jobs.registry import Progress, job_kind
 from lakeui.errors import ApplicationError
+from lakeui.jobs.registry import Progress, job_kind
 
 
 @job_kind("test.echo")
@@ -53,8 +53,9 @@ def merge_then_die(params: dict[str, Any], progress: Progress) -> dict[str, Any]
 
     from django.db import transaction
 
-    from catalog_app.models import Catalog, Job
-    from merge_app.jobs import merge_job
+    from catalog_app.models import Catalog
+    from lakeui.jobs.models import Job
+    from merge_app.job_kinds import merge_job
     from merge_app.services.merges import branch_merge
 
     job = Job.objects.get(id=progress.job_id)

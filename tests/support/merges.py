@@ -1,11 +1,11 @@
 """Helpers for merge tests: data changes run here on the test's Spark (the worker's code, in-process), merges
 through the service, and reading what a branch holds."""
 
-from catalog_app.models import Job
 from catalog_app.selectors.objects import object_find
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.data_jobs import table_data_submit
-from catalog_app.services.jobs import job_execute
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_execute
 from merge_app.models import Merge
 from merge_app.services.merges import branch_merge
 from tests.conftest import wait_for_job

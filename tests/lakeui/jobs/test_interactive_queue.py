@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from catalog_app.models import Job
-from catalog_app.services import job_cancel, job_create
 from catalog_app.services.tables import column_add
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_cancel, job_create
 from tests.conftest import wait_for_job
 from tests.support.catalogs import make_catalog, make_table, on
 from tests.support.data import load

@@ -11,9 +11,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from catalog_app.models import Commit, Job
-from catalog_app.services import job_recover
-from catalog_app.tasks import run_job
+from catalog_app.models import Commit
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_recover
+from lakeui.jobs.tasks import run_job
 from tests.conftest import wait_for_job
 from tests.support.worker import Worker
 
@@ -177,7 +178,7 @@ CHANGES = {"load": _load, "delete": _delete, "cow_delete": lambda spark, catalog
 # A load and a copy-on-write delete write with Spark (`while_writing`: killed from outside once Spark's output folder
 # appears);
 # a merge without keys and a restore write no data file, only their commit. The points are in
-# catalog_app.jobs.registry.crash_point.
+# lakeui.jobs.registry.crash_point.
 CRASHES = [("load", "before_run"), ("load", "while_writing"), ("load", "before_commit"), ("load", "after_run")]
 CRASHES += [("cow_delete", "while_writing"), ("delete", "before_commit"), ("delete", "after_run")]
 CRASHES += [("merge", "before_commit"), ("merge", "after_run"), ("restore", "before_commit"), ("restore", "after_run")]
@@ -202,7 +203,7 @@ def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
     files orphans that GC removes (killed while Spark writes, the dead attempt may not have written a file yet)."""
     from django.db import transaction
 
-    from catalog_app.jobs.registry import job_kind_get
+    from lakeui.jobs.registry import job_kind_get
     from tests.support.catalogs import head, make_catalog, make_table
     from tests.support.check import assert_consistent
     from tests.support.data import Progress, read

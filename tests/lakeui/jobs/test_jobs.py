@@ -5,10 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from catalog_app.models import Job
-from catalog_app.services import JobOutcome, job_cancel, job_create, job_execute
-from catalog_app.tasks import run_job
 from lakeui.errors import ApplicationError
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import JobOutcome, job_cancel, job_create, job_execute
+from lakeui.jobs.tasks import run_job
 from tests.conftest import wait_for_job
 
 worker_db = pytest.mark.django_db(transaction=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from catalog_app.models import Job
-from catalog_app.tasks import run_job
+from lakeui.jobs.models import Job
+from lakeui.jobs.tasks import run_job
 from tests.conftest import wait_for_job
 from tests.support.worker import Worker
 
