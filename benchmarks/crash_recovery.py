@@ -121,9 +121,9 @@ def run(args) -> None:
     from catalog_app.models import Commit
     from catalog_app.selectors.check import catalog_findings
     from catalog_app.selectors.refs import branch_get, ref_resolve
-    from catalog_app.selectors.tables import table_files
+    from catalog_app.selectors.table_files import table_files
     from catalog_app.services.commits import WriteTarget
-    from catalog_app.services.data_jobs import table_data_submit, upload_store
+    from catalog_app.services.data_submit import table_data_submit, upload_store
     from catalog_app.services.databases import database_create
     from catalog_app.services.refs import catalog_create
     from catalog_app.services.tables import table_create

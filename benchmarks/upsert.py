@@ -40,15 +40,11 @@ from catalog_app.engine.warehouse import Warehouse  # noqa: E402
 from catalog_app.job_specs import LoadSpec  # noqa: E402
 from catalog_app.models import DataFile  # noqa: E402
 from catalog_app.selectors.refs import branch_get, commit_chain  # noqa: E402
+from catalog_app.selectors.table_rows import table_frame_at  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
-from catalog_app.services.data import (  # noqa: E402
-    DataChange,
-    data_change_commit,
-    table_frame_at,
-    table_snapshot,
-)
+from catalog_app.services.data_changes import DataChange, data_change_commit, table_snapshot  # noqa: E402
 from catalog_app.services.databases import database_create  # noqa: E402
-from catalog_app.services.loads import load_change  # noqa: E402
+from catalog_app.services.load_changes import load_change  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 from catalog_app.services.tables import table_create, table_update  # noqa: E402
 from catalog_app.spark import spark_session  # noqa: E402

@@ -7,4 +7,4 @@ class CatalogAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the production job kinds with the registry, in web and worker processes alike.
-        from catalog_app.jobs import kinds  # noqa: F401
+        from catalog_app import job_kinds  # noqa: F401

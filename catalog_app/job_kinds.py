@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog_app.engine import checks, gc, sql
+from catalog_app.engine import checks, gc, session, sql
 from catalog_app.engine.session import DataRefused, data_refusals
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
@@ -19,21 +19,40 @@ from catalog_app.job_specs import (
     TableJobSpec,
     TableTarget,
 )
-from catalog_app.jobs.registry import ClaimLost, Progress, job_kind
-from catalog_app.models import Catalog, Commit, DataFile, Job
+from catalog_app.models import Catalog, Commit, DataFile
 from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
-from catalog_app.services.data import CHANGES, data_change_commit, rows_page, select_frame, table_snapshot
-from catalog_app.services.loads import load_change, staged_remove
+from catalog_app.selectors.table_rows import rows_page, select_frame
+from catalog_app.services.data_changes import CHANGES, data_change_commit, table_snapshot
+from catalog_app.services.load_changes import load_change, staged_remove
 from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+from lakeui.jobs.health import SPARK_CHECK
+from lakeui.jobs.models import Job
+from lakeui.jobs.registry import ClaimLost, JobFailure, Progress, job_failure_explainer, job_kind
 
-SPARK_CHECK = "spark_check"
 # A data job the table changed under (409 concurrent_change at commit) reads it again and re-plans this many times.
 REPLANS = 3
 
 logger = logging.getLogger(__name__)
+
+MESSAGE_ENGINE_LOST = (
+    "The worker's Spark engine stopped (for example it ran out of memory) while the job ran; the worker starts a "
+    "new one for the next job. Run the job again, on less data if it keeps happening."
+)
+MESSAGE_ENGINE_ERROR = "Spark could not do the job's work: {error}"
+
+
+@job_failure_explainer
+def spark_failure(exc: BaseException) -> JobFailure | None:
+    """Any job's failure in Spark, merges' included: the engine lost (a new one is started for the next job), or
+    an error Spark raised."""
+    if session.engine_lost(exc):
+        return JobFailure("engine_lost", MESSAGE_ENGINE_LOST)
+    if session.spark_error(exc):
+        return JobFailure("engine_error", MESSAGE_ENGINE_ERROR.format(error=sql.error_message(exc)))
+    return None
 
 
 @job_kind(SPARK_CHECK, interactive=True)
@@ -60,7 +79,7 @@ def _plan_and_commit(
     target: TableTarget, spec: TableJobSpec, progress: Progress, job: Job, message: str, tag: str
 ) -> dict:
     """Read the table at the branch head, run the change on Spark and commit it if nothing it depends on changed
-    meanwhile (services.data.data_change_commit); its files are orphans otherwise."""
+    meanwhile (services.data_changes.data_change_commit); its files are orphans otherwise."""
     progress.report(5, "Reading the table")
     snapshot = table_snapshot(
         catalog_id=target.catalog_id, branch=target.branch, table_id=target.table_id,

@@ -3,7 +3,7 @@
 
 A spec knows the shape of a job's input (which fields a load strategy takes, the one source of its rows);
 whether the input fits the table (its columns, its partitioning) is checked by the submit service against the
-table at the branch head, and again by the worker against the table it reads (services/loads.py). This module
+table at the branch head, and again by the worker against the table it reads (services/load_changes.py). This module
 is the one place that lists a load strategy's fields: the API's serializer and the UI's form are made from
 `LOAD_FIELDS`.
 """

@@ -1,8 +1,6 @@
 from django.urls import path, register_converter
 
 from catalog_app.apis import access, catalogs, data, objects
-from catalog_app.apis.health import HealthApi
-from catalog_app.apis.jobs import JobCancelApi, JobDetailApi, JobListApi
 from catalog_app.models import ObjectKind
 
 
@@ -36,10 +34,6 @@ def branch_objects(prefix: str, plural: str, kind: str) -> list:
 
 
 urlpatterns = [
-    path("health", HealthApi.as_view(), name="health"),
-    path("jobs", JobListApi.as_view(), name="job-list"),
-    path("jobs/<uuid:job_id>", JobDetailApi.as_view(), name="job-detail"),
-    path("jobs/<uuid:job_id>/cancel", JobCancelApi.as_view(), name="job-cancel"),
     path("catalogs", catalogs.CatalogListApi.as_view()),
     path(CAT, catalogs.CatalogDetailApi.as_view()),
     path(f"{CAT}/branches", catalogs.BranchListApi.as_view()),

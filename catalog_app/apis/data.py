@@ -16,10 +16,9 @@ from catalog_app.apis.common import (
     request_catalog,
     write_target,
 )
-from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.job_specs import LOAD_FIELDS, CompactSpec, DeleteSpec, LoadSpec, UpdateSpec
 from catalog_app.models import Role
-from catalog_app.services.data_jobs import (
+from catalog_app.services.data_submit import (
     catalog_gc_submit,
     staging_create,
     table_compact_submit,
@@ -30,6 +29,7 @@ from catalog_app.services.data_jobs import (
     table_update_submit,
 )
 from lakeui.errors import ApplicationError
+from lakeui.jobs.apis import JobOutputSerializer
 
 DEFAULT_GRACE_HOURS = 24
 

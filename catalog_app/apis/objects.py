@@ -5,7 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app import schema
+from catalog_app import table_schema
 from catalog_app.apis.catalogs import paginated
 from catalog_app.apis.common import (
     AT_PARAMETER,
@@ -71,10 +71,10 @@ class TableOutputSerializer(VersionOutputSerializer):
     schema_version = serializers.IntegerField(source="state.schema_version_id")
 
     def get_partition_by(self, version) -> list[str]:
-        return schema.column_names(version.state["columns"], version.state["partition_by"])
+        return table_schema.column_names(version.state["columns"], version.state["partition_by"])
 
     def get_primary_key(self, version) -> list[str]:
-        return schema.column_names(version.state["columns"], version.state["primary_key"])
+        return table_schema.column_names(version.state["columns"], version.state["primary_key"])
 
 
 class OperationOutputSerializer(serializers.Serializer):

@@ -1,6 +1,6 @@
 """A load's Spark and Arrow work (DESIGN.md 3.1): the incoming rows in the table's schema, the segments they
 replace or whose rows they update or delete, and the files written, as plain results. The service checks the load
-against the table first and records the outcome in the catalog (services/loads.py).
+against the table first and records the outcome in the catalog (services/load_changes.py).
 
 Key strategies read only the segments whose key range (per-segment min/max of each key column) holds one of the
 incoming keys, checked key by key; copy-on-write rewrites only the segments holding matched rows, and
@@ -143,7 +143,7 @@ def _rows(written) -> int:
 
 def _overwrite(table: LoadTable, rows: DataFrame, replaced: list[LiveSegment], tag: str, details: dict):
     """The rows deleted (the replaced segments' live rows) are counted by the catalog, not read: see
-    services/loads.py."""
+    services/load_changes.py."""
     written = table.data.write(rows, tag)
     return LoadOperation(
         OVERWRITE, new_segments=written, replaced=[s.id for s in replaced],

@@ -11,7 +11,6 @@ from catalog_app.models.catalog import (
     Tag,
 )
 from catalog_app.models.data import DataFile, FileEntry
-from catalog_app.models.jobs import Job
 from catalog_app.models.lookups import AnyOf  # noqa: F401  (registers `__any`)
 
 __all__ = [
@@ -22,7 +21,6 @@ __all__ = [
     "Commit",
     "DataFile",
     "FileEntry",
-    "Job",
     "Line",
     "ObjectKind",
     "ObjectVersion",

@@ -61,9 +61,7 @@ class Commit(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     message = models.TextField(blank=True)
     # The job that made this commit: a job delivered again after its commit finds it here and does not redo it.
-    job = models.OneToOneField(
-        "catalog_app.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="commit"
-    )
+    job = models.OneToOneField("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="commit")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["catalog", "seq"], name="commit_seq_unique")]

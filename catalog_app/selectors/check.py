@@ -14,7 +14,7 @@ from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, Tag
 from catalog_app.selectors.objects import objects_at
 from catalog_app.selectors.refs import commit_chain
-from catalog_app.selectors.tables import tables_files
+from catalog_app.selectors.table_files import tables_files
 
 Check = Callable[[Catalog, Callable[[str, str], "Finding"]], Iterator["Finding"]]
 CHECKS: list[Check] = []  # checks of what other apps keep (merge logs), added by their AppConfig.ready

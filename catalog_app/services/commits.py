@@ -15,14 +15,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from catalog_app.jobs.registry import ClaimLost, crash_point
 from catalog_app.models import (
     Branch,
     Catalog,
     Commit,
     DataFile,
     FileEntry,
-    Job,
     Line,
     ObjectVersion,
     Operation,
@@ -33,6 +31,8 @@ from catalog_app.selectors import objects as object_selectors
 from catalog_app.selectors.refs import Chain, commit_chain
 from catalog_app.services.access import branch_write_check
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+from lakeui.jobs.models import Job
+from lakeui.jobs.registry import ClaimLost, crash_point
 
 MESSAGE_BRANCH_MOVED = "Branch {branch!r} has moved: its head is {head}, not {expected}. Read it again and retry."
 MESSAGE_READ_ONLY_REF = "{ref!r} is a {kind}; only branches can be written to."

@@ -18,9 +18,9 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit, ObjectKind
 from catalog_app.selectors.objects import object_by_id, object_find
 from catalog_app.selectors.refs import ResolvedRef, commit_chain
-from catalog_app.selectors.tables import NO_FILES, TableFiles, table_columns, table_files
-from catalog_app.services.jobs import job_run_sync
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_files
 from lakeui.errors import NotFoundError
+from lakeui.jobs.services import job_run_sync
 
 TABLE_DIFF_JOB = "table_diff"
 MAX_LISTED = 200

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.db import transaction
 
-from catalog_app import schema
+from catalog_app import table_schema
 from catalog_app.models import ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.names import check_identifier, check_properties
-from catalog_app.selectors.tables import table_has_rows
+from catalog_app.selectors.table_files import table_has_rows
 from catalog_app.services.commits import CommitDraft, WriteTarget
 from catalog_app.services.databases import name_free
 from catalog_app.services.properties import properties_apply
@@ -32,8 +32,8 @@ def _stage(draft: CommitDraft, table: ObjectVersion, *, state: dict, name: str |
 
 
 def _partition_and_key(columns: list[dict], partition_by: list[str], primary_key: list[str]) -> tuple[list, list]:
-    partition_ids = schema.column_ids(columns, partition_by, "partition_by")
-    key_ids = schema.column_ids(columns, primary_key, "primary_key")
+    partition_ids = table_schema.column_ids(columns, partition_by, "partition_by")
+    key_ids = table_schema.column_ids(columns, primary_key, "primary_key")
     if len(set(key_ids)) != len(key_ids) or len(set(partition_ids)) != len(partition_ids):
         raise ApplicationError("invalid_input", "partition_by and primary_key must not repeat a column.")
     unpartitionable = [
@@ -67,7 +67,7 @@ def table_create(
     draft = target.begin()
     db = draft.get(ObjectKind.DATABASE, database)
     name_free(draft, kind=TABLE, name=name, parent_id=db.object_id)
-    table_columns = schema.columns_create(columns)
+    table_columns = table_schema.columns_create(columns)
     partition_ids, key_ids = _partition_and_key(table_columns, partition_by or [], primary_key or [])
     state = {
         "columns": table_columns,
@@ -158,7 +158,9 @@ def column_add(*, target: WriteTarget, database: str, table: str, spec: dict[str
     current = _table(draft, database, table)
     column_id = column_id_next(current)
     has_rows = table_has_rows(draft.chain, table_id=current.object_id)
-    columns, detail = schema.column_add(current.state["columns"], spec, column_id=column_id, table_has_rows=has_rows)
+    columns, detail = table_schema.column_add(
+        current.state["columns"], spec, column_id=column_id, table_has_rows=has_rows
+    )
     version = _schema_change(draft, current, columns, [detail], last_column_id=column_id)
     target.finish(draft, f"Add column {detail['column']['name']} to {database}.{table}")
     return version
@@ -172,7 +174,7 @@ def column_update(
     draft = target.begin()
     current = _table(draft, database, table)
     has_rows = table_has_rows(draft.chain, table_id=current.object_id)
-    columns, details = schema.column_alter(current.state["columns"], column, changes, table_has_rows=has_rows)
+    columns, details = table_schema.column_alter(current.state["columns"], column, changes, table_has_rows=has_rows)
     if not details:
         return current
     version = _schema_change(draft, current, columns, details)
@@ -185,7 +187,7 @@ def column_drop(*, target: WriteTarget, database: str, table: str, column: str) 
     draft = target.begin()
     current = _table(draft, database, table)
     protected = {*current.state["partition_by"], *current.state["primary_key"]}
-    columns, detail = schema.column_drop(current.state["columns"], column, protected_ids=protected)
+    columns, detail = table_schema.column_drop(current.state["columns"], column, protected_ids=protected)
     version = _schema_change(draft, current, columns, [detail])
     target.finish(draft, f"Drop column {column} of {database}.{table}")
     return version

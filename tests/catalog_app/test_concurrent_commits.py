@@ -8,9 +8,9 @@ from pyspark.sql import functions as F
 
 from catalog_app.job_specs import TABLE_JOB_SPECS, LoadSpec
 from catalog_app.models import Commit
-from catalog_app.services.data import CHANGES, data_change_commit, table_snapshot
-from catalog_app.services.data_jobs import table_data_submit
-from catalog_app.services.loads import load_change
+from catalog_app.services.data_changes import CHANGES, data_change_commit, table_snapshot
+from catalog_app.services.data_submit import table_data_submit
+from catalog_app.services.load_changes import load_change
 from lakeui.errors import ConflictError
 from lakeui.jobs.models import Job
 from tests.support.catalogs import head, make_catalog, make_table, on

@@ -5,7 +5,7 @@ in commit order: no key twice, no row lost."""
 import pytest
 
 from catalog_app.models import Commit
-from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.services.data_submit import table_data_submit
 from lakeui.jobs.models import Job
 from tests.conftest import wait_for_job
 from tests.support.catalogs import make_catalog, make_table, on

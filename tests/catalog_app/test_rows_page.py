@@ -4,7 +4,7 @@ same rows, same order, same values, across segments, deletes and every column ty
 import pytest
 
 from catalog_app.engine import reads
-from catalog_app.services.data import rows_page
+from catalog_app.selectors.table_rows import rows_page
 from catalog_app.services.tables import column_add
 from tests.support.catalogs import make_catalog, make_table, on
 from tests.support.data import run_here, table_version

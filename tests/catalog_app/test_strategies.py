@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from catalog_app.models import Commit, DataFile, Operation
-from catalog_app.services.data import DataChange, data_change_commit, table_snapshot
-from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.services.data_changes import DataChange, data_change_commit, table_snapshot
+from catalog_app.services.data_submit import table_data_submit
 from catalog_app.services.tables import table_update
 from lakeui.errors import ApplicationError
 from lakeui.jobs.models import Job

@@ -289,7 +289,7 @@ def test_not_null_column_without_default_is_refused_on_a_non_empty_table():
 
 def test_concurrent_schema_change_fails_the_data_job_cleanly(spark):
     """A load whose table schema changes while it runs commits nothing (checked at commit time)."""
-    from catalog_app.services.data import DataChange, data_change_commit, table_snapshot
+    from catalog_app.services.data_changes import DataChange, data_change_commit, table_snapshot
     from lakeui.errors import ConflictError
 
     catalog = make_catalog()

@@ -13,7 +13,7 @@ from django.test import Client
 
 from catalog_app.job_specs import FileUpload, LoadSpec
 from catalog_app.models import Branch, Commit, Tag
-from catalog_app.services.data_jobs import table_load_submit
+from catalog_app.services.data_submit import table_load_submit
 from catalog_app.services.databases import database_create, database_update
 from catalog_app.services.refs import branch_create
 from lakeui.jobs.models import Job
@@ -159,7 +159,7 @@ def test_load_form_refusals_are_messages(client, user):
 
 @pytest.fixture
 def load_submits(monkeypatch):
-    """The loads the API view and the UI view submit, each through services.data_jobs.table_load_submit."""
+    """The loads the API view and the UI view submit, each through services.data_submit.table_load_submit."""
     submitted = []
 
     def submit(**kwargs):

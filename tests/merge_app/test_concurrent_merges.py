@@ -4,7 +4,7 @@ committed: nothing lost, nothing doubled."""
 
 import pytest
 
-from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.services.data_submit import table_data_submit
 from catalog_app.services.refs import branch_create
 from lakeui.jobs.models import Job
 from merge_app.services.merges import merge_submit

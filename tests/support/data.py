@@ -12,8 +12,8 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import ObjectKind
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ref_resolve
-from catalog_app.selectors.tables import table_columns, table_files
-from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.selectors.table_files import table_columns, table_files
+from catalog_app.services.data_submit import table_data_submit
 from lakeui.jobs.models import Job
 from lakeui.jobs.registry import job_kind_get
 from tests.conftest import wait_for_job

@@ -3,7 +3,7 @@ through the service, and reading what a branch holds."""
 
 from catalog_app.selectors.objects import object_find
 from catalog_app.selectors.refs import ref_resolve
-from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.services.data_submit import table_data_submit
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_execute
 from merge_app.models import Merge

@@ -127,7 +127,7 @@ ALL_IDS = list(range(3000))
 
 def _load(spark, catalog):
     """A load of ROWS: each of them once."""
-    from catalog_app.services.data_jobs import table_data_submit
+    from catalog_app.services.data_submit import table_data_submit
     from tests.support.catalogs import on
 
     params = {"strategy": "append_only", "rows": ROWS}
@@ -138,7 +138,7 @@ def _load(spark, catalog):
 def _delete(spark, catalog, mode="merge-on-read"):
     """A delete of a third of ROWS (loaded in this process): the other two thirds. Merge-on-read writes its delta
     files with pyarrow on the worker, copy-on-write the rows it keeps with Spark."""
-    from catalog_app.services.data_jobs import table_data_submit
+    from catalog_app.services.data_submit import table_data_submit
     from catalog_app.services.tables import table_update
     from tests.support.catalogs import on
     from tests.support.data import run_here

@@ -1,8 +1,8 @@
 """Submitting table data jobs from the web process, one service per action (the API and the UI both call them):
 each takes the job's spec (catalog_app/job_specs.py, its shape already checked), checks it against the table at
 the branch head with every check that needs no Spark, so bad input is a 400 before anything is enqueued, and
-enqueues the job; the worker does the rest (services/loads.py, services/data.py). Also the reads of a table's
-rows and scan plan."""
+enqueues the job; the worker does the rest (services/load_changes.py, services/data_changes.py). Also the reads
+of a table's rows (here from the files, or by an interactive job) and its scan plan."""
 
 import dataclasses
 import decimal
@@ -33,16 +33,18 @@ from catalog_app.job_specs import (
     TableTarget,
     UpdateSpec,
 )
-from catalog_app.models import Catalog, Job, ObjectKind, ObjectVersion
+from catalog_app.models import Catalog, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_get
 from catalog_app.selectors.refs import ResolvedRef, ref_resolve
-from catalog_app.selectors.tables import ScanPlan, table_columns, table_files, table_scan_plan
+from catalog_app.selectors.table_files import ScanPlan, table_columns, table_files, table_scan_plan
+from catalog_app.selectors.table_rows import rows_page
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data import predicate_errors, rows_page
-from catalog_app.services.jobs import job_create, job_run_sync
-from catalog_app.services.loads import load_table_check, refuse_unsplit
+from catalog_app.services.data_changes import predicate_errors
+from catalog_app.services.load_changes import load_table_check, refuse_unsplit
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create, job_run_sync
 
 MAX_PAGE_SIZE = 1000
 # Spark's OFFSET is a 32-bit int: page * page_size must stay below 2**31.
@@ -219,7 +221,7 @@ def staging_create(*, target: WriteTarget, database: str, table: str) -> dict:
 
 def staged_upload(*, catalog: Catalog, staged: str) -> StoredFiles:
     """A load's `staged` source (an id checked by job_specs.LoadSpec) as the load reads an upload: the staging
-    folder's Parquet files, marked for removal once the load has run (see jobs/kinds.py)."""
+    folder's Parquet files, marked for removal once the load has run (see catalog_app/job_kinds.py)."""
     path = staging_path(catalog, staged)
     if "://" not in settings.LAKEUI_WAREHOUSE:  # a remote warehouse is checked by the job's read
         folder = Path(settings.LAKEUI_WAREHOUSE) / path

@@ -1,4 +1,5 @@
-"""Table data jobs: delete, update, compaction (loads: services/loads.py); one commit each.
+"""Table data changes run by jobs on a worker: delete, update, compaction (loads: services/load_changes.py), one
+commit each.
 
 A job reads a snapshot of the table at the branch head, does its Spark work (writing new files only), and then
 commits in one transaction on the branch's current head, provided the table is still as the job read it: the same
@@ -11,7 +12,6 @@ that code; the files a refused attempt wrote are orphans for garbage collection.
 commit finds that commit (by job id) and does not write twice.
 """
 
-import logging
 import math
 import uuid
 from collections.abc import Iterator, Mapping
@@ -19,25 +19,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
-from catalog_app.engine import dml, incoming, pruning, sql
+from catalog_app.engine import dml, incoming, pruning
 from catalog_app.engine.dml import FEW_ROWS
 from catalog_app.engine.frames import Frame
 from catalog_app.engine.predicate_parser import Expr, PredicateError, parse_assignments, parse_predicate
-from catalog_app.engine.reads import READ_ERRORS, read_page, read_page_here, read_segments
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.session import time_zone
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import CompactSpec, DeleteSpec, UpdateSpec
-from catalog_app.models import Catalog, Commit, DataFile, Job, ObjectKind, ObjectVersion, Operation
-from catalog_app.selectors.objects import object_by_id, object_get
-from catalog_app.selectors.refs import Chain, branch_get, commit_at, commit_chain, commit_get, timestamp_parse
-from catalog_app.selectors.tables import TableFiles, table_columns, table_files
+from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
+from catalog_app.selectors.objects import object_by_id
+from catalog_app.selectors.refs import branch_get, commit_chain
+from catalog_app.selectors.table_files import TableFiles, table_columns, table_files
 from catalog_app.services.commits import commit_begin
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+from lakeui.jobs.models import Job
 
 Op = Operation.Op
 WRITE_MODE, COPY_ON_WRITE, MERGE_ON_READ = "write.mode", "copy-on-write", "merge-on-read"
@@ -53,9 +52,6 @@ def predicate_errors() -> Iterator[None]:
         yield
     except PredicateError as exc:
         raise ApplicationError("invalid_predicate", str(exc), details={"position": exc.position}) from None
-
-
-logger = logging.getLogger(__name__)
 
 
 def parsed_predicate(where: str, columns: list[Column]) -> Expr:
@@ -260,7 +256,7 @@ def _commutes(change: DataChange, table: ObjectVersion, live: TableFiles, read: 
     if all(op.op == Op.COMPACTION for op in change.operations()):
         changed = {s.id for s in live.changes_since(read)[0]}
         return not any(f.id in changed for op in change.operations() for f in op.removed)
-    return change.commutes  # an append of given rows into a table without a key (services/loads.py)
+    return change.commutes  # an append of given rows into a table without a key (services/load_changes.py)
 
 
 def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str, new_schema: bool = False) -> DataFile:
@@ -276,68 +272,6 @@ def _data_file(snapshot: Snapshot, written: WrittenFile, kind: str, new_schema: 
 
 
 # --- the changes ------------------------------------------------------------------------------------------
-
-
-def table_frame_at(spark, chain: Chain, *, database: str, table: str, warehouse: Warehouse) -> Frame:
-    """A table's rows at a commit, in its current schema there."""
-    db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
-    version = object_get(chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
-    files = table_files(chain, table_id=version.object_id)
-    base = f"{version.catalog_id}/{version.object_id}"
-    return read_segments(spark, warehouse, base, table_columns(version), files.reads())
-
-
-def rows_page(chain: Chain, table: ObjectVersion, *, page: int, page_size: int, spark=None) -> dict | None:
-    """A page of the table's rows at the chain's commit, in a stable order (segment, then position), with the
-    count of live rows. With `spark` (a worker's), read by Spark; without, read here with pyarrow, or None if a
-    segment the page reaches was written in an older schema (then a worker reads it)."""
-    columns, files = table_columns(table), table_files(chain, table_id=table.object_id)
-    offset, limit = (page - 1) * page_size, page_size
-    # Only the segments the page can reach: their rows less deletions is a lower bound of what they hold.
-    reach, held = [], 0
-    for segment, read in zip(files.segments, files.reads(), strict=True):
-        reach.append(read)
-        held += segment.row_count - sum(d.row_count for d in files.deltas.get(segment.id, []))
-        if held >= offset + limit:
-            break
-    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
-    if spark is None:
-        try:
-            rows = read_page_here(warehouse, columns, reach, offset=offset, limit=limit)
-        except READ_ERRORS:  # a warehouse this process cannot read (credentials): a worker reads it
-            logger.warning("Reading a page of table %s here failed; a worker reads it", table.object_id, exc_info=True)
-            rows = None
-    else:
-        base = f"{table.catalog_id}/{table.object_id}"
-        rows = read_page(spark, warehouse, base, columns, reach, offset=offset, limit=limit)
-    if rows is None:
-        return None
-    return {
-        "count": files.live_rows(warehouse),
-        "page": page,
-        "page_size": limit,
-        "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in columns],
-        "rows": rows,
-    }
-
-
-def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, warehouse: Warehouse, limit=None):
-    """A SELECT over tables of the ref whose chain is given; `FOR TIMESTAMP AS OF` reads a table as it was on
-    that chain then, `FOR VERSION AS OF '<commit>'` at that commit of the catalog."""
-
-    def frame_of(reference: sql.TableReference) -> Frame:
-        at_chain = chain
-        if reference.version is not None:
-            at_chain = commit_chain(commit_get(catalog=catalog, commit_id=reference.version))
-        elif reference.timestamp is not None:
-            at_chain = commit_chain(commit_at(chain, timestamp_parse(reference.timestamp)))
-        return table_frame_at(spark, at_chain, database=reference.database, table=reference.table, warehouse=warehouse)
-
-    try:
-        references = sql.table_references(spark, statement)
-        return sql.run_select(spark, statement, references, frame_of, limit=limit)
-    except sql.SqlError as exc:
-        raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
 
 
 def _matched(spark, snapshot: Snapshot, where: Expr, *, op: str, counted: str) -> tuple[dml.Matched, DataChange]:

@@ -12,15 +12,16 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from catalog_app import schema
+from catalog_app import table_schema
 from catalog_app.engine import files, incoming
 from catalog_app.engine import loads as engine_loads
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.job_specs import LoadSpec, Query, StoredFiles
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import commit_chain
-from catalog_app.selectors.tables import TableFiles
-from catalog_app.services.data import DataChange, Op, Snapshot, select_frame
+from catalog_app.selectors.table_files import TableFiles
+from catalog_app.selectors.table_rows import select_frame
+from catalog_app.services.data_changes import DataChange, Op, Snapshot
 from catalog_app.services.tables import column_id_next
 from lakeui.errors import ApplicationError, ConflictError
 
@@ -73,13 +74,13 @@ def validity_columns(columns: list[dict], last_column_id: int, spec: LoadSpec) -
     changes = []
     for offset, name in enumerate(names if not present else (), start=1):
         spec = {"name": name, "type": "timestamp"}
-        columns, detail = schema.column_add(columns, spec, column_id=last_column_id + offset, table_has_rows=True)
+        columns, detail = table_schema.column_add(columns, spec, column_id=last_column_id + offset, table_has_rows=True)
         changes.append(detail)
     return columns, changes
 
 
 def staged_remove(spark, warehouse, spec: LoadSpec) -> None:
-    """Remove a staged load's folder (see services/data_jobs.staging_create): it has served its one load,
+    """Remove a staged load's folder (see services/data_submit.staging_create): it has served its one load,
     whatever the outcome. Uploads through the API are left to garbage collection."""
     if isinstance(spec.source, StoredFiles) and spec.source.staged:
         files.delete_folder(spark, warehouse.uri(spec.source.path))
