@@ -19,9 +19,10 @@ from catalog_app.job_specs import (
     TableJobSpec,
     TableTarget,
 )
-from catalog_app.models import Catalog, Commit, DataFile
+from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.table_files import data_file_paths
 from catalog_app.selectors.table_rows import rows_page, select_frame
 from catalog_app.services.data_changes import CHANGES, data_change_commit, table_snapshot
 from catalog_app.services.load_changes import load_change, staged_remove
@@ -31,6 +32,7 @@ from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.health import SPARK_CHECK
 from lakeui.jobs.models import Job
 from lakeui.jobs.registry import ClaimLost, JobFailure, Progress, job_failure_explainer, job_kind
+from lakeui.jobs.selectors import job_of_run
 
 # A data job the table changed under (409 concurrent_change at commit) reads it again and re-plans this many times.
 REPLANS = 3
@@ -118,7 +120,7 @@ def _table_change(kind: str):
                 _staged_cleanup(spec)
 
     def run_once(target: TableTarget, spec: TableJobSpec, progress: Progress) -> dict[str, Any]:
-        job = Job.objects.select_related("requested_by").get(id=progress.job_id)
+        job = job_of_run(progress.job_id)
         done = Commit.objects.filter(job=job).first()
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
             return {"commit": done.id, **_figures_of(done)}
@@ -193,10 +195,9 @@ def catalog_gc(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     grace = spec.grace_seconds
     if grace <= 0:
         raise ApplicationError("invalid_grace_period", "The grace period must be more than 0 seconds.")
-    catalog = Catalog.objects.get(id=spec.catalog_id)
-    referenced = set(DataFile.objects.filter(catalog=catalog).values_list("path", flat=True))
+    catalog = Catalog.objects.get(id=spec.catalog_id)  # a catalog that is gone has no files to collect
     collected = gc.unreferenced_remove(
-        spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), str(catalog.id), referenced=referenced,
+        spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), str(catalog.id), referenced=data_file_paths(catalog.id),
         cutoff_ms=(time.time() - grace) * 1000,
     )  # fmt: skip
     return {

@@ -8,7 +8,7 @@ class MergeAppConfig(AppConfig):
     def ready(self) -> None:
         # Registers the merge job kinds, in web and worker processes alike, and the merge logs' consistency check.
         from catalog_app.selectors.check import check_register
-        from merge_app import jobs  # noqa: F401
+        from merge_app import job_kinds  # noqa: F401
         from merge_app.selectors.merges import merge_logs_check
 
         check_register(merge_logs_check)

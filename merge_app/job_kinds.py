@@ -2,9 +2,10 @@
 
 from typing import Any
 
-from catalog_app.jobs.registry import Progress, job_kind
-from catalog_app.models import Catalog, Job
+from catalog_app.models import Catalog
 from catalog_app.spark import spark_session
+from lakeui.jobs.registry import Progress, job_kind
+from lakeui.jobs.selectors import job_of_run
 from merge_app.models import Merge, MergeRequest, Restore
 from merge_app.selectors.diff import merge_diff
 from merge_app.services.keys import KEYS_JOB, key_runs
@@ -15,7 +16,7 @@ from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_res
 
 @job_kind(MERGE_JOB)
 def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    job = Job.objects.select_related("requested_by").get(id=progress.job_id)
+    job = job_of_run(progress.job_id)
     done = Merge.objects.filter(job=job).first()
     if done is not None:  # delivered again after it finished: report the first run's outcome, never merge twice
         if done.status == Merge.Status.CONFLICT:
@@ -38,7 +39,7 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 @job_kind(PLAN_JOB)
 def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """The dry-run merge of a merge request; its report becomes the request's plan."""
-    job = Job.objects.select_related("requested_by").get(id=progress.job_id)
+    job = job_of_run(progress.job_id)
     merge_request = MergeRequest.objects.get(id=params["merge_request_id"])
     merge = Merge.objects.filter(job=job).first()
     if merge is None:
@@ -64,7 +65,7 @@ def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 @job_kind(RESTORE_JOB)
 def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    job = Job.objects.select_related("requested_by").get(id=progress.job_id)
+    job = job_of_run(progress.job_id)
     done = Restore.objects.filter(job=job).first()
     if done is not None:  # delivered again after it finished: never restore twice
         return restore_result(done)

@@ -5,7 +5,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from catalog_app.models import Catalog, Commit, Job
+from catalog_app.models import Catalog, Commit
+from lakeui.jobs.models import Job
 
 
 class Merge(models.Model):

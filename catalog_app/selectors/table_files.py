@@ -163,6 +163,11 @@ def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, wareh
     )
 
 
+def data_file_paths(catalog_id: uuid.UUID | str) -> set[str]:
+    """The paths of every data file any commit of the catalog references, on whichever branch."""
+    return set(DataFile.objects.filter(catalog_id=catalog_id).values_list("path", flat=True))
+
+
 def _column_dict(column: Column) -> dict:
     return {"id": column.id, "name": column.name, "type": column.type, "nullable": column.nullable,
             "default": column.default}  # fmt: skip

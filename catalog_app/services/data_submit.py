@@ -41,7 +41,7 @@ from catalog_app.selectors.table_rows import rows_page
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data_changes import predicate_errors
-from catalog_app.services.load_changes import load_table_check, refuse_unsplit
+from catalog_app.services.load_changes import load_table_check
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create, job_run_sync
@@ -110,11 +110,9 @@ def table_load_submit(*, target: WriteTarget, database: str, table: str, spec: L
     the UI both submit here."""
     resolved = _writable(target)
     current = _table_at(resolved, database, table)
-    load_table_check(spec, table_columns(current), current.state["partition_by"])
+    load_table_check(spec, current, lambda: table_files(resolved.chain, table_id=current.object_id))
     if spec.partitions is not None:
         spec = dataclasses.replace(spec, partitions=_partitions(current, spec.partitions))
-    if spec.overwrites_partitions:
-        refuse_unsplit(table_files(resolved.chain, table_id=current.object_id), current)
     if isinstance(spec.source, FileUpload):
         stored = upload_store(
             catalog=target.catalog, table=current, upload=spec.source.file, file_format=spec.source.format

@@ -7,7 +7,7 @@ recorded here: the operations it amounts to in the merge rules' vocabulary (`upd
 
 import copy
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -15,11 +15,11 @@ from django.conf import settings
 from catalog_app import table_schema
 from catalog_app.engine import files, incoming
 from catalog_app.engine import loads as engine_loads
-from catalog_app.engine.segments import Column, SegmentRead
+from catalog_app.engine.segments import SegmentRead
 from catalog_app.job_specs import LoadSpec, Query, StoredFiles
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import commit_chain
-from catalog_app.selectors.table_files import TableFiles
+from catalog_app.selectors.table_files import TableFiles, table_columns
 from catalog_app.selectors.table_rows import select_frame
 from catalog_app.services.data_changes import DataChange, Op, Snapshot
 from catalog_app.services.tables import column_id_next
@@ -34,9 +34,12 @@ MESSAGE_UNSPLIT = (
 # --- the load's fit to the table (checked at submit time and again on the worker) --------------------------
 
 
-def load_table_check(spec: LoadSpec, columns: list[Column], partition_ids: list[int]) -> None:
-    """The columns the strategy's fields name, checked against the table (its shape was checked when the spec
-    was built, see job_specs.LoadSpec): an unknown one is a 400, never a fallback to another strategy."""
+def load_table_check(spec: LoadSpec, table: ObjectVersion, read_files: Callable[[], TableFiles]) -> None:
+    """The load checked against the table (its shape was checked when the spec was built, see job_specs.LoadSpec):
+    a column the strategy's fields name that the table lacks is a 400, never a fallback to another strategy; a
+    partition overwrite of a table with segments holding several partitions a 409. `read_files` reads the table's
+    files, only for a partition overwrite."""
+    columns, partition_ids = table_columns(table), table.state["partition_by"]
     by_name = {c.name: c for c in columns}
     if spec.key_columns is not None:
         unknown = [k for k in spec.key_columns if k not in by_name]
@@ -57,6 +60,8 @@ def load_table_check(spec: LoadSpec, columns: list[Column], partition_ids: list[
                 "invalid_partition_column",
                 f"partition_column must be one of the table's partition columns {partitions}, not {name!r}.",
             )
+    if spec.overwrites_partitions:
+        _refuse_unsplit(read_files(), table)
 
 
 def validity_columns(columns: list[dict], last_column_id: int, spec: LoadSpec) -> tuple[list[dict], list[dict]]:
@@ -99,7 +104,7 @@ def _incoming_errors() -> Iterator[None]:
 
 def load_change(spark, snapshot: Snapshot, spec: LoadSpec, tag: str) -> DataChange:
     strategy = spec.strategy
-    load_table_check(spec, snapshot.columns, snapshot.table.state["partition_by"])
+    load_table_check(spec, snapshot.table, lambda: snapshot.files)
     new_columns, column_changes = None, []
     if strategy == "scd2":
         state = snapshot.table.state
@@ -109,8 +114,6 @@ def load_change(spark, snapshot: Snapshot, spec: LoadSpec, tag: str) -> DataChan
             new_columns, table = columns, copy.copy(snapshot.table)
             table.state = {**state, "columns": columns, "last_column_id": last_id + 2}
             snapshot = dataclasses.replace(snapshot, table=table)
-    if spec.overwrites_partitions:
-        refuse_unsplit(snapshot.files, snapshot.table)
     query_rows = None
     if isinstance(spec.source, Query):
         query_rows = select_frame(
@@ -171,7 +174,7 @@ def _recorded(snapshot: Snapshot, spec: LoadSpec, result: engine_loads.LoadResul
     return dataclasses.replace(first, more=more, segments_read=[by_id[i] for i in result.segments_read])
 
 
-def refuse_unsplit(files: TableFiles, table: ObjectVersion) -> None:
+def _refuse_unsplit(files: TableFiles, table: ObjectVersion) -> None:
     """A partition overwrite replaces whole files: each segment must hold one partition (409 otherwise)."""
     unsplit = files.unsplit(table.state["partition_by"])
     if unsplit:

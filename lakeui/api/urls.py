@@ -5,6 +5,7 @@ from lakeui.api.views import NotFoundApi
 
 urlpatterns = [
     path("schema", SpectacularAPIView.as_view(), name="api-schema"),
+    path("", include("lakeui.jobs.urls")),
     path("", include("catalog_app.urls")),
     path("", include("merge_app.urls")),
     re_path(r"^.*$", NotFoundApi.as_view()),

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from catalog_app.models import Job
+from lakeui.jobs.models import Job
 
 
 @admin.register(Job)

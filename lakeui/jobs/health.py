@@ -1,4 +1,5 @@
-"""The health report: database, broker, worker and Spark, the last two proven by a real job on a worker."""
+"""The health report: database, broker, worker and Spark, the last two proven by a real job on a worker (of kind
+SPARK_CHECK, which the app that drives Spark registers: catalog_app/job_kinds.py)."""
 
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -8,9 +9,10 @@ from celery import current_app
 from django.db import connection, transaction
 from django.utils import timezone
 
-from catalog_app.jobs.kinds import SPARK_CHECK
-from catalog_app.models import Job
-from catalog_app.services.jobs import job_create, job_wait
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create, job_wait
+
+SPARK_CHECK = "spark_check"
 
 # Health calls share any unfinished check job (whatever its age), and a check that succeeded this recently is
 # reused, so that polling the endpoint, with or without a worker up, cannot pile up Spark jobs.

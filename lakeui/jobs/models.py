@@ -40,6 +40,7 @@ class Job(models.Model):
     cancel_requested = models.BooleanField(default=False)
 
     class Meta:
+        db_table = "catalog_app_job"  # the table it had when catalog_app held it (moved by state only)
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "created_at"]),

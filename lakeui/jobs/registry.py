@@ -58,6 +58,28 @@ def job_kind(name: str, *, interactive: bool = False) -> Callable[[Handler], Han
     return register
 
 
+@dataclass(frozen=True)
+class JobFailure:
+    """What a job's user is told of an unexpected exception: a code and a sentence (the trace goes to the log)."""
+
+    code: str
+    message: str
+
+
+FailureExplainer = Callable[[BaseException], JobFailure | None]
+_EXPLAINERS: list[FailureExplainer] = []
+
+
+def job_failure_explainer(explain: FailureExplainer) -> FailureExplainer:
+    """Register a function that names the failures it knows (e.g. the Spark engine's) and returns None for others."""
+    _EXPLAINERS.append(explain)
+    return explain
+
+
+def job_failure_explained(exc: BaseException) -> JobFailure | None:
+    return next((failure for explain in _EXPLAINERS if (failure := explain(exc)) is not None), None)
+
+
 def job_kind_get(name: str) -> JobKind:
     try:
         return _KINDS[name]

@@ -1,8 +1,8 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from catalog_app.models import Job
 from lakeui.errors import NotFoundError
+from lakeui.jobs.models import Job
 
 
 def job_list(*, user: AbstractBaseUser, status: str | None = None) -> QuerySet[Job]:
@@ -10,6 +10,11 @@ def job_list(*, user: AbstractBaseUser, status: str | None = None) -> QuerySet[J
     jobs = Job.objects.select_related("requested_by")
     jobs = jobs if user.is_staff else jobs.filter(requested_by=user)
     return jobs.filter(status=status) if status else jobs
+
+
+def job_of_run(job_id: str) -> Job:
+    """The job a handler runs (Progress.job_id), with who asked for it."""
+    return Job.objects.select_related("requested_by").get(id=job_id)
 
 
 def job_get(*, user: AbstractBaseUser, job_id: str) -> Job:

@@ -22,19 +22,26 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from catalog_app.engine import session, sql
-from catalog_app.jobs.registry import ClaimLost, crash_point, job_kind_get, job_kind_interactive
-from catalog_app.models import Job
 from lakeui.celery import app as celery_app
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.jobs.models import Job
+from lakeui.jobs.registry import (
+    ClaimLost,
+    JobFailure,
+    crash_point,
+    job_failure_explained,
+    job_kind_get,
+    job_kind_interactive,
+)
 
 logger = logging.getLogger(__name__)
 
-RUN_JOB_TASK = "catalog_app.tasks.run_job"  # the Celery task that runs a job (catalog_app/tasks.py)
+# The Celery task that runs a job (lakeui/jobs/tasks.py). A message sent under the task's earlier name
+# (catalog_app.tasks.run_job) is refused by the worker as unknown; job_recover sends its job again.
+RUN_JOB_TASK = "lakeui.jobs.tasks.run_job"
 MESSAGE_CANCELLED = "The job was cancelled."
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
 MESSAGE_INTERNAL = "The job failed with an unexpected error: {error}"
-MESSAGE_ENGINE_ERROR = "Spark could not do the job's work: {error}"
 MESSAGE_ALREADY_FINISHED = "The job has already finished ({status})."
 
 
@@ -48,10 +55,6 @@ class JobCancelled(Exception):
     pass
 
 
-MESSAGE_ENGINE_LOST = (
-    "The worker's Spark engine stopped (for example it ran out of memory) while the job ran; the worker starts a "
-    "new one for the next job. Run the job again, on less data if it keeps happening."
-)
 MESSAGE_WORKER_LOST = "The job was started {attempts} times without finishing (its worker died each time)."
 MESSAGE_CANCELLED_WORKER_GONE = "The job was cancelled; its worker had stopped answering."
 
@@ -219,16 +222,11 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
     except SoftTimeLimitExceeded:
         claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT)
     except Exception as exc:
-        logger.exception("Job %s (%s) failed", job_id, job.kind)
-        if session.engine_lost(exc):  # the trace is in the log; the user gets a code and a sentence
-            claim.finish(Job.Status.FAILED, error_code="engine_lost", error_message=MESSAGE_ENGINE_LOST)
-            return JobOutcome.RAN
-        if session.spark_error(exc):
-            message = MESSAGE_ENGINE_ERROR.format(error=sql.error_message(exc))
-            claim.finish(Job.Status.FAILED, error_code="engine_error", error_message=message)
-            return JobOutcome.RAN
-        message = MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000]
-        claim.finish(Job.Status.FAILED, error_code="internal_error", error_message=message)
+        logger.exception("Job %s (%s) failed", job_id, job.kind)  # the trace is in the log, the user gets a sentence
+        failure = job_failure_explained(exc)
+        if failure is None:
+            failure = JobFailure("internal_error", MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000])
+        claim.finish(Job.Status.FAILED, error_code=failure.code, error_message=failure.message)
     else:
         claim.finish(Job.Status.SUCCEEDED, result=result)
     finally:

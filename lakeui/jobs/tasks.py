@@ -4,7 +4,7 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
-from catalog_app.services.jobs import RUN_JOB_TASK, JobOutcome, JobRecoveryLoop, job_execute
+from lakeui.jobs.services import RUN_JOB_TASK, JobOutcome, JobRecoveryLoop, job_execute
 
 # A duplicate delivery of a job that is alive elsewhere comes back until that job can have finished.
 _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_JOB_STALE_AFTER) + 5

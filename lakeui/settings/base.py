@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "lakeui.jobs",
     "catalog_app",
     "merge_app",
     "frontend",
@@ -150,7 +151,7 @@ LAKEUI_DRIVER_MATCH_ROWS = int(ENV.get("LAKEUI_DRIVER_MATCH_ROWS") or 2_000_000)
 # retries later, one that finds an older one takes the job over (its worker died).
 LAKEUI_JOB_STALE_AFTER = int(ENV.get("LAKEUI_JOB_STALE_AFTER") or 60)
 # Every worker looks this often for jobs whose worker died or whose message was lost and sends them again
-# (catalog_app.services.jobs.job_recover); a job started this many times without finishing fails `worker_lost`.
+# (lakeui.jobs.services.job_recover); a job started this many times without finishing fails `worker_lost`.
 LAKEUI_JOB_RECOVER_EVERY = float(ENV.get("LAKEUI_JOB_RECOVER_EVERY") or max(1, LAKEUI_JOB_STALE_AFTER // 2))
 LAKEUI_JOB_MAX_ATTEMPTS = int(ENV.get("LAKEUI_JOB_MAX_ATTEMPTS") or 3)
 LAKEUI_HEALTH_TIMEOUT = int(ENV.get("LAKEUI_HEALTH_TIMEOUT") or 60)

@@ -8,9 +8,9 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.catalogs import paginated
 from catalog_app.apis.common import UserField, request_catalog
-from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.models import Role
 from lakeui.api.pagination import PagePagination
+from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
 from merge_app.selectors.merge_requests import (

@@ -8,11 +8,11 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.catalogs import paginated
 from catalog_app.apis.common import UserField, request_catalog
-from catalog_app.apis.jobs import JobOutputSerializer
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.table_diff import table_diff_read
 from lakeui.api.pagination import PagePagination
 from lakeui.errors import ApplicationError, NotFoundError
+from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.selectors.diff import MergeDiff, diff_as_dict
 from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
 from merge_app.services.merges import merge_plan, merge_submit

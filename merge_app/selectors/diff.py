@@ -15,7 +15,7 @@ from django.db.models.functions import RowNumber
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import newest_on_chain, object_by_id
 from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
-from catalog_app.selectors.tables import NO_FILES, tables_files
+from catalog_app.selectors.table_files import NO_FILES, tables_files
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import rules, semantics, states

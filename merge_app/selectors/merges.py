@@ -4,8 +4,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from catalog_app.models import Catalog, Commit, Job
+from catalog_app.models import Catalog, Commit
 from lakeui.errors import NotFoundError
+from lakeui.jobs.models import Job
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
 

@@ -28,7 +28,7 @@ from catalog_app.engine.types import json_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
-from catalog_app.selectors.tables import NO_FILES, TableFiles, tables_files
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, tables_files
 from merge_app import semantics
 from merge_app.models import KeyComparison
 from merge_app.rules import SOURCE_WINS

@@ -18,9 +18,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from catalog_app.models import Catalog, Job
-from catalog_app.services.jobs import job_create
+from catalog_app.models import Catalog
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.rules import CHOICES
 from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of

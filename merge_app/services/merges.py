@@ -27,15 +27,16 @@ from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import Column, file_in_partitions
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
-from catalog_app.models import Catalog, DataFile, Job, ObjectKind, Operation, SchemaVersion
+from catalog_app.models import Catalog, DataFile, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_chain, ref_resolve
-from catalog_app.selectors.tables import NO_FILES, tables_files
+from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import CommitDraft, commit_begin
-from catalog_app.services.jobs import job_create, job_run_sync
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create, job_run_sync
 from merge_app import states
 from merge_app.models import Merge
 from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op

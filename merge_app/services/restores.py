@@ -17,14 +17,15 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from catalog_app.models import Catalog, Commit, DataFile, Job, ObjectKind, ObjectVersion, Operation
+from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import newest_on_chain
 from catalog_app.selectors.refs import branch_get, commit_at, commit_chain, commit_get, timestamp_parse
-from catalog_app.selectors.tables import NO_FILES, tables_files
+from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import CommitDraft, commit_begin
-from catalog_app.services.jobs import job_create
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_create
 from merge_app.models import Restore
 
 RESTORE_JOB = "branch_restore"

@@ -20,9 +20,9 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from catalog_app.models import Catalog
 from catalog_app.selectors.refs import branch_get, ref_resolve, timestamp_parse
-from catalog_app.services.jobs import job_result, job_run_sync
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError
+from lakeui.jobs.services import job_result, job_run_sync
 from merge_app.models import SqlSession
 from merge_app.services.merges import merge_submit
 from merge_app.services.restores import restore_submit

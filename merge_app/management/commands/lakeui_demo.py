@@ -12,13 +12,14 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Catalog, Job, Tag
+from catalog_app.models import Catalog, Tag
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data_jobs import table_data_submit
+from catalog_app.services.data_submit import table_data_submit
 from catalog_app.services.databases import database_create
-from catalog_app.services.jobs import JobOutcome, job_execute, job_wait
 from catalog_app.services.refs import branch_create, catalog_create, catalog_delete, tag_create
 from catalog_app.services.tables import column_add, table_create, table_update
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import JobOutcome, job_execute, job_wait
 from merge_app.models import MergeRequest
 from merge_app.services.merge_requests import merge_request_open
 
