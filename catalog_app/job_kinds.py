@@ -8,7 +8,6 @@ from typing import Any
 from django.conf import settings
 
 from catalog_app.engine import checks, gc, session, sql
-from catalog_app.engine.session import DataRefused, data_refusals
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
     TABLE_JOB_SPECS,
@@ -24,13 +23,12 @@ from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.table_files import data_file_paths
 from catalog_app.selectors.table_rows import rows_page, select_frame
-from catalog_app.services.data_changes import CHANGES, data_change_commit, table_snapshot
+from catalog_app.services.data_changes import CHANGES, data_change_run
 from catalog_app.services.load_changes import load_change, staged_remove
 from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.health import SPARK_CHECK
-from lakeui.jobs.models import Job
 from lakeui.jobs.registry import ClaimLost, JobFailure, Progress, job_failure_explainer, job_kind
 from lakeui.jobs.selectors import job_of_run
 
@@ -77,34 +75,9 @@ def _figures_of(commit: Commit) -> dict[str, Any]:
     return figures
 
 
-def _plan_and_commit(
-    target: TableTarget, spec: TableJobSpec, progress: Progress, job: Job, message: str, tag: str
-) -> dict:
-    """Read the table at the branch head, run the change on Spark and commit it if nothing it depends on changed
-    meanwhile (services.data_changes.data_change_commit); its files are orphans otherwise."""
-    progress.report(5, "Reading the table")
-    snapshot = table_snapshot(
-        catalog_id=target.catalog_id, branch=target.branch, table_id=target.table_id,
-        warehouse=settings.LAKEUI_WAREHOUSE,
-    )  # fmt: skip
-    spark = spark_session()
-    progress.report(15, "Running on Spark")
-    try:
-        with data_refusals():
-            if isinstance(spec, LoadSpec):
-                change = load_change(spark, snapshot, spec, tag=tag)
-            else:
-                change = CHANGES[spec.KIND](spark, snapshot, spec, tag=tag)
-    except DataRefused as exc:
-        raise ApplicationError("data_error", f"Spark refused the data: {exc.message}") from None
-    if change.empty:
-        return {"commit": None, **change.result()}
-    progress.report(90, "Committing")
-    commit = data_change_commit(snapshot=snapshot, change=change, job=job, message=message)
-    return {"commit": commit.id, **change.result()}
-
-
 def _table_change(kind: str):
+    make = load_change if kind == LoadSpec.KIND else CHANGES[kind]
+
     def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         """A staged load's files are removed once the job has an outcome (not when another delivery took it
         over, which still reads them)."""
@@ -127,9 +100,10 @@ def _table_change(kind: str):
         message = target.message or f"{spec.VERB} {target.database}.{target.table}"
         for replan in range(REPLANS + 1):
             try:
-                return _plan_and_commit(
-                    target, spec, progress, job, message, tag=f"{job.id.hex}-{job.attempts}-{replan}"
-                )
+                return data_change_run(
+                    target=target, spec=spec, make=make, spark=spark_session, job=job, message=message,
+                    tag=f"{job.id.hex}-{job.attempts}-{replan}", progress=progress,
+                )  # fmt: skip
             except ConflictError as exc:  # the table changed under the job: read it again and plan anew
                 if exc.code != "concurrent_change" or replan == REPLANS:
                     raise

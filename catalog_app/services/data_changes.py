@@ -14,11 +14,12 @@ commit finds that commit (by job id) and does not write twice.
 
 import math
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from catalog_app.engine import dml, incoming, pruning
@@ -26,10 +27,10 @@ from catalog_app.engine.dml import FEW_ROWS
 from catalog_app.engine.frames import Frame
 from catalog_app.engine.predicate_parser import Expr, PredicateError, parse_assignments, parse_predicate
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
-from catalog_app.engine.session import time_zone
+from catalog_app.engine.session import DataRefused, data_refusals, time_zone
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.job_specs import CompactSpec, DeleteSpec, UpdateSpec
+from catalog_app.job_specs import CompactSpec, DeleteSpec, TableTarget, UpdateSpec
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import object_by_id
 from catalog_app.selectors.refs import branch_get, commit_chain
@@ -37,6 +38,7 @@ from catalog_app.selectors.table_files import TableFiles, table_columns, table_f
 from catalog_app.services.commits import commit_begin
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.models import Job
+from lakeui.jobs.registry import Progress
 
 Op = Operation.Op
 WRITE_MODE, COPY_ON_WRITE, MERGE_ON_READ = "write.mode", "copy-on-write", "merge-on-read"
@@ -180,6 +182,36 @@ def table_snapshot(*, catalog_id: str, branch: str, table_id: str, warehouse: st
         raise NotFoundError("table_not_found", f"The table no longer exists on branch {branch!r}.")
     files = table_files(chain, table_id=table.object_id)
     return Snapshot(catalog, branch, table, files, Warehouse(warehouse), chain.commit)
+
+
+# A data job's Spark work: (spark, snapshot, spec, tag) -> the change, its new files written (CHANGES, load_change).
+ChangeMaker = Callable[[Any, Snapshot, Any, str], DataChange]
+
+
+def data_change_run(
+    *, target: TableTarget, spec: Any, make: ChangeMaker, spark: Callable[[], Any], job: Job, message: str,
+    tag: str, progress: Progress,
+) -> dict[str, Any]:  # fmt: skip
+    """One attempt of a data job: read the table at the branch head, make the change on Spark (`spark()` gives
+    the worker's session) and commit it if nothing it depends on changed meanwhile (`data_change_commit`; its
+    files are orphans otherwise). Returns the job's result: the commit (None if nothing changed) and figures."""
+    progress.report(5, "Reading the table")
+    snapshot = table_snapshot(
+        catalog_id=target.catalog_id, branch=target.branch, table_id=target.table_id,
+        warehouse=settings.LAKEUI_WAREHOUSE,
+    )  # fmt: skip
+    session = spark()
+    progress.report(15, "Running on Spark")
+    try:
+        with data_refusals():
+            change = make(session, snapshot, spec, tag)
+    except DataRefused as exc:
+        raise ApplicationError("data_error", f"Spark refused the data: {exc.message}") from None
+    if change.empty:
+        return {"commit": None, **change.result()}
+    progress.report(90, "Committing")
+    commit = data_change_commit(snapshot=snapshot, change=change, job=job, message=message)
+    return {"commit": commit.id, **change.result()}
 
 
 def data_change_commit(*, snapshot: Snapshot, change: DataChange, job: Job, message: str) -> Commit:
