@@ -52,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+if env_bool(ENV, "LAKEUI_WORKER_HEADER", False):  # benchmarks/api_reads.py counts the answers per worker
+    MIDDLEWARE.insert(0, "lakeui.middleware.WorkerHeaderMiddleware")
 
 ROOT_URLCONF = "lakeui.urls"
 WSGI_APPLICATION = "lakeui.wsgi.application"
