@@ -225,17 +225,39 @@ async def load(port: int, server_pid: int, token: str, catalog: str, args, run: 
     await asyncio.gather(meter(), *clients)
 
 
-def wait_until_up(port: int, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_until_up(port: int, process: subprocess.Popen, workers: int, token: str, timeout: float = 90) -> None:
+    """Until every worker has loaded the application and answered (so no run measures a worker's start)."""
+    deadline, seen = time.monotonic() + timeout, set()
+
+    async def probe() -> str:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return (await get(reader, writer, "/api/v1/catalogs", token))[1]
+        finally:
+            writer.close()
+
+    async def probes() -> set[str]:
+        return set(await asyncio.gather(*[probe() for _ in range(4 * workers)]))
+
+    while time.monotonic() < deadline and len(seen) < workers:
         if process.poll() is not None:
             sys.exit(f"gunicorn exited with {process.returncode}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            seen |= asyncio.run(probes())
         except OSError:
             time.sleep(0.2)
-    sys.exit("gunicorn did not start")
+    if len(seen) < workers:
+        print(f"  (only {len(seen)} of {workers} workers answered within {timeout:.0f} s)")
+
+
+def workers_of(spec: str) -> int:
+    for option in spec.split(","):
+        key, _, value = option.strip().partition("=")
+        if key in ("workers", "w"):
+            return int(value)
+    from lakeui import gunicorn_conf
+
+    return gunicorn_conf.workers
 
 
 def measure(spec: str, catalog: str, token: str, args) -> Run:
@@ -243,7 +265,7 @@ def measure(spec: str, catalog: str, token: str, args) -> Run:
     port = free_port()
     server = serve(port, spec)
     try:
-        wait_until_up(port, server)
+        wait_until_up(port, server, workers_of(spec), token)
         asyncio.run(load(port, server.pid, token, catalog, args, run))
     finally:
         os.killpg(server.pid, signal.SIGTERM)

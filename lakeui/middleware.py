@@ -29,9 +29,8 @@ class WorkerHeaderMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
-        self.worker = str(os.getpid())  # gunicorn loads the application in each worker (unless --preload)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        response["LakeUI-Worker"] = self.worker
+        response["LakeUI-Worker"] = str(os.getpid())  # not kept: with --preload, the master built the middleware
         return response
