@@ -1,4 +1,4 @@
-"""A read at a ref whose answer is kept is answered before the view (lakeui/api/conditional.py
+"""A read at a ref whose answer is kept is answered before the view (catalog_app/middleware.py
 CachedReadMiddleware): the same answer and headers as the normal path, in one query, and never a permit or a
 stale branch."""
 
@@ -12,7 +12,7 @@ from tests.lakeui.conftest import API, BASE, MAIN, token_client
 
 pytestmark = pytest.mark.django_db
 
-FAST = "lakeui.api.conditional.CachedReadMiddleware"
+FAST = "catalog_app.middleware.CachedReadMiddleware"
 TABLE = f"{MAIN}/databases/db/tables/t3"
 AT_REF = [
     f"{MAIN}/commits",

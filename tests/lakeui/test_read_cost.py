@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 # endpoint: (path, queries on a first read, queries on a repeat) with token authentication, for a viewer (the
 # token and user: 1; the catalog with the reader's role: 1; a ref read: the branch, then the
 # line's forks and what the endpoint reads). A repeat at a ref whose answer is kept: 1 (the token's user, the
-# catalog with the role and the ref's commit in one query, before the view: conditional.CachedReadMiddleware)
+# catalog with the role and the ref's commit in one query, before the view: catalog_app/middleware.py)
 READS = {
     "catalogs": (API, 3, 3),
     "catalog": (BASE, 3, 3),  # and its creator
