@@ -88,22 +88,27 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def server_options(spec: str) -> list[str]:
-    """gunicorn options over the product's configuration: `default`, or `workers=4,threads=2,preload`."""
-    options = []
+def server_options(spec: str) -> tuple[list[str], dict[str, str]]:
+    """gunicorn options and environment over the product's configuration (lakeui/gunicorn_conf.py): `default`,
+    or `workers=4,threads=2,preload,LAKEUI_WEB_REUSE_PORT=0` (upper case: an environment variable)."""
+    options, environment = [], {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         if item == "default":
             continue
         key, _, value = item.partition("=")
-        options += [f"--{key}", value] if value else [f"--{key}"]
-    return options
+        if key.isupper():
+            environment[key] = value
+        else:
+            options += [f"--{key}", value] if value else [f"--{key}"]
+    return options, environment
 
 
 def serve(port: int, spec: str) -> subprocess.Popen:
+    options, environment = server_options(spec)
     command = [sys.executable, "-m", "gunicorn", "lakeui.wsgi", "--config", "python:lakeui.gunicorn_conf",
-               "--bind", f"127.0.0.1:{port}", "--log-level", "warning", *server_options(spec)]  # fmt: skip
+               "--bind", f"127.0.0.1:{port}", "--log-level", "warning", *options]  # fmt: skip
     # As production serves: no query log, no debug pages; each answer names its worker process for the spread.
-    environment = {**os.environ, "DEBUG": "false", "LAKEUI_WORKER_HEADER": "1"}
+    environment = {**os.environ, "DEBUG": "false", "LAKEUI_WORKER_HEADER": "1", **environment}
     return subprocess.Popen(command, cwd=ROOT, env=environment, start_new_session=True)
 
 
@@ -253,7 +258,7 @@ def wait_until_up(port: int, process: subprocess.Popen, workers: int, token: str
 def workers_of(spec: str) -> int:
     for option in spec.split(","):
         key, _, value = option.strip().partition("=")
-        if key in ("workers", "w"):
+        if key in ("workers", "w", "WEB_CONCURRENCY"):
             return int(value)
     from lakeui import gunicorn_conf
 
