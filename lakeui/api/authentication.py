@@ -11,7 +11,7 @@ from lakeui.api.conditional import TOKEN_USER
 
 class QuickTokenAuthentication(TokenAuthentication):
     """DRF makes one instance per request: `known` is the (key, user) this request's cached-read path read (in
-    the same query as the catalog and the ref, lakeui/api/conditional.py) when it could not answer."""
+    the same query as the catalog and the ref, catalog_app/middleware.py) when it could not answer."""
 
     known: tuple[str, object] | None = None
 
