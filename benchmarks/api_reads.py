@@ -17,7 +17,8 @@ Per run it prints the throughput, p50/p95/p99, how the requests and connections 
 processes (each answer names its worker in a header the benchmark turns on, LAKEUI_WORKER_HEADER), the CPU per
 request of the server and of the load generator, how busy the machine was and its load average. Then per
 configuration the medians, per endpoint too (beside each endpoint's queries on a first read and on a repeat at the
-same commit), and whether p99 is under 100 ms. The load generator (asyncio, one process) runs on the same machine.
+same commit, counted in this process with the default settings), and whether p99 is under 100 ms. The load
+generator (asyncio, one process) runs on the same machine.
 
 Uses DATABASE_URL when set (e.g. postgres://.../lakeui_bench, the PostgreSQL of the machine, as in production),
 else a throwaway SQLite file.
