@@ -15,6 +15,8 @@ from lakeui.api.version import API_VERSION
 
 _COMMITS = "lakeui_commits_read"
 _FROM_CACHE = "lakeui_answered_from_cache"
+_ETAG = "lakeui_etag"  # set by the cached-read path, which knows the reader without request.user
+TOKEN_USER = "lakeui_token_user"  # (key, user) read before the view, for token authentication to take
 CACHED_ANSWER_BYTES = 256 * 1024  # larger answers (a page of wide rows, say) are made anew each time
 CACHED_FOR_SECONDS = 3600
 
@@ -45,14 +47,15 @@ def commit_read(request: Request | HttpRequest, commit_id: str) -> None:
         raise Answered(HttpResponse(content, content_type=content_type))
 
 
-def _etag(request: HttpRequest, commits: list[str]) -> str:
-    user = getattr(request, "user", None)
+def _etag(request: HttpRequest, commits: list[str], user_pk: object = None) -> str:
+    if user_pk is None:
+        user_pk = getattr(getattr(request, "user", None), "pk", "")
     parts = [  # the host too: an answer's links name it
         API_VERSION,
         request.get_host(),
         request.get_full_path(),
         request.headers.get("Accept", ""),
-        str(getattr(user, "pk", "")),
+        str(user_pk),
         *commits,
     ]
     return '"' + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32] + '"'
@@ -72,7 +75,7 @@ class ConditionalReadMiddleware:
         response = self.get_response(request)
         commits = request.__dict__.get(_COMMITS)
         if commits and request.method in ("GET", "HEAD") and response.status_code == 200:
-            etag = _etag(request, commits)
+            etag = request.__dict__.get(_ETAG) or _etag(request, commits)
             response["ETag"] = etag
             response["Cache-Control"] = "private, no-cache"  # keep it, but ask again (a branch head moves)
             fresh = request.method == "GET" and not request.__dict__.get(_FROM_CACHE) and not response.streaming
@@ -81,3 +84,19 @@ class ConditionalReadMiddleware:
                 content = (response.content, response["Content-Type"])
                 caches["reads"].set(_cache_key(etag), content, CACHED_FOR_SECONDS)
         return response
+
+
+def kept_answer(request: HttpRequest, *, commit_id: str, user_pk: object) -> HttpResponse | None:
+    """For a GET whose answer reads only `commit_id`, by the user `user_pk` (who may read it: the caller checked):
+    the 304 if the client holds that answer, else the answer kept for it, else None. For a caller answering before
+    the view (catalog_app/middleware.py), with the ETag the normal way would give; ConditionalReadMiddleware adds
+    it to the answer."""
+    etag = _etag(request, [commit_id], user_pk)
+    if etag in {tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")}:
+        return HttpResponseNotModified(headers={"ETag": etag})
+    cached = caches["reads"].get(_cache_key(etag))
+    if cached is None:
+        return None
+    content, content_type = cached
+    request.__dict__.update({_COMMITS: [commit_id], _ETAG: etag, _FROM_CACHE: True})
+    return HttpResponse(content, content_type=content_type)

@@ -1,5 +1,6 @@
 """Run the web server and the Celery workers together (one for jobs, one for the interactive reads a person waits
-for); Ctrl-C (or any of them exiting) stops them all."""
+for); Ctrl-C (or any of them exiting) stops them all. The web server is gunicorn as the Docker image runs it
+(lakeui/gunicorn_conf.py: gthread workers sized from the cores, each on its own listening socket)."""
 
 import signal
 import subprocess
@@ -8,6 +9,8 @@ import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+GUNICORN = ["--config", "python:lakeui.gunicorn_conf"]
 
 
 def _interrupt(signum, frame):
@@ -28,7 +31,7 @@ class Command(BaseCommand):
         processes = [
             subprocess.Popen([*jobs, "--concurrency", str(settings.CELERY_WORKER_CONCURRENCY)]),
             subprocess.Popen([*interactive, "--concurrency", str(settings.LAKEUI_INTERACTIVE_CONCURRENCY)]),
-            subprocess.Popen([python, "manage.py", "runserver", "--noreload", addrport]),
+            subprocess.Popen([python, "-m", "gunicorn", "lakeui.wsgi", *GUNICORN, "--bind", addrport]),
         ]
         signal.signal(signal.SIGTERM, _interrupt)
         code = 0

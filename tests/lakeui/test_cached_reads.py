@@ -1,0 +1,111 @@
+"""A read at a ref whose answer is kept is answered before the view (catalog_app/middleware.py
+CachedReadMiddleware): the same answer and headers as the normal path, in one query, and never a permit or a
+stale branch."""
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test.utils import override_settings
+from rest_framework.test import APIClient
+
+from tests.lakeui.conftest import API, BASE, MAIN, token_client
+
+pytestmark = pytest.mark.django_db
+
+FAST = "catalog_app.middleware.CachedReadMiddleware"
+TABLE = f"{MAIN}/databases/db/tables/t3"
+AT_REF = [
+    f"{MAIN}/commits",
+    f"{MAIN}/databases",
+    f"{MAIN}/databases/db",
+    f"{MAIN}/databases/db/tables",
+    TABLE,
+    f"{TABLE}/history",
+    f"{API}/lake/refs/v1/databases/db/tables/t3",  # a tag
+    f"{MAIN}/databases/db/tables?page_size=2&page=2",
+]
+
+
+def normal_way(client: APIClient, path: str, **headers):
+    """The answer without the cached-read path (a fresh handler loads the middleware without it)."""
+    with override_settings(MIDDLEWARE=[name for name in settings.MIDDLEWARE if name != FAST]):
+        fresh = APIClient()
+        fresh.credentials(**client._credentials)
+        return fresh.get(path, **headers)
+
+
+def test_the_cached_read_path_is_in_the_middleware():
+    assert settings.MIDDLEWARE[-1] == FAST  # innermost: every other middleware runs for its answers too
+
+
+@pytest.mark.parametrize("path", AT_REF)
+def test_a_kept_answer_is_the_normal_ways_answer_with_its_headers_in_one_query(reader, path, django_assert_num_queries):
+    first = reader.get(path)
+    assert first.status_code == 200, first.content
+    with django_assert_num_queries(1):  # the token's user, the catalog with the role, the ref's commit
+        fast = reader.get(path)
+    normal = normal_way(reader, path)
+    assert (fast.status_code, fast.content) == (normal.status_code, normal.content) == (200, first.content)
+    assert dict(fast.headers) == dict(normal.headers)
+    assert fast.headers["ETag"] == first.headers["ETag"]
+
+
+@pytest.mark.parametrize("path", [TABLE, f"{MAIN}/commits"])
+def test_a_client_holding_the_answer_gets_304_with_the_normal_ways_headers(reader, path, django_assert_num_queries):
+    etag = reader.get(path).headers["ETag"]
+    with django_assert_num_queries(1):
+        fast = reader.get(path, HTTP_IF_NONE_MATCH=f'"other", {etag}')
+    normal = normal_way(reader, path, HTTP_IF_NONE_MATCH=etag)
+    assert fast.status_code == normal.status_code == 304
+    assert fast.content == normal.content == b""
+    assert dict(fast.headers) == dict(normal.headers)
+    assert fast.headers["ETag"] == etag
+
+
+def test_a_revoked_role_is_refused_though_the_answer_is_kept(reader, user_client):
+    etag = reader.get(TABLE).headers["ETag"]
+    assert user_client.delete(f"{BASE}/roles/bob").status_code in (200, 204)
+    for headers in ({}, {"HTTP_IF_NONE_MATCH": etag}):
+        refused = reader.get(TABLE, **headers)
+        assert (refused.status_code, refused.json()["code"]) == (404, "catalog_not_found")
+
+
+def test_an_inactive_user_or_a_wrong_token_or_none_is_refused_though_the_answer_is_kept(reader):
+    assert reader.get(TABLE).status_code == 200
+    anonymous = APIClient()
+    assert anonymous.get(TABLE).status_code == 401
+    anonymous.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    assert anonymous.get(TABLE).status_code == 401
+    anonymous.credentials(HTTP_AUTHORIZATION="Token")
+    assert anonymous.get(TABLE).status_code == 401
+
+    get_user_model().objects.filter(username="bob").update(is_active=False)
+    assert reader.get(TABLE).status_code == 401
+
+
+def test_another_reader_never_gets_anothers_kept_answer(reader, user_client):
+    kept = reader.get(TABLE)
+    carol = get_user_model().objects.create_user("carol")
+    assert user_client.post(f"{BASE}/roles", {"user": "carol", "role": "viewer"}, format="json").status_code == 201
+    theirs = token_client(carol).get(TABLE, HTTP_IF_NONE_MATCH=kept.headers["ETag"])
+    assert theirs.status_code == 200 and theirs.headers["ETag"] != kept.headers["ETag"]
+
+
+def test_a_branch_read_after_a_write_is_the_new_head(reader, user_client):
+    kept = reader.get(TABLE)
+    assert reader.get(TABLE).headers["ETag"] == kept.headers["ETag"]
+    assert user_client.patch(TABLE, {"set_properties": {"owner": "ops"}}, format="json").status_code == 200
+    fresh = reader.get(TABLE, HTTP_IF_NONE_MATCH=kept.headers["ETag"])
+    assert fresh.status_code == 200 and fresh.json()["properties"] == {"owner": "ops"}
+    assert fresh.headers["ETag"] != kept.headers["ETag"]
+    tag = reader.get(f"{API}/lake/refs/v1/databases/db/tables/t3")
+    assert tag.json()["properties"] == {}  # the tag stays where it was
+
+
+def test_time_travel_and_commit_ids_go_the_normal_way(reader, django_assert_max_num_queries):
+    commit = reader.get(f"{MAIN}/commits").json()["results"][0]["id"]
+    for path in (f"{TABLE}?at=2999-01-01T00:00:00Z", f"{API}/lake/refs/{commit}/databases/db/tables/t3"):
+        first = reader.get(path)
+        assert first.status_code == 200, first.content
+        again = reader.get(path)
+        assert (again.status_code, again.content) == (200, first.content)
