@@ -11,15 +11,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from catalog_app import schema
+from catalog_app import table_schema as schema
 from catalog_app.engine.incoming import FILE_FORMATS
 from catalog_app.job_specs import LOAD_FIELDS, LOAD_STRATEGIES, MAX_JSON_ROWS, LoadSpec
 from catalog_app.models import ObjectKind, Role
 from catalog_app.selectors.objects import object_get, object_history, objects_at, schema_history
 from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
-from catalog_app.selectors.tables import table_files
+from catalog_app.selectors.table_files import table_files
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.data_jobs import table_load_submit, table_rows_read
+from catalog_app.services.data_submit import table_load_submit, table_rows_read
 from catalog_app.services.table_diff import table_diff_read
 from frontend.views.common import get_catalog, ref_context, refused, ui_view, url_with
 from lakeui.errors import ApplicationError

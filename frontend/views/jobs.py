@@ -6,11 +6,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from catalog_app.models import Job
-from catalog_app.selectors.jobs import job_get, job_list
-from catalog_app.services.jobs import job_cancel
 from frontend.views.common import get_catalog, refused, ui_view
 from lakeui.errors import ApplicationError, NotFoundError
+from lakeui.jobs.models import Job
+from lakeui.jobs.selectors import job_get, job_list
+from lakeui.jobs.services import job_cancel
 from merge_app.selectors.merges import job_outcome, merge_get, merge_list, restore_get, restore_list
 
 PAGE_SIZE = 50
