@@ -100,6 +100,15 @@ class PropertiesInputSerializer(WriteInputSerializer):
     unset_properties = serializers.ListField(child=serializers.CharField(), required=False)
 
 
+def _property_changes(data: dict) -> dict:
+    """A rename and property changes read by PropertiesInputSerializer, as the update services take them."""
+    return {
+        "new_name": data.get("name"),
+        "set_properties": data.get("set_properties"),
+        "unset_properties": data.get("unset_properties"),
+    }
+
+
 # --- databases ------------------------------------------------------------------------------------------
 
 
@@ -137,9 +146,7 @@ class DatabaseDetailApi(APIView):
         version = database_update(
             target=write_target(request, catalog, ref),
             name=database,
-            new_name=data.get("name"),
-            set_properties=data.get("set_properties"),
-            unset_properties=data.get("unset_properties"),
+            **_property_changes(data),
             comment=data.get("comment"),
         )
         return Response(DatabaseOutputSerializer(version).data)
@@ -213,9 +220,7 @@ class TableDetailApi(APIView):
             target=write_target(request, catalog, ref),
             database=database,
             name=table,
-            new_name=data.get("name"),
-            set_properties=data.get("set_properties"),
-            unset_properties=data.get("unset_properties"),
+            **_property_changes(data),
             partition_by=data.get("partition_by"),
         )
         return Response(TableOutputSerializer(version).data)
