@@ -36,10 +36,9 @@ def paginated(request: Request, view, queryset, serializer_class: type[serialize
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
+# Not a docstring: drf-spectacular would give it to every subclass's operations as their description.
 class PagedApi(APIView):
-    """An API whose list is answered a page at a time (and so documented: drf-spectacular reads pagination_class)."""
-
-    pagination_class = PagePagination
+    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
 
 
 def created(instance, serializer_class: type[serializers.Serializer]) -> Response:
