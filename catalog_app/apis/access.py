@@ -6,8 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.catalogs import paginated
-from catalog_app.apis.common import UserField, request_catalog
+from catalog_app.apis.common import PagedApi, UserField, created, paginated, request_catalog, validated
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalog_role_list, protected_branch_list
 from catalog_app.services.access import (
@@ -16,7 +15,6 @@ from catalog_app.services.access import (
     protected_branch_create,
     protected_branch_delete,
 )
-from lakeui.api.pagination import PagePagination
 
 ADMIN_WRITES = {"POST": Role.ADMIN, "DELETE": Role.ADMIN}
 
@@ -28,8 +26,7 @@ class RoleOutputSerializer(serializers.Serializer):
     granted_at = serializers.DateTimeField()
 
 
-class CatalogRoleListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+class CatalogRoleListApi(PagedApi):
     required_roles = ADMIN_WRITES
 
     class InputSerializer(serializers.Serializer):
@@ -44,14 +41,11 @@ class CatalogRoleListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: RoleOutputSerializer})
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         granted = catalog_role_grant(
-            catalog=request_catalog(request, catalog), username=data.validated_data["user"],
-            role=data.validated_data["role"],
-            granted_by=request.user,
-        )  # fmt: skip
-        return Response(RoleOutputSerializer(granted).data, status=status.HTTP_201_CREATED)
+            catalog=request_catalog(request, catalog), username=data["user"], role=data["role"], granted_by=request.user
+        )
+        return created(granted, RoleOutputSerializer)
 
 
 class CatalogRoleDetailApi(APIView):
@@ -71,8 +65,7 @@ class ProtectedBranchOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class ProtectedBranchListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
+class ProtectedBranchListApi(PagedApi):
     required_roles = ADMIN_WRITES
 
     class InputSerializer(serializers.Serializer):
@@ -86,12 +79,9 @@ class ProtectedBranchListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: ProtectedBranchOutputSerializer})
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        rule = protected_branch_create(
-            catalog=request_catalog(request, catalog), created_by=request.user, **data.validated_data
-        )
-        return Response(ProtectedBranchOutputSerializer(rule).data, status=status.HTTP_201_CREATED)
+        data = validated(self.InputSerializer, request.data)
+        rule = protected_branch_create(catalog=request_catalog(request, catalog), created_by=request.user, **data)
+        return created(rule, ProtectedBranchOutputSerializer)
 
 
 class ProtectedBranchDetailApi(APIView):

@@ -5,7 +5,18 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import AT_PARAMETER, CommitOutputSerializer, UserField, parse_at, read_ref, request_catalog
+from catalog_app.apis.common import (
+    AT_PARAMETER,
+    CommitOutputSerializer,
+    PagedApi,
+    UserField,
+    created,
+    paginated,
+    parse_at,
+    read_ref,
+    request_catalog,
+    validated,
+)
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
 from catalog_app.selectors.refs import branch_get, branch_list, catalog_list, commit_log, tag_get, tag_list
@@ -17,13 +28,6 @@ from catalog_app.services.refs import (
     tag_create,
     tag_delete,
 )
-from lakeui.api.pagination import PagePagination
-
-
-def paginated(request, view, queryset, serializer_class):
-    paginator = PagePagination()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
 class CatalogOutputSerializer(serializers.Serializer):
@@ -35,9 +39,7 @@ class CatalogOutputSerializer(serializers.Serializer):
     created_by = UserField(allow_null=True)
 
 
-class CatalogListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class CatalogListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=63)
         description = serializers.CharField(required=False, allow_blank=True, default="")
@@ -49,10 +51,8 @@ class CatalogListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: CatalogOutputSerializer})
     def post(self, request):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        catalog = catalog_create(**data.validated_data, created_by=request.user)
-        return Response(CatalogOutputSerializer(catalog).data, status=status.HTTP_201_CREATED)
+        catalog = catalog_create(**validated(self.InputSerializer, request.data), created_by=request.user)
+        return created(catalog, CatalogOutputSerializer)
 
 
 class CatalogDetailApi(APIView):
@@ -75,9 +75,7 @@ class BranchOutputSerializer(serializers.Serializer):
     created_by = UserField(allow_null=True)
 
 
-class BranchListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class BranchListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=255)
         source = serializers.CharField(
@@ -97,17 +95,15 @@ class BranchListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: BranchOutputSerializer})
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        found = request_catalog(request, catalog)
+        data, found = validated(self.InputSerializer, request.data), request_catalog(request, catalog)
         branch = branch_create(
             catalog=found,
-            name=data.validated_data["name"],
-            source=data.validated_data.get("source", found.default_branch),
-            at=parse_at(data.validated_data.get("at")),
+            name=data["name"],
+            source=data.get("source", found.default_branch),
+            at=parse_at(data.get("at")),
             created_by=request.user,
         )
-        return Response(BranchOutputSerializer(branch).data, status=status.HTTP_201_CREATED)
+        return created(branch, BranchOutputSerializer)
 
 
 class BranchDetailApi(APIView):
@@ -128,9 +124,7 @@ class TagOutputSerializer(serializers.Serializer):
     created_by = UserField(allow_null=True)
 
 
-class TagListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class TagListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=255)
         ref = serializers.CharField(max_length=255)
@@ -141,10 +135,9 @@ class TagListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: TagOutputSerializer})
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        tag = tag_create(catalog=request_catalog(request, catalog), **data.validated_data, created_by=request.user)
-        return Response(TagOutputSerializer(tag).data, status=status.HTTP_201_CREATED)
+        data = validated(self.InputSerializer, request.data)
+        tag = tag_create(catalog=request_catalog(request, catalog), **data, created_by=request.user)
+        return created(tag, TagOutputSerializer)
 
 
 class TagDetailApi(APIView):
@@ -158,9 +151,7 @@ class TagDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class CommitLogApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class CommitLogApi(PagedApi):
     @extend_schema(parameters=[AT_PARAMETER], responses=CommitOutputSerializer(many=True))
     def get(self, request, catalog, ref):
         return paginated(request, self, commit_log(read_ref(request, catalog, ref).chain), CommitOutputSerializer)

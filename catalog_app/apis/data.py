@@ -14,6 +14,7 @@ from catalog_app.apis.common import (
     WriteInputSerializer,
     read_ref,
     request_catalog,
+    validated,
     write_target,
 )
 from catalog_app.job_specs import LOAD_FIELDS, CompactSpec, DeleteSpec, LoadSpec, UpdateSpec
@@ -79,10 +80,9 @@ class TableLoadApi(APIView):
                 f"A load may send at most {settings.LAKEUI_MAX_ROWS} rows; upload a file or load in parts.",
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         target = write_target(request, catalog, ref)
-        spec = LoadSpec.from_request(data.validated_data)
+        spec = LoadSpec.from_request(data)
         return _accepted(table_load_submit(target=target, database=database, table=table, spec=spec))
 
 
@@ -92,9 +92,8 @@ class TableDeleteApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        target, spec = write_target(request, catalog, ref), DeleteSpec.from_request(data.validated_data)
+        data = validated(self.InputSerializer, request.data)
+        target, spec = write_target(request, catalog, ref), DeleteSpec.from_request(data)
         return _accepted(table_delete_submit(target=target, database=database, table=table, spec=spec))
 
 
@@ -105,9 +104,8 @@ class TableUpdateApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        target, spec = write_target(request, catalog, ref), UpdateSpec.from_request(data.validated_data)
+        data = validated(self.InputSerializer, request.data)
+        target, spec = write_target(request, catalog, ref), UpdateSpec.from_request(data)
         return _accepted(table_update_submit(target=target, database=database, table=table, spec=spec))
 
 
@@ -205,9 +203,8 @@ class CatalogGcApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer})
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         job = catalog_gc_submit(
-            catalog=request_catalog(request, catalog), grace_hours=data.validated_data["grace_hours"], user=request.user
+            catalog=request_catalog(request, catalog), grace_hours=data["grace_hours"], user=request.user
         )
         return _accepted(job)

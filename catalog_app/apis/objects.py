@@ -1,19 +1,22 @@
 """Databases, tables, columns, views, shares and roles at a ref. Reads take `?at=`; writes need a branch."""
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app import table_schema
-from catalog_app.apis.catalogs import paginated
 from catalog_app.apis.common import (
     AT_PARAMETER,
     IF_MATCH_PARAMETER,
     CommitIdOutputSerializer,
     CommitOutputSerializer,
+    PagedApi,
     WriteInputSerializer,
+    created,
+    paginated,
     read_chain,
+    validated,
     write_target,
 )
 from catalog_app.models import ObjectKind
@@ -21,16 +24,9 @@ from catalog_app.selectors.objects import object_get, object_history, objects_at
 from catalog_app.services import tables as table_services
 from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
 from catalog_app.services.databases import database_create, database_drop, database_update
-from lakeui.api.pagination import PagePagination
 
 DATABASE, TABLE, VIEW = ObjectKind.DATABASE, ObjectKind.TABLE, ObjectKind.VIEW
 WRITE_DOC = {"parameters": [IF_MATCH_PARAMETER]}
-
-
-def _valid(serializer_class, data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _database(chain, name):
@@ -104,16 +100,19 @@ class PropertiesInputSerializer(WriteInputSerializer):
     unset_properties = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-def _written(version, serializer_class, code=status.HTTP_200_OK):
-    return Response(serializer_class(version).data, status=code)
+def _property_changes(data: dict) -> dict:
+    """A rename and property changes read by PropertiesInputSerializer, as the update services take them."""
+    return {
+        "new_name": data.get("name"),
+        "set_properties": data.get("set_properties"),
+        "unset_properties": data.get("unset_properties"),
+    }
 
 
 # --- databases ------------------------------------------------------------------------------------------
 
 
-class DatabaseListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class DatabaseListApi(PagedApi):
     class InputSerializer(WriteInputSerializer):
         name = serializers.CharField(max_length=63)
         properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
@@ -127,10 +126,10 @@ class DatabaseListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: DatabaseOutputSerializer}, **WRITE_DOC)
     def post(self, request, catalog, ref):
-        data = _valid(self.InputSerializer, request.data)
+        data = validated(self.InputSerializer, request.data)
         data.pop("message", None)
         version = database_create(target=write_target(request, catalog, ref), **data)
-        return _written(version, DatabaseOutputSerializer, status.HTTP_201_CREATED)
+        return created(version, DatabaseOutputSerializer)
 
 
 class DatabaseDetailApi(APIView):
@@ -143,16 +142,14 @@ class DatabaseDetailApi(APIView):
 
     @extend_schema(request=UpdateInputSerializer, responses=DatabaseOutputSerializer, **WRITE_DOC)
     def patch(self, request, catalog, ref, database):
-        data = _valid(self.UpdateInputSerializer, request.data)
+        data = validated(self.UpdateInputSerializer, request.data)
         version = database_update(
             target=write_target(request, catalog, ref),
             name=database,
-            new_name=data.get("name"),
-            set_properties=data.get("set_properties"),
-            unset_properties=data.get("unset_properties"),
+            **_property_changes(data),
             comment=data.get("comment"),
         )
-        return _written(version, DatabaseOutputSerializer)
+        return Response(DatabaseOutputSerializer(version).data)
 
     @extend_schema(responses=CommitIdOutputSerializer, **WRITE_DOC)
     def delete(self, request, catalog, ref, database):
@@ -184,9 +181,7 @@ class ObjectHistoryApi(APIView):
 # --- tables and columns ---------------------------------------------------------------------------------
 
 
-class TableListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class TableListApi(PagedApi):
     class InputSerializer(WriteInputSerializer):
         name = serializers.CharField(max_length=63)
         columns = ColumnSerializer(many=True)
@@ -203,11 +198,11 @@ class TableListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: TableOutputSerializer}, **WRITE_DOC)
     def post(self, request, catalog, ref, database):
-        data = _valid(self.InputSerializer, request.data)
+        data = validated(self.InputSerializer, request.data)
         data.pop("message", None)
         data["columns"] = [dict(column) for column in data["columns"]]
         version = table_services.table_create(target=write_target(request, catalog, ref), database=database, **data)
-        return _written(version, TableOutputSerializer, status.HTTP_201_CREATED)
+        return created(version, TableOutputSerializer)
 
 
 class TableDetailApi(APIView):
@@ -220,17 +215,15 @@ class TableDetailApi(APIView):
 
     @extend_schema(request=UpdateInputSerializer, responses=TableOutputSerializer, **WRITE_DOC)
     def patch(self, request, catalog, ref, database, table):
-        data = _valid(self.UpdateInputSerializer, request.data)
+        data = validated(self.UpdateInputSerializer, request.data)
         version = table_services.table_update(
             target=write_target(request, catalog, ref),
             database=database,
             name=table,
-            new_name=data.get("name"),
-            set_properties=data.get("set_properties"),
-            unset_properties=data.get("unset_properties"),
+            **_property_changes(data),
             partition_by=data.get("partition_by"),
         )
-        return _written(version, TableOutputSerializer)
+        return Response(TableOutputSerializer(version).data)
 
     @extend_schema(responses=CommitIdOutputSerializer, **WRITE_DOC)
     def delete(self, request, catalog, ref, database, table):
@@ -244,12 +237,12 @@ class ColumnListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: TableOutputSerializer}, **WRITE_DOC)
     def post(self, request, catalog, ref, database, table):
-        spec = dict(_valid(self.InputSerializer, request.data))
+        spec = dict(validated(self.InputSerializer, request.data))
         spec.pop("message", None)
         version = table_services.column_add(
             target=write_target(request, catalog, ref), database=database, table=table, spec=spec
         )
-        return _written(version, TableOutputSerializer, status.HTTP_201_CREATED)
+        return created(version, TableOutputSerializer)
 
 
 class ColumnDetailApi(APIView):
@@ -261,19 +254,19 @@ class ColumnDetailApi(APIView):
 
     @extend_schema(request=UpdateInputSerializer, responses=TableOutputSerializer, **WRITE_DOC)
     def patch(self, request, catalog, ref, database, table, column):
-        changes = dict(_valid(self.UpdateInputSerializer, request.data))
+        changes = dict(validated(self.UpdateInputSerializer, request.data))
         changes.pop("message", None)
         version = table_services.column_update(
             target=write_target(request, catalog, ref), database=database, table=table, column=column, changes=changes
         )
-        return _written(version, TableOutputSerializer)
+        return Response(TableOutputSerializer(version).data)
 
     @extend_schema(responses=TableOutputSerializer, **WRITE_DOC)
     def delete(self, request, catalog, ref, database, table, column):
         version = table_services.column_drop(
             target=write_target(request, catalog, ref), database=database, table=table, column=column
         )
-        return _written(version, TableOutputSerializer)
+        return Response(TableOutputSerializer(version).data)
 
 
 # --- views, shares and roles (branch-scoped, never merged) ----------------------------------------------
@@ -293,10 +286,9 @@ class ViewInputSerializer(BranchObjectInputSerializer):
     sql = serializers.CharField(max_length=100_000, help_text="The view's SELECT, stored as text")
 
 
-class BranchObjectListApi(APIView):
+class BranchObjectListApi(PagedApi):
     """Views (in a database), shares and roles. `kind` is set per route."""
 
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
     kind = VIEW
     input_serializer = BranchObjectInputSerializer
 
@@ -311,13 +303,13 @@ class BranchObjectListApi(APIView):
 
     @extend_schema(request=BranchObjectInputSerializer, responses={201: BranchObjectOutputSerializer}, **WRITE_DOC)
     def post(self, request, catalog, ref, database=None):
-        data = dict(_valid(self.input_serializer, request.data))
+        data = dict(validated(self.input_serializer, request.data))
         data.pop("message", None)
         name = data.pop("name")
         version = branch_object_create(
             target=write_target(request, catalog, ref), kind=self.kind, name=name, state=data, database=database
         )
-        return _written(version, BranchObjectOutputSerializer, status.HTTP_201_CREATED)
+        return created(version, BranchObjectOutputSerializer)
 
 
 class BranchObjectDetailApi(APIView):

@@ -126,11 +126,15 @@ def branch_list(*, catalog: Catalog) -> QuerySet[Branch]:
     return Branch.objects.filter(catalog=catalog).select_related("head", "created_by")
 
 
+def _named(refs: QuerySet, *, kind: str, name: str, catalog: Catalog):
+    found = refs.filter(name=name).first()
+    if found is None:
+        raise NotFoundError(f"{kind}_not_found", f"There is no {kind} {name!r} in catalog {catalog.name!r}.")
+    return found
+
+
 def branch_get(*, catalog: Catalog, name: str) -> Branch:
-    branch = branch_list(catalog=catalog).filter(name=name).first()
-    if branch is None:
-        raise NotFoundError("branch_not_found", f"There is no branch {name!r} in catalog {catalog.name!r}.")
-    return branch
+    return _named(branch_list(catalog=catalog), kind="branch", name=name, catalog=catalog)
 
 
 def tag_list(*, catalog: Catalog) -> QuerySet[Tag]:
@@ -138,10 +142,7 @@ def tag_list(*, catalog: Catalog) -> QuerySet[Tag]:
 
 
 def tag_get(*, catalog: Catalog, name: str) -> Tag:
-    tag = tag_list(catalog=catalog).filter(name=name).first()
-    if tag is None:
-        raise NotFoundError("tag_not_found", f"There is no tag {name!r} in catalog {catalog.name!r}.")
-    return tag
+    return _named(tag_list(catalog=catalog), kind="tag", name=name, catalog=catalog)
 
 
 def ref_resolve(*, catalog: Catalog, ref: str, at: datetime | None = None) -> ResolvedRef:

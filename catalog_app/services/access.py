@@ -4,6 +4,7 @@ calls it for every commit, and the submit paths call it before they enqueue a jo
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 
 from catalog_app.models import Catalog, CatalogRole, ProtectedBranch, Role
 from catalog_app.names import check_ref_name
@@ -31,6 +32,13 @@ def branch_write_check(*, catalog: Catalog, branch: str, via_merge_request: int 
         )
 
 
+def _delete(rows: QuerySet, missing: NotFoundError) -> None:
+    """Delete the rows; `missing` is raised when there were none."""
+    deleted, _ = rows.delete()
+    if not deleted:
+        raise missing
+
+
 def _user_named(username: str) -> AbstractBaseUser:
     user = get_user_model().objects.filter(username=username, is_active=True).first()
     if user is None:
@@ -51,9 +59,8 @@ def catalog_role_grant(*, catalog: Catalog, username: str, role: str, granted_by
 
 @transaction.atomic
 def catalog_role_revoke(*, catalog: Catalog, username: str) -> None:
-    deleted, _ = CatalogRole.objects.filter(catalog=catalog, user__username=username).delete()
-    if not deleted:
-        raise NotFoundError("role_not_found", f"{username!r} has no role in catalog {catalog.name!r}.")
+    missing = NotFoundError("role_not_found", f"{username!r} has no role in catalog {catalog.name!r}.")
+    _delete(CatalogRole.objects.filter(catalog=catalog, user__username=username), missing)
 
 
 @transaction.atomic
@@ -75,6 +82,5 @@ def protected_branch_create(
 
 @transaction.atomic
 def protected_branch_delete(*, catalog: Catalog, rule_id: int) -> None:
-    deleted, _ = ProtectedBranch.objects.filter(catalog=catalog, id=rule_id).delete()
-    if not deleted:
-        raise NotFoundError("protection_not_found", f"There is no protection rule {rule_id} in {catalog.name!r}.")
+    missing = NotFoundError("protection_not_found", f"There is no protection rule {rule_id} in {catalog.name!r}.")
+    _delete(ProtectedBranch.objects.filter(catalog=catalog, id=rule_id), missing)

@@ -6,10 +6,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.catalogs import paginated
-from catalog_app.apis.common import UserField, request_catalog
+from catalog_app.apis.common import PagedApi, UserField, created, paginated, request_catalog, validated
 from catalog_app.models import Role
-from lakeui.api.pagination import PagePagination
 from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
@@ -108,9 +106,7 @@ def _detail(merge_request: MergeRequest) -> dict:
     return MergeRequestDetailOutputSerializer(merge_request).data
 
 
-class MergeRequestListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class MergeRequestListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         source = serializers.CharField(max_length=255)
         target = serializers.CharField(max_length=255)
@@ -129,11 +125,8 @@ class MergeRequestListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: MergeRequestDetailOutputSerializer})
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        opened = merge_request_open(
-            catalog=request_catalog(request, catalog), author=request.user, **data.validated_data
-        )
+        data = validated(self.InputSerializer, request.data)
+        opened = merge_request_open(catalog=request_catalog(request, catalog), author=request.user, **data)
         found = merge_request_get(catalog=opened.catalog, number=opened.number)
         return Response(_detail(found), status=status.HTTP_201_CREATED)
 
@@ -156,10 +149,9 @@ class MergeRequestDetailApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=MergeRequestDetailOutputSerializer)
     def patch(self, request, catalog, number):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
-        merge_request_update(merge_request=found, user=request.user, **data.validated_data)
+        merge_request_update(merge_request=found, user=request.user, **data)
         return Response(_detail(merge_request_get(catalog=found.catalog, number=number)))
 
 
@@ -172,11 +164,10 @@ class MergeRequestReviewApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: ReviewOutputSerializer})
     def post(self, request, catalog, number):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
-        review = merge_request_review(merge_request=found, reviewer=request.user, **data.validated_data)
-        return Response(ReviewOutputSerializer(review).data, status=status.HTTP_201_CREATED)
+        review = merge_request_review(merge_request=found, reviewer=request.user, **data)
+        return created(review, ReviewOutputSerializer)
 
 
 class MergeRequestMergeApi(APIView):

@@ -6,8 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.catalogs import paginated
-from catalog_app.apis.common import UserField, request_catalog
+from catalog_app.apis.common import PagedApi, UserField, paginated, request_catalog, validated
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.table_diff import table_diff_read
 from lakeui.api.pagination import PagePagination
@@ -108,9 +107,7 @@ class MergeDetailOutputSerializer(MergeOutputSerializer):
     log = serializers.DictField()
 
 
-class MergeListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class MergeListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         source = serializers.CharField(max_length=255)
         target = serializers.CharField(max_length=255)
@@ -136,9 +133,8 @@ class MergeListApi(APIView):
 
 def _submitted(request, input_serializer, submit, catalog: str) -> Response:
     """Validate, submit the job (a merge or a restore) and answer 202 with it."""
-    data = input_serializer(data=request.data)
-    data.is_valid(raise_exception=True)
-    job = submit(catalog=request_catalog(request, catalog), user=request.user, **data.validated_data)
+    data = validated(input_serializer, request.data)
+    job = submit(catalog=request_catalog(request, catalog), user=request.user, **data)
     return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -164,9 +160,7 @@ class RestoreOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class RestoreListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class RestoreListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         branch = serializers.CharField(max_length=255)
         database = serializers.CharField(max_length=63, required=False)

@@ -4,7 +4,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import request_catalog
+from catalog_app.apis.common import request_catalog, validated
 from catalog_app.models import Role
 from merge_app.services.sql import sql_execute, sql_reads_only
 
@@ -29,10 +29,9 @@ class SqlApi(APIView):
         "and MERGE BRANCH answer {kind, branch | source and target, commit, ...}.",
     )
     def post(self, request, catalog):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         result = sql_execute(
-            catalog=request_catalog(request, catalog), statement=data.validated_data["statement"],
-            ref=data.validated_data.get("branch"), user=request.user, limit=data.validated_data["limit"],
+            catalog=request_catalog(request, catalog), statement=data["statement"], ref=data.get("branch"),
+            user=request.user, limit=data["limit"],
         )  # fmt: skip
         return Response(result)

@@ -145,6 +145,14 @@ def _cell_pair(report, name):
     return table["pairs"]
 
 
+def _sides(catalog, base: str, index: int) -> tuple[str, str]:
+    """The source and the target branch of one cell of a rule table, both at `base`."""
+    source, target = f"src-{index}", f"dest-{index}"
+    for name in (source, target):
+        branch_create(catalog=catalog, name=name, source=base)
+    return source, target
+
+
 @pytest.mark.parametrize("src_op", RULE_TABLES["table"].rows)
 def test_table_rule_row(spark, subtests, src_op):
     catalog = make_catalog()
@@ -154,9 +162,7 @@ def test_table_rule_row(spark, subtests, src_op):
     base = head(catalog)
     for index, dest_op in enumerate(RULE_TABLES["table"].columns):
         with subtests.test(src=src_op, dest=dest_op):
-            source, target = f"src-{index}", f"dest-{index}"
-            branch_create(catalog=catalog, name=source, source=base)
-            branch_create(catalog=catalog, name=target, source=base)
+            source, target = _sides(catalog, base, index)
             _do(src_op, catalog, source, "src", "orders")
             _do(dest_op, catalog, target, "dest", "orders")
             target_head = head(catalog, target)
@@ -237,9 +243,7 @@ def test_database_rule_row(subtests, src_op):
     base = head(catalog)
     for index, dest_op in enumerate(RULE_TABLES["database"].columns):
         with subtests.test(src=src_op, dest=dest_op):
-            source, target = f"src-{index}", f"dest-{index}"
-            branch_create(catalog=catalog, name=source, source=base)
-            branch_create(catalog=catalog, name=target, source=base)
+            source, target = _sides(catalog, base, index)
             _do_database(src_op, catalog, source, "src")
             _do_database(dest_op, catalog, target, "dest")
             target_head = head(catalog, target)

@@ -66,16 +66,26 @@ def login(url: str, token: str) -> None:
     click.echo(f"saved to {path}")
 
 
+def ref_commands(group: click.Group, *, listed, deleted, pointer: str) -> None:
+    """The `list` and `delete` commands branches and tags share; `create` differs (a branch starts --from a ref,
+    a tag names the ref it points at)."""
+
+    @group.command("list")
+    @click.argument("catalog")
+    @click.pass_context
+    def ref_list(ctx, catalog):
+        emit(ctx, listed(make_client(), catalog), ["name", pointer, "created_at"])
+
+    @group.command("delete")
+    @click.argument("catalog")
+    @click.argument("name")
+    def ref_delete(catalog, name):
+        deleted(make_client(), catalog, name)
+
+
 @cli.group()
 def branch() -> None:
     """Branches of a catalog."""
-
-
-@branch.command("list")
-@click.argument("catalog")
-@click.pass_context
-def branch_list(ctx, catalog):
-    emit(ctx, make_client().branches(catalog), ["name", "head", "created_at"])
 
 
 @branch.command("create")
@@ -87,23 +97,9 @@ def branch_create(ctx, catalog, name, source):
     emit(ctx, make_client().branch_create(catalog, name, source=source), ["name", "head"])
 
 
-@branch.command("delete")
-@click.argument("catalog")
-@click.argument("name")
-def branch_delete(catalog, name):
-    make_client().branch_delete(catalog, name)
-
-
 @cli.group()
 def tag() -> None:
     """Tags of a catalog."""
-
-
-@tag.command("list")
-@click.argument("catalog")
-@click.pass_context
-def tag_list(ctx, catalog):
-    emit(ctx, make_client().tags(catalog), ["name", "commit", "created_at"])
 
 
 @tag.command("create")
@@ -115,11 +111,8 @@ def tag_create(ctx, catalog, name, ref):
     emit(ctx, make_client().tag_create(catalog, name, ref), ["name", "commit"])
 
 
-@tag.command("delete")
-@click.argument("catalog")
-@click.argument("name")
-def tag_delete(catalog, name):
-    make_client().tag_delete(catalog, name)
+ref_commands(branch, listed=Client.branches, deleted=Client.branch_delete, pointer="head")
+ref_commands(tag, listed=Client.tags, deleted=Client.tag_delete, pointer="commit")
 
 
 @cli.command()
@@ -394,23 +387,19 @@ def mr_show(ctx, catalog, number):
     show_merge_request(ctx, make_client().merge_request(catalog, number))
 
 
-@mr.command("approve")
-@click.argument("catalog")
-@click.argument("number", type=int)
-@click.option("--comment", default="")
-@click.pass_context
-def mr_approve(ctx, catalog, number, comment):
-    emit(ctx, make_client().merge_request_approve(catalog, number, comment), ["id", "reviewer", "decision", "comment"])
+def review_command(name: str, decision: str) -> None:
+    @mr.command(name)
+    @click.argument("catalog")
+    @click.argument("number", type=int)
+    @click.option("--comment", default="")
+    @click.pass_context
+    def review(ctx, catalog, number, comment):
+        found = make_client().merge_request_review(catalog, number, decision, comment)
+        emit(ctx, found, ["id", "reviewer", "decision", "comment"])
 
 
-@mr.command("request-changes")
-@click.argument("catalog")
-@click.argument("number", type=int)
-@click.option("--comment", default="")
-@click.pass_context
-def mr_request_changes(ctx, catalog, number, comment):
-    review = make_client().merge_request_request_changes(catalog, number, comment)
-    emit(ctx, review, ["id", "reviewer", "decision", "comment"])
+review_command("approve", "approve")
+review_command("request-changes", "request_changes")
 
 
 @mr.command("merge")
