@@ -247,7 +247,10 @@ class _Evaluation:
         if left.array is None and right.array is None:
             raise Unsupported("a comparison of two literals")
         left_side, right_side = _comparable(left, right)
-        return _Value("boolean", _COMPARE[op](left_side, right_side))
+        try:
+            return _Value("boolean", _COMPARE[op](left_side, right_side))
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
+            raise Unsupported(f"comparing {left.kind} with {right.kind}: {exc}") from None
 
     def _like(self, expr: Like) -> _Value:
         operand = self.run(expr.operand)
