@@ -120,8 +120,12 @@ def _converted(value: _Value, type_name: str) -> pa.Array:
     exact_casts = value.kind in _INTEGER_RANGES and (type_name in _INTEGER_RANGES or is_decimal(type_name))
     exact_casts |= is_decimal(value.kind) and (is_decimal(type_name) or type_name in _INTEGER_RANGES)
     if exact_casts:  # a safe cast raises where a value would not fit or would lose digits
+        array = value.array
+        if value.kind in _INTEGER_RANGES and is_decimal(type_name):  # Arrow casts an integer to a decimal of 19+
+            scale = decimal_digits(type_name)[1]  # digits only, then that decimal to a narrower one value by value
+            array = array.cast(pa.decimal128(min(19 + scale, 38), scale))
         try:
-            return value.array.cast(arrow_type(type_name), safe=True)
+            return array.cast(arrow_type(type_name), safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise Unsupported(f"{value.kind} values into a {type_name} column: {exc}") from None
     if (value.kind, type_name) == ("float", "double"):

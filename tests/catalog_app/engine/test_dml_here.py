@@ -128,7 +128,7 @@ def _update(spark, table, reads, where, assignments, *, few):
 SUPPORTED = [
     ("id = 8", {"n": "n + 1"}),
     ("id IN (3, 17, 44, 81) AND name IS NOT NULL", {"price": "12.5", "name": "'x'"}),
-    ("n BETWEEN -5 AND 5 OR flag", {"flag": "NOT flag", "n": "-n"}),
+    ("n BETWEEN -5 AND 5 OR flag", {"flag": "NOT flag", "n": "-n", "price": "n", "big": "id"}),
     ("name LIKE 'a%' OR name LIKE '_eta' OR name LIKE '%\n%'", {"day": "DATE '2001-02-03'"}),
     ("NOT (price > 10.5) AND day >= DATE '1970-01-01'", {"at": "TIMESTAMP '2020-05-06 07:08:09.123456'"}),
     ("at < TIMESTAMP '2024-03-02 12:00:00+02:00' AND big < 0", {"big": "big", "ratio": "0.25"}),
