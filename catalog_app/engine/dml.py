@@ -2,9 +2,11 @@
 of the delete, update and compaction jobs, which take plain values (the table's `TableData`, the segments to read,
 predicates as parsed ASTs) and return the files they wrote."""
 
+import logging
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -12,14 +14,18 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from catalog_app.engine import incoming, keymatch
+from catalog_app.engine import dml_here, incoming, keymatch
+from catalog_app.engine.frames import arrow_frame
 from catalog_app.engine.predicate_columns import balanced, to_column
 from catalog_app.engine.predicate_parser import Expr
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
+from catalog_app.engine.session import time_zone
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import spark_type
-from catalog_app.engine.writes import write_deltas
+from catalog_app.engine.writes import write_deltas, write_segments_here
+
+logger = logging.getLogger(__name__)
 
 
 def matches(predicate: SparkColumn) -> SparkColumn:
@@ -73,9 +79,9 @@ def rows_updated(rows: DataFrame, predicate: SparkColumn, assignments: Mapping[s
     )  # fmt: skip
 
 
-def matched_rows_updated(rows: DataFrame, predicate: SparkColumn, assignments: Mapping[str, SparkColumn]) -> DataFrame:
-    """Only the matching rows, with the assignments applied (merge-on-read: written as new segments)."""
-    return rows.filter(matches(predicate)).select(
+def assigned_rows(rows: DataFrame, assignments: Mapping[str, SparkColumn]) -> DataFrame:
+    """`rows` (the matched ones) with the assignments applied (merge-on-read: written as new segments)."""
+    return rows.select(
         *[assignments[name].alias(name) if name in assignments else F.col(f"`{name}`") for name in rows.columns]
     )
 
@@ -94,18 +100,42 @@ FEW_ROWS = 1_000_000  # a change writing no more rows than this writes them in o
 
 @dataclass
 class Matched:
-    """The rows a predicate matches in some segments (the candidates): their positions, collected as Arrow by
-    segment when the candidates hold few rows (one task, no shuffle), else a cached frame; and the candidates'
-    rows with their positions, for an update's new row versions."""
+    """The rows a predicate matches in some segments (the candidates): their positions, as Arrow by segment when the
+    candidates hold few rows (found here with pyarrow, `dml_here`, or collected from one Spark task), else a cached
+    frame; and, for an update's new row versions with Spark, the candidates' rows with their positions (`rows`)."""
 
-    rows: DataFrame
-    predicate: SparkColumn
+    spark: SparkSession
+    table: TableData
+    candidates: Sequence[SegmentRead]
+    where: Expr
     positions: DataFrame | dict[str, pa.Array]
     per_segment: dict[str, int]
+    time_zone: str
+    found_here: bool = False  # the positions were found with pyarrow (no Spark job)
+
+    @cached_property
+    def predicate(self) -> SparkColumn:
+        return to_column(self.where)
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        return self.table.read(self.spark, self.candidates, positions=True)
 
     def counts(self) -> dict[str, int]:
         """How many rows match in each segment, by segment id (segments without a match left out)."""
         return self.per_segment
+
+    def matched_rows(self) -> DataFrame:
+        """The matched rows (with their positions) as a Spark frame: those at the positions found here (exactly
+        the rows the delta files delete, whatever Spark's predicate would say), else those the predicate matches."""
+        if not self.found_here:
+            return self.rows.filter(matches(self.predicate))
+        touched = [s for s in self.candidates if s.id in self.positions]
+        owners = [pa.array([segment] * len(found), pa.string()) for segment, found in self.positions.items()]
+        found = arrow_frame(self.spark, {SEGMENT_ID: pa.concat_arrays(owners),
+                                         POSITION: pa.concat_arrays(list(self.positions.values()))})  # fmt: skip
+        rows = self.table.read(self.spark, touched, positions=True)
+        return rows.join(F.broadcast(found), [SEGMENT_ID, POSITION], "left_semi")
 
     def write_deletes(self, table: TableData, tag: str) -> list[WrittenFile]:
         """The delta files of the matched positions: written here with pyarrow when they were collected."""
@@ -117,15 +147,27 @@ class Matched:
 def rows_matching(
     spark: SparkSession, table: TableData, candidates: Sequence[SegmentRead], where: Expr, *, few: bool
 ) -> Matched:
-    """The rows of `candidates` that `where` matches; `few`: the candidates hold up to FEW_ROWS rows."""
-    predicate = to_column(where)
-    rows = table.read(spark, candidates, positions=True)
-    matched = positions_matching(rows, predicate)
+    """The rows of `candidates` that `where` matches; `few`: the candidates hold up to FEW_ROWS rows. Few candidate
+    rows are matched here with pyarrow (`dml_here.positions_matching`), unless the predicate needs Spark (see
+    `predicate_arrow`); then, and for more rows, with Spark."""
+    zone = time_zone(spark)
     if few:
-        positions = keymatch.positions_by_segment(matched.coalesce(1).toArrow())
-        return Matched(rows, predicate, positions, {segment: len(found) for segment, found in positions.items()})
-    matched = matched.cache()
-    return Matched(rows, predicate, matched, count_per_segment(matched))
+        try:
+            positions = dml_here.positions_matching(table.warehouse, table.columns, candidates, where, time_zone=zone)
+        except dml_here.Unsupported as why:
+            logger.info("matching with Spark: %s", why)
+        else:
+            counts = {segment: len(found) for segment, found in positions.items()}
+            return Matched(spark, table, candidates, where, positions, counts, zone, found_here=True)
+    matched = Matched(spark, table, candidates, where, {}, {}, zone)
+    found = positions_matching(matched.rows, matched.predicate)
+    if few:
+        matched.positions = keymatch.positions_by_segment(found.coalesce(1).toArrow())
+        matched.per_segment = {segment: len(positions) for segment, positions in matched.positions.items()}
+    else:
+        matched.positions = found.cache()
+        matched.per_segment = count_per_segment(matched.positions)
+    return matched
 
 
 def rows_kept_write(
@@ -150,12 +192,27 @@ def rows_updated_write(
     """An update's new segments, grouped by the segment their rows come from: the `touched` segments rewritten
     with the assignments applied to the matched rows (copy-on-write), or, with `touched` None, only the matched
     rows' new versions (merge-on-read). The assigned values are checked against the columns' types first
-    (`incoming.IncomingError`)."""
+    (`incoming.IncomingError`).
+
+    Merge-on-read of up to `dml_here.HERE_ROWS` rows matched here is computed and written here with pyarrow, no
+    Spark job, unless an assignment needs Spark (`predicate_arrow`: functions, division, decimal or floating-point
+    arithmetic, a value Spark would convert or refuse, ...); copy-on-write always rewrites with Spark."""
+    if touched is None and matched.found_here and sum(matched.per_segment.values()) <= dml_here.HERE_ROWS:
+        try:
+            new_rows = dml_here.updated_rows(
+                table.warehouse, table.columns, matched.candidates, matched.positions, assignments,
+                time_zone=matched.time_zone,
+            )  # fmt: skip
+        except dml_here.Unsupported as why:
+            logger.info("updating with Spark: %s", why)
+        else:
+            return write_segments_here(table.warehouse, table.base, new_rows, table.columns,
+                                       partition_ids=table.partition_ids, tag=tag, group_column=GROUP)  # fmt: skip
     columns = {name: to_column(expression) for name, expression in assignments.items()}
     if touched is not None:
         new_rows = rows_updated(table.read(spark, touched, positions=True), matched.predicate, columns)
     else:
-        new_rows = matched_rows_updated(matched.rows, matched.predicate, columns)
+        new_rows = assigned_rows(matched.matched_rows(), columns)
     new_rows = by_origin(new_rows, table.columns)
     names = [c.name for c in table.columns]
     checked = incoming.checked_frame(new_rows, names, table.columns, keep=[GROUP], only=columns.keys())

@@ -3,9 +3,11 @@
 
 import math
 import re
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -14,10 +16,12 @@ from pyspark.sql import functions as F
 
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, WrittenFile
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
-from catalog_app.engine.types import has_statistics, json_value, spark_type, stat_json, utc_naive
+from catalog_app.engine.spark_hash import xxhash64
+from catalog_app.engine.types import arrow_type, has_statistics, json_value, spark_type, stat_json, utc_naive
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder
 
 _GROUP_IN_PATH = re.compile(r"/__g=([^/]+)/")
+_PLAIN_GROUP = re.compile(r"[0-9A-Za-z_.-]+")  # a group value Spark puts in a folder name as it is (no escaping)
 _SEGMENT_IN_PATH = re.compile(r"__segment=([0-9a-f-]{36})/")
 
 
@@ -57,6 +61,49 @@ def write_segments(
     written = describe_segments(warehouse, base, target, columns, partition_ids)
     _remove_empty(warehouse, target, keep={w.path for w in written})
     return written
+
+
+def write_segments_here(
+    warehouse: Warehouse,
+    base: str,
+    rows: pa.Table,
+    columns: Sequence[Column],
+    *,
+    partition_ids: Sequence[int] = (),
+    tag: str,
+    group_column: str | None = None,
+) -> list[WrittenFile]:
+    """`write_segments` of `few` rows held here as Arrow, with pyarrow and no Spark job: the files Spark's write
+    gives, one per group value and partition, in the same folders (`__g=<group>/__p=<Spark's xxhash64 of the
+    partition values and their NULL flags>`), with the same Parquet types (decimals of up to 18 digits as INT32 or
+    INT64, timestamps as INT64 micros in UTC), field ids, and footer statistics. Rows within a file may be in
+    another order than Spark's (nothing reads meaning into it). Raises ValueError for a group value Spark would
+    escape in a folder name (a segment id never is one)."""
+    target = data_folder(base, tag)
+    by_id = {column.id: column for column in columns}
+    schema = pa.schema(
+        [pa.field(c.name, arrow_type(c.type), True, {b"PARQUET:field_id": str(c.id).encode()}) for c in columns]
+    )
+    data = pa.Table.from_arrays([rows.column(c.name).cast(arrow_type(c.type)) for c in columns], schema=schema)
+    groups = rows.column(group_column).to_pylist() if group_column else [None] * rows.num_rows
+    partitions = [by_id[i] for i in partition_ids]
+    values = [data.column(c.name).to_pylist() for c in partitions]
+    files: dict[tuple[str | None, int | None], list[int]] = {}
+    for index, group in enumerate(groups):
+        if group is not None and not _PLAIN_GROUP.fullmatch(group):
+            raise ValueError(f"group value {group!r} is not a plain folder name")
+        row = [(v[index], c.type) for v, c in zip(values, partitions, strict=True)]
+        hashed = xxhash64([*row, *[(value is None, "boolean") for value, _ in row]]) if partitions else None
+        files.setdefault((group, hashed), []).append(index)
+    for (group, hashed), indices in files.items():
+        folder = target + (f"/__g={group}" if group_column else "") + (f"/__p={hashed}" if partitions else "")
+        filesystem, path = arrow_filesystem(warehouse.uri(folder))
+        filesystem.create_dir(path, recursive=True)
+        pq.write_table(
+            data.take(pa.array(indices, pa.int64())), f"{path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet",
+            filesystem=filesystem, compression="snappy", store_decimal_as_integer=True,
+        )  # fmt: skip
+    return describe_segments(warehouse, base, target, columns, partition_ids) if files else []
 
 
 def _remove_empty(warehouse: Warehouse, target: str, *, keep: set[str]) -> None:
