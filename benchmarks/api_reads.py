@@ -16,9 +16,9 @@ machine's load falls on each alike; each is run `--repeat` times and its figures
 Per run it prints the throughput, p50/p95/p99, how the requests and connections spread over the gunicorn worker
 processes (each answer names its worker in a header the benchmark turns on, LAKEUI_WORKER_HEADER), the CPU per
 request of the server and of the load generator, how busy the machine was and its load average. Then per
-configuration the medians, per endpoint too (beside each endpoint's queries on a first read and on a repeat at the
-same commit, counted in this process with the default settings), and whether p99 is under 100 ms. The load
-generator (asyncio, one process) runs on the same machine.
+configuration the medians, per endpoint too (beside each endpoint's queries on a first read and on a repeat of the
+same state, a commit or the rows read, counted in this process with the default settings), and whether p99 is
+under 100 ms. The load generator (asyncio, one process) runs on the same machine.
 
 Uses DATABASE_URL when set (e.g. postgres://.../lakeui_bench, the PostgreSQL of the machine, as in production),
 else a throwaway SQLite file.
@@ -280,7 +280,7 @@ def measure(spec: str, catalog: str, token: str, args) -> Run:
 
 
 def queries_per_read(catalog: str, token: str) -> dict[str, tuple[int, int]]:
-    """Each endpoint's queries, on a first read and on a repeat at the same commit (in this process, as the web
+    """Each endpoint's queries, on a first read and on a repeat of the same state (in this process, as the web
     process runs them: token authentication, the same catalog)."""
     client = Client(HTTP_AUTHORIZATION=f"Token {token}", HTTP_ACCEPT="application/json")
     counts = {}

@@ -1,4 +1,5 @@
-"""Reads at a ref answered before the view when their answer is kept (lakeui/api/conditional.py)."""
+"""Reads answered before the view when their answer is kept (lakeui/api/conditional.py): at a ref, and the
+catalog list, a catalog, its branches and its tags."""
 
 from collections.abc import Callable
 
@@ -6,20 +7,26 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from rest_framework.views import APIView
 
+from catalog_app.apis.catalogs import BranchListApi, CatalogDetailApi, CatalogListApi, TagListApi
 from catalog_app.apis.permissions import CatalogRolePermission, required_role
 from catalog_app.selectors.access import role_at_least
-from catalog_app.selectors.token_reads import token_read_at_ref
+from catalog_app.selectors.token_reads import BRANCHES, CATALOG, CATALOGS, REF, TAGS, token_read
 from lakeui.api.authentication import QuickTokenAuthentication
-from lakeui.api.conditional import TOKEN_USER, kept_answer
+from lakeui.api.conditional import KNOWN_STATE, TOKEN_USER, kept_answer
 
-PREFIX = "/api/v1/catalogs/"
+PREFIX = "/api/v1/catalogs"
+# The reads not at a ref answered here, each marking the state it reads the same way (its view's state_read).
+STATE_READS = {CatalogListApi: CATALOGS, CatalogDetailApi: CATALOG, BranchListApi: BRANCHES, TagListApi: TAGS}
 
 
 class CachedReadMiddleware:
     """Answers a GET at a branch or tag whose answer is already kept (or that the client already holds: a 304)
     before Django resolves the view and DRF runs, which cost most of such a read's time: one query reads the
     token's user, the catalog with the user's role in it and the ref's commit now (a branch is never served stale),
-    and the answer is the one the normal way keeps for that ETag, with the same headers.
+    and the answer is the one the normal way keeps for that ETag, with the same headers. Likewise the catalog list,
+    a catalog, its branches and its tags (STATE_READS), whose query reads instead the state of the rows the answer
+    reads (token_reads.catalog_state: it changes with any of them, so an answer is never stale); when no answer is
+    kept, the view takes that state rather than reading it again.
 
     The innermost middleware, so every other one runs as for any request. It answers only a GET with an API token
     whose user is active and has the role the view needs in that catalog, for a view whose authentication and
@@ -31,7 +38,7 @@ class CachedReadMiddleware:
         self.views: dict[object, tuple[str, dict[str, str]] | None] = {}
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.method == "GET" and request.path_info.startswith(PREFIX) and "/refs/" in request.path_info:
+        if request.method == "GET" and request.path_info.startswith(PREFIX):
             answer = self.answer(request)
             if answer is not None:
                 return answer
@@ -49,19 +56,25 @@ class CachedReadMiddleware:
         if view_class not in self.views:
             self.views[view_class] = _view_terms(view_class)
         view, catalog, ref = self.views[view_class], match.kwargs.get("catalog"), match.kwargs.get("ref")
-        if view is None or catalog is None or ref is None:
+        kind = STATE_READS.get(view_class) if ref is None else REF
+        if view is None or kind is None or (catalog is None and kind != CATALOGS):
             return None
         wanted, headers = view
-        found = token_read_at_ref(key=key, catalog=catalog, ref=ref)
+        found = token_read(key=key, kind=kind, catalog=catalog, ref=ref)
         if found is None or not found.user.is_active:
             return None  # the normal way answers 401
         request.__dict__[TOKEN_USER] = (key, found.user)  # its token authentication takes this user, no query
-        if found.catalog is None or not role_at_least(found.role, wanted) or found.commit_id is None:
-            return None  # the normal way answers 404 or 403, or resolves a commit id
-        response = kept_answer(request, commit_id=found.commit_id, user_pk=found.user.pk)
-        if response is not None:
-            for name, value in headers.items():
-                response[name] = value
+        if kind != CATALOGS and (found.catalog is None or not role_at_least(found.role, wanted)):
+            return None  # the normal way answers 404 or 403
+        if found.state is None:
+            return None  # the normal way resolves a commit id, or makes the answer each time
+        response = kept_answer(request, state=found.state, user_pk=found.user.pk)
+        if response is None:
+            if kind != REF:
+                request.__dict__[KNOWN_STATE] = found.state  # its view's state_read takes it, no query
+            return None
+        for name, value in headers.items():
+            response[name] = value
         return response
 
 

@@ -20,6 +20,7 @@ from catalog_app.apis.common import (
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
 from catalog_app.selectors.refs import branch_get, branch_list, catalog_list, commit_log, tag_get, tag_list
+from catalog_app.selectors.token_reads import BRANCHES, CATALOG, CATALOGS, TAGS, catalog_state
 from catalog_app.services.refs import (
     branch_create,
     branch_delete,
@@ -28,6 +29,7 @@ from catalog_app.services.refs import (
     tag_create,
     tag_delete,
 )
+from lakeui.api.conditional import state_read
 
 
 class CatalogOutputSerializer(serializers.Serializer):
@@ -46,6 +48,7 @@ class CatalogListApi(PagedApi):
 
     @extend_schema(responses=CatalogOutputSerializer(many=True))
     def get(self, request):
+        state_read(request, lambda: catalog_state(user=request.user, kind=CATALOGS))  # a 304 or kept answer now
         visible = catalogs_visible(user=request.user, catalogs=catalog_list())
         return paginated(request, self, visible, CatalogOutputSerializer)
 
@@ -60,6 +63,7 @@ class CatalogDetailApi(APIView):
 
     @extend_schema(responses=CatalogOutputSerializer)
     def get(self, request, catalog):
+        state_read(request, lambda: catalog_state(user=request.user, kind=CATALOG, catalog=catalog))
         return Response(CatalogOutputSerializer(request_catalog(request, catalog)).data)
 
     @extend_schema(responses={204: None})
@@ -91,6 +95,7 @@ class BranchListApi(PagedApi):
 
     @extend_schema(responses=BranchOutputSerializer(many=True))
     def get(self, request, catalog):
+        state_read(request, lambda: catalog_state(user=request.user, kind=BRANCHES, catalog=catalog))
         return paginated(request, self, branch_list(catalog=request_catalog(request, catalog)), BranchOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: BranchOutputSerializer})
@@ -131,6 +136,7 @@ class TagListApi(PagedApi):
 
     @extend_schema(responses=TagOutputSerializer(many=True))
     def get(self, request, catalog):
+        state_read(request, lambda: catalog_state(user=request.user, kind=TAGS, catalog=catalog))
         return paginated(request, self, tag_list(catalog=request_catalog(request, catalog)), TagOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: TagOutputSerializer})

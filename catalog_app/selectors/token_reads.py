@@ -1,4 +1,5 @@
-"""What a read at a ref by API token needs before its view runs, in one query (catalog_app/middleware.py)."""
+"""What a read by API token needs before its view runs, in one query (catalog_app/middleware.py), and the state
+the catalog reads that are not at a ref answer from (their ETag, lakeui/api/conditional.py)."""
 
 from dataclasses import dataclass
 
@@ -10,53 +11,120 @@ from rest_framework.authtoken.models import Token
 from catalog_app.models import Branch, Catalog, CatalogRole, Role, Tag
 from catalog_app.selectors.access import _admin_of
 
+# What a read reads: the state at a ref (a commit, which never changes), or one of the catalog reads not at a ref.
+REF, CATALOGS, CATALOG, BRANCHES, TAGS = "ref", "catalogs", "catalog", "branches", "tags"
+
 
 @dataclass(frozen=True)
 class TokenRead:
     user: AbstractBaseUser  # the token's user, active or not
-    catalog: Catalog | None  # None: no such catalog
+    catalog: Catalog | None  # None: no such catalog (or none named)
     role: str | None  # the user's role in it (catalog_with_role's rule); None: they may not see it
-    commit_id: str | None  # the ref's commit now: a branch's head, else a tag's commit; None: neither
+    state: str | None  # what the answer reads now (catalog_state); at a ref, its commit; None: no such ref
 
 
-_sql = ""
-_user_fields: list[str] = []
-_catalog_fields: list[str] = []
-
-
-def token_read_at_ref(*, key: str, catalog: str, ref: str) -> TokenRead | None:
-    """The user of API token `key`, the catalog named `catalog` with their role in it, and the commit of the branch
-    or tag `ref` there, in one query (plain SQL, values bound: the ORM would take longer to build it than the
-    database to answer). None if there is no such token."""
+def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | None = None) -> TokenRead | None:
+    """The user of API token `key`, the catalog named `catalog` with their role in it, and the state a read of
+    `kind` reads (at a ref: the commit of the branch or tag `ref`), in one query (plain SQL, values bound: the ORM
+    would take longer to build it than the database to answer). None if there is no such token."""
+    sql, state_params = _query(kind)
     with connection.cursor() as cursor:
-        cursor.execute(_query(), [ref, ref, catalog, key])
+        cursor.execute(sql, [*state_params(ref), catalog, key])
         row = cursor.fetchone()
     if row is None:
         return None
-    users, catalogs = len(_user_fields), len(_catalog_fields)
-    user = get_user_model().from_db(connection.alias, _user_fields, row[:users])
-    found, granted, head, tagged = row[users], *row[users + catalogs :]
+    users, catalogs = len(_fields["user"]), len(_fields["catalog"])
+    user = get_user_model().from_db(connection.alias, _fields["user"], row[:users])
+    found, granted, state = row[users], *row[users + catalogs :]
     if found is None:
-        return TokenRead(user=user, catalog=None, role=None, commit_id=None)
-    place = Catalog.from_db(connection.alias, _catalog_fields, row[users : users + catalogs])
+        return TokenRead(user=user, catalog=None, role=None, state=state if kind == CATALOGS else None)
+    place = Catalog.from_db(connection.alias, _fields["catalog"], row[users : users + catalogs])
     role = Role.ADMIN if _admin_of(user, place) else granted  # as catalog_with_role (selectors/access.py)
-    return TokenRead(user=user, catalog=place, role=role, commit_id=head if head is not None else tagged)
+    return TokenRead(user=user, catalog=place, role=role, state=state)
 
 
-def _query() -> str:
-    global _sql, _user_fields, _catalog_fields
-    if not _sql:
+def catalog_state(*, user: AbstractBaseUser, kind: str, catalog: str | None = None) -> str | None:
+    """A name for what a read of `kind` (CATALOGS, CATALOG, BRANCHES, TAGS) by `user` answers from, which changes
+    whenever that answer could: the versions of the rows it reads (PostgreSQL's xmin and ctid, new ones for each
+    change, so a state never comes back). For the catalog list: the catalogs the user may see (catalogs_visible's rule)
+    and their creators; for a catalog: its row and its creator; for branches and tags: the catalog's, and their
+    creators. The same expression as token_read's, so the view and the cached-read path name an answer alike.
+    None where there is no such name (a database other than PostgreSQL): the answer is made each time.
+
+    Read before the answer is made: if the rows change in between, the answer is kept under a state that never
+    comes back, so it is never served (never stale)."""
+    states = _states()
+    if kind not in states:
+        return None
+    users, catalogs = get_user_model()._meta.db_table, Catalog._meta.db_table
+    sql = f"SELECT {states[kind]} FROM {users} u LEFT JOIN {catalogs} c ON c.name = %s WHERE u.id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [catalog, user.pk])
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+_sql: dict[str, str] = {}
+_fields: dict[str, list[str]] = {}
+_state_sql: dict[str, str] = {}
+
+
+def _states() -> dict[str, str]:
+    """Each kind's state as an SQL expression over the reader `u` and the catalog `c` (NULL if none is named);
+    none but on PostgreSQL."""
+    if not _state_sql and connection.vendor == "postgresql":
+        catalogs, roles = Catalog._meta.db_table, CatalogRole._meta.db_table
+        visible = (
+            f"u.is_staff OR u.is_superuser OR v.created_by_id = u.id"
+            f" OR EXISTS (SELECT 1 FROM {roles} r WHERE r.catalog_id = v.id AND r.user_id = u.id)"
+        )
+        _state_sql.update(
+            {
+                CATALOGS: _digest(CATALOGS, catalogs, "v", visible),
+                CATALOG: f"CASE WHEN c.id IS NOT NULL THEN '{CATALOG}:' || md5({_versions('c')}) END",
+                BRANCHES: _digest(BRANCHES, Branch._meta.db_table, "b", "b.catalog_id = c.id"),
+                TAGS: _digest(TAGS, Tag._meta.db_table, "g", "g.catalog_id = c.id"),
+            }
+        )
+    return _state_sql
+
+
+def _versions(alias: str) -> str:
+    """A row's id and version and its creator's version (the answers show the creator's username), as text. A
+    version is the transaction that wrote it (xmin) and where (ctid): a row changed twice in one transaction, which
+    another sees only once committed but that transaction itself sees each time, moves each time."""
+    users = get_user_model()._meta.db_table
+    return (
+        f"{alias}.id::text || ':' || {alias}.xmin::text || {alias}.ctid::text || ':' || coalesce("
+        f"(SELECT x.xmin::text || x.ctid::text FROM {users} x WHERE x.id = {alias}.created_by_id), '')"
+    )
+
+
+def _digest(kind: str, table: str, alias: str, where: str) -> str:
+    rows = f"string_agg({_versions(alias)}, ',' ORDER BY {alias}.id)"
+    return f"(SELECT '{kind}:' || md5(coalesce({rows}, '')) FROM {table} {alias} WHERE {where})"
+
+
+def _query(kind: str) -> tuple[str, object]:
+    """token_read's query for `kind` and a function of the ref giving the parameters of its state's expression."""
+    if kind not in _sql:
         users, catalogs = get_user_model()._meta.concrete_fields, Catalog._meta.concrete_fields
         quote = connection.ops.quote_name
         columns = [f"u.{quote(field.column)}" for field in users] + [f"c.{quote(field.column)}" for field in catalogs]
-        _sql = (
+        if kind == REF:  # a branch's head, else a tag's commit
+            state = (
+                f"coalesce((SELECT b.head_id FROM {Branch._meta.db_table} b WHERE b.catalog_id = c.id AND b.name = %s),"
+                f" (SELECT g.commit_id FROM {Tag._meta.db_table} g WHERE g.catalog_id = c.id AND g.name = %s))"
+            )
+        else:
+            state = _states().get(kind, "NULL")
+        _sql[kind] = (
             f"SELECT {', '.join(columns)},"
             f" (SELECT r.role FROM {CatalogRole._meta.db_table} r WHERE r.catalog_id = c.id AND r.user_id = u.id),"
-            f" (SELECT b.head_id FROM {Branch._meta.db_table} b WHERE b.catalog_id = c.id AND b.name = %s),"
-            f" (SELECT g.commit_id FROM {Tag._meta.db_table} g WHERE g.catalog_id = c.id AND g.name = %s)"
+            f" {state}"
             f" FROM {Token._meta.db_table} t JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id"
             f" LEFT JOIN {Catalog._meta.db_table} c ON c.name = %s WHERE t.key = %s"
         )
-        _user_fields = [field.attname for field in users]
-        _catalog_fields = [field.attname for field in catalogs]
-    return _sql
+        _fields["user"] = [field.attname for field in users]
+        _fields["catalog"] = [field.attname for field in catalogs]
+    return _sql[kind], (lambda ref: [ref, ref]) if kind == REF else (lambda ref: [])

@@ -2,7 +2,9 @@
 commits it read (with the path, query, user and API version). A client that already holds it gets a
 `304 Not Modified`, and any client the answer already made for it, before any expensive work is done (the
 answers are kept in the `reads` cache, per process). A branch read names the branch's head at that moment:
-after a write the head, and so the ETag, is a new one (a branch is never served stale)."""
+after a write the head, and so the ETag, is a new one (a branch is never served stale). A read not at a commit
+(the catalog list, a catalog, its branches or tags) names instead a state that changes whenever its answer could
+(`state_read`)."""
 
 import hashlib
 from collections.abc import Callable
@@ -17,6 +19,7 @@ _COMMITS = "lakeui_commits_read"
 _FROM_CACHE = "lakeui_answered_from_cache"
 _ETAG = "lakeui_etag"  # set by the cached-read path, which knows the reader without request.user
 TOKEN_USER = "lakeui_token_user"  # (key, user) read before the view, for token authentication to take
+KNOWN_STATE = "lakeui_known_state"  # the state read before the view (with TOKEN_USER), for its state_read to take
 CACHED_ANSWER_BYTES = 256 * 1024  # larger answers (a page of wide rows, say) are made anew each time
 CACHED_FOR_SECONDS = 3600
 
@@ -45,6 +48,16 @@ def commit_read(request: Request | HttpRequest, commit_id: str) -> None:
         content, content_type = cached
         django_request.__dict__[_FROM_CACHE] = True
         raise Answered(HttpResponse(content, content_type=content_type))
+
+
+def state_read(request: Request | HttpRequest, read_state: Callable[[], str | None]) -> None:
+    """`commit_read` for an answer that reads rows which change: `read_state()` names their state now (and changes
+    whenever the answer could), read before the answer is made; the one the cached-read path read for this request
+    if it read one. No state (None): the answer is made each time, with no ETag."""
+    django_request = getattr(request, "_request", request)
+    state = django_request.__dict__.pop(KNOWN_STATE, None) or read_state()
+    if state is not None:
+        commit_read(request, state)
 
 
 def _etag(request: HttpRequest, commits: list[str], user_pk: object = None) -> str:
@@ -86,17 +99,17 @@ class ConditionalReadMiddleware:
         return response
 
 
-def kept_answer(request: HttpRequest, *, commit_id: str, user_pk: object) -> HttpResponse | None:
-    """For a GET whose answer reads only `commit_id`, by the user `user_pk` (who may read it: the caller checked):
-    the 304 if the client holds that answer, else the answer kept for it, else None. For a caller answering before
-    the view (catalog_app/middleware.py), with the ETag the normal way would give; ConditionalReadMiddleware adds
-    it to the answer."""
-    etag = _etag(request, [commit_id], user_pk)
+def kept_answer(request: HttpRequest, *, state: str, user_pk: object) -> HttpResponse | None:
+    """For a GET whose answer reads only `state` (a commit, or what `state_read` names), by the user `user_pk` (who
+    may read it: the caller checked): the 304 if the client holds that answer, else the answer kept for it, else
+    None. For a caller answering before the view (catalog_app/middleware.py), with the ETag the normal way would
+    give; ConditionalReadMiddleware adds it to the answer."""
+    etag = _etag(request, [state], user_pk)
     if etag in {tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")}:
         return HttpResponseNotModified(headers={"ETag": etag})
     cached = caches["reads"].get(_cache_key(etag))
     if cached is None:
         return None
     content, content_type = cached
-    request.__dict__.update({_COMMITS: [commit_id], _ETAG: etag, _FROM_CACHE: True})
+    request.__dict__.update({_COMMITS: [state], _ETAG: etag, _FROM_CACHE: True})
     return HttpResponse(content, content_type=content_type)

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
+from catalog_app.models import Catalog
 from tests.lakeui.conftest import API, BASE, MAIN, token_client
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +110,139 @@ def test_time_travel_and_commit_ids_go_the_normal_way(reader, django_assert_max_
         assert first.status_code == 200, first.content
         again = reader.get(path)
         assert (again.status_code, again.content) == (200, first.content)
+
+
+# Reads not at a ref: their answer is named by the state of the rows it reads (token_reads.catalog_state).
+NOT_AT_REF = [API, BASE, f"{BASE}/branches", f"{BASE}/tags", f"{BASE}/branches?page_size=1&page=2", f"{API}?name=x"]
+
+
+@pytest.mark.parametrize("path", NOT_AT_REF)
+def test_a_kept_answer_not_at_a_ref_is_the_normal_ways_in_one_query(reader, path, django_assert_num_queries):
+    first = reader.get(path)
+    assert first.status_code == 200, first.content
+    with django_assert_num_queries(1):  # the token's user, the catalog with the role, the state of what it reads
+        fast = reader.get(path)
+    normal = normal_way(reader, path)
+    assert (fast.status_code, fast.content) == (normal.status_code, normal.content) == (200, first.content)
+    assert dict(fast.headers) == dict(normal.headers)
+    assert fast.headers["ETag"] == first.headers["ETag"] == normal.headers["ETag"]
+
+
+@pytest.mark.parametrize("path", NOT_AT_REF[:4])
+def test_a_client_holding_an_answer_not_at_a_ref_gets_304(reader, path, django_assert_num_queries):
+    etag = reader.get(path).headers["ETag"]
+    with django_assert_num_queries(1):
+        fast = reader.get(path, HTTP_IF_NONE_MATCH=f'"other", {etag}')
+    normal = normal_way(reader, path, HTTP_IF_NONE_MATCH=etag)
+    assert fast.status_code == normal.status_code == 304
+    assert dict(fast.headers) == dict(normal.headers)
+    assert fast.headers["ETag"] == etag
+
+
+def test_the_normal_way_takes_the_state_the_cached_read_path_read(reader, django_assert_num_queries):
+    # first read: the path's one query (it keeps the state), the role check, the page count and the page; no more
+    with django_assert_num_queries(4):
+        assert reader.get(f"{BASE}/branches").status_code == 200
+
+
+def names(response) -> list[str]:
+    assert response.status_code == 200, response.content
+    return [item["name"] for item in response.json()["results"]]
+
+
+def test_a_new_or_deleted_branch_or_tag_or_a_moved_head_shows_at_once(reader, user_client):
+    branches, tags = f"{BASE}/branches", f"{BASE}/tags"
+    kept = {path: reader.get(path) for path in (branches, tags)}
+    assert names(reader.get(branches)) == ["dev", "main"] and names(reader.get(tags)) == ["v1"]
+
+    assert user_client.post(branches, {"name": "feature", "source": "main"}, format="json").status_code == 201
+    assert user_client.post(tags, {"name": "v2", "ref": "main"}, format="json").status_code == 201
+    fresh = reader.get(branches, HTTP_IF_NONE_MATCH=kept[branches].headers["ETag"])
+    assert names(fresh) == ["dev", "feature", "main"] and fresh.headers["ETag"] != kept[branches].headers["ETag"]
+    assert names(reader.get(tags, HTTP_IF_NONE_MATCH=kept[tags].headers["ETag"])) == ["v1", "v2"]
+
+    assert user_client.delete(f"{branches}/feature").status_code == 204
+    assert user_client.delete(f"{tags}/v2").status_code == 204
+    assert names(reader.get(branches)) == ["dev", "main"] and names(reader.get(tags)) == ["v1"]
+
+    heads = {item["name"]: item["head"] for item in reader.get(branches).json()["results"]}
+    patch = {"set_properties": {"owner": "ops"}}
+    assert user_client.patch(f"{MAIN}/databases/db/tables/t3", patch, format="json").status_code == 200
+    moved = {item["name"]: item["head"] for item in reader.get(branches).json()["results"]}
+    assert moved["dev"] == heads["dev"] and moved["main"] != heads["main"]
+    assert moved["main"] == reader.get(f"{MAIN}/commits").json()["results"][0]["id"]
+
+
+def test_a_change_to_a_catalog_or_its_creator_shows_at_once(reader, user_client, user):
+    kept = {path: reader.get(path) for path in (API, BASE, f"{BASE}/branches")}
+    assert kept[BASE].json()["created_by"] == "alice"
+    user.username = "alicia"
+    user.save()  # the answers show the creator's name
+    for path, answer in kept.items():
+        fresh = reader.get(path, HTTP_IF_NONE_MATCH=answer.headers["ETag"])
+        assert fresh.status_code == 200 and fresh.headers["ETag"] != answer.headers["ETag"]
+        assert "alicia" in fresh.content.decode() and 'alice"' not in fresh.content.decode()
+
+    Catalog.objects.filter(name="lake").update(description="the lake")  # any change of its row
+    assert reader.get(BASE).json()["description"] == "the lake"
+    assert reader.get(API).json()["results"][0]["description"] == "the lake"
+
+
+def test_the_catalog_list_shows_at_once_a_catalog_made_visible_or_hidden_and_never_one_not_visible(reader, user_client):
+    assert names(reader.get(API)) == ["lake"]
+    assert user_client.post(API, {"name": "pond"}, format="json").status_code == 201  # bob has no role in it
+    assert names(reader.get(API)) == ["lake"]
+    assert reader.get(f"{API}/pond").status_code == 404 and reader.get(f"{API}/pond/branches").status_code == 404
+    assert user_client.post(f"{API}/pond/roles", {"user": "bob", "role": "viewer"}, format="json").status_code == 201
+    assert names(reader.get(API)) == ["lake", "pond"]
+    assert user_client.delete(f"{API}/pond/roles/bob").status_code in (200, 204)
+    assert names(reader.get(API)) == ["lake"]
+    assert user_client.delete(f"{API}/pond").status_code == 204
+    assert user_client.post(API, {"name": "pool"}, format="json").status_code == 201
+    assert names(reader.get(API)) == ["lake"]
+
+
+def test_staff_see_every_catalog_and_a_user_made_staff_at_once(reader, user_client):
+    assert user_client.post(API, {"name": "pond"}, format="json").status_code == 201
+    assert names(reader.get(API)) == ["lake"]
+    get_user_model().objects.filter(username="bob").update(is_staff=True)
+    assert names(reader.get(API)) == ["lake", "pond"]
+    assert reader.get(f"{API}/pond/tags").status_code == 200  # staff are admin everywhere
+
+
+@pytest.mark.parametrize("path", NOT_AT_REF[1:4])
+def test_a_revoked_role_is_refused_though_an_answer_not_at_a_ref_is_kept(reader, user_client, path):
+    etag = reader.get(path).headers["ETag"]
+    assert user_client.delete(f"{BASE}/roles/bob").status_code in (200, 204)
+    for headers in ({}, {"HTTP_IF_NONE_MATCH": etag}):
+        refused = reader.get(path, **headers)
+        assert (refused.status_code, refused.json()["code"]) == (404, "catalog_not_found")
+    assert names(reader.get(API)) == []
+
+
+@pytest.mark.parametrize("path", NOT_AT_REF[:4])
+def test_no_user_gets_anothers_answer_not_at_a_ref(reader, user_client, path):
+    kept = reader.get(path)
+    carol = get_user_model().objects.create_user("carol")
+    assert user_client.post(f"{BASE}/roles", {"user": "carol", "role": "viewer"}, format="json").status_code == 201
+    theirs = token_client(carol).get(path, HTTP_IF_NONE_MATCH=kept.headers["ETag"])
+    assert theirs.status_code == 200 and theirs.headers["ETag"] != kept.headers["ETag"]
+    assert theirs.content == kept.content  # the same catalog seen alike, each answer of its own
+
+    dave = get_user_model().objects.create_user("dave")  # no role in it
+    refused = token_client(dave).get(path, HTTP_IF_NONE_MATCH=kept.headers["ETag"])
+    if path == API:
+        assert names(refused) == [] and refused.headers["ETag"] != kept.headers["ETag"]
+    else:
+        assert refused.status_code == 404
+
+
+def test_an_inactive_user_or_a_wrong_token_is_refused_an_answer_not_at_a_ref(reader):
+    for path in NOT_AT_REF[:4]:
+        assert reader.get(path).status_code == 200
+        anonymous = APIClient()
+        anonymous.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+        assert anonymous.get(path).status_code == 401
+    get_user_model().objects.filter(username="bob").update(is_active=False)
+    for path in NOT_AT_REF[:4]:
+        assert reader.get(path).status_code == 401
