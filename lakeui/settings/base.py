@@ -54,7 +54,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 if env_bool(ENV, "LAKEUI_CACHED_READS", True):
-    # innermost: a read at a ref whose answer is kept, answered before the view (catalog_app/middleware.py)
+    # innermost: a read whose answer is kept (at a ref; the catalog list, a catalog, its branches and tags on
+    # PostgreSQL), answered before the view (catalog_app/middleware.py)
     MIDDLEWARE.append("catalog_app.middleware.CachedReadMiddleware")
 if env_bool(ENV, "LAKEUI_WORKER_HEADER", False):  # benchmarks/api_reads.py counts the answers per worker
     MIDDLEWARE.insert(0, "lakeui.middleware.WorkerHeaderMiddleware")
