@@ -6,7 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import PagedApi, UserField, created, paginated, request_catalog, validated
+from catalog_app.apis.common import UserField, created, request_catalog, validated
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalog_role_list, protected_branch_list
 from catalog_app.services.access import (
@@ -15,6 +15,7 @@ from catalog_app.services.access import (
     protected_branch_create,
     protected_branch_delete,
 )
+from lakeui.api.pagination import PagedApi, paginated
 
 ADMIN_WRITES = {"POST": Role.ADMIN, "DELETE": Role.ADMIN}
 

@@ -8,10 +8,8 @@ from rest_framework.views import APIView
 from catalog_app.apis.common import (
     AT_PARAMETER,
     CommitOutputSerializer,
-    PagedApi,
     UserField,
     created,
-    paginated,
     parse_at,
     read_ref,
     request_catalog,
@@ -30,6 +28,7 @@ from catalog_app.services.refs import (
     tag_delete,
 )
 from lakeui.api.conditional import state_read
+from lakeui.api.pagination import PagedApi, paginated
 
 
 class CatalogOutputSerializer(serializers.Serializer):

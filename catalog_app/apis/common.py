@@ -4,7 +4,6 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from catalog_app.apis.permissions import CHECKED_CATALOG
 from catalog_app.models import Catalog
@@ -13,7 +12,6 @@ from catalog_app.selectors.refs import timestamp_parse as parse_at
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
 from lakeui.api.conditional import commit_read
-from lakeui.api.pagination import PagePagination
 from lakeui.errors import ApplicationError
 
 AT_PARAMETER = OpenApiParameter("at", str, description="ISO 8601 timestamp: read the ref as it was then (time travel)")
@@ -28,17 +26,6 @@ def validated(serializer_class: type[serializers.Serializer], data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-def paginated(request: Request, view, queryset, serializer_class: type[serializers.Serializer]) -> Response:
-    paginator = PagePagination()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
-
-
-# Not a docstring: drf-spectacular would give it to every subclass's operations as their description.
-class PagedApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
 
 
 def created(instance, serializer_class: type[serializers.Serializer]) -> Response:

@@ -11,10 +11,8 @@ from catalog_app.apis.common import (
     IF_MATCH_PARAMETER,
     CommitIdOutputSerializer,
     CommitOutputSerializer,
-    PagedApi,
     WriteInputSerializer,
     created,
-    paginated,
     read_chain,
     validated,
     write_target,
@@ -24,6 +22,7 @@ from catalog_app.selectors.objects import object_get, object_history, objects_at
 from catalog_app.services import tables as table_services
 from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
 from catalog_app.services.databases import database_create, database_drop, database_update
+from lakeui.api.pagination import PagedApi, paginated
 
 DATABASE, TABLE, VIEW = ObjectKind.DATABASE, ObjectKind.TABLE, ObjectKind.VIEW
 WRITE_DOC = {"parameters": [IF_MATCH_PARAMETER]}

@@ -40,14 +40,9 @@ def commit_read(request: Request | HttpRequest, commit_id: str) -> None:
     commits.append(commit_id)
     if django_request.method not in ("GET", "HEAD"):
         return
-    etag = _etag(django_request, commits)
-    if etag in {tag.strip() for tag in django_request.headers.get("If-None-Match", "").split(",")}:
-        raise Answered(HttpResponseNotModified(headers={"ETag": etag}))
-    cached = caches["reads"].get(_cache_key(etag)) if django_request.method == "GET" else None
-    if cached is not None:
-        content, content_type = cached
-        django_request.__dict__[_FROM_CACHE] = True
-        raise Answered(HttpResponse(content, content_type=content_type))
+    answer = _known_answer(django_request, _etag(django_request, commits))
+    if answer is not None:
+        raise Answered(answer)
 
 
 def state_read(request: Request | HttpRequest, read_state: Callable[[], str | None]) -> None:
@@ -72,6 +67,18 @@ def _etag(request: HttpRequest, commits: list[str], user_pk: object = None) -> s
         *commits,
     ]
     return '"' + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32] + '"'
+
+
+def _known_answer(request: HttpRequest, etag: str) -> HttpResponse | None:
+    """The 304 if the client holds the answer named `etag`, else (for a GET) the answer kept for it, else None."""
+    if etag in {tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")}:
+        return HttpResponseNotModified(headers={"ETag": etag})
+    cached = caches["reads"].get(_cache_key(etag)) if request.method == "GET" else None
+    if cached is None:
+        return None
+    request.__dict__[_FROM_CACHE] = True
+    content, content_type = cached
+    return HttpResponse(content, content_type=content_type)
 
 
 def _cache_key(etag: str) -> str:
@@ -105,11 +112,7 @@ def kept_answer(request: HttpRequest, *, state: str, user_pk: object) -> HttpRes
     None. For a caller answering before the view (catalog_app/middleware.py), with the ETag the normal way would
     give; ConditionalReadMiddleware adds it to the answer."""
     etag = _etag(request, [state], user_pk)
-    if etag in {tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")}:
-        return HttpResponseNotModified(headers={"ETag": etag})
-    cached = caches["reads"].get(_cache_key(etag))
-    if cached is None:
-        return None
-    content, content_type = cached
-    request.__dict__.update({_COMMITS: [state], _ETAG: etag, _FROM_CACHE: True})
-    return HttpResponse(content, content_type=content_type)
+    answer = _known_answer(request, etag)
+    if answer is not None and answer.status_code == 200:
+        request.__dict__.update({_COMMITS: [state], _ETAG: etag})
+    return answer

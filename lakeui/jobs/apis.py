@@ -8,7 +8,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from lakeui.api.pagination import PagePagination
+from lakeui.api.pagination import PagedApi, paginated
 from lakeui.jobs.health import health_report
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_get, job_list
@@ -48,9 +48,7 @@ class JobFilter(django_filters.FilterSet):
         fields = ["status", "kind"]
 
 
-class JobListApi(APIView):
-    pagination_class = PagePagination  # its list is answered a page at a time (and so documented)
-
+class JobListApi(PagedApi):
     @extend_schema(
         responses=JobOutputSerializer(many=True),
         parameters=[
@@ -64,9 +62,7 @@ class JobListApi(APIView):
         jobs = JobFilter(request.query_params, queryset=job_list(user=request.user))
         if not jobs.is_valid():
             raise serializers.ValidationError(jobs.errors)
-        paginator = PagePagination()
-        page = paginator.paginate_queryset(jobs.qs, request, view=self)
-        return paginator.get_paginated_response(JobOutputSerializer(page, many=True).data)
+        return paginated(request, self, jobs.qs, JobOutputSerializer)
 
 
 class JobDetailApi(APIView):

@@ -6,8 +6,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import PagedApi, UserField, created, paginated, request_catalog, validated
+from catalog_app.apis.common import UserField, created, request_catalog, validated
 from catalog_app.models import Role
+from lakeui.api.pagination import PagedApi, paginated
 from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES

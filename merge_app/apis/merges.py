@@ -6,10 +6,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import PagedApi, UserField, paginated, request_catalog, validated
+from catalog_app.apis.common import UserField, request_catalog, validated
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.table_diff import table_diff_read
-from lakeui.api.pagination import PagePagination
+from lakeui.api.pagination import PagedApi, paginated
 from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.selectors.diff import MergeDiff, diff_as_dict
@@ -58,9 +58,7 @@ class DiffKeysApi(APIView):
             table_id=table.object_id, base=diff.base.id, source_head=diff.source_head.id,
             target_head=diff.target_head.id,
         )  # fmt: skip
-        paginator = PagePagination()
-        page = paginator.paginate_queryset(stored.conflicts, request, view=self)
-        return paginator.get_paginated_response(page)
+        return paginated(request, self, stored.conflicts)
 
 
 class DiffRowsApi(APIView):
