@@ -1,5 +1,6 @@
 from django.urls import path
 
+from merge_app.apis.commits import CommitDetailApi
 from merge_app.apis.merge_requests import (
     MergeRequestDetailApi,
     MergeRequestListApi,
@@ -19,6 +20,7 @@ from merge_app.apis.sql import SqlApi
 
 urlpatterns = [
     path("catalogs/<str:catalog>/sql", SqlApi.as_view()),
+    path("catalogs/<str:catalog>/commits/<str:commit_id>", CommitDetailApi.as_view()),
     path("catalogs/<str:catalog>/diff", DiffApi.as_view()),
     path("catalogs/<str:catalog>/diff/keys", DiffKeysApi.as_view()),
     path("catalogs/<str:catalog>/diff/rows", DiffRowsApi.as_view()),

@@ -4,44 +4,91 @@ A table with a primary key is compared by key (a changed row shows which cells c
 as a multiset of rows (added and deleted rows). Both sides are read in the `to` side's schema, by column id.
 """
 
+import json
+import logging
 import uuid
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 
-from catalog_app.engine import keys
+from catalog_app.engine import keys, row_diff
 from catalog_app.engine.frames import collected
-from catalog_app.engine.reads import read_segments
+from catalog_app.engine.reads import READ_ERRORS, read_segments
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import json_value
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import Commit, ObjectKind
-from catalog_app.selectors.objects import object_by_id, object_find
+from catalog_app.models import Commit, ObjectKind, ObjectVersion
+from catalog_app.selectors.objects import object_by_id, object_find, objects_at
 from catalog_app.selectors.refs import ResolvedRef, commit_chain
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_files
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_files, tables_files
 from lakeui.errors import NotFoundError
 from lakeui.jobs.services import job_run_sync
 
+logger = logging.getLogger(__name__)
+
 TABLE_DIFF_JOB = "table_diff"
 MAX_LISTED = 200
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+KEPT_SECONDS = 24 * 3600  # a worker's page, kept per pair of commits (commits never change)
 
 
-def table_diff_read(*, source: ResolvedRef, target: ResolvedRef, database: str, table: str, user) -> dict:
-    """The rows that differ from `source` (from) to `target` (to), with counts; at most MAX_LISTED per kind."""
+def table_diff_read(
+    *,
+    source: ResolvedRef,
+    target: ResolvedRef,
+    database: str = "",
+    table: str = "",
+    table_id: str = "",
+    user,
+    page: int = 1,
+    page_size: int = PAGE_SIZE,
+) -> dict:
+    """A page of the rows that differ from `source` (from) to `target` (to), with counts, for the table named
+    `database`.`table` (or whose id is `table_id`) on either ref.
+
+    Read here with pyarrow when every segment to compare was written in the shown schema (the usual case), and kept
+    as an Arrow file per pair of commits, so a later page or a reload is a slice of that file; else (segments of an
+    older schema, a warehouse this process cannot read) a worker's Spark reads the page."""
     found = None
     for side in (target, source):
-        db = object_find(side.chain, kind=ObjectKind.DATABASE, name=database)
-        found = db and object_find(side.chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
+        if table_id:
+            try:
+                found = object_by_id(side.chain, object_id=uuid.UUID(str(table_id)))
+            except ValueError:
+                raise NotFoundError("table_not_found", f"There is no table with id {table_id!r}.") from None
+            if found is not None and found.kind != ObjectKind.TABLE:
+                found = None
+        else:
+            db = object_find(side.chain, kind=ObjectKind.DATABASE, name=database)
+            found = db and object_find(side.chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
         if found is not None:
             break
     if found is None:
-        raise NotFoundError("table_not_found", f"Neither ref has a table {database}.{table}.")
+        raise NotFoundError("table_not_found", f"Neither ref has a table {table_id or f'{database}.{table}'}.")
+    page, page_size = max(1, int(page)), max(1, min(int(page_size), MAX_PAGE_SIZE))
     params = {"from": source.commit.id, "to": target.commit.id, "table_id": str(found.object_id)}
-    return job_run_sync(kind=TABLE_DIFF_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
+    result = _diff_here(params, page=page, page_size=page_size)
+    if result is None:
+        cache_key = f"table-diff:{params['from']}:{params['to']}:{params['table_id']}:{page}:{page_size}"
+        result = cache.get(cache_key)
+        if result is None:
+            result = job_run_sync(
+                kind=TABLE_DIFF_JOB, params={**params, "page": page, "page_size": page_size}, requested_by=user,
+                timeout=settings.LAKEUI_READ_TIMEOUT,
+            )  # fmt: skip
+            result = {**result, "read_by": "worker"}
+            cache.set(cache_key, result, timeout=KEPT_SECONDS)
+        else:
+            result = {**result, "kept": True}
+    return {"from": params["from"], "to": params["to"], "table_id": params["table_id"], **result}
 
 
-def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
-    """The job: read both sides and compare them."""
+def _sides(params: dict[str, Any]):
+    """Both sides' table versions and files, the columns shown (the `to` side's, else the `from` side's) and the
+    segments to read: of `from`, those `to` removed or changed the deletes of; of `to`, those and the ones added."""
     table_id = uuid.UUID(params["table_id"])
     sides = {}
     for name in ("from", "to"):
@@ -50,47 +97,107 @@ def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
         version = object_by_id(chain, object_id=table_id)
         sides[name] = (chain, None if version is None or version.dropped else version)
     shown = sides["to"][1] or sides["from"][1]
-    columns = table_columns(shown)
-    warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{shown.catalog_id}/{table_id}"
-
+    chain = sides["to"][0] if sides["to"][1] else sides["from"][0]
+    database = object_by_id(chain, object_id=shown.parent_id)
+    name = f"{database.name}.{shown.name}" if database is not None else shown.name
     files = {name: table_files(chain, table_id=table_id) if version else NO_FILES for name, (chain, version) in
              sides.items()}  # fmt: skip
-    # Only the segments whose rows can differ are read: files both refs share with the same deletes are skipped.
     removed, added = files["to"].changes_since(files["from"])
     kept_in_to = [s for s in removed if s.id in {t.id for t in files["to"].segments}]
-
-    def rows(name: str, segments):
-        reads = TableFiles(segments, files[name].deltas).reads()
-        return read_segments(spark, warehouse, base, columns, reads)
-
-    before, after = rows("from", removed), rows("to", kept_in_to + added)
-    names = [c.name for c in columns]
-    by_id = {c.id: c.name for c in columns}
-    key_names = [by_id[i] for i in shown.state.get("primary_key", []) if i in by_id]
-    result: dict[str, Any] = {
-        "columns": [_column(c) for c in columns],
-        "primary_key": key_names,
-        "segments_read": len(removed) + len(kept_in_to) + len(added),
+    reads = {
+        "from": TableFiles(removed, files["from"].deltas).reads(),
+        "to": TableFiles(kept_in_to + added, files["to"].deltas).reads(),
     }
+    return shown, name, table_columns(shown), reads, len(removed) + len(kept_in_to) + len(added)
+
+
+def _kept_path(params: dict[str, Any]) -> Path:
+    return Path(settings.VAR_DIR) / "row-diffs" / f"{params['from']}-{params['to']}-{params['table_id']}.arrow"
+
+
+def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str, Any] | None:
+    """The page from the kept diff of the pair, or computed here with pyarrow and kept; None if a worker must."""
+    path = _kept_path(params)
+    diff, kept = row_diff.kept_read(path), True
+    if diff is None:
+        kept = False
+        shown, name, columns, reads, segments_read = _sides(params)
+        warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+        key = _key_names(shown, columns)
+        try:
+            before = row_diff.read_rows_here(warehouse, columns, reads["from"])
+            after = row_diff.read_rows_here(warehouse, columns, reads["to"])
+            if before is None or after is None:
+                return None
+            diff = row_diff.diff_rows(before, after, key)
+        except (*READ_ERRORS, NotImplementedError):  # credentials, or a type Arrow cannot compare: a worker reads
+            logger.warning("Diffing table %s here failed; a worker reads it", params["table_id"], exc_info=True)
+            return None
+        meta = {
+            "columns": json.dumps([_column(c) for c in columns]), "primary_key": json.dumps(key),
+            "segments_read": str(segments_read), "table": name,
+        }  # fmt: skip
+        row_diff.kept_write(path, diff, meta)
+        diff = row_diff.kept_read(path) or diff.replace_schema_metadata(meta)
+    meta = {k.decode(): v.decode() for k, v in (diff.schema.metadata or {}).items()}
+    columns = json.loads(meta["columns"])
+    counts = row_diff.counts_of(diff)
+    total = diff.num_rows
+    return {
+        "table": meta["table"],
+        "columns": columns,
+        "primary_key": json.loads(meta["primary_key"]),
+        "segments_read": int(meta["segments_read"]),
+        "counts": counts,
+        "total": total,
+        "page": page,
+        "page_size": page_size,
+        "pages": max(1, -(-total // page_size)),
+        "rows": row_diff.page_of(diff, [c["name"] for c in columns], offset=(page - 1) * page_size, limit=page_size),
+        "read_by": "web",
+        "kept": kept,
+    }
+
+
+def _key_names(shown: ObjectVersion, columns: list[Column]) -> list[str]:
+    by_id = {c.id: c.name for c in columns}
+    return [by_id[i] for i in shown.state.get("primary_key", []) if i in by_id]
+
+
+def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
+    """The job: read both sides with Spark (any schema the segments were written in) and compare them; one page."""
+    shown, name, columns, reads, segments_read = _sides(params)
+    page, page_size = int(params.get("page", 1)), int(params.get("page_size", MAX_LISTED))
+    offset = (page - 1) * page_size
+    warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{shown.catalog_id}/{shown.object_id}"
+    before = read_segments(spark, warehouse, base, columns, reads["from"])
+    after = read_segments(spark, warehouse, base, columns, reads["to"])
+    names = [c.name for c in columns]
+    key_names = _key_names(shown, columns)
+    result: dict[str, Any] = {
+        "table": name, "columns": [_column(c) for c in columns], "primary_key": key_names,
+        "segments_read": segments_read, "page": page, "page_size": page_size,
+    }  # fmt: skip
     if key_names:
         changes = keys.changes_by_key(before, after, key_names, names).cache()
         counts = dict(changes.groupBy(keys.CHANGE).count().collect())
-        listed = collected(changes.orderBy(*key_names).limit(MAX_LISTED))
+        listed = collected(changes.orderBy(*key_names).offset(offset).limit(page_size))
         result |= {
             "counts": {k: counts.get(k, 0) for k in (keys.INSERT, keys.UPDATE, keys.DELETE)},
             "rows": [_change(row, names) for row in listed],
         }
-        return result
-    added, deleted = keys.rows_diff(before, after)
-    result["counts"] = {"insert": added.count(), "update": 0, "delete": deleted.count()}
-    listed = [("insert", r) for r in collected(added.limit(MAX_LISTED))]
-    listed += [("delete", r) for r in collected(deleted.limit(MAX_LISTED))]
-    result["rows"] = [
-        {"change": change, "before": None if change == "insert" else _values(row, names),
-         "after": _values(row, names) if change == "insert" else None, "cells": []}
-        for change, row in listed
-    ]  # fmt: skip
-    return result
+    else:
+        added, deleted = keys.rows_diff(before, after)
+        result["counts"] = {"insert": added.count(), "update": 0, "delete": deleted.count()}
+        listed = [("delete", r) for r in collected(deleted.limit(offset + page_size))]
+        listed += [("insert", r) for r in collected(added.limit(max(0, offset + page_size - len(listed))))]
+        result["rows"] = [
+            {"change": change, "before": None if change == "insert" else _values(row, names),
+             "after": _values(row, names) if change == "insert" else None, "cells": []}
+            for change, row in listed[offset : offset + page_size]
+        ]  # fmt: skip
+    total = sum(result["counts"].values())
+    return result | {"total": total, "pages": max(1, -(-total // page_size))}
 
 
 def _column(column: Column) -> dict:
@@ -106,3 +213,38 @@ def _change(row, names: list[str]) -> dict:
     after = None if row[keys.AFTER] is None else _values(row[keys.AFTER], names)
     cells = [n for i, n in enumerate(names) if before and after and before[i] != after[i]]
     return {"change": row[keys.CHANGE], "before": before, "after": after, "cells": cells}
+
+
+def tables_changed(*, source: ResolvedRef, target: ResolvedRef) -> list[dict[str, Any]]:
+    """The tables whose data or definition differ between two refs (any direction), by name at `target` (else at
+    `source`): per table its id, name, and whether it was added, dropped or changed, and how many segments differ.
+    Metadata only (no file is read): the Compare page lists these and loads each table's rows when opened."""
+    sides = {}
+    for name, ref in (("from", source), ("to", target)):
+        databases = {d.object_id: d.name for d in objects_at(ref.chain, kind=ObjectKind.DATABASE)}
+        tables = {t.object_id: t for t in objects_at(ref.chain, kind=ObjectKind.TABLE)}
+        files = tables_files(ref.chain, table_ids=list(tables))
+        sides[name] = (databases, tables, files)
+    changed = []
+    for table_id in sides["from"][1].keys() | sides["to"][1].keys():
+        versions = [sides[n][1].get(table_id) for n in ("from", "to")]
+        shown_side = "to" if versions[1] is not None else "from"
+        databases, tables, _ = sides[shown_side]
+        shown = tables[table_id]
+        files = [sides[n][2].get(table_id, NO_FILES) for n in ("from", "to")]
+        removed, added = files[1].changes_since(files[0])
+        if versions[0] is None:
+            change = "added"
+        elif versions[1] is None:
+            change = "dropped"
+        elif removed or added or versions[0].state != versions[1].state:
+            change = "changed"
+        else:
+            continue
+        changed.append({
+            "table_id": str(table_id), "table": f"{databases.get(shown.parent_id, '?')}.{shown.name}",
+            "change": change, "segments_changed": len(removed) + len(added),
+            "definition_changed": versions[0] is not None and versions[1] is not None
+            and versions[0].state != versions[1].state,
+        })  # fmt: skip
+    return sorted(changed, key=lambda t: t["table"])

@@ -1,5 +1,7 @@
 """Diffs of two refs and merges: the diff is read at once (metadata only); merges run as jobs (202)."""
 
+from urllib.parse import urlencode
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -8,7 +10,7 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.common import UserField, request_catalog, validated
 from catalog_app.selectors.refs import ref_resolve
-from catalog_app.services.table_diff import table_diff_read
+from catalog_app.services.table_diff import MAX_PAGE_SIZE, PAGE_SIZE, table_diff_read, tables_changed
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.apis import JobOutputSerializer
@@ -62,24 +64,51 @@ class DiffKeysApi(APIView):
 
 
 class DiffRowsApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        to = serializers.CharField(max_length=255)
+        table = serializers.CharField(max_length=255, required=False, default="")
+        table_id = serializers.UUIDField(required=False, allow_null=True, default=None)
+        page = serializers.IntegerField(min_value=1, default=1)
+        page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, default=PAGE_SIZE)
+
     @extend_schema(
         parameters=[
-            OpenApiParameter("from", str, required=True), OpenApiParameter("to", str, required=True),
-            OpenApiParameter("table", str, required=True, description="db.table"),
+            OpenApiParameter("from", str, required=True, description="a branch, tag or commit id"),
+            OpenApiParameter("to", str, required=True, description="a branch, tag or commit id"),
+            OpenApiParameter("table", str, description="db.table; without it (and table_id), the changed tables"),
+            OpenApiParameter("table_id", str, description="the table's stable id (survives renames)"),
+            OpenApiParameter("page", int), OpenApiParameter("page_size", int, description=f"at most {MAX_PAGE_SIZE}"),
         ],
         responses=OpenApiTypes.OBJECT,
-        description="The data diff of one table between two refs: counts of rows added, deleted and changed, and up "
-        "to 200 of each (by key, with the changed cells, for a table with a primary key).",
+        description="The rows that differ between two refs. Without a table: every table whose data or definition "
+        "differs (metadata only), each with the URL of its rows. With one: a page of its changed rows with the "
+        "counts of rows added, deleted and changed: by key with the changed cells (old and new values) for a table "
+        "with a primary key, rows added and rows deleted for one without. Read in the web process with pyarrow and "
+        "kept per pair of commits (`kept`: a later page or a reload is a slice of the kept diff), or by a worker.",
     )  # fmt: skip
     def get(self, request, catalog):
         found = request_catalog(request, catalog)
-        source, target = request.query_params.get("from"), request.query_params.get("to")
-        database, _, table = request.query_params.get("table", "").partition(".")
-        if not source or not target or not table:
-            raise ApplicationError("invalid_input", "Give ?from=<ref>&to=<ref>&table=<database.table>.")
+        source = request.query_params.get("from")
+        if not source or not request.query_params.get("to"):
+            raise ApplicationError("invalid_input", "Give ?from=<ref>&to=<ref> (and &table=<database.table>).")
+        serializer = self.InputSerializer(data=request.query_params)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        source_ref, target_ref = ref_resolve(catalog=found, ref=source), ref_resolve(catalog=found, ref=data["to"])
+        if not data["table"] and not data["table_id"]:
+            tables = tables_changed(source=source_ref, target=target_ref)
+            for table in tables:
+                query = urlencode(
+                    {"from": source_ref.commit.id, "to": target_ref.commit.id, "table_id": table["table_id"]}
+                )
+                table["rows"] = request.build_absolute_uri(f"{request.path}?{query}")
+            return Response({"from": source_ref.commit.id, "to": target_ref.commit.id, "tables": tables})
+        database, _, table = data["table"].partition(".")
+        if data["table"] and not table:
+            raise ApplicationError("invalid_input", "Give the table as <database.table>.")
         result = table_diff_read(
-            source=ref_resolve(catalog=found, ref=source), target=ref_resolve(catalog=found, ref=target),
-            database=database, table=table, user=request.user,
+            source=source_ref, target=target_ref, database=database, table=table,
+            table_id=str(data["table_id"] or ""), user=request.user, page=data["page"], page_size=data["page_size"],
         )  # fmt: skip
         return Response(result)
 

@@ -60,3 +60,8 @@ def restore_get(*, catalog: Catalog, restore_id: uuid.UUID) -> Restore:
     if restore is None:
         raise NotFoundError("restore_not_found", f"There is no restore {restore_id} in catalog {catalog.name!r}.")
     return restore
+
+
+def merge_of_commit(*, commit: Commit) -> Merge | None:
+    """The merge audit log whose merge made this commit (a merge commit), if any."""
+    return Merge.objects.filter(commit=commit).defer("report", "log").first()

@@ -49,8 +49,38 @@ def test_a_table_without_a_key_is_compared_as_rows(user_client):
     query = {"from": "main", "to": "dev", "table": "sales.orders"}
     result = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
     assert result["counts"] == {"insert": 2, "update": 0, "delete": 2}  # the updated row: one out, one in
-    bad = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main", "to": "dev"})
+    assert result["read_by"] == "web" and result["kept"] is False  # pyarrow here, no Spark job
+    deleted = sorted(row["before"] for row in result["rows"] if row["change"] == "delete")
+    added = sorted(row["after"] for row in result["rows"] if row["change"] == "insert")
+    assert (deleted, added) == ([[1, 10, "eu"], [2, 20, "eu"]], [[1, -1, "eu"], [4, 40, "eu"]])
+    # A second page of one row each, from the diff kept for the pair of commits.
+    paged = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2, "page_size": 1}).json()
+    assert (paged["kept"], paged["pages"], paged["total"], len(paged["rows"])) == (True, 4, 4, 1)
+    assert paged["rows"][0] == result["rows"][1]
+    # Without a table: the changed tables, each with the URL of its rows.
+    listed = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main", "to": "dev"}).json()
+    assert [(t["table"], t["change"]) for t in listed["tables"]] == [("sales.orders", "changed")]
+    assert user_client.get(listed["tables"][0]["rows"]).json()["counts"] == result["counts"]
+    bad = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main"})
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")
+
+
+def test_the_commit_api_names_each_operation_s_table_and_links_its_rows(user_client):
+    from tests.support.catalogs import head
+
+    catalog = two_refs(primary_key=["id"])
+    commit = head(catalog, "dev")
+    response = user_client.get(f"/api/v1/catalogs/{catalog.name}/commits/{commit[:12]}")
+    assert response.status_code == 200, response.json()
+    detail = response.json()
+    assert detail["id"] == commit and len(detail["parents"]) == 1 and detail["merge"] is None
+    assert [(op["op"], op["object"], op["rows"]) for op in detail["operations"]] == [
+        ("insert", "sales.orders", {"rows_inserted": 1, "rows_updated": 0, "rows_deleted": 0})
+    ]
+    rows = user_client.get(detail["tables"][0]["rows"]).json()
+    assert [(r["change"], r["after"]) for r in rows["rows"]] == [("insert", [4, 40, "eu"])]
+    missing = user_client.get(f"/api/v1/catalogs/{catalog.name}/commits/{'0' * 32}")
+    assert (missing.status_code, missing.json()["code"]) == (404, "commit_not_found")
 
 
 def test_restore_from_the_table_history_in_the_ui_and_its_log(client, user):

@@ -65,7 +65,7 @@ MATRIX = {
     ("DiffApi", "get"): V,
     ("MergeListApi", "get"): V, ("MergeListApi", "post"): E,
     ("MergeDetailApi", "get"): V,
-    ("DiffKeysApi", "get"): V, ("DiffRowsApi", "get"): V,
+    ("DiffKeysApi", "get"): V, ("DiffRowsApi", "get"): V, ("CommitDetailApi", "get"): V,
     ("RestoreListApi", "get"): V, ("RestoreListApi", "post"): E,
     ("RestoreDetailApi", "get"): V,
     ("MergeRequestListApi", "get"): V, ("MergeRequestListApi", "post"): E,

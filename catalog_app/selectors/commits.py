@@ -1,0 +1,79 @@
+"""One commit as the commit page and its API show it, and the names of the objects commits' operations touched."""
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from catalog_app.models import Catalog, Commit, ObjectKind, ObjectVersion, Operation
+from catalog_app.selectors.refs import commit_get
+
+ROW_COUNTS = ("rows_inserted", "rows_updated", "rows_deleted")
+
+
+@dataclass
+class CommitOperation:
+    position: int
+    op: str
+    object_id: uuid.UUID
+    object_kind: str
+    object_name: str  # db.table for a table or view, the name for a database
+    details: dict
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CommitDetail:
+    commit: Commit
+    parents: list[str]  # the first parent, then the source head a merge commit merged
+    operations: list[CommitOperation]
+    tables: list[CommitOperation]  # one operation per table whose data the commit may have changed
+
+
+def operation_names(operations: Iterable[Operation]) -> dict[tuple[str, uuid.UUID], str]:
+    """The name each operation's object had in its commit, `db.table` for tables and views, keyed by (commit id,
+    object id). Two queries whatever the number of operations: the versions the commits recorded (every commit
+    that changes an object records a version of it), and the names of their databases then."""
+    operations = list(operations)
+    if not operations:
+        return {}
+    versions = ObjectVersion.objects.filter(
+        commit_id__in={o.commit_id for o in operations}, object_id__in={o.object_id for o in operations}
+    ).only("commit_id", "object_id", "parent_id", "name", "seq", "kind")
+    found = {(v.commit_id, v.object_id): v for v in versions}
+    parents = {v.parent_id for v in found.values() if v.parent_id is not None}
+    databases: dict[uuid.UUID, list[tuple[int, str]]] = {}
+    for db in ObjectVersion.objects.filter(object_id__in=parents, kind=ObjectKind.DATABASE).only(
+        "object_id", "seq", "name"
+    ):
+        databases.setdefault(db.object_id, []).append((db.seq, db.name))
+    names = {}
+    for (commit_id, object_id), version in found.items():
+        name = version.name
+        if version.parent_id is not None:
+            earlier = [n for seq, n in sorted(databases.get(version.parent_id, [])) if seq <= version.seq]
+            name = f"{earlier[-1] if earlier else '?'}.{name}"
+        names[(commit_id, object_id)] = name
+    return names
+
+
+def commit_detail(*, catalog: Catalog, commit_id: str) -> CommitDetail:
+    """A commit (by id or unambiguous prefix), its parents and its operations with the objects they touched."""
+    commit = commit_get(catalog=catalog, commit_id=commit_id)
+    operations = list(commit.operations.all())
+    names = operation_names(operations)
+    shown = []
+    for op in operations:
+        rows = {k: int(op.details[k]) for k in ROW_COUNTS if isinstance(op.details.get(k), int)}
+        shown.append(
+            CommitOperation(
+                position=op.position, op=op.op, object_id=op.object_id, object_kind=op.object_kind,
+                object_name=names.get((commit.id, op.object_id), str(op.object_id)), details=op.details, rows=rows,
+            )
+        )  # fmt: skip
+    tables, seen = [], set()
+    for op in shown:
+        if op.object_kind == ObjectKind.TABLE and op.object_id not in seen:
+            seen.add(op.object_id)
+            tables.append(op)
+    parents = [p for p in (commit.parent_id, commit.merge_parent_id) if p]
+    return CommitDetail(commit=commit, parents=parents, operations=shown, tables=tables)
