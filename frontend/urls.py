@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend.views import browser, catalogs, diff, jobs, requests, sql
+from frontend.views import browser, catalogs, diff, jobs, requests, review, sql
 
 app_name = "frontend"
 
@@ -17,6 +17,9 @@ urlpatterns = [
     path(f"{CAT}/branches/new", catalogs.branch_new, name="branch-new"),
     path(f"{CAT}/tags/new", catalogs.tag_new, name="tag-new"),
     path(f"{CAT}/log", catalogs.commit_log_page, name="log"),
+    path(f"{CAT}/commits/<str:commit_id>", review.commit_page, name="commit"),
+    path(f"{CAT}/compare", review.compare_page, name="compare"),
+    path(f"{CAT}/diff/rows", review.diff_rows, name="diff-rows"),
     path(f"{CAT}/browse", browser.browse, name="browse"),
     path(TABLE, browser.table_detail, name="table"),
     path(f"{TABLE}/rows", browser.table_rows, name="table-rows"),

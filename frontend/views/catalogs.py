@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
+from catalog_app.selectors.commits import operation_names
 from catalog_app.selectors.refs import (
     branch_list,
     catalog_list,
@@ -104,5 +105,10 @@ def commit_log_page(request: HttpRequest, catalog: str) -> HttpResponse:
         request.GET.get("page")
     )
     branches, tags = _refs(found)
+    names = operation_names(op for commit in page for op in commit.operations.all())
+    for commit in page:
+        commit.named_operations = [
+            (op, names.get((commit.id, op.object_id), "")) for op in commit.operations.all()
+        ]  # the table (db.table) or database each operation touched
     context = {"catalog": found, "ref": ref, "page": page, "branches": branches, "tags": tags}
     return render(request, "frontend/log.html", context)

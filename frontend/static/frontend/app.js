@@ -33,9 +33,9 @@
     timer = setInterval(tick, 1000);
   }
 
-  function loadRows(box, url) {
+  function loadRows(box, url, fragmentLinks) {
     box.setAttribute("aria-busy", "true");
-    box.innerHTML = '<p class="muted">Reading rows on a worker…</p>';
+    box.innerHTML = '<p class="muted">Reading rows…</p>';
     fetch(url, { credentials: "same-origin" })
       .then(function (response) { return response.text(); })
       .then(function (html) {
@@ -44,7 +44,8 @@
         box.querySelectorAll("a[data-rows-page]").forEach(function (link) {
           link.addEventListener("click", function (event) {
             event.preventDefault();
-            loadRows(box, link.getAttribute("href") + "&fragment=1");
+            var href = link.getAttribute("href");
+            loadRows(box, fragmentLinks ? href : href + "&fragment=1", fragmentLinks);
           });
         });
       })
@@ -60,6 +61,17 @@
     var polled = 0;
     document.querySelectorAll("[data-job-status]").forEach(function (wrap) {
       if (wrap.getAttribute("data-finished") !== "1" && polled < MAX_POLLED) { polled += 1; pollJob(wrap); }
+    });
+    // Changed rows of a table: read when its <details> is first opened (a page with many tables stays fast).
+    document.querySelectorAll("details[data-rows-url]").forEach(function (details) {
+      function open() {
+        if (details.open && !details.getAttribute("data-loaded")) {
+          details.setAttribute("data-loaded", "1");
+          loadRows(details.querySelector(".rows-box"), details.getAttribute("data-rows-url"), true);
+        }
+      }
+      details.addEventListener("toggle", open);
+      open();
     });
     var rows = document.getElementById("rows");
     if (rows && rows.getAttribute("data-fragment")) { loadRows(rows, rows.getAttribute("data-fragment")); }

@@ -1,0 +1,110 @@
+"""What a reviewer reads: the changed rows of a table between two refs (a fragment the diff, merge request, compare
+and commit pages load per table when it is opened), the Compare page of any two refs, and the commit page."""
+
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from catalog_app.selectors.commits import commit_detail
+from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
+from catalog_app.services.table_diff import PAGE_SIZE, table_diff_read, tables_changed
+from frontend.views.common import get_catalog, ui_view
+from lakeui.errors import ApplicationError
+from merge_app.selectors.merges import merge_of_commit
+
+CHANGE_LABEL = {"insert": "added", "delete": "deleted", "update": "changed"}
+
+
+def rows_url(catalog: str, *, source: str, target: str, table_id: str, page: int = 1) -> str:
+    """The fragment of a table's changed rows from `source` to `target` (refs or commit ids)."""
+    query = urlencode({"from": source, "to": target, "table_id": table_id, "page": page, "fragment": 1})
+    return f"{reverse('frontend:diff-rows', args=[catalog])}?{query}"
+
+
+def shown_rows(result: dict) -> list[dict]:
+    """Each changed row as the fragment shows it: per column the value, or old -> new for a changed cell."""
+    names = [c["name"] for c in result["columns"]]
+    shown = []
+    for row in result["rows"]:
+        cells = []
+        for i, name in enumerate(names):
+            before = None if row["before"] is None else row["before"][i]
+            after = None if row["after"] is None else row["after"][i]
+            cells.append({"before": before, "after": after, "changed": name in row["cells"]})
+        shown.append({"change": row["change"], "label": CHANGE_LABEL[row["change"]], "cells": cells})
+    return shown
+
+
+@ui_view
+def diff_rows(request: HttpRequest, catalog: str) -> HttpResponse:
+    """A page of one table's changed rows between two refs; with `fragment=1` only the table (for the script)."""
+    found = get_catalog(request, catalog)
+    source, target = request.GET.get("from", "").strip(), request.GET.get("to", "").strip()
+    table_id, table = request.GET.get("table_id", "").strip(), request.GET.get("table", "").strip()
+    database, _, name = table.partition(".")
+    try:
+        page = max(1, int(request.GET.get("page") or 1))
+    except ValueError:
+        page = 1
+    context = {"catalog": found, "source": source, "target": target}
+    try:
+        result = table_diff_read(
+            source=ref_resolve(catalog=found, ref=source), target=ref_resolve(catalog=found, ref=target),
+            database=database, table=name, table_id=table_id, user=request.user, page=page, page_size=PAGE_SIZE,
+        )  # fmt: skip
+    except ApplicationError as error:
+        context["error"] = error
+    else:
+        pages = {
+            n: rows_url(found.name, source=source, target=target, table_id=result["table_id"], page=n)
+            for n in (page - 1, page + 1) if 1 <= n <= result["pages"]
+        }  # fmt: skip
+        context.update(result=result, rows=shown_rows(result), previous=pages.get(page - 1), next=pages.get(page + 1))
+    template = "frontend/_row_diff.html" if request.GET.get("fragment") else "frontend/row_diff.html"
+    return render(request, template, context)
+
+
+def _refs(found) -> dict:
+    return {"branches": list(branch_list(catalog=found)), "tags": list(tag_list(catalog=found))}
+
+
+@ui_view
+def compare_page(request: HttpRequest, catalog: str) -> HttpResponse:
+    """Any two refs (branches, tags, commit ids), every changed table; each table's rows load when it is opened."""
+    found = get_catalog(request, catalog)
+    source = request.GET.get("from", "").strip()
+    target = request.GET.get("to", "").strip() or found.default_branch
+    context = {"catalog": found, "source": source, "target": target, **_refs(found)}
+    if source:
+        try:
+            source_ref, target_ref = ref_resolve(catalog=found, ref=source), ref_resolve(catalog=found, ref=target)
+            tables = tables_changed(source=source_ref, target=target_ref)
+        except ApplicationError as error:
+            context["error"] = error
+        else:
+            for table in tables:
+                table["rows_url"] = rows_url(
+                    found.name, source=source_ref.commit.id, target=target_ref.commit.id, table_id=table["table_id"]
+                )
+            context.update(source_ref=source_ref, target_ref=target_ref, tables=tables)
+    return render(request, "frontend/compare.html", context)
+
+
+@ui_view
+def commit_page(request: HttpRequest, catalog: str, commit_id: str) -> HttpResponse:
+    found = get_catalog(request, catalog)
+    detail = commit_detail(catalog=found, commit_id=commit_id)
+    commit = detail.commit
+    tables = [
+        {"name": op.object_name, "table_id": str(op.object_id),
+         "rows_url": rows_url(found.name, source=commit.parent_id, target=commit.id, table_id=str(op.object_id))
+         if commit.parent_id else None}
+        for op in detail.tables
+    ]  # fmt: skip
+    context = {
+        "catalog": found, "detail": detail, "commit": commit, "tables": tables,
+        "merge": merge_of_commit(commit=commit),
+    }  # fmt: skip
+    return render(request, "frontend/commit.html", context)
