@@ -37,7 +37,9 @@ def both_sides_changed(user):
 
 def fragment_urls(html: str) -> dict[str, str]:
     """The changed-rows fragments a page loads per table, by their summary."""
-    found = re.findall(r'<details class="changed-rows" data-rows-url="([^"]+)"[^>]*>\s*<summary>([^<]+)</summary>', html)
+    found = re.findall(
+        r'<details class="changed-rows" data-rows-url="([^"]+)"[^>]*>\s*<summary>([^<]+)</summary>', html
+    )
     return {summary: url.replace("&amp;", "&") for url, summary in found}
 
 
