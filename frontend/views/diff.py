@@ -21,8 +21,16 @@ from merge_app.services.merges import merge_plan, merge_submit
 CHANGES = ("added_in_source", "added_in_target", "changed_in_source", "changed_in_target", "changed_in_both")
 VERDICTS = ("ok", "conflict", "discarded", "not_merged")
 # Worst first: a cell that several operation pairs hit shows the worst of their verdicts.
-SEVERITY = {CONFLICT: 3, DISCARDED: 2, "conditional": 1, OK: 0}
-CLASS_LABEL = {CONFLICT: "conflict", DISCARDED: "discarded", "conditional": "conditional", OK: "ok"}
+# A conflict a resolution settles is shown as resolved (not red): the merge goes through with the choice made.
+RESOLVED = "resolved"
+SEVERITY = {CONFLICT: 4, DISCARDED: 3, RESOLVED: 2, "conditional": 1, OK: 0}
+CLASS_LABEL = {
+    CONFLICT: "conflict",
+    DISCARDED: "discarded",
+    RESOLVED: "resolved",
+    "conditional": "conditional",
+    OK: "ok",
+}
 
 
 @dataclass
@@ -39,7 +47,7 @@ class Cell:
 
 def _shade(pair: dict) -> str:
     if pair["verdict"] == CONFLICT:
-        return CONFLICT
+        return RESOLVED if pair.get("resolved") else CONFLICT
     if pair["verdict"] == DISCARDED:
         return DISCARDED
     return OK if pair["cell"] == OK else "conditional"
@@ -60,18 +68,40 @@ def rule_grid(kind: str, pairs: list[dict]) -> dict:
             if found:
                 cell.applies = True
                 cell.shade = max((_shade(p) for p in found), key=SEVERITY.__getitem__)
-                cell.reasons = sorted({f"{p['verdict']} ({p['note']}): {p['reason']}" for p in found})
+                cell.reasons = sorted({
+                    f"{p['verdict']}{' (resolved)' if p.get('resolved') else ''} ({p['note']}): {p['reason']}"
+                    for p in found
+                })  # fmt: skip
             cells.append(cell)
         rows.append((row, cells))
     notes = sorted({p["note"] for p in pairs if p["note"] in NOTES} | {p["cell"] for p in pairs if p["cell"] in NOTES})
     return {"title": table.title, "columns": table.columns, "rows": rows, "notes": [(n, NOTES[n]) for n in notes]}
 
 
+def distinct_pairs(pairs: list[dict]) -> list[dict]:
+    """The applicable cells as listed under the rule table: identical lines once, with how many operation pairs
+    they stand for (two updates against two updates are four pairs with one line)."""
+    listed: dict[tuple, dict] = {}
+    for pair in pairs:
+        shade = _shade(pair)
+        line = (pair["row"], pair["column"], pair["cell"], pair["verdict"], pair["note"], pair["reason"], shade)
+        if line in listed:
+            listed[line]["times"] += 1
+            listed[line]["discarded_files"] = [*listed[line]["discarded_files"], *pair.get("discarded_files", [])]
+        else:
+            listed[line] = {
+                **pair,
+                "shade": shade,
+                "times": 1,
+                "discarded_files": list(pair.get("discarded_files", [])),
+            }
+    return list(listed.values())
+
+
 def object_view(obj: dict, *, chosen_keys: dict | None = None) -> dict:
     """An object of a diff report as the pages show it: its rule grid, and for a primary-key table compared by key
     its conflicting keys side by side (with the choices made per key, on a merge request)."""
-    pairs = [{**pair, "shade": _shade(pair)} for pair in obj["pairs"]]
-    view = {**obj, "pairs": pairs, "key_rows": key_rows(obj, chosen_keys or {})}
+    view = {**obj, "pairs": distinct_pairs(obj["pairs"]), "key_rows": key_rows(obj, chosen_keys or {})}
     if obj["rule_table"]:
         view["grid"] = rule_grid(obj["rule_table"], obj["pairs"])
     return view
@@ -136,6 +166,8 @@ def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
                 if (not change or obj["change"] == change) and (not verdict or obj["verdict"] == verdict)
             ]  # fmt: skip
             context.update(report=report, objects=shown, hidden=len(objects) - len(shown))
+            # A merge target must be a branch: a tag or a commit is offered no merge (the service refuses it too).
+            context["target_not_branch"] = target not in {b.name for b in context["branches"]}
     return render(request, "frontend/diff.html", context)
 
 

@@ -74,8 +74,10 @@ def _event_text(kind: str, details: dict) -> str:
     if kind == "opened":
         return f"opened to merge {details.get('source')} into {details.get('target')}"
     if kind == "plan_updated":
-        conflicts = details.get("conflicts") or []
+        conflicts, resolved = details.get("conflicts") or [], details.get("resolved") or []
         verdict = f"conflicts in {', '.join(conflicts)}" if conflicts else "no conflicts"
+        if resolved:
+            verdict = ("" if not conflicts else verdict + "; ") + f"conflicts resolved in {', '.join(resolved)}"
         return f"merge plan updated ({verdict})"
     if kind == "reviewed":
         what = "approved" if details.get("decision") == "approve" else "requested changes"
@@ -84,6 +86,8 @@ def _event_text(kind: str, details: dict) -> str:
     if kind == "approvals_dismissed":
         reason = "a new source commit" if details.get("reason") == "source_moved" else "changed resolutions"
         return f"approvals of {', '.join(details.get('reviewers') or []) or 'nobody'} dismissed after {reason}"
+    if kind == "approvals_kept":
+        return f"approvals of {', '.join(details.get('reviewers') or [])} kept: the choice changes no conflict"
     if kind == "resolutions_changed":
         parts = []
         for choice in details.get("choices") or []:

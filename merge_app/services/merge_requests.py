@@ -186,7 +186,8 @@ def merge_request_plan_store(*, merge_request_id: int, merge: Merge, resolution:
     merge_request.save(update_fields=["plan", "plan_heads", "plan_merge", "updated_at"])
     _event(
         merge_request, "plan_updated", None, merge=str(merge.id), heads=plan["heads"], mergeable=plan["mergeable"],
-        conflicts=[conflict["name"] for conflict in plan["conflicts"]],
+        conflicts=[conflict["name"] for conflict in plan["conflicts"] if not conflict.get("resolved")],
+        resolved=[conflict["name"] for conflict in plan["conflicts"] if conflict.get("resolved")],
     )  # fmt: skip
     return merge_request
 
@@ -268,6 +269,29 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
     return changed
 
 
+def _changes_the_merge(merge_request: MergeRequest, changed: list[dict]) -> bool:
+    """Whether choices just made can change what the merge does, judged on the current plan: a choice for a table
+    (or a key of one) the plan finds no conflict in, or a default when the plan has no conflict, changes nothing,
+    so the approvals given stay. A plan behind the heads is not trusted: then any choice counts as a change."""
+    plan = merge_request.plan or {}
+    if not plan or merge_request.plan_heads != merge_request_heads(merge_request):
+        return True
+    in_conflict = {conflict["name"] for conflict in plan.get("conflicts", [])}
+    for choice in changed:
+        if choice["scope"] == "default" and in_conflict:
+            return True
+        if choice["scope"] in ("table", "key") and choice.get("table") in in_conflict:
+            return True
+    return False
+
+
+def _active_approvers(merge_request: MergeRequest) -> list[str]:
+    approvals = MergeRequestReview.objects.filter(
+        merge_request=merge_request, decision=MergeRequestReview.Decision.APPROVE, dismissed_at__isnull=True
+    ).select_related("reviewer")
+    return sorted({review.reviewer.username for review in approvals})
+
+
 @transaction.atomic
 def merge_request_update(
     *,
@@ -278,8 +302,9 @@ def merge_request_update(
     state: str | None = None,
     resolutions: dict[str, Any] | None = None,
 ) -> MergeRequest:
-    """Edit the title and description, close or reopen, and choose conflict resolutions. Changing a resolution
-    dismisses the approvals given so far: reviewers approved the merge as it was to be resolved then."""
+    """Edit the title and description, close or reopen, and choose conflict resolutions. A choice that can change
+    the merge's result dismisses the approvals given so far (reviewers approved the merge as it was to be resolved
+    then); one that changes no conflict of the plan keeps them (`_changes_the_merge`)."""
     merge_request = _locked(merge_request)
     edited = {}
     if title is not None and title.strip() != merge_request.title:
@@ -295,7 +320,12 @@ def merge_request_update(
         changed = _resolutions_apply(merge_request, _resolutions_checked(resolutions), user)
         if changed:
             _event(merge_request, "resolutions_changed", user, choices=changed)
-            _dismiss_stale_approvals(merge_request, None, reason="resolutions_changed", actor=user)
+            if _changes_the_merge(merge_request, changed):
+                _dismiss_stale_approvals(merge_request, None, reason="resolutions_changed", actor=user)
+            else:
+                kept = _active_approvers(merge_request)
+                if kept:
+                    _event(merge_request, "approvals_kept", user, reviewers=kept)
     if state is not None and state != merge_request.state:
         if merge_request.state == MergeRequest.State.MERGED or state not in ("open", "closed"):
             raise ConflictError(

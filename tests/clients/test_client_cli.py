@@ -34,10 +34,10 @@ def client(live_server, token):
     with_client.close()
 
 
-def run(live_server, token, *args, home=None, color=False):
+def run(live_server, token, *args, home=None, color=False, columns=200):
     env = {**os.environ, "LAKEUI_URL": live_server.url, "LAKEUI_TOKEN": token}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [CLIENT_SRC, os.environ.get("PYTHONPATH")]))
-    env |= {"FORCE_COLOR": "1", "COLUMNS": "200"} if color else {"COLUMNS": "200"}
+    env |= {"FORCE_COLOR": "1", "COLUMNS": str(columns)} if color else {"COLUMNS": str(columns)}
     if home:
         env = {k: v for k, v in env.items() if not k.startswith("LAKEUI_")} | {"HOME": str(home)}
         env["XDG_CONFIG_HOME"] = str(Path(home) / ".config")
@@ -206,7 +206,19 @@ def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, cele
     rows = run(live_server, token, "diff", "sales", "dev", "--into", "main", "--table", "shop.orders")
     assert rows.returncode == 0, rows.stderr  # from dev ({2}) to main ({1, 2, 3}): main has 1 and 3 more
     assert "shop.orders from dev to main: 2 inserted, 0 updated, 0 deleted" in rows.stdout, rows.stdout
-    assert "{'id': 1, 'amount': 10}" in rows.stdout and "{'id': 3, 'amount': 30}" in rows.stdout
+    assert re.search(r"insert\s+│ 1\s+│ 10\s", rows.stdout) and re.search(r"insert\s+│ 3\s+│ 30\s", rows.stdout)
+
+    # Any two refs, every table, row by row; and, without a terminal, full values however narrow the columns.
+    client.tag_create("sales", "before", before_delete["id"])
+    both = run(live_server, token, "diff", "--rows", "sales", "before", "dev", columns=30)
+    assert both.returncode == 0, both.stderr
+    assert "from before to dev: 1 changed table(s)" in both.stdout, both.stdout
+    assert "shop.orders from before to dev: 0 inserted, 0 updated, 1 deleted" in both.stdout
+    assert re.search(r"delete\s+│ 1\s+│ 10\s", both.stdout) and "…" not in both.stdout
+    logged = run(live_server, token, "log", "sales", "dev", columns=30)
+    assert _commits(client, "dev")[0]["id"] in logged.stdout and "…" not in logged.stdout, logged.stdout
+    as_json = json.loads(run(live_server, token, "--json", "diff", "--rows", "sales", "before", "dev").stdout)
+    assert [(t["table"], t["counts"]) for t in as_json] == [("shop.orders", {"insert": 0, "update": 0, "delete": 1})]
 
     with pytest.raises(JobConflict) as refused:
         client.merge("sales", "dev", "main")

@@ -237,6 +237,23 @@ def test_diff_page_colors_the_rule_table_cells(client, user):
     assert "There is no branch, tag or commit 'nope'" in text(client.get("/catalogs/lake/diff?from=nope&to=main"))
 
 
+def test_the_diff_page_offers_no_merge_into_a_tag(client, user):
+    """ "Merge cleanup into v1" with v1 a tag was an enabled button: a merge target must be a branch."""
+    from catalog_app.services.refs import tag_create
+
+    catalog = make_catalog(user=user)
+    database_create(target=on(catalog), name="sales")
+    tag_create(catalog=catalog, name="v1", ref="main", created_by=user)
+    branch_create(catalog=catalog, name="dev", source="main")
+    database_update(target=on(catalog, "dev"), name="sales", set_properties={"x": "1"})
+    to_tag = client.get("/catalogs/lake/diff?from=dev&to=v1")
+    assert "v1 is not a branch: a merge target must be a branch" in text(to_tag)
+    assert "Merge dev into v1" not in text(to_tag) and 'name="dry_run"' not in to_tag.content.decode()
+    assert "/catalogs/lake/compare?from=dev&amp;to=v1" in to_tag.content.decode()
+    to_branch = client.get("/catalogs/lake/diff?from=dev&to=main")
+    assert "Merge dev into main" in text(to_branch) and "is not a branch" not in text(to_branch)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_merge_button_submits_a_job_and_the_audit_log_shows_it(client, user):
     catalog = make_catalog(user=user)
@@ -421,7 +438,10 @@ def test_merge_request_pages_open_review_and_merge(client, user, people):
     # The merge refused while blocked: the blockers as messages.
     refused = text(client.post("/catalogs/lake/merge-requests/1/merge", {"csrfmiddlewaretoken": token}, follow=True))
     assert "(approvals_missing)" in refused
-    # The author cannot approve; a viewer cannot review; an approver can.
+    # The author is not offered Approve (and is refused if it is posted anyway); a viewer cannot review; an approver
+    # is offered it and can.
+    assert 'value="approve"' not in html and "another user must approve it" in words
+    assert 'value="approve">Approve</button>' in request_page(people["bob"]).content.decode()
     own = text(client.post("/catalogs/lake/merge-requests/1/reviews", {"decision": "approve",
                "csrfmiddlewaretoken": token}, follow=True))  # fmt: skip
     assert "You opened this merge request; another user must approve it. (self_approval)" in own

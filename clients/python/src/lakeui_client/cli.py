@@ -17,8 +17,10 @@ from lakeui_client.client import Client
 from lakeui_client.errors import ApiError, LakeUIError
 
 MODE = {"json": False}
+# Without a terminal (a pipe, a file, a script), tables are as wide as their values: no id or name is cut with "…".
+UNCUT = None if sys.stdout.isatty() else 100_000
 err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)  # colors say what they say in the UI, not rich's guesses at numbers
+out = Console(highlight=False, width=UNCUT)  # colors say what they say in the UI, not rich's guesses at numbers
 
 
 def config_path() -> Path:
@@ -228,19 +230,36 @@ def painted(text: object, style: str | None) -> Text:
 @cli.command()
 @click.argument("catalog")
 @click.argument("source")
+@click.argument("other", required=False)
 @click.option("--into", "target", default=None, help="The target branch (default: the catalog's default branch)")
 @click.option("--table", default=None, help="db.table: the rows that differ instead of the objects")
+@click.option("--rows", is_flag=True, help="The changed rows of every table from SOURCE to OTHER (any two refs)")
+@click.option("--page", default=1, show_default=True, help="With --table: the page of changed rows")
 @click.pass_context
-def diff(ctx, catalog, source, target, table):
+def diff(ctx, catalog, source, other, target, table, rows, page):
     """What merging SOURCE into --into would do: the changed objects and, for each pair of operations of the two
-    sides, the rule cell that decides it, colored as in the UI. With --table, the table's data diff."""
+    sides, the rule cell that decides it, colored as in the UI. With --table, the table's data diff; with --rows,
+    `lakeui diff --rows CATALOG A B` compares any two refs (branches, tags, commit ids) row by row, every table."""
     client = make_client()
-    target = target or client.catalog(catalog)["default_branch"]
+    target = other or target or client.catalog(catalog)["default_branch"]
     if table:
-        found = client.data_diff(catalog, source, target, table)
+        found = client.data_diff(catalog, source, target, table, page=page)
         if ctx.obj["json"]:
             return click.echo(json.dumps(found, indent=2, default=str))
         return show_data_diff(found, source, target, table)
+    if rows:
+        tables = client.diff_rows(catalog, source, target)
+        if ctx.obj["json"]:
+            return click.echo(json.dumps(tables, indent=2, default=str))
+        out.print(f"from [bold]{source}[/bold] to [bold]{target}[/bold]: {len(tables)} changed table(s)")
+        for found in tables:
+            if "rows" not in found or isinstance(found["rows"], str):
+                out.print(f"[bold]{found['table']}[/bold] {found['change']}")
+                continue
+            show_data_diff(found, source, target, found["table"])
+        return None
+    if other:
+        raise click.UsageError("a second ref is for --rows (any two refs); a merge diff takes --into BRANCH")
     found = client.diff(catalog, source, target)
     if ctx.obj["json"]:
         return click.echo(json.dumps(found, indent=2, default=str))
@@ -298,13 +317,22 @@ def show_data_diff(found: dict, source: str, target: str, table: str) -> None:
         f"[yellow]{counts['update']} updated[/yellow], [red]{counts['delete']} deleted[/red]"
     )
     names = [c["name"] for c in found["columns"]]
-    rows = Table("change", "before", "after", "changed cells")
+    rows = Table("change", *names)
     for row in found["rows"]:
         style = CHANGES.get(row["change"])
-        before, after = (dict(zip(names, row[side], strict=True)) if row[side] else "" for side in ("before", "after"))
-        rows.add_row(painted(row["change"], style), str(before), str(after), ", ".join(row["cells"]))
+        cells = []
+        for i, name in enumerate(names):
+            before = None if row["before"] is None else row["before"][i]
+            after = None if row["after"] is None else row["after"][i]
+            if name in row["cells"]:
+                cells.append(painted(f"{before} -> {after}", "bold yellow"))
+            else:
+                cells.append(painted(before if row["after"] is None else after, style))
+        rows.add_row(painted(row["change"], style), *cells)
     if found["rows"]:
         out.print(rows)
+    if found.get("pages", 1) > 1:
+        out.print(f"page {found['page']} of {found['pages']} ({found['total']} changed rows; --page N for more)")
 
 
 @cli.command()

@@ -279,10 +279,32 @@ class Client:
         of each source x target operation pair with its rule cell (`rule_table`, `row`, `column`, `cell`)."""
         return self.request("GET", f"catalogs/{_q(catalog)}/diff", params={"from": source, "to": target})
 
-    def data_diff(self, catalog: str, source: str, target: str, table: str) -> dict:
-        """The rows of db.table added, deleted and changed from `source` to `target`: counts and up to 200 of each."""
-        params = {"from": source, "to": target, "table": table}
+    def data_diff(
+        self, catalog: str, source: str, target: str, table: str, *, page: int = 1, page_size: int = 50
+    ) -> dict:
+        """A page of the rows of db.table added, deleted and changed from `source` to `target` (any refs: branches,
+        tags, commit ids), with the counts: by key with the changed cells for a primary-key table."""
+        params = {"from": source, "to": target, "table": table, "page": page, "page_size": page_size}
         return self.request("GET", f"catalogs/{_q(catalog)}/diff/rows", params=params)
+
+    def diff_tables(self, catalog: str, source: str, target: str) -> dict:
+        """The tables whose rows or definition differ between two refs (any direction), each with the URL of its
+        changed rows; `from` and `to` are the commits compared."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/diff/rows", params={"from": source, "to": target})
+
+    def diff_rows(self, catalog: str, source: str, target: str, *, page_size: int = 50) -> list[dict]:
+        """Every changed table between two refs with the first page of its changed rows (`lakeui diff --rows`)."""
+        listed = self.diff_tables(catalog, source, target)
+        return [
+            {**table, **self.data_diff(catalog, listed["from"], listed["to"], table["table"], page_size=page_size)}
+            if table["change"] != "dropped" else table
+            for table in listed["tables"]
+        ]  # fmt: skip
+
+    def commit(self, catalog: str, commit_id: str) -> dict:
+        """One commit: parents, author, message, operations with their tables and row counts, the URL of each
+        table's changed rows, and for a merge commit its audit log."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/commits/{_q(commit_id)}")
 
     def diff_keys(self, catalog: str, source: str, target: str, table: str) -> list[dict]:
         """A primary-key table's conflicting keys, each with the ancestor's, the source's and the target's row."""
