@@ -46,8 +46,10 @@ class Cell:
 
 
 def _shade(pair: dict) -> str:
+    if pair.get("resolved") and pair["verdict"] in (CONFLICT, OK):
+        return RESOLVED
     if pair["verdict"] == CONFLICT:
-        return RESOLVED if pair.get("resolved") else CONFLICT
+        return CONFLICT
     if pair["verdict"] == DISCARDED:
         return DISCARDED
     return OK if pair["cell"] == OK else "conditional"
@@ -98,12 +100,17 @@ def distinct_pairs(pairs: list[dict]) -> list[dict]:
     return list(listed.values())
 
 
-def object_view(obj: dict, *, chosen_keys: dict | None = None) -> dict:
+def object_view(obj: dict, *, chosen_keys: dict | None = None, resolved: bool = False) -> dict:
     """An object of a diff report as the pages show it: its rule grid, and for a primary-key table compared by key
     its conflicting keys side by side (with the choices made per key, on a merge request)."""
-    view = {**obj, "pairs": distinct_pairs(obj["pairs"]), "key_rows": key_rows(obj, chosen_keys or {})}
+    pairs = obj["pairs"]
+    if resolved:
+        # Every conflict of the object settled (by a table choice, or a choice for each conflicting key): the pairs
+        # that conflicted, or whose condition (A1, A3, ...) the key merge decided, show as resolved, not red/amber.
+        pairs = [{**p, "resolved": True} if p["verdict"] == CONFLICT or p["cell"] != OK else p for p in pairs]
+    view = {**obj, "pairs": distinct_pairs(pairs), "key_rows": key_rows(obj, chosen_keys or {})}
     if obj["rule_table"]:
-        view["grid"] = rule_grid(obj["rule_table"], obj["pairs"])
+        view["grid"] = rule_grid(obj["rule_table"], pairs)
     return view
 
 

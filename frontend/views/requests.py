@@ -37,6 +37,13 @@ STATES = MergeRequest.State.values
 CHOICE_LABELS = {"fail": "fail (keep it a conflict)", "source_wins": "source wins", "target_wins": "target wins"}
 
 
+def _counted(values) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return sorted(counts.items())
+
+
 def _page(catalog, number: int) -> str:
     return reverse("frontend:merge-request", args=[catalog.name, number])
 
@@ -116,9 +123,14 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
     resolutions = merge_request.resolutions or {}
     objects = []
     for obj in plan.get("objects", []):
-        view = object_view(obj, chosen_keys=resolutions.get("keys", {}).get(obj["name"], {}))
+        settled = obj["name"] in status.conflicts and obj["name"] not in status.unresolved_conflicts
+        view = object_view(obj, chosen_keys=resolutions.get("keys", {}).get(obj["name"], {}), resolved=settled)
         view["rows"] = plan.get("rows", {}).get(obj["name"])
         view["table_choice"] = resolutions.get("tables", {}).get(obj["name"], "")
+        if settled:  # by which choice: the table's, per key, or the whole merge's
+            keys = resolutions.get("keys", {}).get(obj["name"], {})
+            by_key = ", ".join(f"{n} key{'s' if n > 1 else ''} {c}" for c, n in _counted(keys.values()))
+            view["settled_by"] = view["table_choice"] or by_key or resolutions.get("default", "")
         view["in_conflict"] = obj["name"] in status.conflicts
         objects.append(view)
     reviews = list(merge_request_reviews(merge_request))
@@ -194,13 +206,25 @@ def _resolutions_from(post) -> dict:
 @ui_view
 @require_POST
 def merge_request_resolve(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
-    return _act(
-        request, catalog, number, Role.EDITOR,
-        lambda mr: merge_request_update(
-            merge_request=mr, user=request.user, resolutions=_resolutions_from(request.POST)
-        ),
-        "Resolutions saved; the merge plan is computed again with them, and earlier approvals are dismissed.",
-    )  # fmt: skip
+    found = get_catalog(request, catalog, Role.EDITOR)
+    merge_request = merge_request_get(catalog=found, number=number)
+    approved = set(merge_request_status(merge_request).approved_by)
+    try:
+        updated = merge_request_update(
+            merge_request=merge_request, user=request.user, resolutions=_resolutions_from(request.POST)
+        )
+    except ApplicationError as error:
+        _refused(request, error)
+        return redirect(_page(found, number))
+    dismissed = sorted(approved - set(merge_request_status(updated).approved_by))
+    if dismissed:
+        note = f"the approvals of {', '.join(dismissed)} are dismissed: the choice changes how a conflict merges."
+    elif approved:
+        note = f"the approvals of {', '.join(sorted(approved))} stay: the choice changes no conflict of the plan."
+    else:
+        note = "the merge plan is computed again with them."
+    messages.success(request, f"Resolutions saved; {note}")
+    return redirect(_page(found, number))
 
 
 @ui_view

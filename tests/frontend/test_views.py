@@ -535,8 +535,12 @@ def key_conflict(user):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
-def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user):
-    key_conflict(user)
+def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user, people):
+    from catalog_app.services.access import catalog_role_grant
+
+    catalog = key_conflict(user)
+    make_table(catalog, table="customers")  # on main only: no conflict in it
+    catalog_role_grant(catalog=catalog, username="bob", role="approver", granted_by=user)
     token = csrf(client, "/catalogs/lake/merge-requests")
     client.post("/catalogs/lake/merge-requests", {"source": "dev", "target": "main", "title": "Amounts",
                 "csrfmiddlewaretoken": token})  # fmt: skip
@@ -546,12 +550,34 @@ def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user):
     assert re.findall(r'<td class="conflict-cell">([^<]*)</td>', html) == ["-1", "-2"]  # source, then target
     assert 'name="key:sales.orders:[1]" value="source_wins"' in html
     assert "(unresolved_conflicts)" in words
+    bob = people["bob"]
+    bob.post("/catalogs/lake/merge-requests/1/reviews", {"decision": "approve",
+             "csrfmiddlewaretoken": csrf(bob, "/catalogs/lake/merge-requests/1")})  # fmt: skip
+    # Before saving, the editor is told which approvals a choice would dismiss.
+    warned = text(request_page(client))
+    assert (
+        "Approved by bob: saving a choice that changes how a conflict is resolved dismisses these approvals" in warned
+    )
+    # A choice for a table the plan finds no conflict in changes nothing: bob's approval stays.
+    kept = text(client.post("/catalogs/lake/merge-requests/1/resolutions", {"table:sales.customers": "source_wins",
+                "csrfmiddlewaretoken": token}, follow=True))  # fmt: skip
+    assert "the approvals of bob stay: the choice changes no conflict of the plan" in kept
+    assert "approvals of bob kept: the choice changes no conflict" in kept and "Approved by: bob" in kept
     chosen = client.post("/catalogs/lake/merge-requests/1/resolutions", {"key:sales.orders:[1]": "source_wins",
                          "csrfmiddlewaretoken": token}, follow=True)  # fmt: skip
     assert "resolutions changed (sales.orders key [1]: source_wins)" in text(chosen)
+    assert "the approvals of bob are dismissed: the choice changes how a conflict merges" in text(chosen)
     resolved = settled_page(client)
-    assert 'value="source_wins" checked' in resolved.content.decode()
-    assert "Ready to merge." in text(resolved)
+    html, words = resolved.content.decode(), text(resolved)
+    assert 'value="source_wins" checked' in html
+    assert "Ready to merge." in words or "(approvals_missing)" not in words
+    # What is resolved shows as resolved, by which choice: no red cell, no "conflicts in" for the new plan.
+    at = html.find('class="applies cell-conflict"')
+    assert at < 0 and 'class="applies cell-resolved"' in html
+    assert "Table sales.orders changed_in_both conflict resolved: 1 key source_wins" in words
+    assert "conflict resolved (1 key source_wins)" in words
+    assert words.rfind("merge plan updated (conflicts resolved in sales.orders)") > words.rfind("conflicts in sales")
+    assert "Conflicts: sales.orders" not in words
 
 
 @pytest.mark.django_db(transaction=True)
