@@ -67,6 +67,19 @@ def screenshot(page, name: str) -> None:
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px"
+        if overflow > 0:
+            page.screenshot(path=str(ARTIFACTS / f"{name}-{width}-overflow.png"), full_page=True)
+        # Which elements stick out (the innermost first), to say what to fix.
+        wide = (
+            page.evaluate(
+                """() => { const w = document.documentElement.clientWidth; return [...document.querySelectorAll('body *')]
+               .filter(e => e.getBoundingClientRect().right > w + 1 && ![...e.children].some(
+                   c => c.getBoundingClientRect().right > w + 1))
+               .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40)); }"""
+            )
+            if overflow > 0
+            else []
+        )
+        assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px: {wide}"
         page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 900})
