@@ -31,6 +31,15 @@ def test_demo_seeds_branches_to_merge_once(capsys):
     [request] = MergeRequest.objects.filter(catalog=catalog)
     assert (request.source, request.target, request.state) == ("feature-discounts", "main", "open")
     assert catalog_with_role(user=request.author, name=catalog.name)[1] == "admin"
+    # The approval gate can be tried: main is protected and a second user, printed with the admin, approves.
+    from django.contrib.auth import get_user_model
+
+    printed = capsys.readouterr().out
+    assert "user admin, password lakeui-admin" in printed and "user reviewer, password lakeui-reviewer" in printed
+    assert list(catalog.protected_branches.values_list("pattern", "required_approvals")) == [("main", 1)]
+    reviewer = get_user_model().objects.get(username="reviewer")
+    assert reviewer.check_password("lakeui-reviewer")
+    assert catalog_with_role(user=reviewer, name=catalog.name)[1] == "approver"
 
     call_command("lakeui_demo")
     assert "already seeded" in capsys.readouterr().out

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Catalog, Tag
+from catalog_app.models import Catalog, ProtectedBranch, Tag
+from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data_submit import table_data_submit
 from catalog_app.services.databases import database_create
@@ -25,6 +26,8 @@ from merge_app.services.merge_requests import merge_request_open
 
 DEMO_USERNAME = "admin"
 DEMO_PASSWORD = "lakeui-admin"  # the default of make run; set LAKEUI_ADMIN_PASSWORD anywhere else
+DEMO_REVIEWER = "reviewer"  # a second user, approver in the demo catalog: the approval gate can be tried
+DEMO_REVIEWER_PASSWORD = "lakeui-reviewer"  # set LAKEUI_REVIEWER_PASSWORD anywhere else
 DEMO_CATALOG = "demo"
 DEMO_DESCRIPTION = "Demo catalog seeded by `manage.py lakeui_demo`: orders and customers, two branches to merge."
 DONE_TAG = "seeded"
@@ -65,13 +68,22 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
         token, _ = Token.objects.get_or_create(user=user)
+        reviewer, reviewer_created = get_user_model().objects.get_or_create(username=DEMO_REVIEWER)
+        reviewer_password = os.environ.get("LAKEUI_REVIEWER_PASSWORD") or DEMO_REVIEWER_PASSWORD
+        if reviewer_created:
+            reviewer.set_password(reviewer_password)
+            reviewer.save()
         if not no_catalog:
             self.seed(user)
+            self.protect(user)
         shown = password if created else "as set when it was created"
+        reviewer_shown = reviewer_password if reviewer_created else "as set when it was created"
         self.stdout.write(
             self.style.SUCCESS(
-                "\nLakeUI demo login\n"
+                "\nLakeUI demo logins\n"
                 f"  browser:  http://127.0.0.1:8000/  (user {DEMO_USERNAME}, password {shown})\n"
+                f"  reviewer: user {DEMO_REVIEWER}, password {reviewer_shown} (approver in {DEMO_CATALOG}: approves "
+                f"the merge requests into its protected main)\n"
                 f"  demo:     http://127.0.0.1:8000/catalogs/{DEMO_CATALOG}  (diff: "
                 f"/catalogs/{DEMO_CATALOG}/diff?from=cleanup&to=main)\n"
                 f"  API:      curl -H 'Authorization: Token {token.key}' http://127.0.0.1:8000/api/v1/jobs\n"
@@ -126,6 +138,17 @@ class Command(BaseCommand):
         tag_create(catalog=catalog, name=DONE_TAG, ref="main", created_by=user)
         self.merge_request(catalog, user)
         self.stdout.write(self.style.SUCCESS(f"Seeded the demo catalog {DEMO_CATALOG!r}."))
+
+    def protect(self, user) -> None:
+        """main of the demo protected (one approval from another user), the reviewer its approver; idempotent.
+        After seeding, which writes to main directly."""
+        catalog = Catalog.objects.filter(name=DEMO_CATALOG, description=DEMO_DESCRIPTION).first()
+        if catalog is None or not Tag.objects.filter(catalog=catalog, name=DONE_TAG).exists():
+            return
+        catalog_role_grant(catalog=catalog, username=DEMO_REVIEWER, role="approver", granted_by=user)
+        if not ProtectedBranch.objects.filter(catalog=catalog, pattern="main").exists():
+            protected_branch_create(catalog=catalog, pattern="main", required_approvals=1, created_by=user)
+            self.stdout.write("  main protected: merges only through a merge request approved by another user")
 
     def merge_request(self, catalog: Catalog, user) -> None:
         """An open merge request of the clean branch (once: none is opened again when one was ever opened for it).
