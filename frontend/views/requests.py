@@ -93,6 +93,9 @@ def _event_text(kind: str, details: dict) -> str:
     if kind == "approvals_dismissed":
         reason = "a new source commit" if details.get("reason") == "source_moved" else "changed resolutions"
         return f"approvals of {', '.join(details.get('reviewers') or []) or 'nobody'} dismissed after {reason}"
+    if kind == "merged_elsewhere":
+        commit = details.get("commit") or ""
+        return f"closed as merged: the source was merged into the target by merge commit {commit[:12]}"
     if kind == "approvals_kept":
         return f"approvals of {', '.join(details.get('reviewers') or [])} kept: the choice changes no conflict"
     if kind == "resolutions_changed":

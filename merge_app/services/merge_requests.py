@@ -24,6 +24,7 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.rules import CHOICES
+from merge_app.selectors.graph import CommitGraph
 from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
 from merge_app.services.merges import merge_submit
 
@@ -153,6 +154,10 @@ def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser
     if merge_request.state != MergeRequest.State.OPEN:
         return merge_request
     heads = merge_request_heads(merge_request)
+    if None not in heads.values() and heads != merge_request.plan_heads:
+        merged_by = _merged_elsewhere(merge_request, heads)
+        if merged_by is not None:
+            return _close_as_merged(merge_request, merged_by)
     needs_plan = None not in heads.values() and _needs_plan(merge_request, heads)
     has_stale_approvals = MergeRequestReview.objects.filter(
         merge_request=merge_request, decision=MergeRequestReview.Decision.APPROVE, dismissed_at__isnull=True
@@ -168,6 +173,39 @@ def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser
     return MergeRequest.objects.select_related("catalog", "author", "merged_by", "merge", "plan_job", "merge_job").get(
         id=merge_request.id
     )
+
+
+def _merged_elsewhere(merge_request: MergeRequest, heads: dict[str, str | None]) -> str | None:
+    """The merge commit on the target that brought the source's head in by other means (SQL `MERGE BRANCH`, the
+    API, another request), if the source has nothing left to merge because of it; else None. A branch with no
+    commit of its own has nothing to merge either, but was never merged: it stays open."""
+    graph = CommitGraph(merge_request.catalog_id)
+    sides = graph.sides(heads["source"], heads["target"])
+    if sides.source:
+        return None
+    for commit_id in reversed(sides.target):  # newest first
+        node = graph.node(commit_id)
+        if node.merge_parent is None or node.parent is None:
+            continue
+        brought = node.merge_parent == heads["source"] or not graph.sides(heads["source"], node.merge_parent).source
+        # ... and not on the target already before that merge (then the source had nothing of its own).
+        if brought and graph.sides(heads["source"], node.parent).source:
+            return commit_id
+    return None
+
+
+@transaction.atomic
+def _close_as_merged(merge_request: MergeRequest, commit_id: str) -> MergeRequest:
+    locked = _locked(merge_request)
+    if locked.state != MergeRequest.State.OPEN:
+        return locked
+    merge = Merge.objects.filter(commit_id=commit_id).first()
+    locked.state, locked.merged_at = MergeRequest.State.MERGED, timezone.now()
+    if merge is not None and not MergeRequest.objects.filter(merge=merge).exists():
+        locked.merge, locked.merged_by = merge, merge.requested_by
+    locked.save()
+    _event(locked, "merged_elsewhere", None, commit=commit_id, merge=str(merge.id) if merge else None)
+    return locked
 
 
 @transaction.atomic

@@ -503,6 +503,30 @@ def test_merge_request_resolutions_close_and_reopen(client, user):
     assert "Merge request reopened." in reopened and "Close request" in reopened
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_request_whose_source_was_merged_by_other_means_closes_as_merged(client, user):
+    """MERGE BRANCH (SQL, API) of the request's source: the request was left open and "Ready to merge" with
+    nothing to merge; it closes as merged with a timeline entry. A branch with no commit of its own stays open."""
+    from merge_app.models import MergeRequest
+    from merge_app.services.merge_requests import merge_request_open
+
+    catalog = make_catalog(user=user)
+    database_create(target=on(catalog), name="sales")
+    branch_create(catalog=catalog, name="dev", source="main")
+    branch_create(catalog=catalog, name="idle", source="main")
+    database_update(target=on(catalog, "dev"), name="sales", set_properties={"x": "1"})
+    merge_request_open(catalog=catalog, source="dev", target="main", title="Set x", author=user)
+    merge_request_open(catalog=catalog, source="idle", target="main", title="Nothing yet", author=user)
+    merge = branch_merge(catalog=catalog, source="dev", target="main", user=user)
+    page = text(request_page(client))
+    assert MergeRequest.objects.get(number=1).state == "merged"
+    assert f"closed as merged: the source was merged into the target by merge commit {merge.commit_id[:12]}" in page
+    assert "This request is merged." in page and "Ready to merge" not in page
+    assert MergeRequest.objects.get(number=1).merge_id == merge.id
+    request_page(client, 2)
+    assert MergeRequest.objects.get(number=2).state == "open"
+
+
 def settled_page(client, number=1, timeout=240):
     """The request's page once its plan is up to date with the heads and resolutions (plans run on the worker)."""
     import time
