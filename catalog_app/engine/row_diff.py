@@ -8,6 +8,7 @@ differ are read (the caller passes them); both sides are read in one schema, the
 every segment was written in it (else None: a worker's Spark projects older schemas).
 """
 
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -62,7 +63,78 @@ def _prefixed(rows: pa.Table, prefix: str) -> pa.Table:
     return rows.rename_columns([prefix + n for n in rows.column_names])
 
 
+def _one_integer_key(before: pa.Table, after: pa.Table, key: list[str]) -> bool:
+    if len(key) != 1:
+        return False
+    columns = (before.column(key[0]), after.column(key[0]))
+    return all(pa.types.is_integer(c.type) and c.null_count == 0 for c in columns)
+
+
+def _sorted(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or np.all(values[1:] >= values[:-1]))
+
+
+def _matches(bk: np.ndarray, ak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions in `bk` and in `ak` of the keys both hold, in key order (keys unique on each side). Sides
+    already in key order (as loads often write them) are not sorted again."""
+    border = None if _sorted(bk) else np.argsort(bk, kind="stable")
+    aorder = None if _sorted(ak) else np.argsort(ak, kind="stable")
+    bks = bk if border is None else bk[border]
+    aks = ak if aorder is None else ak[aorder]
+    if not len(aks) or not len(bks):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    at = np.minimum(np.searchsorted(aks, bks), len(aks) - 1)
+    found = aks[at] == bks
+    bi, ai = np.nonzero(found)[0], at[found]
+    return (bi if border is None else border[bi]), (ai if aorder is None else aorder[ai])
+
+
+def _taken(rows: pa.Table, positions: np.ndarray) -> pa.Table:
+    if len(positions) == rows.num_rows and np.array_equal(positions, np.arange(rows.num_rows)):
+        return rows  # every row, in order: no copy
+    return rows.take(pa.array(positions))
+
+
+def _by_integer_key(before: pa.Table, after: pa.Table, key: str, names: list[str]) -> pa.Table:
+    """The common case (one integer key column) with numpy's sorted searches instead of a hash join: a million
+    keys a side in a fraction of the join's time, and no copy of rows that need none."""
+    bk, ak = before.column(key).to_numpy(), after.column(key).to_numpy()
+    bi, ai = _matches(bk, ak)
+    only_before, only_after = np.ones(len(bk), dtype=bool), np.ones(len(ak), dtype=bool)
+    only_before[bi], only_after[ai] = False, False
+    old, new = _taken(before, bi), _taken(after, ai)
+    differs = np.zeros(len(bi), dtype=bool)
+    for name in names:
+        b, a = old.column(name), new.column(name)
+        cell = pc.or_kleene(pc.fill_null(pc.not_equal(b, a), False), pc.not_equal(pc.is_null(b), pc.is_null(a)))
+        differs |= cell.to_numpy(zero_copy_only=False)
+    if not differs.all():
+        old, new = old.filter(pa.array(differs)), new.filter(pa.array(differs))
+    deleted, inserted = before.filter(pa.array(only_before)), after.filter(pa.array(only_after))
+
+    def part(b: pa.Table | None, a: pa.Table | None, rows: int) -> pa.Table:
+        columns: dict[str, Any] = {}
+        for name in names:
+            column = b.column(name) if b is not None else pa.nulls(rows, before.schema.field(name).type)
+            columns[_BEFORE + name] = column
+        for name in names:
+            columns[_AFTER + name] = a.column(name) if a is not None else pa.nulls(rows, after.schema.field(name).type)
+        return pa.table(columns)
+
+    result = pa.concat_tables([
+        part(old, new, old.num_rows), part(deleted, None, deleted.num_rows), part(None, inserted, inserted.num_rows)
+    ])  # fmt: skip
+    codes = np.repeat(np.array([0, 1, 2], dtype=np.int8), [old.num_rows, deleted.num_rows, inserted.num_rows])
+    change = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array([UPDATE, DELETE, INSERT]))
+    result = result.add_column(0, CHANGE, pc.cast(change, pa.string()))
+    order = np.concatenate([old.column(key).to_numpy(), deleted.column(key).to_numpy(),
+                            inserted.column(key).to_numpy()])  # fmt: skip
+    return result if _sorted(order) else result.take(pa.array(np.argsort(order, kind="stable")))
+
+
 def _by_key(before: pa.Table, after: pa.Table, key: list[str], names: list[str]) -> pa.Table:
+    if _one_integer_key(before, after, key):
+        return _by_integer_key(before, after, key[0], names)
     keys = [f"k:{k}" for k in key]
     left = _prefixed(before, _BEFORE)
     left = left.append_column("_b", pa.array(np.ones(left.num_rows, dtype=bool)))
@@ -115,6 +187,9 @@ def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> pa.Tab
 
 
 def counts_of(diff: pa.Table) -> dict[str, int]:
+    kept = (diff.schema.metadata or {}).get(b"counts")
+    if kept:
+        return json.loads(kept)
     counted = dict(zip(*pc.value_counts(diff.column(CHANGE)).flatten(), strict=True)) if diff.num_rows else {}
     found = {str(k): int(v.as_py()) for k, v in counted.items()}
     return {k: found.get(k, 0) for k in (INSERT, UPDATE, DELETE)}
@@ -135,6 +210,7 @@ def page_of(diff: pa.Table, names: Sequence[str], *, offset: int, limit: int) ->
 def kept_write(path: Path, diff: pa.Table, metadata: dict[str, str]) -> None:
     """Keep a diff as an Arrow file (written aside, then renamed: a reader never sees half of one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {**metadata, "counts": json.dumps(counts_of(diff))}
     table = diff.replace_schema_metadata({**(diff.schema.metadata or {}), **metadata})
     handle, aside = tempfile.mkstemp(dir=path.parent, suffix=".part")
     os.close(handle)
