@@ -117,7 +117,7 @@ def merge_request_figures(catalog, user, tables: int, repeat: int) -> None:
     opened = merge_request_open(catalog=catalog, source="wide", target="main", title="Wide", author=user)
     opened.refresh_from_db()
     run_job(opened.plan_job)
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1")  # a host the settings allow
     client.force_login(user)
     url = f"/catalogs/{catalog.name}/merge-requests/{opened.number}"
     first, response = timed(lambda: client.get(url))
