@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 
 from lakeui.errors import ApplicationError
 
-MAX_JSON_ROWS = 10_000
 LOAD_STRATEGIES = (
     "append_only", "full_refresh", "insert", "update", "upsert", "delete_insert", "incremental", "scd2", "snapshot",
 )  # fmt: skip
@@ -55,7 +54,7 @@ class TableTarget:
 
 @dataclass(frozen=True)
 class Rows:
-    """JSON rows sent with the request (at most MAX_JSON_ROWS)."""
+    """JSON rows sent with the request (at most LAKEUI_MAX_ROWS: services.data_submit.load_rows_check)."""
 
     rows: tuple[Any, ...]
 
@@ -126,10 +125,8 @@ def _load_source(data: Mapping[str, Any]) -> Source:
             raise ApplicationError("invalid_input", "query must be a SELECT statement over tables of the same ref.")
         return Query(data["query"])
     if "rows" in data:
-        if not isinstance(data["rows"], list) or len(data["rows"]) > MAX_JSON_ROWS:
-            raise ApplicationError(
-                "invalid_rows", f"rows must be a list of at most {MAX_JSON_ROWS} objects; upload a file for more."
-            )
+        if not isinstance(data["rows"], list):  # how many: the one limit, LAKEUI_MAX_ROWS, in the submit service
+            raise ApplicationError("invalid_rows", "rows must be a list of objects; upload a file for many.")
         return Rows(tuple(data["rows"]))
     if "file" in data:
         file = data["file"]

@@ -21,6 +21,7 @@ from catalog_app.job_specs import LOAD_FIELDS, CompactSpec, DeleteSpec, LoadSpec
 from catalog_app.models import Role
 from catalog_app.services.data_submit import (
     catalog_gc_submit,
+    load_rows_check,
     staging_create,
     table_compact_submit,
     table_delete_submit,
@@ -73,13 +74,7 @@ class TableLoadApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer}, parameters=[IF_MATCH_PARAMETER])
     def post(self, request, catalog, ref, database, table):
-        rows = request.data.get("rows") if hasattr(request.data, "get") else None
-        if isinstance(rows, list) and len(rows) > settings.LAKEUI_MAX_ROWS:
-            raise ApplicationError(
-                "payload_too_large",
-                f"A load may send at most {settings.LAKEUI_MAX_ROWS} rows; upload a file or load in parts.",
-                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
+        load_rows_check(request.data.get("rows") if hasattr(request.data, "get") else None)
         data = validated(self.InputSerializer, request.data)
         target = write_target(request, catalog, ref)
         spec = LoadSpec.from_request(data)

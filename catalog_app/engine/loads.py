@@ -126,7 +126,7 @@ def _incoming(
         if not _one_pass(spec):
             frame = cache(frame)
         return incoming.checked_frame(frame, frame.columns, columns, deferred=deferred)
-    if isinstance(source, Rows):  # at most MAX_JSON_ROWS: one segment per load
+    if isinstance(source, Rows):  # at most LAKEUI_MAX_ROWS: one segment per load
         return incoming.rows_frame(spark, list(source.rows), columns).coalesce(1)
     uri = table.data.warehouse.uri(source.path)
     return incoming.file_frame(spark, uri, source.format, columns, deferred=deferred)

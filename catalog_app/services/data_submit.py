@@ -26,6 +26,7 @@ from catalog_app.job_specs import (
     DeleteSpec,
     FileUpload,
     LoadSpec,
+    Rows,
     RowsPageSpec,
     Staging,
     StoredFiles,
@@ -105,9 +106,22 @@ def _job_create(*, target: WriteTarget, current: ObjectVersion, database: str, t
     return job_create(kind=spec.KIND, params=where.to_params() | spec.to_params(), requested_by=target.author)
 
 
+def load_rows_check(rows: object) -> None:
+    """The one limit on rows sent with a request (JSON rows, the API's and the load form's): LAKEUI_MAX_ROWS. The API
+    also calls it before anything else is validated, so an oversized body is refused at once."""
+    if isinstance(rows, list | tuple) and len(rows) > settings.LAKEUI_MAX_ROWS:
+        raise ApplicationError(
+            "payload_too_large",
+            f"A load may send at most {settings.LAKEUI_MAX_ROWS} rows; upload a file or load in parts.",
+            status=413,
+        )
+
+
 def table_load_submit(*, target: WriteTarget, database: str, table: str, spec: LoadSpec) -> Job:
     """Check a load against the table at the branch head, store its upload and enqueue it (202). The API and
     the UI both submit here."""
+    if isinstance(spec.source, Rows):
+        load_rows_check(spec.source.rows)
     resolved = _writable(target)
     current = _table_at(resolved, database, table)
     load_table_check(spec, current, lambda: table_files(resolved.chain, table_id=current.object_id))

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from catalog_app import table_schema
 from catalog_app.engine.incoming import FILE_FORMATS
-from catalog_app.job_specs import LOAD_FIELDS, LOAD_STRATEGIES, MAX_JSON_ROWS, LoadSpec
+from catalog_app.job_specs import LOAD_FIELDS, LOAD_STRATEGIES, LoadSpec
 from catalog_app.models import ObjectKind, Role
 from catalog_app.selectors.objects import object_get, object_history, objects_at, schema_history
 from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
@@ -73,7 +73,7 @@ def table_detail(request: HttpRequest, catalog: str, database: str, table: str) 
         "segments": len(files.segments),
         "deltas": sum(len(d) for d in files.deltas.values()),
         "stored_rows": sum(s.row_count for s in files.segments),
-        "strategies": LOAD_STRATEGIES, "formats": FILE_FORMATS, "max_rows": MAX_JSON_ROWS,
+        "strategies": LOAD_STRATEGIES, "formats": FILE_FORMATS, "max_rows": settings.LAKEUI_MAX_ROWS,
         "load_fields": [_form_field(f) for f in LOAD_FORM_FIELDS],
         **_refs(found),
     }  # fmt: skip

@@ -76,7 +76,7 @@ REFUSED = [
     ({"strategy": "append_only", "file": "f", "staged": "a" * 32}, "invalid_input", "either an uploaded file"),
     ({"strategy": "append_only", "staged": "../../etc"}, "invalid_staging", "staged must be the id"),
     ({"strategy": "append_only", "query": "  "}, "invalid_input", "query must be a SELECT"),
-    ({"strategy": "append_only", "rows": [{}] * 10_001}, "invalid_rows", "at most 10000"),
+    ({"strategy": "append_only", "rows": {"id": 1}}, "invalid_rows", "rows must be a list"),
     ({"strategy": "merge", "rows": ROWS}, "invalid_strategy", "strategy must be one of"),
     ({"strategy": "upsert", "rows": ROWS}, "missing_key_columns", "Strategy 'upsert' needs key_columns"),
     ({"strategy": "upsert", "rows": ROWS, "key_columns": ["id", "id"]}, "invalid_input", "distinct column names"),

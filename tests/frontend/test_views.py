@@ -192,6 +192,24 @@ def test_the_load_form_and_the_api_submit_the_same_load_through_one_service(clie
     assert ui_job.params == api_job.params and api_job.params["message"] == "nightly"
 
 
+def test_one_row_limit_for_the_load_form_and_the_api(client, user_client, user, settings):
+    """LAKEUI_MAX_ROWS, checked in the submit service for both (the form said "at most 10000" and let through what
+    the API refused): the form states it and refuses more, as the API does."""
+    settings.LAKEUI_MAX_ROWS = 3
+    catalog = make_catalog(user=user)
+    make_table(catalog)
+    url = "/catalogs/lake/browse/sales/orders"
+    assert "Rows as JSON (a list of objects, at most 3)" in text(client.get(url))
+    rows = json.dumps([{"id": i, "amount": i, "region": "eu"} for i in range(4)])
+    post = {"branch": "main", "strategy": "append_only", "rows": rows, "csrfmiddlewaretoken": csrf(client, url)}
+    refused = text(client.post(f"{url}/load", post, follow=True))
+    assert "A load may send at most 3 rows; upload a file or load in parts. (payload_too_large)" in refused
+    api = user_client.post("/api/v1/catalogs/lake/refs/main/databases/sales/tables/orders/load",
+                           {"strategy": "append_only", "rows": json.loads(rows)}, format="json")  # fmt: skip
+    assert (api.status_code, api.json()["code"]) == (413, "payload_too_large")
+    assert not Job.objects.filter(kind="table_load").exists()
+
+
 def test_the_load_form_uploads_a_file_as_the_api_does(client, user_client, user, load_submits):
     catalog = make_catalog(user=user)
     make_table(catalog)
