@@ -41,7 +41,11 @@ def test_a_primary_key_table_is_compared_by_key_with_its_changed_cells(user_clie
     client.force_login(user)
     page = client.get(f"/catalogs/{catalog.name}/browse/sales/orders/data-diff", {"from": "main", "ref": "dev"})
     assert page.status_code == 200
-    assert b'class="cell-conflict"' in page.content and b"10 &rarr; -1" in page.content
+    assert b'class="cell-changed"' in page.content and b"<del>10</del> &rarr; <ins>-1</ins>" in page.content
+    # It reads in the direction of the refs, and colors added and deleted rows.
+    words = " ".join(page.content.decode().split())
+    assert "1 row added</strong> (in dev, not in main)" in words and "1 deleted</strong> (in main, not in dev)" in words
+    assert '<tr class="diff-insert">' in words and '<tr class="diff-delete">' in words
 
 
 def test_a_table_without_a_key_is_compared_as_rows(user_client):

@@ -97,3 +97,29 @@ def test_diff_compare_commit_and_log_pages_show_the_changed_rows(user):
 
 def text_of(html: str) -> str:
     return re.sub(r" ([,.:;)])", r"\1", re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
+
+
+def test_an_invisible_schema_names_where_its_original_is(user):
+    """ "v5 invisible (copy of v3)" while v3 is listed nowhere on the page: say it is the merged branch's schema and
+    link the commit it was written at."""
+    from catalog_app.services.commits import WriteTarget
+    from catalog_app.services.tables import column_add
+    from merge_app.services.merges import branch_merge
+
+    catalog = make_catalog(user=user)
+    make_table(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    column_add(target=WriteTarget(catalog=catalog, branch="dev"), database="sales", table="orders",
+               spec={"name": "discount", "type": "int", "nullable": True})  # fmt: skip
+    load(catalog, [{"id": 1, "amount": 1, "region": "eu", "discount": 5}], branch="dev")
+    column_add(target=WriteTarget(catalog=catalog, branch="dev"), database="sales", table="orders",
+               spec={"name": "note", "type": "string", "nullable": True})  # fmt: skip
+    branch_merge(catalog=catalog, source="dev", target="main", user=user)
+    client = Client()
+    client.force_login(user)
+    page = client.get("/catalogs/lake/browse/sales/orders", {"ref": "main"}).content.decode()
+    found = re.search(r"a copy of v(\d+), a schema of the merged branch that is not in this branch's history, "
+                      r'written at <a href="/catalogs/lake/commits/(\w+)">', page)  # fmt: skip
+    assert found, page[page.find("Schema versions") :][:3000]
+    assert f">v{found.group(1)}<" not in page  # not listed here: hence the words
+    assert client.get(f"/catalogs/lake/commits/{found.group(2)}").status_code == 200
