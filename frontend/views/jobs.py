@@ -1,5 +1,7 @@
 """Jobs with live progress, and the merge audit logs."""
 
+import json
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -11,14 +13,31 @@ from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_get, job_list
 from lakeui.jobs.services import job_cancel
-from merge_app.selectors.merges import job_outcome, merge_get, merge_list, restore_get, restore_list
+from merge_app.selectors.merges import (
+    job_catalog_names,
+    job_outcome,
+    merge_get,
+    merge_list,
+    restore_get,
+    restore_list,
+)
 
 PAGE_SIZE = 50
 
 
+COLD_START_HINT = (
+    "Waiting for a worker. The first data job after a worker starts also starts Spark, which takes 15-30 s; later "
+    "jobs start at once."
+)
+
+
 def job_state(job: Job) -> dict:
+    # A finished job's last step label ("Comparing the branches" at 100%) would read as if it were still running.
+    message = "" if job.is_finished else job.progress_message
+    if job.status == Job.Status.QUEUED and not message:
+        message = COLD_START_HINT
     return {
-        "id": str(job.id), "status": job.status, "progress": job.progress, "message": job.progress_message,
+        "id": str(job.id), "status": job.status, "progress": job.progress, "message": message,
         "finished": job.is_finished, "error_code": job.error_code, "error_message": job.error_message,
     }  # fmt: skip
 
@@ -28,6 +47,9 @@ def job_index(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     jobs = job_list(user=request.user, status=status)
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    names = job_catalog_names(page)
+    for job in page:
+        job.where = _where(job, names)
     context = {
         "page": page,
         "status": status,
@@ -37,10 +59,27 @@ def job_index(request: HttpRequest) -> HttpResponse:
     return render(request, "frontend/jobs.html", context)
 
 
+def _where(job: Job, names: dict[str, str]) -> dict:
+    """What a job worked on, for the jobs list: its catalog, branch (or source -> target) and table."""
+    params = job.params or {}
+    return {
+        "catalog": names.get(str(params.get("catalog_id") or "")),
+        "branch": params.get("branch") or (f"{params['source']} → {params['target']}" if params.get("source")
+                                           and params.get("target") else ""),
+        "table": f"{params['database']}.{params['table']}" if params.get("database") and params.get("table") else "",
+    }  # fmt: skip
+
+
 @ui_view
 def job_detail(request: HttpRequest, job_id) -> HttpResponse:
     job = job_get(user=request.user, job_id=str(job_id))
-    return render(request, "frontend/job.html", {"job": job, **job_outcome(job)})
+    outcome = job_outcome(job)
+    context = {
+        "job": job, **outcome, "state": job_state(job),
+        "catalog": outcome["job_catalog"],  # the catalog menu, as on the catalog's own pages
+        "result_json": json.dumps(job.result, indent=2, default=str) if job.result else "",
+    }  # fmt: skip
+    return render(request, "frontend/job.html", context)
 
 
 @ui_view

@@ -38,6 +38,12 @@ def job_outcome(job: Job) -> dict[str, Any]:
     return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore}
 
 
+def job_catalog_names(jobs) -> dict[str, str]:
+    """The names of the catalogs a page of jobs ran in (by the id their params name), in one query."""
+    ids = {str((job.params or {}).get("catalog_id")) for job in jobs if (job.params or {}).get("catalog_id")}
+    return {str(i): name for i, name in Catalog.objects.filter(id__in=ids).values_list("id", "name")}
+
+
 def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:
     """A primary-key table's stored key comparison at these heads."""
     return KeyComparison.objects.get(table_id=table_id, base=base, source_head=source_head, target_head=target_head)

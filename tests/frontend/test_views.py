@@ -255,6 +255,36 @@ def test_diff_page_colors_the_rule_table_cells(client, user):
     assert "There is no branch, tag or commit 'nope'" in text(client.get("/catalogs/lake/diff?from=nope&to=main"))
 
 
+@pytest.mark.django_db(transaction=True)
+def test_job_pages_show_json_results_their_catalog_and_no_stale_step(client, user):
+    """A job's result as JSON (not Python's `'dry_run': False`), no step label once finished, the catalog menu on a
+    job page, catalog / branch / table columns in the list, and a queued job says what it waits for."""
+    catalog = make_catalog(user=user)
+    database_create(target=on(catalog), name="sales")
+    branch_create(catalog=catalog, name="dev", source="main")
+    database_update(target=on(catalog, "dev"), name="sales", set_properties={"x": "1"})
+    token = csrf(client, "/catalogs/lake/diff?from=dev&to=main")
+    response = client.post("/catalogs/lake/merge", {"source": "dev", "target": "main", "dry_run": "1",
+                           "csrfmiddlewaretoken": token})  # fmt: skip
+    job_id = response.url.rsplit("/", 1)[-1]
+    queued = client.get(f"/jobs/{job_id}.json").json()
+    if queued["status"] == "queued":  # the suite's worker may have taken it already
+        assert "starts Spark" in queued["message"]
+    finish(job_id)
+    Job.objects.filter(id=job_id).update(progress_message="Comparing the branches")  # its last step's label
+    page = client.get(f"/jobs/{job_id}")
+    html, words = page.content.decode(), text(page)
+    assert '&quot;dry_run&quot;: true' in html and "&#x27;dry_run&#x27;" not in html and "'dry_run'" not in html
+    assert "Comparing the branches" not in words and client.get(f"/jobs/{job_id}.json").json()["message"] == ""
+    assert 'href="/catalogs/lake/diff"' in html  # the catalog's menu
+    listed = text(client.get("/jobs/"))
+    assert "Catalog Branch Table" in listed and "branch_merge lake dev → main" in listed
+    waiting = job_create(kind="branch_merge", params={"catalog_id": str(catalog.id)}, requested_by=user)
+    Job.objects.filter(id=waiting.id).update(status="queued")
+    assert "The first data job after a worker starts also starts Spark" in text(client.get(f"/jobs/{waiting.id}"))
+    job_execute(job_id=str(waiting.id), worker="test")  # settled (it fails: no source), not left queued
+
+
 def test_the_diff_page_offers_no_merge_into_a_tag(client, user):
     """ "Merge cleanup into v1" with v1 a tag was an enabled button: a merge target must be a branch."""
     from catalog_app.services.refs import tag_create
