@@ -274,7 +274,7 @@ def test_job_pages_show_json_results_their_catalog_and_no_stale_step(client, use
     Job.objects.filter(id=job_id).update(progress_message="Comparing the branches")  # its last step's label
     page = client.get(f"/jobs/{job_id}")
     html, words = page.content.decode(), text(page)
-    assert '&quot;dry_run&quot;: true' in html and "&#x27;dry_run&#x27;" not in html and "'dry_run'" not in html
+    assert "&quot;dry_run&quot;: true" in html and "&#x27;dry_run&#x27;" not in html and "'dry_run'" not in html
     assert "Comparing the branches" not in words and client.get(f"/jobs/{job_id}.json").json()["message"] == ""
     assert 'href="/catalogs/lake/diff"' in html  # the catalog's menu
     listed = text(client.get("/jobs/"))

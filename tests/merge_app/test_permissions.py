@@ -77,7 +77,7 @@ MATRIX = {
 SAMPLE = {
     "catalog": "lake", "ref": "dev", "database": "sales", "table": "orders", "column": "amount", "branch": "dev",
     "tag": "v1", "name": "x", "merge_id": str(uuid.uuid4()), "number": "1", "user": "vic", "rule_id": "1",
-    "job_id": str(uuid.uuid4()), "restore_id": str(uuid.uuid4()),
+    "job_id": str(uuid.uuid4()), "restore_id": str(uuid.uuid4()), "commit_id": "0" * 32,
 }  # fmt: skip
 BODY = {"statement": "CREATE BRANCH other FROM main", "name": "x", "source": "dev", "target": "main"}
 PEOPLE = {"viewer": "vic", "editor": "eddie", "approver": "abby", "admin": "ada"}
