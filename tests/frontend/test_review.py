@@ -94,6 +94,15 @@ def test_diff_compare_commit_and_log_pages_show_the_changed_rows(user):
     graph = client.get("/catalogs/lake").content.decode()
     assert f'href="/catalogs/lake/commits/{commit}"' in graph
 
+    # A dry run's audit log: the same rows per table, at the heads it was planned on.
+    from merge_app.services.merges import branch_merge
+
+    dry = branch_merge(catalog=catalog, source="dev", target="main", dry_run=True, user=user)
+    audit = client.get(f"/catalogs/lake/merges/{dry.id}").content.decode()
+    urls = fragment_urls(audit)
+    assert "Source dev vs base" in urls and "Target main vs base" in urls
+    assert "<del>10</del> &rarr; <ins>-1</ins>" in client.get(urls["Source dev vs base"]).content.decode()
+
 
 def text_of(html: str) -> str:
     return re.sub(r" ([,.:;)])", r"\1", re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
