@@ -125,3 +125,19 @@ def test_the_first_timestamp_is_listed(user_client):
     query = {"from": "main", "to": "dev", "table": "sales.orders"}
     result = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
     assert [(row["change"], row["after"]) for row in result["rows"]] == [("insert", [1, "0001-01-01T00:00:00"])]
+
+
+def test_segments_of_an_older_schema_are_diffed_by_a_worker_page_by_page(user_client):
+    """A column added on dev: main's segments were written without it, so Spark (a worker) projects them."""
+    from catalog_app.services.commits import WriteTarget
+    from catalog_app.services.tables import column_add
+
+    catalog = two_refs(primary_key=["id"])
+    column_add(target=WriteTarget(catalog=catalog, branch="dev"), database="sales", table="orders",
+               spec={"name": "note", "type": "string", "nullable": True})  # fmt: skip
+    query = {"from": "main", "to": "dev", "table": "sales.orders", "page_size": 2}
+    first = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
+    assert first["read_by"] == "worker" and first["counts"] == {"insert": 1, "update": 1, "delete": 1}
+    assert (first["pages"], [r["change"] for r in first["rows"]]) == (2, ["update", "delete"])  # ids 1, 2
+    second = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2}).json()
+    assert [(r["change"], r["after"]) for r in second["rows"]] == [("insert", [4, 40, "eu", None])]
