@@ -56,6 +56,24 @@ def operation_names(operations: Iterable[Operation]) -> dict[tuple[str, uuid.UUI
     return names
 
 
+def commits_with_operations(commits: Iterable[Commit]) -> list[tuple[Commit, list[tuple[Operation, str]]]]:
+    """A page of the log: each commit with its operations and the name of the object each touched (`db.table`)."""
+    commits = list(commits)
+    operations: dict[str, list[Operation]] = {}
+    for op in Operation.objects.filter(commit_id__in=[c.id for c in commits]).order_by("commit_id", "position"):
+        operations.setdefault(op.commit_id, []).append(op)
+    names = operation_names(op for ops in operations.values() for op in ops)
+    return [
+        (commit, [(op, names.get((commit.id, op.object_id), "")) for op in operations.get(commit.id, [])])
+        for commit in commits
+    ]
+
+
+def catalog_names(*, ids: Iterable[str]) -> dict[str, str]:
+    """Catalog names by id (as text), one query."""
+    return {str(i): name for i, name in Catalog.objects.filter(id__in=list(ids)).values_list("id", "name")}
+
+
 def commit_detail(*, catalog: Catalog, commit_id: str) -> CommitDetail:
     """A commit (by id or unambiguous prefix), its parents and its operations with the objects they touched."""
     commit = commit_get(catalog=catalog, commit_id=commit_id)

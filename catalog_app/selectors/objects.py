@@ -84,7 +84,9 @@ def object_history(chain: Chain, *, object_id: uuid.UUID) -> list[HistoryEntry]:
 
 def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersion]:
     """The table's schema versions on this chain, oldest first: visible ones and invisible ones (merges)."""
-    return SchemaVersion.objects.filter(chain.q(), table_id=table_id).select_related("commit").order_by("seq", "id")
+    versions = SchemaVersion.objects.filter(chain.q(), table_id=table_id)
+    # copied_from: an invisible version names the merged branch's version it copies (and its commit)
+    return versions.select_related("commit", "copied_from").order_by("seq", "id")
 
 
 def schema_histories(chain: Chain, *, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[SchemaVersion]]:

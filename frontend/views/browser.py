@@ -68,7 +68,7 @@ def table_detail(request: HttpRequest, catalog: str, database: str, table: str) 
         "primary_key": table_schema.column_names(state["columns"], state.get("primary_key", [])),
         "properties": sorted(state.get("properties", {}).items()),
         "history": object_history(chain, object_id=version.object_id),
-        "schemas": list(schema_history(chain, table_id=version.object_id).select_related("copied_from")),
+        "schemas": list(schema_history(chain, table_id=version.object_id)),
         "current_schema": state.get("schema_version_id"),
         "segments": len(files.segments),
         "deltas": sum(len(d) for d in files.deltas.values()),

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
-from catalog_app.selectors.commits import operation_names
+from catalog_app.selectors.commits import commits_with_operations
 from catalog_app.selectors.refs import (
     branch_list,
     catalog_list,
@@ -101,14 +101,10 @@ def tag_new(request: HttpRequest, catalog: str) -> HttpResponse:
 def commit_log_page(request: HttpRequest, catalog: str) -> HttpResponse:
     found = get_catalog(request, catalog)
     ref = ref_context(request, found)
-    page = Paginator(commit_log(ref.resolved.chain).prefetch_related("operations"), LOG_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(commit_log(ref.resolved.chain), LOG_PAGE_SIZE).get_page(request.GET.get("page"))
     branches, tags = _refs(found)
-    names = operation_names(op for commit in page for op in commit.operations.all())
-    for commit in page:
-        commit.named_operations = [
-            (op, names.get((commit.id, op.object_id), "")) for op in commit.operations.all()
-        ]  # the table (db.table) or database each operation touched
-    context = {"catalog": found, "ref": ref, "page": page, "branches": branches, "tags": tags}
+    context = {
+        "catalog": found, "ref": ref, "page": page, "branches": branches, "tags": tags,
+        "commits": commits_with_operations(page),  # each operation with the table or database it touched
+    }  # fmt: skip
     return render(request, "frontend/log.html", context)

@@ -5,6 +5,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from catalog_app.models import Catalog, Commit
+from catalog_app.selectors.commits import catalog_names
 from lakeui.errors import NotFoundError
 from lakeui.jobs.models import Job
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
@@ -40,8 +41,7 @@ def job_outcome(job: Job) -> dict[str, Any]:
 
 def job_catalog_names(jobs) -> dict[str, str]:
     """The names of the catalogs a page of jobs ran in (by the id their params name), in one query."""
-    ids = {str((job.params or {}).get("catalog_id")) for job in jobs if (job.params or {}).get("catalog_id")}
-    return {str(i): name for i, name in Catalog.objects.filter(id__in=ids).values_list("id", "name")}
+    return catalog_names(ids={str(job.params["catalog_id"]) for job in jobs if (job.params or {}).get("catalog_id")})
 
 
 def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:

@@ -12,7 +12,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Catalog, ProtectedBranch, Tag
+from catalog_app.models import Catalog, Tag
+from catalog_app.selectors.access import protected_branch_list
+from catalog_app.selectors.refs import catalog_list, tag_list
 from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data_submit import table_data_submit
@@ -142,11 +144,13 @@ class Command(BaseCommand):
     def protect(self, user) -> None:
         """main of the demo protected (one approval from another user), the reviewer its approver; idempotent.
         After seeding, which writes to main directly."""
-        catalog = Catalog.objects.filter(name=DEMO_CATALOG, description=DEMO_DESCRIPTION).first()
-        if catalog is None or not Tag.objects.filter(catalog=catalog, name=DONE_TAG).exists():
+        catalog = next((c for c in catalog_list() if c.name == DEMO_CATALOG), None)
+        if catalog is None or catalog.description != DEMO_DESCRIPTION:
+            return
+        if DONE_TAG not in {t.name for t in tag_list(catalog=catalog)}:
             return
         catalog_role_grant(catalog=catalog, username=DEMO_REVIEWER, role="approver", granted_by=user)
-        if not ProtectedBranch.objects.filter(catalog=catalog, pattern="main").exists():
+        if "main" not in {rule.pattern for rule in protected_branch_list(catalog=catalog)}:
             protected_branch_create(catalog=catalog, pattern="main", required_approvals=1, created_by=user)
             self.stdout.write("  main protected: merges only through a merge request approved by another user")
 
