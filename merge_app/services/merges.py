@@ -319,7 +319,7 @@ class _MergeWriter:
         }  # fmt: skip
         for obj in self.merging:
             how = _how(obj)[0]
-            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source"):
+            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
                 continue
             if how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
@@ -348,8 +348,10 @@ class _MergeWriter:
         if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
             if how == "merged_by_key":
                 self._merge_by_key(obj)
-            else:
-                self._table_files(obj, how)
+            elif how in ("taken_from_source", "rows_taken"):
+                self._take_source_files(obj)
+            elif how != "rows_kept":
+                self._table_files(obj)
             if how == "created" or state["columns"] != obj.target.state["columns"]:
                 new_schema = state["columns"]
         self.draft.put(
@@ -374,7 +376,7 @@ class _MergeWriter:
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="create", details=details)
         replayed = []
         for index, op in enumerate(obj.source_operations):
-            if op.op == "create" or (how == "merged_by_key" and op.op in DML):
+            if op.op == "create" or (how in ("merged_by_key", "rows_kept") and op.op in DML):
                 continue
             pair = discarded.get(index)
             if pair is not None:
@@ -443,13 +445,16 @@ class _MergeWriter:
         return _FilePlan(removed=[dest[fid] for fid in sorted(removed & set(dest))], kept=kept, added=added,
                          partitions=partitions)  # fmt: skip
 
-    def _table_files(self, obj: ObjectDiff, how: str) -> None:
-        if how == "taken_from_source":  # source_wins for the whole table: its files become the source's
-            src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
-            for fid in sorted(set(dest) - set(src)):
-                self.draft.remove_file(dest[fid])
-            self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
-            return
+    def _take_source_files(self, obj: ObjectDiff) -> None:
+        """The target's files of the table become the source's, by reference: `source_wins` for a whole table
+        without a key, or a primary-key table whose rows only the source changed since the base (its state is the
+        merge's rows, whatever operations made it)."""
+        src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
+        for fid in sorted(set(dest) - set(src)):
+            self.draft.remove_file(dest[fid])
+        self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
+
+    def _table_files(self, obj: ObjectDiff) -> None:
         plan, written = self.prepared[obj.object_id]  # planned on the same files before the commit lock
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
@@ -551,10 +556,21 @@ def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
         return "dropped", obj.target.state, obj.target.name, obj.target.parent_id
     if obj.change == "added_in_source":
         return "created", dict(src.state), src.name, src.parent_id
-    if obj.resolution == SOURCE_WINS and obj.source_wins is None and not obj.key_mode:
+    if obj.resolution == SOURCE_WINS and obj.source_wins is None and not obj.keyed:
         return "taken_from_source", dict(src.state), src.name, src.parent_id
     name = states.name_merge(obj.base.name, src.name, obj.target.name)
-    return ("merged_by_key" if obj.key_mode else "replayed"), dict(obj.merged_state), name, obj.target.parent_id
+    return _how_rows(obj), dict(obj.merged_state), name, obj.target.parent_id
+
+
+def _how_rows(obj: ObjectDiff) -> str:
+    """How a table's rows merge: a primary-key table by state (docs/merge-semantics.md, "Primary-key tables"):
+    three-way by key when both sides changed its rows, else the rows of the side that changed them, as they are;
+    a table without a key by replaying the source's operations."""
+    if obj.kind != ObjectKind.TABLE or not obj.keyed:
+        return "replayed"
+    if obj.key_mode:
+        return "merged_by_key"
+    return "rows_taken" if obj.data_changed["source"] else "rows_kept"
 
 
 @dataclass(frozen=True)
