@@ -7,10 +7,15 @@ from catalog_app.spark import spark_session
 from lakeui.jobs.registry import Progress, job_kind
 from lakeui.jobs.selectors import job_of_run
 from merge_app.models import Merge, MergeRequest, Restore
-from merge_app.selectors.diff import merge_diff
 from merge_app.services.keys import KEYS_JOB, key_runs
 from merge_app.services.merge_requests import PLAN_JOB, merge_request_merged, merge_request_plan_store
-from merge_app.services.merges import MERGE_JOB, branch_merge, merge_conflict_error, merge_result
+from merge_app.services.merges import (
+    MERGE_JOB,
+    branch_merge,
+    merge_conflict_error,
+    merge_diff_with_bases,
+    merge_result,
+)
 from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_result
 
 
@@ -56,8 +61,8 @@ def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[s
 @job_kind(KEYS_JOB, interactive=True)
 def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows)."""
-    diff = merge_diff(catalog=Catalog.objects.get(id=params["catalog_id"]), source=params["source"],
-                      target=params["target"])  # fmt: skip
+    diff = merge_diff_with_bases(catalog=Catalog.objects.get(id=params["catalog_id"]), source=params["source"],
+                                 target=params["target"], resolution=None, user=None, in_worker=True)  # fmt: skip
     progress.report(20, "Comparing keys on Spark")
     runs = key_runs(spark_session(), diff)
     return {"tables": len(runs)}

@@ -42,6 +42,20 @@ class Merge(models.Model):
         ordering = ["-created_at"]
 
 
+class VirtualBase(models.Model):
+    """The virtual merge base of a criss-cross history: the commit its merge bases make once merged into one
+    another (docs/merge-semantics.md, "Several merge bases"). A commit no branch points to, made once per set of
+    bases by a worker and reused by every diff and merge of heads with those bases."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    bases = models.CharField(max_length=1024)  # the merge bases' ids, sorted, comma-separated
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "bases"], name="virtual_base_unique")]
+
+
 class SqlSession(models.Model):
     """`USE BRANCH b` in the SQL endpoint: the user's current branch in a catalog (the default target of MERGE
     BRANCH and the ref statements read)."""

@@ -47,7 +47,7 @@ class _Staged:
 @dataclass
 class CommitDraft:
     catalog: Catalog
-    branch: Branch
+    branch: Branch | None  # None: a commit no branch points to (a virtual merge base, see commit_begin_detached)
     parent: Commit
     chain: Chain
     _staged: list[_Staged] = field(default_factory=list)
@@ -169,6 +169,8 @@ class CommitDraft:
             )
             for file, removed, schema_version, schema_visible in self._file_entries
         )
+        if self.branch is None:
+            return commit
         moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
         if not moved:  # unreachable while the catalog lock is held; kept as the last line of defence
             raise ConflictError("branch_moved", f"Branch {self.branch.name!r} moved during the commit.")
@@ -215,6 +217,16 @@ def commit_begin(
             details={"head": target.head_id},
         )
     return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
+
+
+def commit_begin_detached(*, catalog: Catalog, parent: Commit) -> CommitDraft:
+    """Open a draft after `parent` that no branch will point to: a commit that is read like any other (by its id)
+    but moves no ref, such as the virtual base of a criss-cross merge (docs/merge-semantics.md, "Several merge
+    bases"). Must run inside `transaction.atomic()`, like `commit_begin`."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("commit_begin_detached must be called inside transaction.atomic()")
+    catalog = Catalog.objects.select_for_update().get(id=catalog.id)
+    return CommitDraft(catalog=catalog, branch=None, parent=parent, chain=commit_chain(parent))
 
 
 def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:

@@ -19,7 +19,7 @@ from catalog_app.selectors.table_files import NO_FILES, tables_files
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import rules, semantics, states
-from merge_app.models import KeyComparison
+from merge_app.models import KeyComparison, VirtualBase
 from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
 from merge_app.selectors.graph import CommitGraph
 
@@ -31,8 +31,19 @@ NOT_MERGED = "not_merged"
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
 MESSAGE_CRISS_CROSS = (
     "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
-    "(a criss-cross history). Merge one base into the other side first, or merge from one of the bases."
+    "(a criss-cross history). The bases are merged into one virtual base first, on a worker."
 )
+
+
+class BasesNotMerged(ConflictError):
+    """Two heads with several merge bases whose virtual base has not been made yet: a worker makes it
+    (services.merges.bases_merge) and the diff is made again."""
+
+    def __init__(self, *, source: str, target: str, bases: list[str]) -> None:
+        shown = ", ".join(commit_id[:12] for commit_id in bases)
+        message = MESSAGE_CRISS_CROSS.format(source=source, target=target, count=len(bases), bases=shown)
+        super().__init__("multiple_merge_bases", message, details={"bases": bases})
+        self.bases = bases
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ class MergeDiff:
     source_commits: list[str]  # the commits reachable from the source head and not from the target's (4.0)
     objects: list[ObjectDiff]
     resolution: dict[str, Any] = field(default_factory=dict)
+    bases: list[str] = field(default_factory=list)  # the merge bases; with several, `base` is their virtual base
 
     @property
     def conflicts(self) -> list[ObjectDiff]:
@@ -186,11 +198,13 @@ def merge_diff_of(
     resolution = resolution_check(resolution)
     graph = CommitGraph(catalog.id)
     sides = graph.sides(source_head.id, target_head.id)
-    if len(sides.bases) > 1:
-        bases = ", ".join(commit_id[:12] for commit_id in sides.bases)
-        message = MESSAGE_CRISS_CROSS.format(source=source, target=target, count=len(sides.bases), bases=bases)
-        raise ConflictError("multiple_merge_bases", message, details={"bases": sides.bases})
-    base = Commit.objects.get(id=sides.bases[0])
+    if len(sides.bases) > 1:  # a criss-cross history: from the bases merged into one (docs/merge-semantics.md)
+        virtual = VirtualBase.objects.filter(catalog=catalog, bases=virtual_base_key(sides.bases)).first()
+        if virtual is None:
+            raise BasesNotMerged(source=source, target=target, bases=sides.bases)
+        base = virtual.commit
+    else:
+        base = Commit.objects.get(id=sides.bases[0])
     src_ops, src_touched = _operations(graph, source_head.id, sides.source)
     dest_ops, dest_touched = _operations(graph, target_head.id, sides.target)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
@@ -222,7 +236,7 @@ def merge_diff_of(
     objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
-        source_commits=sides.source, objects=objects, resolution=resolution,
+        source_commits=sides.source, objects=objects, resolution=resolution, bases=sides.bases,
     )  # fmt: skip
     keyed = [obj for obj in objects if obj.key_mode]
     results = dict(compared or {})
@@ -237,6 +251,10 @@ def merge_diff_of(
     for obj in objects:
         pairs_resolve(obj, resolution)
     return diff
+
+
+def virtual_base_key(bases: list[str]) -> str:
+    return ",".join(sorted(bases))
 
 
 def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = None) -> MergeDiff:
@@ -254,9 +272,18 @@ def resolution_check(resolution: dict | None) -> dict[str, Any]:
     resolution = resolution or {}
     if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys"}:
         raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
-    choices = [resolution.get("default", "fail"), *resolution.get("tables", {}).values()]
-    choices += [choice for keys in resolution.get("keys", {}).values() for choice in keys.values()]
-    if any(choice not in CHOICES for choice in choices):
+    tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
+    if (
+        not isinstance(tables, dict)
+        or not isinstance(keys, dict)
+        or not all(isinstance(k, dict) for k in keys.values())
+    ):
+        raise ApplicationError(
+            "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
+        )
+    choices = [resolution.get("default", "fail"), *tables.values()]
+    choices += [choice for per_key in keys.values() for choice in per_key.values()]
+    if any(not isinstance(choice, str) or choice not in CHOICES for choice in choices):
         raise ApplicationError("invalid_resolution", f"A resolution is one of {CHOICES}.")
     return resolution
 
@@ -608,6 +635,8 @@ def diff_as_dict(diff: MergeDiff) -> dict[str, Any]:
         "source": {"ref": diff.source, "head": diff.source_head.id},
         "target": {"ref": diff.target, "head": diff.target_head.id},
         "base": diff.base.id,
+        "bases": diff.bases,
+        "virtual_base": len(diff.bases) > 1,
         "mergeable": diff.mergeable,
         "up_to_date": diff.up_to_date,
         "resolution": diff.resolution,

@@ -27,20 +27,21 @@ from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import Column, file_in_partitions
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
-from catalog_app.models import Catalog, DataFile, ObjectKind, Operation, SchemaVersion
+from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_chain, ref_resolve
 from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import CommitDraft, commit_begin
+from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create, job_run_sync
 from merge_app import states
-from merge_app.models import Merge
+from merge_app.models import Merge, VirtualBase
 from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
+    BasesNotMerged,
     MergeDiff,
     ObjectDiff,
     diff_as_dict,
@@ -48,12 +49,14 @@ from merge_app.selectors.diff import (
     merge_diff_again,
     overwritten_partitions,
     resolution_check,
+    virtual_base_key,
 )
 from merge_app.services import keys
 
 MERGE_JOB = "branch_merge"
 MESSAGE_CONFLICT = "The merge of {source!r} into {target!r} has {count} conflicting object(s); nothing was merged."
 MESSAGE_MOVED = "{which} {ref!r} has moved since the merge was planned: its head is {head}."
+MESSAGE_BASES_CONFLICT = "The merge bases ({bases}) of this criss-cross history conflict with each other. "
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
 KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
 PLANS = 3  # a merge whose heads moved while it planned plans again this many times
@@ -83,7 +86,8 @@ def merge_plan(
     tables changed on both sides are compared by key: here on Spark when this process is a worker (`in_worker`:
     the merge needs the rows), else by a job on the interactive worker, waited for up to LAKEUI_READ_TIMEOUT,
     unless a comparison for these heads is stored. Raises `branch_moved` when a head is not the expected one."""
-    diff = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+    diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution, user=user,
+                                 in_worker=in_worker)  # fmt: skip
     _check_heads(diff, expected_heads)
     if in_worker and any(obj.key_mode for obj in diff.objects):
         runs = keys.key_runs(spark_session(), diff)
@@ -93,6 +97,55 @@ def merge_plan(
         job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
         return MergePlan(merge_diff_again(diff))
     return MergePlan(diff)
+
+
+def merge_diff_with_bases(
+    *, catalog: Catalog, source: str, target: str, resolution: dict | None, user, in_worker: bool
+) -> MergeDiff:
+    """The diff of two refs; in a criss-cross history their merge bases are merged into one virtual base first
+    (`bases_merge`): here when this process is a worker, else by the key comparison's job on the interactive
+    worker."""
+    try:
+        return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+    except BasesNotMerged as unmerged:
+        if in_worker:
+            bases_merge(catalog=catalog, bases=unmerged.bases)
+        else:
+            params = {"catalog_id": str(catalog.id), "source": source, "target": target}
+            job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
+    return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+
+
+def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
+    """The virtual base of several merge bases, as git's recursive strategy makes it: the bases merged into one
+    another in turn (each merge planned as any merge, and through virtual bases of its own if it has several), into
+    a commit no branch points to. Made once per set of bases (`VirtualBase`); a conflict between the bases is a
+    conflict of the merge (409 `merge_conflict`, naming the bases)."""
+    key = virtual_base_key(bases)
+    known = VirtualBase.objects.filter(catalog=catalog, bases=key).first()
+    if known is not None:
+        return known.commit
+    current = Commit.objects.get(id=bases[0])
+    for other in bases[1:]:
+        plan = merge_plan(catalog=catalog, source=other, target=current.id, in_worker=True)
+        if not plan.diff.mergeable:
+            merge = _log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
+                         log={"virtual_base_of": bases})  # fmt: skip
+            error = merge_conflict_error(merge)
+            error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
+            raise error
+        writer = None
+        if not plan.diff.up_to_date:
+            writer = _MergeWriter(plan.diff, key_runs=plan.key_runs)
+            writer.prepare()
+        with transaction.atomic():
+            draft = commit_begin_detached(catalog=catalog, parent=current)
+            if writer is not None:
+                writer.apply(draft)
+            message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
+            current = draft.commit(author=None, message=message, merge_parent=plan.diff.source_head)
+    virtual, _ = VirtualBase.objects.get_or_create(catalog=catalog, bases=key, defaults={"commit": current})
+    return virtual.commit
 
 
 def merge_submit(
