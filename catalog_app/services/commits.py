@@ -113,7 +113,7 @@ class CommitDraft:
         self._file_entries.append((file, True, None, None))
 
     def schema_copy(self, source: SchemaVersion) -> SchemaVersion:
-        """Stage an invisible copy of another branch's schema version in this branch's history (DESIGN.md 4.5);
+        """Stage an invisible copy of another branch's schema version in this branch's history (docs/merge-semantics.md#schema-versions);
         it is saved with the commit."""
         copy = SchemaVersion(
             catalog=self.catalog, table_id=source.table_id, columns=source.columns, visible=False, copied_from=source

@@ -1,4 +1,4 @@
-"""Merge requests (DESIGN.md section 5): open, plan, review, resolve, merge, close.
+"""Merge requests (README.md#merge-requests): open, plan, review, resolve, merge, close.
 
 The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
 through many write paths, and no signal drives domain flow here, so the request is brought up to date lazily:
