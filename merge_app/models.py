@@ -10,8 +10,8 @@ from lakeui.jobs.models import Job
 
 
 class Merge(models.Model):
-    """The audit log of one merge (or dry run) as docs/merge-semantics.md#the-audit-log lists it. Written in the transaction of the
-    merge commit; a merge refused for conflicts is logged too, with the conflicts and no commit."""
+    """The audit log of one merge (or dry run) as docs/merge-semantics.md#the-audit-log lists it. Written in the
+    transaction of the merge commit; a merge refused for conflicts is logged too, with the conflicts and no commit."""
 
     class Status(models.TextChoices):
         MERGED = "merged"
@@ -55,7 +55,8 @@ class SqlSession(models.Model):
 
 
 class Restore(models.Model):
-    """The audit log of one RESTORE (docs/merge-semantics.md#restore): what was restored to which point, and what changed."""
+    """The audit log of one RESTORE (docs/merge-semantics.md#restore): what was restored to which point, and what
+    changed."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="restores")
@@ -78,8 +79,9 @@ class Restore(models.Model):
 
 
 class KeyComparison(models.Model):
-    """The key-by-key comparison of a primary-key table changed on both sides (docs/merge-semantics.md#primary-key-tables), computed on Spark
-    once per (ancestor, source head, target head) and shared by the diff, merge requests and the merge."""
+    """The key-by-key comparison of a primary-key table changed on both sides
+    (docs/merge-semantics.md#primary-key-tables), computed on Spark once per (ancestor, source head, target head) and
+    shared by the diff, merge requests and the merge."""
 
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
     table_id = models.UUIDField()

@@ -113,8 +113,8 @@ class CommitDraft:
         self._file_entries.append((file, True, None, None))
 
     def schema_copy(self, source: SchemaVersion) -> SchemaVersion:
-        """Stage an invisible copy of another branch's schema version in this branch's history (docs/merge-semantics.md#schema-versions);
-        it is saved with the commit."""
+        """Stage an invisible copy of another branch's schema version in this branch's history
+        (docs/merge-semantics.md#schema-versions); it is saved with the commit."""
         copy = SchemaVersion(
             catalog=self.catalog, table_id=source.table_id, columns=source.columns, visible=False, copied_from=source
         )

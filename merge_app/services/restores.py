@@ -1,4 +1,4 @@
-"""RESTORE (docs/merge-semantics.md#restore): one new commit on a branch whose state equals the state at a point in time.
+"""RESTORE (docs/merge-semantics.md#restore): one new commit on a branch whose state equals that of a point in time.
 
 `RESTORE TABLE db.t [ON BRANCH b] TO ...` restores one table, `RESTORE BRANCH b TO ...` every object. The point is
 a commit (any commit of the catalog) or a time on the branch (its head then). Zero-copy: the files live at the
