@@ -184,6 +184,16 @@ def test_each_break_is_reported(name):
     assert any(v.module == module or rule == "import_cycle" for v in found if v.rule == rule)
 
 
+def test_a_break_added_to_the_real_tree_is_reported():
+    sources = tree_sources()
+    path = "catalog_app/services/refs.py"
+    sources[path] += "\ndef _merge():\n    return __import__('merge_app.services.merges')\n"
+    path = "frontend/views/catalogs.py"
+    sources[path] += "\ndef _page(catalog):\n    return catalog.branches.filter(name='main')\n"
+    found = {(v.rule, v.module) for v in check(sources)}
+    assert {("layers", "catalog_app.services.refs"), ("interface_queries", "frontend.views.catalogs")} <= found
+
+
 def test_cycles_are_the_strongly_connected_components():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
