@@ -162,9 +162,9 @@ def _strategy_field(strategies: tuple[str, ...], kind: str, label: str, help_tex
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """A load (DESIGN.md 3.1): the strategy, the fields it takes (None where it takes none) and the source of
-    the rows. `partitions` (full_refresh) are in the form the catalog keeps them once the submit service has
-    checked them against the table."""
+    """A load (README.md#write-strategies): the strategy, the fields it takes (None where it takes none) and the source
+    of the rows. `partitions` (full_refresh) are in the form the catalog keeps them once the submit service has checked
+    them against the table."""
 
     KIND: ClassVar[str] = "table_load"
     VERB: ClassVar[str] = "Load"  # the default commit message: "<VERB> <database>.<table>"

@@ -1,5 +1,5 @@
-"""A load's Spark and Arrow work (DESIGN.md 3.1): the incoming rows in the table's schema, the segments they
-replace or whose rows they update or delete, and the files written, as plain results. The service checks the load
+"""A load's Spark and Arrow work (README.md#write-strategies): the incoming rows in the table's schema, the segments
+they replace or whose rows they update or delete, and the files written, as plain results. The service checks the load
 against the table first and records the outcome in the catalog (services/load_changes.py).
 
 Key strategies read only the segments whose key range (per-segment min/max of each key column) holds one of the

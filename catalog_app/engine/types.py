@@ -1,5 +1,5 @@
 """Column types, the one place that knows them: the allow-list and its canonical spelling (`parse_type`), the
-widening rules of DESIGN.md section 3 (int -> long, float -> double, int -> decimal wide enough, decimal precision
+widening rules of docs/README.md#operations (int -> long, float -> double, int -> decimal wide enough, decimal precision
 up), each type's Spark and Arrow type, and its values in JSON (defaults, incoming rows, the catalog's statistics
 and partition values, rows given back).
 

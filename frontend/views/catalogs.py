@@ -12,7 +12,7 @@ from catalog_app.selectors.access import catalogs_visible
 from catalog_app.selectors.refs import (
     branch_list,
     catalog_list,
-    commit_log,
+    commit_log_with_operations,
     commits_newest,
     tag_list,
     timestamp_parse,
@@ -100,9 +100,7 @@ def tag_new(request: HttpRequest, catalog: str) -> HttpResponse:
 def commit_log_page(request: HttpRequest, catalog: str) -> HttpResponse:
     found = get_catalog(request, catalog)
     ref = ref_context(request, found)
-    page = Paginator(commit_log(ref.resolved.chain).prefetch_related("operations"), LOG_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(commit_log_with_operations(ref.resolved.chain), LOG_PAGE_SIZE).get_page(request.GET.get("page"))
     branches, tags = _refs(found)
     context = {"catalog": found, "ref": ref, "page": page, "branches": branches, "tags": tags}
     return render(request, "frontend/log.html", context)

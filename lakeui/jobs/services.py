@@ -72,6 +72,13 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
     return job
 
 
+def job_claim_held(*, job: Job) -> bool:
+    """Whether this run of the job still holds its claim (running, on its worker), locking the job's row until the
+    caller's transaction ends: a commit made with it cannot race a takeover of the job."""
+    held = Job.objects.select_for_update().filter(id=job.id, worker=job.worker, status=Job.Status.RUNNING)
+    return held.exists()
+
+
 def job_send(job_id: str, kind: str) -> None:
     """Send a job's message to its queue: the interactive one for a read a person waits for (served by workers of
     its own, never behind a long job), else the jobs queue."""

@@ -29,7 +29,7 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
-from catalog_app.selectors.refs import commit_chain, ref_resolve
+from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached
@@ -125,7 +125,7 @@ def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
     known = VirtualBase.objects.filter(catalog=catalog, bases=key).first()
     if known is not None:
         return known.commit
-    current = Commit.objects.get(id=bases[0])
+    current = commit_by_id(bases[0])
     for other in bases[1:]:
         plan = merge_plan(catalog=catalog, source=other, target=current.id, in_worker=True)
         if not plan.diff.mergeable:

@@ -1,4 +1,4 @@
-"""Merges on histories of many branches (DESIGN.md 4.0): each side's changes are the commits it reaches and the
+"""Merges on histories of many branches (docs/merge-semantics.md#which-changes-a-merge-replays): each side's changes are the commits it reaches and the
 other side does not, every original operation once, on real Spark data. Each test checks the rows (as a multiset:
 a row held twice shows) on every branch after every merge."""
 
@@ -106,7 +106,7 @@ def test_the_changes_of_a_side_are_the_commits_it_reaches_and_the_other_does_not
 
 def test_feature_to_dev_to_main_with_every_branch_moving(spark):
     """A primary key: the table's rows are compared by key, so dev's update merges beside main's inserts (a
-    table without one refuses a source update against target inserts, DESIGN.md 4.3)."""
+    table without one refuses a source update against target inserts, docs/merge-semantics.md#tables-without-a-primary-key)."""
     catalog = start(primary_key=["id"], branches=("dev",))
     branch_create(catalog=catalog, name="feature", source="dev")
     insert(catalog, rows(20), branch="feature")

@@ -1,5 +1,5 @@
 """A model-based test of MERGE BRANCH: random histories of four branches, each step run for real (jobs on Spark,
-merges through the service) and in a small pure-Python model of the replay semantics of DESIGN.md 4.
+merges through the service) and in a small pure-Python model of the replay semantics of docs/merge-semantics.md.
 
 The model knows rows by a row-version id (`rid`, a column of the table): an insert or an overwrite adds rows, a
 delete removes rids, an update replaces a rid with a new one (its rows get `amount + 1`). A merge replays on the

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Catalog, Tag
+from catalog_app.models import Catalog
+from catalog_app.selectors.refs import catalog_find, tag_exists
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data_submit import table_data_submit
 from catalog_app.services.databases import database_create
@@ -80,9 +81,9 @@ class Command(BaseCommand):
         )
 
     def seed(self, user) -> None:
-        existing = Catalog.objects.filter(name=DEMO_CATALOG).first()
+        existing = catalog_find(name=DEMO_CATALOG)
         if existing is not None:
-            if Tag.objects.filter(catalog=existing, name=DONE_TAG).exists():
+            if tag_exists(catalog=existing, name=DONE_TAG):
                 self.stdout.write(f"The demo catalog {DEMO_CATALOG!r} is already seeded.")
                 self.merge_request(existing, user)
                 return
