@@ -1,4 +1,5 @@
-"""The conflict rule tables of DESIGN.md 4.2 and 4.3, as data, and the conditions their notes name.
+"""The conflict rule tables (docs/merge-semantics.md#databases and #tables-without-a-primary-key), as data, and
+the conditions their notes name.
 
 A table is written here exactly as in the design, and parsed once: rows are the source branch's operation,
 columns the target's. A cell is `ok`, `conflict`, or the name of a note (A1-A6, the starred cells) whose

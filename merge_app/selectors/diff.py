@@ -349,14 +349,14 @@ def _source_wins(obj: ObjectDiff) -> None:
 
 
 def _operations(graph: CommitGraph, head: str, commits: list[str]) -> tuple[dict[uuid.UUID, list[Op]], set[uuid.UUID]]:
-    """A side's changes since the base (DESIGN.md 4.0), per object in commit order: each original operation of
-    the side's commits once, as the side has it. The side's state was built along its head's first-parent chain,
-    so that chain says what the side holds: its commits' own operations, and of each merge commit on it the
-    operations it made itself (key merges, deletes in mixed segments) and those it replayed, each under the
-    operation it came from. An operation a merge replayed whose origin the base already holds is not a change
-    since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not part
-    of the side's state. Also returns every object an operation on that chain touched: a primary-key table among
-    them is compared by state (`_keyed_data_changes`), whatever the operations say."""
+    """A side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays), per object in commit
+    order: each original operation of the side's commits once, as the side has it. The side's state was built along
+    its head's first-parent chain, so that chain says what the side holds: its commits' own operations, and of each
+    merge commit on it the operations it made itself (key merges, deletes in mixed segments) and those it replayed,
+    each under the operation it came from. An operation a merge replayed whose origin the base already holds is not
+    a change since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not
+    part of the side's state. Also returns every object an operation on that chain touched: a primary-key table
+    among them is compared by state (`_keyed_data_changes`), whatever the operations say."""
     since = set(commits)
     chain = graph.first_parents(head, since)
     picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}

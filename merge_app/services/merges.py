@@ -1,4 +1,4 @@
-"""MERGE BRANCH (DESIGN.md section 4): plan once, then write exactly one commit on the target.
+"""MERGE BRANCH (docs/merge-semantics.md): plan once, then write exactly one commit on the target.
 
 Every merge workflow (the diff page, the API diff, merge-request plans, dry runs, merges) plans with
 `merge_plan`: the base, each side's changes, the verdicts and the key comparison of primary-key tables, in one
@@ -447,7 +447,7 @@ class _MergeWriter:
 
     def _superseded(self, obj: ObjectDiff) -> None:
         """Record the target operations a table's `source_wins` superseded, so that no later merge counts them as
-        a change of the target's (DESIGN.md 4.0)."""
+        a change of the target's (docs/merge-semantics.md#which-changes-a-merge-replays)."""
         ops = [obj.target_operations[index] for index in obj.source_wins.superseded]
         details = {"choice": SOURCE_WINS, "superseded": [[op.commit, op.position] for op in ops]}
         self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
@@ -462,9 +462,10 @@ class _MergeWriter:
         base, src, dest = (
             self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("base", "source", "target")
         )
-        # The source's changes are its operations since the base (DESIGN.md 4.0), not the difference of its files
-        # from the base's: where a merge on the source kept its own side (target_wins, a discard), its files differ
-        # from the base's by what it did not take, and that is no change to replay.
+        # The source's changes are its operations since the base
+        # (docs/merge-semantics.md#which-changes-a-merge-replays), not the difference of its files from the base's:
+        # where a merge on the source kept its own side (target_wins, a discard), its files differ from the base's by
+        # what it did not take, and that is no change to replay.
         changed = {"added": set(), "removed": set()}
         for op in obj.source_operations:
             changed["added"] |= op.added
@@ -636,7 +637,7 @@ class _FilePlan:
 
 def _origin(op: Op) -> dict[str, Any]:
     """What a replayed operation records of the operation it replays, so that later merges count it once
-    (DESIGN.md 4.0, `merge_app.selectors.diff._operations`)."""
+    (docs/merge-semantics.md#which-changes-a-merge-replays, `merge_app.selectors.diff._operations`)."""
     return {"merged_from": op.commit, "origin_position": op.position}
 
 
