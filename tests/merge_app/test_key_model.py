@@ -64,7 +64,7 @@ def merge_bases(source: MCommit, target: MCommit) -> list[MCommit]:
     src, dest = ancestors(source), ancestors(target)
     common = {i: c for i, c in src.items() if i in dest}
     below = {i for c in common.values() for p in c.parents for i in ancestors(p)}
-    return [c for i, c in common.items() if i not in below]
+    return sorted((c for i, c in common.items() if i not in below), key=lambda c: -c.id)  # newest first
 
 
 def key_merge(base: Row | None, src: Row | None, dest: Row | None) -> tuple[bool, Row | None]:
@@ -285,6 +285,7 @@ class Run:
         return f"seed {self.seed}: {what}\nreplay with LAKEUI_KEY_MODEL_SEED={self.seed}; last steps:\n{steps}"
 
 
+@pytest.mark.timeout(max(600, STEPS * 15))  # long hunts take many steps
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_histories_of_a_keyed_table_merge_as_the_model_says(spark, seed):
     run = Run(seed, spark)
