@@ -14,7 +14,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from lakeui_client import Client
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, RESTError
+from pyiceberg.types import IntegerType
 from rest_framework.authtoken.models import Token
 
 COLUMNS = [
@@ -75,6 +76,19 @@ def iceberg_rows(catalog: RestCatalog, table: str, **scan) -> tuple[list[str], l
     return json_rows(catalog.load_table(table).scan(**scan).to_arrow())
 
 
+def arrow_rows(client: Client, ref: str, table: str, at: str | None = None) -> tuple[list[str], list[tuple]]:
+    """The client's own Arrow read (lakeui_client.arrow) from the scan plan, straight from the warehouse."""
+    return json_rows(client.read_arrow("lake", ref, table, at=at))
+
+
+def same_everywhere(client: Client, catalog: RestCatalog, ref: str, table: str) -> tuple[list[str], list[tuple]]:
+    """The rows API's answer, which pyiceberg over the Iceberg catalog and the client's read_arrow both give."""
+    expected = api_rows(client, ref, table)
+    assert iceberg_rows(catalog, table) == expected, (ref, table, "pyiceberg")
+    assert arrow_rows(client, ref, table) == expected, (ref, table, "read_arrow")
+    return expected
+
+
 def test_every_ref_reads_as_the_rows_api(live_server, client, token, celery_worker):
     client.catalog_create("lake")
     client.database_create("lake", "main", "shop")
@@ -106,26 +120,24 @@ def test_every_ref_reads_as_the_rows_api(live_server, client, token, celery_work
     table = main.load_table("shop.orders")
     assert [f.field_id for f in table.schema().fields] == [c["id"] for c in client.columns("lake", "main",
                                                                                             "shop.orders")]  # fmt: skip
-    assert iceberg_rows(main, "shop.orders") == api_rows(client, "main", "shop.orders")
-    columns, rows = iceberg_rows(main, "shop.orders")
+    columns, rows = same_everywhere(client, main, "main", "shop.orders")
     assert columns == ["id", "total", "channel"]
     assert ("web" in {r[2] for r in rows}) and ("shop" in {r[2] for r in rows})  # the default in older segments
 
     # a branch whose name holds '/', a tag, a commit id, and the snapshot log (time travel)
     feature = iceberg(live_server, token, "feature/x")
-    assert iceberg_rows(feature, "shop.orders") == api_rows(client, "feature/x", "shop.orders")
-    assert len(iceberg_rows(feature, "shop.orders")[1]) == len(rows) - 5
+    assert len(same_everywhere(client, feature, "feature/x", "shop.orders")[1]) == len(rows) - 5
     tagged = iceberg(live_server, token, "v1")
-    assert iceberg_rows(tagged, "shop.orders") == api_rows(client, "v1", "shop.orders")
-    assert len(iceberg_rows(tagged, "shop.orders")[1]) == 600
+    assert len(same_everywhere(client, tagged, "v1", "shop.orders")[1]) == 600
     by_commit = iceberg(live_server, token, after_deletes)
-    assert iceberg_rows(by_commit, "shop.orders") == api_rows(client, after_deletes, "shop.orders")
+    same_everywhere(client, by_commit, after_deletes, "shop.orders")
 
     snapshots = table.snapshots()
     assert len(snapshots) == len(client.history("lake", "main", "shop.orders")["versions"])
     past = table.snapshot_as_of_timestamp(int(datetime.fromisoformat(before).timestamp() * 1000))
-    assert iceberg_rows(main, "shop.orders", snapshot_id=past.snapshot_id)[1] == api_rows(client, "main",
-                                                                                          "shop.orders", at=before)[1]  # fmt: skip
+    expected = api_rows(client, "main", "shop.orders", at=before)
+    assert iceberg_rows(main, "shop.orders", snapshot_id=past.snapshot_id)[1] == expected[1]
+    assert arrow_rows(client, "main", "shop.orders", at=before) == expected
 
     # DuckDB over pyiceberg's Arrow
     duckdb = pytest.importorskip("duckdb")
@@ -136,8 +148,15 @@ def test_every_ref_reads_as_the_rows_api(live_server, client, token, celery_work
 
     # a change after the metadata was written: never served stale
     client.delete_rows("lake", "main", "shop.orders", where="id = 1001")
-    assert iceberg_rows(main, "shop.orders") == api_rows(client, "main", "shop.orders")
-    assert len(iceberg_rows(main, "shop.orders")[1]) == len(rows) - 1
+    assert len(same_everywhere(client, main, "main", "shop.orders")[1]) == len(rows) - 1
+
+    # segments and delete files taken over by a merge, then a restore of the table to an older commit
+    client.merge("lake", "feature/x", "main")
+    assert not any(r[0] >= 1000 for r in same_everywhere(client, main, "main", "shop.orders")[1])
+    client.restore("lake", "main", table="shop.orders", commit=after_deletes)
+    restored = same_everywhere(client, main, "main", "shop.orders")
+    assert restored == api_rows(client, after_deletes, "shop.orders")
+    assert main.load_table("shop.orders").schema().find_field("amount").field_type == IntegerType()
 
 
 def test_types_partitions_primary_keys_and_compaction(live_server, client, token, celery_worker):
@@ -166,8 +185,17 @@ def test_types_partitions_primary_keys_and_compaction(live_server, client, token
     every = main.load_table("kinds.every")
     assert [f.source_id for f in every.spec().fields] == [9]
     for name in ("kinds.every", "kinds.keyed"):
-        assert iceberg_rows(main, name) == api_rows(client, "main", name), name
+        same_everywhere(client, main, "main", name)
     assert len(iceberg_rows(main, "kinds.keyed")[1]) == 22
+    # a widening Iceberg has no promotion for (int to double): refused with a clear error, read by LakeUI's readers
+    client.table_create("lake", "main", "kinds.wide", COLUMNS)
+    client.load("lake", "main", "kinds.wide", strategy="append_only", rows=[{"id": 1, "amount": 7, "region": "eu"}])
+    client.column_update("lake", "main", "kinds.wide", "amount", type="double")
+    with pytest.raises(RESTError) as refused:
+        main.load_table("kinds.wide")
+    assert "widened from int to double" in str(refused.value)
+    assert client.read_arrow("lake", "main", "kinds.wide").to_pylist() == [{"id": 1, "amount": 7.0, "region": "eu"}]
+
     # a filter pushed down to pyiceberg's scan reads the partition it names
     eu_day = main.load_table("kinds.every").scan(row_filter="day = '2026-01-02'").to_arrow()
     assert sorted(eu_day.column("id").to_pylist()) == sorted(
