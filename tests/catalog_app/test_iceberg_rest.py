@@ -2,6 +2,7 @@
 pyiceberg's Arrow): every table of a catalog built for the test, at a branch, a tag, a commit id and a past
 timestamp, equals what the rows API gives."""
 
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -273,3 +274,12 @@ def test_metadata_written_once_per_state_and_reused(live_server, client, token, 
     new = {p.name for p in (root / "manifests").iterdir()} - manifests
     assert len(new) == 1  # the new commit's segment: one manifest, the rest reused
     assert folder.exists()
+
+    # garbage collection keeps the Iceberg metadata (no commit references it, later states reuse it)
+    old = time.time() - 2 * 3600
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+    collected = client.wait(client.request("POST", "catalogs/lake/gc", json={"grace_hours": 1})["id"])
+    assert collected["status"] == "succeeded"
+    assert {p.name for p in (root / "manifests").iterdir()} == manifests | new
+    assert len(main.load_table("shop.orders").scan().to_arrow()) == 41
