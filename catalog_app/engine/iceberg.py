@@ -37,6 +37,7 @@ from pyiceberg.manifest import (
     ManifestFile,
     ManifestWriterV2,
     construct_partition_summaries,
+    read_manifest_list,
     write_manifest_list,
 )
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -248,7 +249,13 @@ class MetadataWriter:
         schemas: list[tuple[Column, ...]] = []
         specs: dict[tuple[int, ...], None] = {(): None}
         live: dict[str, _Live] = {}
-        snapshots, log, pending_lists = [], [], []
+        snapshots, log = [], []
+        list_paths = [self._manifest_list_path(snapshot_id(c.commit_id), c) for c in commits]
+        missing = self._missing(list_paths)
+        for folder in ("manifests", "snapshots"):
+            filesystem, path = arrow_filesystem(self.warehouse.uri(f"{metadata_folder(self.base)}/{folder}"))
+            filesystem.create_dir(path, recursive=True)
+        known: dict[str, ManifestFile] | None = None  # the manifests the previous snapshot lists, once read
         types_by_id: dict[int, str] = {}
         for commit in commits:
             if commit.columns not in schemas:
@@ -268,8 +275,18 @@ class MetadataWriter:
                 specs.setdefault(spec, None)
                 live[added.id] = _Live(file=added, seq=commit.seq, snapshot=snapshot, spec=spec)
             parent = snapshots[-1]["snapshot-id"] if snapshots else None
-            list_path = self._manifest_list_path(snapshot, commit)
-            pending_lists.append((list_path, commit, snapshot, parent, list(live.values())))
+            list_path = list_paths[len(snapshots)]
+            if commit is head:
+                for written in {entry.file.written for entry in live.values() if entry.file.segment_id is None}:
+                    _check_readable(written, head.columns)  # the head's files; older ones are refused by readers
+            if list_path in missing:
+                if known is None:
+                    known = self._listed(list_paths[len(snapshots) - 1] if snapshots else None)
+                listed = self._write_manifest_list(list_path, commit, snapshot, parent, list(live.values()),
+                                                   types_by_id, known)  # fmt: skip
+                known = {m.manifest_path: m for m in listed}
+            else:
+                known = None
             operation = "append" if not commit.removed else ("delete" if not commit.added else "overwrite")
             snapshots.append({
                 "snapshot-id": snapshot, **({"parent-snapshot-id": parent} if parent is not None else {}),
@@ -278,15 +295,6 @@ class MetadataWriter:
                 "summary": {"operation": operation, "lakeui.commit": commit.commit_id},
             })  # fmt: skip
             log.append({"snapshot-id": snapshot, "timestamp-ms": commit.timestamp_ms})
-        for written in {entry.file.written for entry in live.values() if entry.file.segment_id is None}:
-            _check_readable(written, head.columns)  # the head's files; an older snapshot's are refused by readers
-        for folder in ("manifests", "snapshots"):
-            filesystem, path = arrow_filesystem(self.warehouse.uri(f"{metadata_folder(self.base)}/{folder}"))
-            filesystem.create_dir(path, recursive=True)
-        missing = self._missing([path for path, *_ in pending_lists])
-        for path, commit, snapshot, parent, files in pending_lists:
-            if path in missing:
-                self._write_manifest_list(path, commit, snapshot, parent, files, types_by_id)
         metadata = {
             "format-version": 2,
             "table-uuid": self.table_id,
@@ -324,13 +332,17 @@ class MetadataWriter:
         digest = hashlib.sha256(f"{FORMAT_REVISION}/{commit.commit_id}/{self.table_id}".encode()).hexdigest()[:16]
         return f"{metadata_folder(self.base)}/snapshots/snap-{snapshot}-{digest}.avro"
 
-    def _write_manifest_list(self, path, commit: TableCommit, snapshot, parent, files: list[_Live], types) -> None:
+    def _write_manifest_list(
+        self, path, commit: TableCommit, snapshot, parent, files: list[_Live], types, known: dict[str, ManifestFile]
+    ) -> list[ManifestFile]:
+        """Writes the snapshot's manifest list: a manifest the previous snapshot lists (`known`) is listed as it is
+        there; any other is written unless a state written before has it already."""
         groups: dict[tuple[bool, int, tuple[int, ...]], list[_Live]] = {}
         for entry in files:
             groups.setdefault((entry.file.segment_id is not None, entry.seq, entry.spec), []).append(entry)
         by_id = {entry.file.id: entry for entry in files}
         manifests = [
-            self._manifest(deletes, seq, spec, group, by_id, types)
+            self._manifest(deletes, seq, spec, group, by_id, types, known)
             for (deletes, seq, spec), group in sorted(groups.items())
         ]
         temporary = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -338,8 +350,18 @@ class MetadataWriter:
                                  "deflate") as writer:  # fmt: skip
             writer.add_manifests(manifests)
         self._publish(temporary, path)
+        return manifests
 
-    def _manifest(self, deletes: bool, seq: int, spec_columns, group: list[_Live], by_id, types) -> ManifestFile:
+    def _listed(self, manifest_list: str | None) -> dict[str, ManifestFile]:
+        """The manifests a manifest list written before lists, by location."""
+        if manifest_list is None:
+            return {}
+        try:
+            return {m.manifest_path: m for m in read_manifest_list(self.io.new_input(self.uri(manifest_list)))}
+        except FileNotFoundError:
+            return {}
+
+    def _manifest(self, deletes: bool, seq: int, spec_columns, group: list[_Live], by_id, types, known) -> ManifestFile:
         group = sorted(group, key=lambda e: e.file.path)
         digest = hashlib.sha256(
             json.dumps(
@@ -354,6 +376,8 @@ class MetadataWriter:
             ).encode()
         ).hexdigest()[:24]
         path = f"{metadata_folder(self.base)}/manifests/{digest}-{'d' if deletes else 'm'}.avro"
+        if self.uri(path) in known:
+            return known[self.uri(path)]
         spec = _spec(spec_columns)
         schema = Schema(*[_nested(c, types[c]) for c in spec_columns], schema_id=0)
         data_files = [self._delete_file(e, by_id, types) if deletes else self._data_file(e, types) for e in group]
