@@ -23,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 os.environ.setdefault("LAKEUI_WAREHOUSE", tempfile.mkdtemp(prefix="lakeui-iceberg-bench-"))
-from setup import django_setup  # noqa: E402
+from setup import django_setup
 
 django_setup()
 

@@ -109,9 +109,10 @@ def metadata_folder(base: str) -> str:
     return f"{base}/{FOLDER}"
 
 
-def metadata_path(base: str, head: TableCommit) -> str:
-    """The metadata.json of the table's history up to `head` (its newest commit on the ref): the key of a state."""
-    return f"{metadata_folder(base)}/metadata/{head.commit_id}-{FORMAT_REVISION}.metadata.json"
+def metadata_path(base: str, head_commit: str) -> str:
+    """The metadata.json of the table's history up to `head_commit` (its newest commit on the ref): the key of a
+    state (the history up to a commit never changes)."""
+    return f"{metadata_folder(base)}/metadata/{head_commit}-{FORMAT_REVISION}.metadata.json"
 
 
 def table_uri(warehouse: Warehouse, relative: str) -> str:
@@ -120,9 +121,9 @@ def table_uri(warehouse: Warehouse, relative: str) -> str:
     return uri if "://" in uri or uri.startswith("file:") else os.path.abspath(uri)
 
 
-def metadata_read(warehouse: Warehouse, base: str, head: TableCommit) -> bytes | None:
+def metadata_read(warehouse: Warehouse, base: str, head_commit: str) -> bytes | None:
     """The metadata.json written for this state already, if any."""
-    filesystem, path = arrow_filesystem(warehouse.uri(metadata_path(base, head)))
+    filesystem, path = arrow_filesystem(warehouse.uri(metadata_path(base, head_commit)))
     try:
         with filesystem.open_input_stream(path) as stream:
             return stream.read()
@@ -322,7 +323,7 @@ class MetadataWriter:
             "statistics": [],
             "partition-statistics": [],
         }
-        path, content = metadata_path(self.base, head), json.dumps(metadata, separators=(",", ":")).encode()
+        path, content = metadata_path(self.base, head.commit_id), json.dumps(metadata, separators=(",", ":")).encode()
         self._put(path, content)
         return Written(self.uri(path), content, self.files_written, self.bytes_written)
 
@@ -497,7 +498,7 @@ def table_metadata_write(warehouse: Warehouse, base: str, table_id: str, commits
     was written already, written otherwise (reusing every manifest, manifest list and delete file written before).
     Raises NotRepresentable for a history Iceberg readers would read wrong."""
     head = commits[-1]
-    kept = metadata_read(warehouse, base, head)
+    kept = metadata_read(warehouse, base, head.commit_id)
     if kept is not None:
-        return Written(table_uri(warehouse, metadata_path(base, head)), kept, 0, 0)
+        return Written(table_uri(warehouse, metadata_path(base, head.commit_id)), kept, 0, 0)
     return MetadataWriter(warehouse, base, table_id).write(commits)

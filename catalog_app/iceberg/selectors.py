@@ -60,17 +60,13 @@ def namespace_table_get(chain: Chain, *, database: ObjectVersion, name: str) -> 
     return table
 
 
-def table_head_seq(chain: Chain, *, table_id: uuid.UUID) -> int:
-    """The sequence number of the table's newest commit on the chain (a version of it or a file change): with the
-    table, the key of its Iceberg metadata."""
-    versions = ObjectVersion.objects.filter(chain.q(), object_id=table_id).aggregate(seq=Max("seq"))["seq"]
-    files = FileEntry.objects.filter(chain.q(), table_id=table_id).aggregate(seq=Max("seq"))["seq"]
-    return max(versions or 0, files or 0)
-
-
-def table_head_commit(chain: Chain, *, table_id: uuid.UUID) -> Commit:
-    seq = table_head_seq(chain, table_id=table_id)
-    return Commit.objects.get(catalog_id=chain.commit.catalog_id, seq=seq)
+def table_head(chain: Chain, *, table_id: uuid.UUID) -> tuple[int, str]:
+    """The sequence number and id of the table's newest commit on the chain (a version of it or a file change): with
+    the table, the key of its Iceberg metadata. One query (two index probes)."""
+    versions = ObjectVersion.objects.filter(chain.q(), object_id=table_id).order_by("-seq")
+    files = FileEntry.objects.filter(chain.q(), table_id=table_id).order_by("-seq")
+    newest = versions.values_list("seq", "commit_id")[:1].union(files.values_list("seq", "commit_id")[:1])
+    return max(newest)
 
 
 def _columns(columns: list[dict]) -> tuple[Column, ...]:

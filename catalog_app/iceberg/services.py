@@ -5,9 +5,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from catalog_app.engine.iceberg import NotRepresentable, table_metadata_write
+from catalog_app.engine.iceberg import (
+    NotRepresentable,
+    metadata_path,
+    metadata_read,
+    table_metadata_write,
+    table_uri,
+)
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.iceberg.selectors import table_commits, table_head_seq
+from catalog_app.iceberg.selectors import table_commits, table_head
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import Chain
 from lakeui.errors import ApplicationError
@@ -24,24 +30,27 @@ class LoadedTable:
 
 
 def iceberg_table_load(chain: Chain, *, table: ObjectVersion) -> LoadedTable:
-    """The table's Iceberg metadata at `chain`. Its key is the table's newest commit on the chain: a repeat costs
-    two index probes (and a file read in a process that has not read it yet); a new state writes only what changed
+    """The table's Iceberg metadata at `chain`. Its key is the table's newest commit on the chain: a repeat costs one
+    query (and a file read in a process that has not read that state yet); a new state writes only what changed
     (engine/iceberg.py). Refused (406) when Iceberg readers could not read the table as LakeUI does."""
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     base = f"{table.catalog_id}/{table.object_id}"
-    seq = table_head_seq(chain, table_id=table.object_id)
+    seq, head_commit = table_head(chain, table_id=table.object_id)
     key = f"{base}@{seq}"
     loaded = _KEPT.get(key)
     if loaded is not None:
         return loaded
-    commits = [c for c in table_commits(chain, table_id=table.object_id) if c.seq <= seq]
-    try:
-        written = table_metadata_write(warehouse, base, str(table.object_id), commits)
-    except NotRepresentable as refusal:
-        raise ApplicationError(
-            "iceberg_not_representable", MESSAGE_NOT_REPRESENTABLE.format(name=table.name, reason=refusal), status=406
-        ) from None
-    loaded = LoadedTable(location=written.location, metadata_json=written.metadata_json)
+    content = metadata_read(warehouse, base, head_commit)
+    if content is not None:
+        loaded = LoadedTable(location=table_uri(warehouse, metadata_path(base, head_commit)), metadata_json=content)
+    else:
+        commits = [c for c in table_commits(chain, table_id=table.object_id) if c.seq <= seq]
+        try:
+            written = table_metadata_write(warehouse, base, str(table.object_id), commits)
+        except NotRepresentable as refusal:
+            message = MESSAGE_NOT_REPRESENTABLE.format(name=table.name, reason=refusal)
+            raise ApplicationError("iceberg_not_representable", message, status=406) from None
+        loaded = LoadedTable(location=written.location, metadata_json=written.metadata_json)
     if len(_KEPT) >= KEPT_MAX:
         _KEPT.pop(next(iter(_KEPT)))
     _KEPT[key] = loaded
