@@ -136,7 +136,7 @@ def main() -> None:
                 load()
                 profiler.disable()
                 print(label)
-                pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
             return
         before = folder_bytes(folder)
         print(f"table: {args.segments} segments, {args.segments} commits")

@@ -240,10 +240,11 @@ class MetadataWriter:
     def __init__(self, warehouse: Warehouse, base: str, table_id: str) -> None:
         self.warehouse, self.base, self.table_id = warehouse, base, table_id
         self.io = PyArrowFileIO()
+        self.root = table_uri(warehouse, "").rstrip("/")  # the warehouse as readers open it, made absolute once
         self.files_written = self.bytes_written = 0
 
     def uri(self, relative: str) -> str:
-        return table_uri(self.warehouse, relative)
+        return f"{self.root}/{relative}"
 
     def write(self, commits: Sequence[TableCommit]) -> Written:
         head = commits[-1]
@@ -252,7 +253,7 @@ class MetadataWriter:
         live: dict[str, _Live] = {}
         snapshots, log = [], []
         list_paths = [self._manifest_list_path(snapshot_id(c.commit_id), c) for c in commits]
-        missing = self._missing(list_paths)
+        missing = self._lists_missing(list_paths)
         for folder in ("manifests", "snapshots"):
             filesystem, path = arrow_filesystem(self.warehouse.uri(f"{metadata_folder(self.base)}/{folder}"))
             filesystem.create_dir(path, recursive=True)
@@ -449,6 +450,17 @@ class MetadataWriter:
     def _file_info(self, relative: str) -> pafs.FileInfo:
         filesystem, path = arrow_filesystem(self.warehouse.uri(relative))
         return filesystem.get_file_info(path)
+
+    def _lists_missing(self, paths: list[str]) -> set[str]:
+        """The manifest lists not written yet. A state's metadata is written after every list of its history, so
+        looking back from the newest finds where the written ones end (the newest state written before), in as many
+        look-ups as commits since (past 16, every list is looked up at once)."""
+        for index in range(len(paths) - 1, -1, -1):
+            if self._file_info(paths[index]).type != pafs.FileType.NotFound:
+                return set(paths[index + 1 :])
+            if len(paths) - index > 16:
+                return self._missing(paths)
+        return set(paths)
 
     def _missing(self, relatives: list[str]) -> set[str]:
         if not relatives:
