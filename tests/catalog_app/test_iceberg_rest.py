@@ -112,6 +112,7 @@ def test_every_ref_reads_as_the_rows_api(live_server, client, token, celery_work
     client.load("lake", "main", "shop.orders", strategy="append_only",
                 rows=[{"id": 1000 + i, "total": i, "region": "apac", "channel": "shop"} for i in range(5)])  # fmt: skip
     client.column_delete("lake", "main", "shop.orders", "region")
+    client.column_add("lake", "main", "shop.orders", name="qty", type="int", nullable=False, default=1)  # NOT NULL
     client.branch_create("lake", "feature/x", source="main")
     client.delete_rows("lake", "feature/x", "shop.orders", where="id >= 1000")
 
@@ -122,7 +123,8 @@ def test_every_ref_reads_as_the_rows_api(live_server, client, token, celery_work
     assert [f.field_id for f in table.schema().fields] == [c["id"] for c in client.columns("lake", "main",
                                                                                             "shop.orders")]  # fmt: skip
     columns, rows = same_everywhere(client, main, "main", "shop.orders")
-    assert columns == ["id", "total", "channel"]
+    assert columns == ["id", "total", "channel", "qty"] and {r[3] for r in rows} == {1}
+    assert table.schema().find_field("qty").required and table.schema().find_field("qty").initial_default == 1
     assert ("web" in {r[2] for r in rows}) and ("shop" in {r[2] for r in rows})  # the default in older segments
 
     # a branch whose name holds '/', a tag, a commit id, and the snapshot log (time travel)
