@@ -91,6 +91,7 @@ class IcebergApi(APIView):
     catalog and ref of the URI (the permission check reads the catalog with the user's role: viewer for reads)."""
 
     authentication_classes = [BearerTokenAuthentication, QuickTokenAuthentication]
+    schema = None  # Iceberg's REST catalog spec documents these paths, not LakeUI's OpenAPI schema
 
     def get_exception_handler(self):
         return iceberg_exception_handler
