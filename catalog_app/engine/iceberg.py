@@ -61,6 +61,12 @@ POSITION_DELETE_SCHEMA = pa.schema([
 ])  # fmt: skip
 
 
+# The manifests each manifest list this process wrote or read lists, by its location (a list never changes once
+# written): the next state's list starts from its parent's without reading it back.
+_LISTED: dict[str, dict[str, ManifestFile]] = {}
+LISTED_MAX = 32
+
+
 class NotRepresentable(Exception):
     """The table's history holds something Iceberg readers cannot read as LakeUI does (a widening Iceberg has no
     promotion for): refused with this message rather than served wrong."""
@@ -284,9 +290,9 @@ class MetadataWriter:
             if list_path in missing:
                 if known is None:
                     known = self._listed(list_paths[len(snapshots) - 1] if snapshots else None)
-                listed = self._write_manifest_list(list_path, commit, snapshot, parent, list(live.values()),
-                                                   types_by_id, known)  # fmt: skip
-                known = {m.manifest_path: m for m in listed}
+                self._write_manifest_list(list_path, commit, snapshot, parent, list(live.values()), types_by_id,
+                                          known)  # fmt: skip
+                known = _LISTED[self.uri(list_path)]
             else:
                 known = None
             operation = "append" if not commit.removed else ("delete" if not commit.added else "overwrite")
@@ -352,16 +358,20 @@ class MetadataWriter:
                                  "deflate") as writer:  # fmt: skip
             writer.add_manifests(manifests)
         self._publish(temporary, path)
+        _remember(self.uri(path), {m.manifest_path: m for m in manifests})
         return manifests
 
     def _listed(self, manifest_list: str | None) -> dict[str, ManifestFile]:
         """The manifests a manifest list written before lists, by location."""
         if manifest_list is None:
             return {}
-        try:
-            return {m.manifest_path: m for m in read_manifest_list(self.io.new_input(self.uri(manifest_list)))}
-        except FileNotFoundError:
-            return {}
+        location = self.uri(manifest_list)
+        if location not in _LISTED:
+            try:
+                _remember(location, {m.manifest_path: m for m in read_manifest_list(self.io.new_input(location))})
+            except FileNotFoundError:
+                return {}
+        return _LISTED[location]
 
     def _manifest(self, deletes: bool, seq: int, spec_columns, group: list[_Live], by_id, types, known) -> ManifestFile:
         group = sorted(group, key=lambda e: e.file.path)
@@ -485,6 +495,12 @@ class MetadataWriter:
         with filesystem.open_output_stream(path) as stream:
             stream.write(content)
         self._publish(temporary, relative)
+
+
+def _remember(location: str, manifests: dict[str, ManifestFile]) -> None:
+    if len(_LISTED) >= LISTED_MAX:
+        _LISTED.pop(next(iter(_LISTED)))
+    _LISTED[location] = manifests
 
 
 def _nested(column_id: int, type_name: str):
