@@ -19,6 +19,8 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, RESTErr
 from pyiceberg.types import IntegerType
 from rest_framework.authtoken.models import Token
 
+from catalog_app.models import Catalog
+
 COLUMNS = [
     {"name": "id", "type": "long", "nullable": False},
     {"name": "amount", "type": "int"},
@@ -264,8 +266,10 @@ def test_metadata_written_once_per_state_and_reused(live_server, client, token, 
                     rows=[{"id": i, "amount": i, "region": "eu"} for i in range(start, start + 10)])  # fmt: skip
     main = iceberg(live_server, token, "main")
     table = main.load_table("shop.orders")
-    folder = Path(settings.LAKEUI_WAREHOUSE) / table.metadata.properties["lakeui.table-id"][:0]
     root = Path(table.metadata_location).parent.parent
+    catalog_id = Catalog.objects.get(name="lake").id
+    folder = Path(settings.LAKEUI_WAREHOUSE) / str(catalog_id) / table.metadata.properties["lakeui.table-id"]
+    assert root == (folder / "iceberg").resolve()  # a folder of its own beside the table's data, named by ids
     manifests = {p.name for p in (root / "manifests").iterdir()}
     assert len([m for m in manifests if m.endswith("-m.avro")]) == 4  # one per commit that added segments
     assert main.load_table("shop.orders").metadata_location == table.metadata_location
@@ -275,7 +279,6 @@ def test_metadata_written_once_per_state_and_reused(live_server, client, token, 
     assert again.metadata_location != table.metadata_location
     new = {p.name for p in (root / "manifests").iterdir()} - manifests
     assert len(new) == 1  # the new commit's segment: one manifest, the rest reused
-    assert folder.exists()
 
     # garbage collection keeps the Iceberg metadata (no commit references it, later states reuse it)
     old = time.time() - 2 * 3600
