@@ -27,6 +27,14 @@ class SparkConfig:
     app_name: str = "lakeui"
     driver_memory: str = "2g"
     shuffle_partitions: int = 8
+    # On a cluster only (a local master has one JVM and ignores them): how much of the cluster this application
+    # takes. See README "Sharing a Spark cluster".
+    dynamic_allocation: bool = True
+    executor_idle_timeout: str = "30s"
+    cached_idle_timeout: str = "120s"
+    executor_cores: int = 1
+    executor_memory: str = "1g"
+    max_cores: int = 4
     extra: dict[str, str] = field(default_factory=dict)
 
     def options(self) -> dict[str, str]:
@@ -47,7 +55,37 @@ class SparkConfig:
         if self.master.startswith("local"):
             options["spark.driver.host"] = "127.0.0.1"
             options["spark.driver.bindAddress"] = "127.0.0.1"
+        else:
+            options.update(self.cluster_options())
         options.update(self.extra)
+        return options
+
+    def cluster_options(self) -> dict[str, str]:
+        """This application's share of a cluster. Many LakeUI drivers share one cluster, so none may keep cores it
+        does not use: executors are asked for while tasks wait and given back when idle (dynamic allocation; shuffle
+        tracking keeps an executor while its shuffle files are needed, so no external shuffle service is needed),
+        and the application never holds more than `max_cores` (spark.cores.max on standalone, maxExecutors of
+        `executor_cores` each on YARN and Kubernetes)."""
+        cores = max(1, self.executor_cores)
+        executors = max(1, self.max_cores // cores)
+        options = {
+            "spark.executor.cores": str(cores),
+            "spark.executor.memory": self.executor_memory,
+            "spark.cores.max": str(executors * cores),
+        }
+        if self.dynamic_allocation:
+            options |= {
+                "spark.dynamicAllocation.enabled": "true",
+                "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+                "spark.dynamicAllocation.minExecutors": "0",
+                "spark.dynamicAllocation.initialExecutors": "0",
+                "spark.dynamicAllocation.maxExecutors": str(executors),
+                "spark.dynamicAllocation.executorIdleTimeout": self.executor_idle_timeout,
+                "spark.dynamicAllocation.cachedExecutorIdleTimeout": self.cached_idle_timeout,
+                "spark.dynamicAllocation.shuffleTracking.timeout": self.cached_idle_timeout,
+            }
+        else:
+            options["spark.executor.instances"] = str(executors)
         return options
 
 
