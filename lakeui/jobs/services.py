@@ -41,8 +41,13 @@ logger = logging.getLogger(__name__)
 RUN_JOB_TASK = "lakeui.jobs.tasks.run_job"
 MESSAGE_CANCELLED = "The job was cancelled."
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
-MESSAGE_INTERNAL = "The job failed with an unexpected error: {error}"
+# The error itself (it may quote SQL, file paths, internal names) goes to the worker's log only.
+MESSAGE_INTERNAL = "The job failed with an unexpected error (a bug); the worker's log has the details of job {job}."
 MESSAGE_ALREADY_FINISHED = "The job has already finished ({status})."
+MESSAGE_UNSTORABLE_RESULT = (
+    "The job's result holds a NUL character (U+0000) in a text value, which the metadata store cannot keep; "
+    "leave it out (for a query, e.g. replace(value, char(0), ''))."
+)
 
 
 class JobOutcome(enum.Enum):
@@ -128,6 +133,17 @@ def job_result(job: Job, *, timeout: float) -> dict[str, Any]:
     )
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a JSON value holds a NUL character in a string (a key or a value): PostgreSQL's jsonb cannot."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(holds_nul(item) for item in value)
+    return False
+
+
 @dataclass
 class _Claim:
     """The right to run one job, held by one delivery; progress and outcome are written only under it."""
@@ -151,6 +167,9 @@ class _Claim:
     def finish(
         self, status: str, *, result: Any = None, error_code: str = "", error_message: str = "", error_status=None
     ) -> None:
+        if status != Job.Status.SUCCEEDED:  # a failure's message and details quote the input: keep them storable
+            error_message = error_message.replace("\x00", "\\x00")
+            result = None if holds_nul(result) else result
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "result": result}
         fields.update(error_code=error_code, error_message=error_message, error_status=error_status)
         if status == Job.Status.SUCCEEDED:
@@ -225,10 +244,14 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
         logger.exception("Job %s (%s) failed", job_id, job.kind)  # the trace is in the log, the user gets a sentence
         failure = job_failure_explained(exc)
         if failure is None:
-            failure = JobFailure("internal_error", MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000])
+            failure = JobFailure("internal_error", MESSAGE_INTERNAL.format(job=job_id))
         claim.finish(Job.Status.FAILED, error_code=failure.code, error_message=failure.message)
     else:
-        claim.finish(Job.Status.SUCCEEDED, result=result)
+        if holds_nul(result):  # PostgreSQL cannot keep it: a clear failure now, not a failed save retried forever
+            claim.finish(Job.Status.FAILED, error_code="unstorable_result", error_message=MESSAGE_UNSTORABLE_RESULT,
+                         error_status=400)  # fmt: skip
+        else:
+            claim.finish(Job.Status.SUCCEEDED, result=result)
     finally:
         heartbeat.stopped.set()
         heartbeat.join()
