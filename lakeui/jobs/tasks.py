@@ -12,7 +12,8 @@ _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_J
 
 @shared_task(name=RUN_JOB_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=_DUPLICATE_RETRIES)
 def run_job(self, job_id: str) -> str:
-    outcome = job_execute(job_id=job_id, worker=self.request.hostname or "worker")
+    _, soft_time_limit = self.request.timelimit or (None, None)
+    outcome = job_execute(job_id=job_id, worker=self.request.hostname or "worker", soft_time_limit=soft_time_limit)
     if outcome is JobOutcome.BUSY:
         raise self.retry(countdown=settings.LAKEUI_JOB_STALE_AFTER)
     return outcome.value

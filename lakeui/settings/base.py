@@ -186,6 +186,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(ENV.get("LAKEUI_MAX_BODY_BYTES") or 16 * 1024 
 LAKEUI_MAX_ROWS = int(ENV.get("LAKEUI_MAX_ROWS") or 100_000)
 # How long a read through a worker (table rows, SQL SELECT) may take before the API answers 504 with the job.
 LAKEUI_READ_TIMEOUT = int(ENV.get("LAKEUI_READ_TIMEOUT") or 120)
+# A read on the interactive worker is stopped (its Spark jobs cancelled, the job failed `time_limit`) past this many
+# seconds: nobody waits for it any longer, and every preview would wait behind it.
+LAKEUI_INTERACTIVE_TIME_LIMIT = int(ENV.get("LAKEUI_INTERACTIVE_TIME_LIMIT") or LAKEUI_READ_TIMEOUT)
 
 # Time limits stay below the broker's visibility timeout, so a long job is never handed to a second worker
 # while the first is still within its limit.

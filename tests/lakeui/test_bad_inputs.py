@@ -239,3 +239,41 @@ def test_a_failure_whose_message_or_details_hold_a_nul_is_stored(db):
     claim.finish(Job.Status.FAILED, error_code="x", error_message="bad 'a\x00b'", result={"v": "a\x00b"})
     job.refresh_from_db()
     assert (job.error_message, job.result) == ("bad 'a\\x00b'", None)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_a_select_of_20000_columns_is_refused_by_its_size_budget_at_once(user_client):
+    catalog = make_catalog()
+    started = time.monotonic()
+    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": "SELECT " + ", ".join(["1"] * 20_000)},
+                                format="json")  # fmt: skip
+    assert response.status_code == 400, response.content[:500]
+    assert (response.json()["code"], "too large" in response.json()["message"]) == ("invalid_query", True)
+    assert time.monotonic() - started < 30  # it held the interactive worker 75 s before
+
+
+LONG_QUERY = (
+    "SELECT sum(a.id * b.id) AS s FROM (SELECT explode(sequence(1, 200000)) AS id) a "
+    "CROSS JOIN (SELECT explode(sequence(1, 200000)) AS id) b"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_a_read_past_its_time_budget_is_stopped_and_the_worker_serves_the_next(user_client, settings):
+    """40,000,000,000 rows to sum: stopped at the interactive time limit (its Spark jobs cancelled) with a 504
+    `time_limit`, and the next preview is answered by the same worker."""
+    settings.LAKEUI_INTERACTIVE_TIME_LIMIT = 3
+    catalog = make_catalog()
+    started = time.monotonic()
+    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": LONG_QUERY}, format="json")
+    assert response.status_code == 504, response.content[:500]
+    assert response.json()["code"] == "time_limit"
+    assert time.monotonic() - started < 30
+    settings.LAKEUI_INTERACTIVE_TIME_LIMIT = 120
+    started = time.monotonic()
+    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": "SELECT 41 + 1 AS n"}, format="json")
+    assert time.monotonic() - started < 30  # the executors no longer sum the first query's rows
+    assert response.status_code == 200, response.content[:500]
+    assert response.json()["rows"] == [[42]]
