@@ -89,6 +89,7 @@ def test_a_killed_jobs_worker_is_started_again_and_finishes_its_job_while_the_we
         "DATABASE_URL": database_url(dict(connection.settings_dict)),
         "LAKEUI_QUEUE": queue,  # not the session workers' queues: only serve's workers take these jobs
         "LAKEUI_INTERACTIVE_QUEUE": f"{queue}-interactive",
+        "LAKEUI_JOB_STALE_AFTER": "4",  # the dead worker's job is sent again within about 6 s
         "WEB_CONCURRENCY": "1",
         "LAKEUI_WEB_THREADS": "2",
     }
