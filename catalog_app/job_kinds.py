@@ -139,7 +139,9 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     table = object_by_id(chain, object_id=uuid.UUID(spec.table_id))
     if table is None or table.dropped:
         raise NotFoundError("table_not_found", "The table does not exist at this ref.")
-    return rows_page(chain, table, page=spec.page, page_size=spec.page_size, spark=spark_session())
+    spark = spark_session()
+    with session.cancelled_on_error(spark):
+        return rows_page(chain, table, page=spec.page, page_size=spec.page_size, spark=spark)
 
 
 MAX_SELECT_ROWS = 10_000
@@ -149,15 +151,17 @@ MAX_SELECT_ROWS = 10_000
 def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     commit = commit_by_id(params["commit"])
     limit = min(int(params.get("limit", 1000)), MAX_SELECT_ROWS)
-    frame = select_frame(
-        spark_session(), catalog=commit.catalog, chain=commit_chain(commit), statement=params["statement"],
-        warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
-    )  # fmt: skip
-    try:
-        return sql.selected_rows(frame, limit)
-    except sql.QueryFailed as exc:  # the user's query threw: their error; the trace in the log
-        logger.warning("SQL query of job %s failed", progress.job_id, exc_info=True)
-        raise ApplicationError("sql_error", f"The query failed: {exc.message}", status=400) from None
+    spark = spark_session()
+    with session.cancelled_on_error(spark):  # past its time limit (LAKEUI_INTERACTIVE_TIME_LIMIT) too
+        frame = select_frame(
+            spark, catalog=commit.catalog, chain=commit_chain(commit), statement=params["statement"],
+            warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
+        )  # fmt: skip
+        try:
+            return sql.selected_rows(frame, limit)
+        except sql.QueryFailed as exc:  # the user's query threw: their error; the trace in the log
+            logger.warning("SQL query of job %s failed", progress.job_id, exc_info=True)
+            raise ApplicationError("sql_error", f"The query failed: {exc.message}", status=400) from None
 
 
 @job_kind(CatalogGcSpec.KIND)

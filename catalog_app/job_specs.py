@@ -9,6 +9,7 @@ is the one place that lists a load strategy's fields: the API's serializer and t
 """
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -363,6 +364,10 @@ class RowsPageSpec:
         return cls(**{f.name: params[f.name] for f in dataclasses.fields(cls)})
 
 
+MAX_GRACE_HOURS = 100 * 366 * 24  # a century: longer keeps every file anyway
+MESSAGE_GRACE_PERIOD = f"grace_hours must be more than 0 and at most {MAX_GRACE_HOURS} (100 years)."
+
+
 @dataclass(frozen=True)
 class CatalogGcSpec:
     """Remove the catalog's unreferenced files older than `grace_seconds`."""
@@ -374,9 +379,11 @@ class CatalogGcSpec:
 
     @classmethod
     def from_request(cls, *, catalog_id: str, grace_hours: float) -> "CatalogGcSpec":
+        if not math.isfinite(grace_hours) or not 0 < grace_hours <= MAX_GRACE_HOURS:
+            raise ApplicationError("invalid_grace_period", MESSAGE_GRACE_PERIOD)
         grace_seconds = round(grace_hours * 3600)
         if grace_seconds <= 0:
-            raise ApplicationError("invalid_grace_period", "grace_hours must be more than 0.")
+            raise ApplicationError("invalid_grace_period", MESSAGE_GRACE_PERIOD)
         return cls(catalog_id=catalog_id, grace_seconds=grace_seconds)
 
     def to_params(self) -> dict[str, Any]:

@@ -211,7 +211,7 @@ def _key_change(
     key_columns = [next(c for c in columns if c.name == k) for k in keys]
     checks = incoming.check_columns(rows)
     survey, found = _survey(spark, rows, key_columns, ranges, checks, known_rows, driver_match_rows)
-    incoming.check_counts(survey.sums, columns)
+    incoming.check_counts(survey.sums, columns, examples=incoming.check_examples(rows))
     rows, hit, duplicates = rows.drop(*checks), survey.segments, survey.repeated
     if duplicates:  # never for incremental: it kept one row per key
         message = MESSAGE_DUPLICATE_KEYS.format(examples=duplicates[:3], strategy=strategy)
