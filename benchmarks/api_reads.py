@@ -1,4 +1,4 @@
-"""Metadata reads through the API at 50 concurrent clients on loopback (DESIGN.md section 6: p99 under 100 ms).
+"""Metadata reads through the API at 50 concurrent clients on loopback (docs/README.md#targets: p99 under 100 ms).
 
     python benchmarks/api_reads.py [--clients 50] [--seconds 15] [--warmup 3] [--repeat 3] [--tables 50]
                                    [--server SPEC ...]

@@ -1,4 +1,4 @@
-"""Branch creation time at 10 tables and at 10,000 tables with 100,000 commits (DESIGN.md section 6).
+"""Branch creation time at 10 tables and at 10,000 tables with 100,000 commits (docs/README.md#targets).
 
     python benchmarks/branch_create.py [--tables 10000] [--commits 100000] [--repeat 200]
 

@@ -1,5 +1,5 @@
 """Diff, conflict preview and merge of two branches with N changed tables, and of a small change in a catalog
-with a deep history (DESIGN.md section 6).
+with a deep history (docs/README.md#targets).
 
     python benchmarks/merge.py [--tables 1000] [--repeat 5]
     python benchmarks/merge.py --depth 100000 [--repeat 5]

@@ -1,4 +1,4 @@
-"""Upsert of M rows into an N-row table of F files whose matched keys sit in 2 files (DESIGN.md section 6).
+"""Upsert of M rows into an N-row table of F files whose matched keys sit in 2 files (docs/README.md#targets).
 
     python benchmarks/upsert.py [--rows 2000000] [--files 20] [--upsert 20000] [--repeat 3] [--large]
                                  [--peers delta-rs,pyiceberg,duckdb] [--no-peers]

@@ -18,9 +18,9 @@ from catalog_app.job_specs import (
     TableJobSpec,
     TableTarget,
 )
-from catalog_app.models import Catalog, Commit
+from catalog_app.models import Commit
 from catalog_app.selectors.objects import object_by_id
-from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.refs import catalog_by_id, commit_by_id, commit_chain, commit_of_job, commit_operations
 from catalog_app.selectors.table_files import data_file_paths
 from catalog_app.selectors.table_rows import rows_page, select_frame
 from catalog_app.services.data_changes import CHANGES, data_change_run
@@ -66,7 +66,7 @@ def spark_check(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 def _figures_of(commit: Commit) -> dict[str, Any]:
     """The result figures of a data commit, summed over its operations (a segment read by two counts twice)."""
     figures: dict[str, Any] = {}
-    for operation in commit.operations.all():
+    for operation in commit_operations(commit):
         for key, value in operation.details.items():
             if key == "strategy":
                 figures[key] = value
@@ -94,7 +94,7 @@ def _table_change(kind: str):
 
     def run_once(target: TableTarget, spec: TableJobSpec, progress: Progress) -> dict[str, Any]:
         job = job_of_run(progress.job_id)
-        done = Commit.objects.filter(job=job).first()
+        done = commit_of_job(job)
         if done is not None:  # delivered again after its commit: report that commit, do not write twice
             return {"commit": done.id, **_figures_of(done)}
         message = target.message or f"{spec.VERB} {target.database}.{target.table}"
@@ -134,12 +134,14 @@ def table_diff_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]
 @job_kind(RowsPageSpec.KIND, interactive=True)
 def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     spec = RowsPageSpec.from_params(params)
-    commit = Commit.objects.select_related("catalog").get(id=spec.commit)
+    commit = commit_by_id(spec.commit)
     chain = commit_chain(commit)
     table = object_by_id(chain, object_id=uuid.UUID(spec.table_id))
     if table is None or table.dropped:
         raise NotFoundError("table_not_found", "The table does not exist at this ref.")
-    return rows_page(chain, table, page=spec.page, page_size=spec.page_size, spark=spark_session())
+    spark = spark_session()
+    with session.cancelled_on_error(spark):
+        return rows_page(chain, table, page=spec.page, page_size=spec.page_size, spark=spark)
 
 
 MAX_SELECT_ROWS = 10_000
@@ -147,17 +149,19 @@ MAX_SELECT_ROWS = 10_000
 
 @job_kind("sql_select", interactive=True)
 def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    commit = Commit.objects.select_related("catalog").get(id=params["commit"])
+    commit = commit_by_id(params["commit"])
     limit = min(int(params.get("limit", 1000)), MAX_SELECT_ROWS)
-    frame = select_frame(
-        spark_session(), catalog=commit.catalog, chain=commit_chain(commit), statement=params["statement"],
-        warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
-    )  # fmt: skip
-    try:
-        return sql.selected_rows(frame, limit)
-    except sql.QueryFailed as exc:  # the user's query threw: their error; the trace in the log
-        logger.warning("SQL query of job %s failed", progress.job_id, exc_info=True)
-        raise ApplicationError("sql_error", f"The query failed: {exc.message}", status=400) from None
+    spark = spark_session()
+    with session.cancelled_on_error(spark):  # past its time limit (LAKEUI_INTERACTIVE_TIME_LIMIT) too
+        frame = select_frame(
+            spark, catalog=commit.catalog, chain=commit_chain(commit), statement=params["statement"],
+            warehouse=Warehouse(settings.LAKEUI_WAREHOUSE), limit=limit + 1,
+        )  # fmt: skip
+        try:
+            return sql.selected_rows(frame, limit)
+        except sql.QueryFailed as exc:  # the user's query threw: their error; the trace in the log
+            logger.warning("SQL query of job %s failed", progress.job_id, exc_info=True)
+            raise ApplicationError("sql_error", f"The query failed: {exc.message}", status=400) from None
 
 
 @job_kind(CatalogGcSpec.KIND)
@@ -169,7 +173,7 @@ def catalog_gc(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     grace = spec.grace_seconds
     if grace <= 0:
         raise ApplicationError("invalid_grace_period", "The grace period must be more than 0 seconds.")
-    catalog = Catalog.objects.get(id=spec.catalog_id)  # a catalog that is gone has no files to collect
+    catalog = catalog_by_id(spec.catalog_id)  # a catalog that is gone has no files to collect
     collected = gc.unreferenced_remove(
         spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), str(catalog.id), referenced=data_file_paths(catalog.id),
         cutoff_ms=(time.time() - grace) * 1000,

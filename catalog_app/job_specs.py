@@ -9,6 +9,7 @@ is the one place that lists a load strategy's fields: the API's serializer and t
 """
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -159,9 +160,9 @@ def _strategy_field(strategies: tuple[str, ...], kind: str, label: str, help_tex
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """A load (DESIGN.md 3.1): the strategy, the fields it takes (None where it takes none) and the source of
-    the rows. `partitions` (full_refresh) are in the form the catalog keeps them once the submit service has
-    checked them against the table."""
+    """A load (README.md#write-strategies): the strategy, the fields it takes (None where it takes none) and the source
+    of the rows. `partitions` (full_refresh) are in the form the catalog keeps them once the submit service has checked
+    them against the table."""
 
     KIND: ClassVar[str] = "table_load"
     VERB: ClassVar[str] = "Load"  # the default commit message: "<VERB> <database>.<table>"
@@ -360,6 +361,10 @@ class RowsPageSpec:
         return cls(**{f.name: params[f.name] for f in dataclasses.fields(cls)})
 
 
+MAX_GRACE_HOURS = 100 * 366 * 24  # a century: longer keeps every file anyway
+MESSAGE_GRACE_PERIOD = f"grace_hours must be more than 0 and at most {MAX_GRACE_HOURS} (100 years)."
+
+
 @dataclass(frozen=True)
 class CatalogGcSpec:
     """Remove the catalog's unreferenced files older than `grace_seconds`."""
@@ -371,9 +376,11 @@ class CatalogGcSpec:
 
     @classmethod
     def from_request(cls, *, catalog_id: str, grace_hours: float) -> "CatalogGcSpec":
+        if not math.isfinite(grace_hours) or not 0 < grace_hours <= MAX_GRACE_HOURS:
+            raise ApplicationError("invalid_grace_period", MESSAGE_GRACE_PERIOD)
         grace_seconds = round(grace_hours * 3600)
         if grace_seconds <= 0:
-            raise ApplicationError("invalid_grace_period", "grace_hours must be more than 0.")
+            raise ApplicationError("invalid_grace_period", MESSAGE_GRACE_PERIOD)
         return cls(catalog_id=catalog_id, grace_seconds=grace_seconds)
 
     def to_params(self) -> dict[str, Any]:

@@ -2,22 +2,29 @@
 
 from typing import Any
 
-from catalog_app.models import Catalog
+from catalog_app.selectors.refs import catalog_by_id
 from catalog_app.spark import spark_session
 from lakeui.jobs.registry import Progress, job_kind
 from lakeui.jobs.selectors import job_of_run
-from merge_app.models import Merge, MergeRequest, Restore
-from merge_app.selectors.diff import merge_diff
+from merge_app.models import Merge
+from merge_app.selectors.merge_requests import merge_request_by_id
+from merge_app.selectors.merges import merge_of_job, restore_of_job
 from merge_app.services.keys import KEYS_JOB, key_runs
 from merge_app.services.merge_requests import PLAN_JOB, merge_request_merged, merge_request_plan_store
-from merge_app.services.merges import MERGE_JOB, branch_merge, merge_conflict_error, merge_result
+from merge_app.services.merges import (
+    MERGE_JOB,
+    branch_merge,
+    merge_conflict_error,
+    merge_diff_with_bases,
+    merge_result,
+)
 from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_result
 
 
 @job_kind(MERGE_JOB)
 def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     job = job_of_run(progress.job_id)
-    done = Merge.objects.filter(job=job).first()
+    done = merge_of_job(job)
     if done is not None:  # delivered again after it finished: report the first run's outcome, never merge twice
         if done.status == Merge.Status.CONFLICT:
             raise merge_conflict_error(done)
@@ -25,7 +32,7 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     progress.report(10, "Comparing the branches")
     request_id = params.get("merge_request")
     merge = branch_merge(
-        catalog=Catalog.objects.get(id=params["catalog_id"]), source=params["source"], target=params["target"],
+        catalog=catalog_by_id(params["catalog_id"]), source=params["source"], target=params["target"],
         dry_run=params.get("dry_run", False), user=job.requested_by, job=job,
         expected_heads=params.get("expected_heads"), resolution=params.get("resolution"),
         via_merge_request=request_id, audit=params.get("audit"),
@@ -40,12 +47,12 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """The dry-run merge of a merge request; its report becomes the request's plan."""
     job = job_of_run(progress.job_id)
-    merge_request = MergeRequest.objects.get(id=params["merge_request_id"])
-    merge = Merge.objects.filter(job=job).first()
+    merge_request = merge_request_by_id(params["merge_request_id"])
+    merge = merge_of_job(job)
     if merge is None:
         progress.report(10, "Planning the merge")
         merge = branch_merge(
-            catalog=Catalog.objects.get(id=params["catalog_id"]), source=merge_request.source,
+            catalog=catalog_by_id(params["catalog_id"]), source=merge_request.source,
             target=merge_request.target, dry_run=True, user=job.requested_by, job=job,
             resolution=params.get("resolution"),
         )  # fmt: skip
@@ -56,8 +63,8 @@ def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[s
 @job_kind(KEYS_JOB, interactive=True)
 def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows)."""
-    diff = merge_diff(catalog=Catalog.objects.get(id=params["catalog_id"]), source=params["source"],
-                      target=params["target"])  # fmt: skip
+    diff = merge_diff_with_bases(catalog=catalog_by_id(params["catalog_id"]), source=params["source"],
+                                 target=params["target"], resolution=None, user=None, in_worker=True)  # fmt: skip
     progress.report(20, "Comparing keys on Spark")
     runs = key_runs(spark_session(), diff)
     return {"tables": len(runs)}
@@ -66,12 +73,12 @@ def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 @job_kind(RESTORE_JOB)
 def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     job = job_of_run(progress.job_id)
-    done = Restore.objects.filter(job=job).first()
+    done = restore_of_job(job)
     if done is not None:  # delivered again after it finished: never restore twice
         return restore_result(done)
     progress.report(10, "Restoring")
     restore = branch_restore(
-        catalog=Catalog.objects.get(id=params["catalog_id"]), branch=params["branch"], point=params["point"],
+        catalog=catalog_by_id(params["catalog_id"]), branch=params["branch"], point=params["point"],
         database=params.get("database"), table=params.get("table"), user=job.requested_by, job=job,
     )  # fmt: skip
     return restore_result(restore)

@@ -10,8 +10,8 @@ from lakeui.jobs.models import Job
 
 
 class Merge(models.Model):
-    """The audit log of one merge (or dry run) as DESIGN.md section 2 lists it. Written in the transaction of the
-    merge commit; a merge refused for conflicts is logged too, with the conflicts and no commit."""
+    """The audit log of one merge (or dry run) as docs/merge-semantics.md#the-audit-log lists it. Written in the
+    transaction of the merge commit; a merge refused for conflicts is logged too, with the conflicts and no commit."""
 
     class Status(models.TextChoices):
         MERGED = "merged"
@@ -42,6 +42,20 @@ class Merge(models.Model):
         ordering = ["-created_at"]
 
 
+class VirtualBase(models.Model):
+    """The virtual merge base of a criss-cross history: the commit its merge bases make once merged into one
+    another (docs/merge-semantics.md, "Several merge bases"). A commit no branch points to, made once per set of
+    bases by a worker and reused by every diff and merge of heads with those bases."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    bases = models.CharField(max_length=1024)  # the merge bases' ids, sorted, comma-separated
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "bases"], name="virtual_base_unique")]
+
+
 class SqlSession(models.Model):
     """`USE BRANCH b` in the SQL endpoint: the user's current branch in a catalog (the default target of MERGE
     BRANCH and the ref statements read)."""
@@ -55,7 +69,8 @@ class SqlSession(models.Model):
 
 
 class Restore(models.Model):
-    """The audit log of one RESTORE (DESIGN.md 4.6): what was restored to which point, and what changed."""
+    """The audit log of one RESTORE (docs/merge-semantics.md#restore): what was restored to which point, and what
+    changed."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="restores")
@@ -78,8 +93,9 @@ class Restore(models.Model):
 
 
 class KeyComparison(models.Model):
-    """The key-by-key comparison of a primary-key table changed on both sides (DESIGN.md 4.4), computed on Spark
-    once per (ancestor, source head, target head) and shared by the diff, merge requests and the merge."""
+    """The key-by-key comparison of a primary-key table changed on both sides
+    (docs/merge-semantics.md#primary-key-tables), computed on Spark once per (ancestor, source head, target head) and
+    shared by the diff, merge requests and the merge."""
 
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
     table_id = models.UUIDField()
@@ -99,7 +115,7 @@ class KeyComparison(models.Model):
 
 
 class MergeRequest(models.Model):
-    """A request to merge `source` into `target` (DESIGN.md section 5), numbered per catalog.
+    """A request to merge `source` into `target` (README.md#merge-requests), numbered per catalog.
 
     `plan` is the merge plan of the latest dry run (see services/merge_requests.py) and `plan_heads` the heads it
     was computed on: the request is stale when the branches' heads differ from them. `resolutions` holds the

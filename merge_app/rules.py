@@ -1,4 +1,5 @@
-"""The conflict rule tables of DESIGN.md 4.2 and 4.3, as data, and the conditions their notes name.
+"""The conflict rule tables (docs/merge-semantics.md#databases and #tables-without-a-primary-key), as data, and
+the conditions their notes name.
 
 A table is written here exactly as in the design, and parsed once: rows are the source branch's operation,
 columns the target's. A cell is `ok`, `conflict`, or the name of a note (A1-A6, the starred cells) whose
@@ -124,6 +125,7 @@ class Facts:
     src_wrote_data: bool = False
     src_changed_rows: bool = False  # src inserted, deleted, updated or overwrote rows of the table (not compaction)
     key_mode: bool = False  # a primary-key table with data changes on both sides (4.4)
+    keyed: bool = False  # a primary-key table: its data operations are compared by key, never by file (4.4)
     keys: dict | None = None  # the key comparison's counts, with `unresolved` conflicts; None: not run yet
 
 
@@ -333,7 +335,9 @@ def _inputs(op: Op) -> set[str]:
 
 def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Verdict]:
     """The cell of the pair and what it decides."""
-    if facts.key_mode and src.op in DML and dest.op in DML:
+    if facts.keyed and src.op in DML and dest.op in DML:
+        if not facts.key_mode:
+            return "4.4", Verdict(OK, "4.4", "Merged by key: only one side's rows differ from the base's.")
         return "4.4", _by_key(facts)
     cell = table.cell(src.op, dest.op)
     if cell is None:

@@ -1,4 +1,5 @@
-"""What a merge decides beyond the rule tables, as pure functions of plain values (DESIGN.md 4.1 and 4.4).
+"""What a merge decides beyond the rule tables, as pure functions of plain values (docs/merge-semantics.md#new-objects
+and #primary-key-tables).
 
 - Names (4.1): an object the source adds or renames must not take a name another object of its kind holds on the
   target, and a table the source adds needs its database on the target.

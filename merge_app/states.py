@@ -78,7 +78,8 @@ def duplicate_column_names(columns: list[dict]) -> list[str]:
 def table_problems(
     base: dict, src: dict, dest: dict, merged: dict, *, wrote: dict[str, bool], nulls: Callable[[str], set[int]]
 ) -> list[str]:
-    """Why the merged table would break its own rules (DESIGN.md 4.0, A6.2), for a table both sides changed.
+    """Why the merged table would break its own rules (docs/merge-semantics.md#three-way-merge, A6.2), for a table both
+    sides changed.
     `wrote[side]`: whether that side wrote rows since the ancestor; `nulls(side)`: the ids of the columns that the
     segments it wrote may hold NULLs in (read from their statistics, only when needed)."""
     problems = []

@@ -2,7 +2,7 @@
 are refused with a message that names the row and column. A missing column takes its default (or NULL)."""
 
 import decimal
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +16,12 @@ from catalog_app.engine.types import arrow_type, json_value, python_value, spark
 from catalog_app.engine.warehouse import arrow_filesystem
 
 FILE_FORMATS = ("parquet", "csv", "json")
+NUL = "\x00"
+# The years a date or timestamp (in UTC) may have: those of ISO 8601 and Python's datetime, in which the catalog keeps
+# statistics and partition values.
+MIN_YEAR, MAX_YEAR = 1, 9999
+MESSAGE_NUL = "hold a NUL character (U+0000), which text values may not"
+MESSAGE_RANGE = "are outside the years 1 to 9999 (in UTC) that a {type} may have"
 MAX_ERRORS = 5
 CHECK_PREFIX = "_check:"
 
@@ -140,12 +146,27 @@ def checked_frame(
         projected.append(cast.alias(column.name))
         if checked and not column.nullable:
             checks.append(_flag(cast.isNull(), f"null:{column.name}"))
+        if checked and column.name in incoming:
+            checks += _value_checks(cast, column)
     frame = frame.select(*projected, *[F.col(f"`{name}`") for name in keep], *checks)
     if deferred or not checks:
         return frame
     names = check_columns(frame)
-    check_counts(frame.agg(*[F.sum(F.col(f"`{name}`")).alias(name) for name in names]).first().asDict(), columns)
+    counts = frame.agg(*[F.sum(F.col(f"`{name}`")).alias(name) for name in names]).first().asDict()
+    check_counts(counts, columns, examples=check_examples(frame))
     return frame.drop(*names)
+
+
+def _value_checks(value, column: Column) -> list:
+    """Checks of values Spark holds but the catalog cannot keep in its statistics and partition values: a NUL
+    character in text (PostgreSQL refuses it), a date or timestamp outside the years 1 to 9999 in UTC (Python's
+    datetime, and ISO 8601, end there)."""
+    if column.type == "string":
+        return [_flag(F.instr(value, NUL) > 0, f"nul:{column.name}")]
+    if column.type in ("date", "timestamp"):
+        year = F.year(value)  # of the instant in UTC: the session's time zone
+        return [_flag((year < MIN_YEAR) | (year > MAX_YEAR), f"range:{column.name}")]
+    return []
 
 
 def _flag(condition, name: str):
@@ -157,15 +178,46 @@ def check_columns(frame: DataFrame) -> list[str]:
     return [name for name in frame.columns if name.startswith(CHECK_PREFIX)]
 
 
-def check_counts(counts: dict[str, int | None], columns: Sequence[Column]) -> None:
-    """Refuse the data if any check (summed per check column) counted a row."""
+def check_examples(frame: DataFrame) -> Callable[[str], str | None]:
+    """For a checked frame that still has its check columns: one value a check flagged, as text (another Spark
+    pass, run only when the data is refused)."""
+
+    def example(check: str) -> str | None:
+        name = check.removeprefix(CHECK_PREFIX).split(":", 1)[1]
+        flagged = frame.where(F.col(f"`{check}`") == 1).select(F.col(f"`{name}`").cast("string")).first()
+        return None if flagged is None else flagged[0]
+
+    return example
+
+
+def check_counts(
+    counts: dict[str, int | None],
+    columns: Sequence[Column],
+    *,
+    examples: Callable[[str], str | None] | None = None,
+) -> None:
+    """Refuse the data if any check (summed per check column) counted a row; a value check's message quotes one
+    of the values it flagged (from `examples`, see `check_examples`)."""
     by_name = {column.name: column for column in columns}
-    problems = [(key.removeprefix(CHECK_PREFIX).split(":", 1), count) for key, count in counts.items() if count]
-    if problems:
-        messages = [
-            f"{count} values of column {name!r} are not of type {by_name[name].type}" if kind == "bad"
-            else f"{count} rows have no value for NOT NULL column {name!r}"
-            for (kind, name), count in problems
-        ]  # fmt: skip
-        code = "type_mismatch" if any(kind == "bad" for (kind, _), _ in problems) else "not_null_violation"
-        raise IncomingError(code, "The data does not fit the table's schema: " + "; ".join(messages) + ".")
+    problems = [(key, key.removeprefix(CHECK_PREFIX).split(":", 1), count) for key, count in counts.items() if count]
+    if not problems:
+        return
+    messages = []
+    for key, (kind, name), count in problems:
+        if kind == "bad":
+            messages.append(f"{count} values of column {name!r} are not of type {by_name[name].type}")
+        elif kind == "null":
+            messages.append(f"{count} rows have no value for NOT NULL column {name!r}")
+        else:
+            example = examples(key) if examples is not None else None
+            quoted = f" (e.g. {_quoted(example)})" if example is not None else ""
+            what = MESSAGE_NUL if kind == "nul" else MESSAGE_RANGE.format(type=by_name[name].type)
+            messages.append(f"{count} values of column {name!r}{quoted} {what}")
+    kinds = {kind for _, (kind, _), _ in problems}
+    code = "type_mismatch" if "bad" in kinds else "invalid_value" if kinds & {"nul", "range"} else "not_null_violation"
+    raise IncomingError(code, "The data does not fit the table's schema: " + "; ".join(messages) + ".")
+
+
+def _quoted(value: str) -> str:
+    """A value for a message: quoted, a NUL and other control characters escaped, at most 60 characters."""
+    return repr(value if len(value) <= 60 else value[:57] + "...")

@@ -1,13 +1,13 @@
 """Key matching on the driver, with Arrow, for key loads small enough to hold their keys in memory.
 
-A key load (DESIGN.md 3.1) must find which segments may hold an incoming key, and which of their rows do. For a
-load of up to some million keys, that is cheaper on the driver than as Spark jobs: Spark reads and checks the
-incoming rows once and sends their keys (with the check flags) here as Arrow; the segments are pruned key by
-key against the catalog's per-segment min/max; the candidate segments' key columns are read from their Parquet
-files (only those columns), their deleted positions dropped, and joined with the incoming keys. What comes back
-are the matched (segment, position, key) rows. Spark still reads, checks, transforms and writes every incoming
-row. In copy-on-write mode, a few touched segments written in the current schema are copied here, file by file,
-without their replaced rows (`rewrite_without`): a filter on positions, with no row changed or converted.
+A key load (README.md#write-strategies) must find which segments may hold an incoming key, and which of their rows do.
+For a load of up to some million keys, that is cheaper on the driver than as Spark jobs: Spark reads and checks the
+incoming rows once and sends their keys (with the check flags) here as Arrow; the segments are pruned key by key against
+the catalog's per-segment min/max; the candidate segments' key columns are read from their Parquet files (only those
+columns), their deleted positions dropped, and joined with the incoming keys. What comes back are the matched (segment,
+position, key) rows. Spark still reads, checks, transforms and writes every incoming row. In copy-on-write mode, a few
+touched segments written in the current schema are copied here, file by file, without their replaced rows
+(`rewrite_without`): a filter on positions, with no row changed or converted.
 
 Keys are compared in the table's types; float and double keys are left to Spark (NaN and -0.0 compare there as
 Spark's joins define, which Arrow's do not).

@@ -1,4 +1,4 @@
-"""Key-level changes of primary-key tables (DESIGN.md 4.4) on Spark.
+"""Key-level changes of primary-key tables (docs/merge-semantics.md#primary-key-tables) on Spark.
 
 `changes_by_key` compares a side's rows before and after its changes (only the rows of the segments it touched
 and the ones it wrote) and gives one row per key it inserted, updated or deleted, with the row before and after,

@@ -1,5 +1,5 @@
-"""A load's Spark and Arrow work (DESIGN.md 3.1): the incoming rows in the table's schema, the segments they
-replace or whose rows they update or delete, and the files written, as plain results. The service checks the load
+"""A load's Spark and Arrow work (README.md#write-strategies): the incoming rows in the table's schema, the segments
+they replace or whose rows they update or delete, and the files written, as plain results. The service checks the load
 against the table first and records the outcome in the catalog (services/load_changes.py).
 
 Key strategies read only the segments whose key range (per-segment min/max of each key column) holds one of the
@@ -211,7 +211,7 @@ def _key_change(
     key_columns = [next(c for c in columns if c.name == k) for k in keys]
     checks = incoming.check_columns(rows)
     survey, found = _survey(spark, rows, key_columns, ranges, checks, known_rows, driver_match_rows)
-    incoming.check_counts(survey.sums, columns)
+    incoming.check_counts(survey.sums, columns, examples=incoming.check_examples(rows))
     rows, hit, duplicates = rows.drop(*checks), survey.segments, survey.repeated
     if duplicates:  # never for incremental: it kept one row per key
         message = MESSAGE_DUPLICATE_KEYS.format(examples=duplicates[:3], strategy=strategy)

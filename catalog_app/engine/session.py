@@ -5,6 +5,8 @@ import logging
 import os
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -18,6 +20,8 @@ logger = logging.getLogger(__name__)
 # Spark writes each StructField's metadata "parquet.field.id" as the Parquet field id and, on read, matches
 # Parquet columns to the requested schema by that id. Column ids therefore survive renames.
 FIELD_ID_METADATA_KEY = "parquet.field.id"
+# How long the Spark jobs of a read stopped at its time limit are cancelled as they start (see cancelled_on_error).
+CANCEL_WATCH_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,14 @@ class SparkConfig:
     app_name: str = "lakeui"
     driver_memory: str = "2g"
     shuffle_partitions: int = 8
+    # On a cluster only (a local master has one JVM and ignores them): how much of the cluster this application
+    # takes. See README "Sharing a Spark cluster".
+    dynamic_allocation: bool = True
+    executor_idle_timeout: str = "30s"
+    cached_idle_timeout: str = "120s"
+    executor_cores: int = 1
+    executor_memory: str = "1g"
+    max_cores: int = 4
     extra: dict[str, str] = field(default_factory=dict)
 
     def options(self) -> dict[str, str]:
@@ -47,7 +59,37 @@ class SparkConfig:
         if self.master.startswith("local"):
             options["spark.driver.host"] = "127.0.0.1"
             options["spark.driver.bindAddress"] = "127.0.0.1"
+        else:
+            options.update(self.cluster_options())
         options.update(self.extra)
+        return options
+
+    def cluster_options(self) -> dict[str, str]:
+        """This application's share of a cluster. Many LakeUI drivers share one cluster, so none may keep cores it
+        does not use: executors are asked for while tasks wait and given back when idle (dynamic allocation; shuffle
+        tracking keeps an executor while its shuffle files are needed, so no external shuffle service is needed),
+        and the application never holds more than `max_cores` (spark.cores.max on standalone, maxExecutors of
+        `executor_cores` each on YARN and Kubernetes)."""
+        cores = max(1, self.executor_cores)
+        executors = max(1, self.max_cores // cores)
+        options = {
+            "spark.executor.cores": str(cores),
+            "spark.executor.memory": self.executor_memory,
+            "spark.cores.max": str(executors * cores),
+        }
+        if self.dynamic_allocation:
+            options |= {
+                "spark.dynamicAllocation.enabled": "true",
+                "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+                "spark.dynamicAllocation.minExecutors": "0",
+                "spark.dynamicAllocation.initialExecutors": "0",
+                "spark.dynamicAllocation.maxExecutors": str(executors),
+                "spark.dynamicAllocation.executorIdleTimeout": self.executor_idle_timeout,
+                "spark.dynamicAllocation.cachedExecutorIdleTimeout": self.cached_idle_timeout,
+                "spark.dynamicAllocation.shuffleTracking.timeout": self.cached_idle_timeout,
+            }
+        else:
+            options["spark.executor.instances"] = str(executors)
         return options
 
 
@@ -111,6 +153,45 @@ def _forget() -> None:
     SparkSession._instantiatedSession = None
     SparkSession._activeSession = None
     _session = None
+
+
+@contextlib.contextmanager
+def cancelled_on_error(spark: SparkSession) -> Iterator[None]:
+    """Spark jobs this thread starts in the block are cancelled if the block ends by an exception (its time limit
+    struck, say): the executors stop working for a read nobody waits for any more."""
+    group = f"lakeui-{uuid.uuid4().hex}"
+    context = spark.sparkContext
+    context.setJobGroup(group, "LakeUI read", interruptOnCancel=True)
+    try:
+        yield
+    except BaseException:
+        # The JVM goes on with the abandoned call: a job it has not submitted yet (still planning) is cancelled
+        # when it starts.
+        threading.Thread(target=_cancel_group, args=(context, group), daemon=True, name=f"cancel-{group}").start()
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            context.setLocalProperty("spark.jobGroup.id", None)
+
+
+def _cancel_group(context: SparkContext, group: str, *, seconds: float = CANCEL_WATCH_SECONDS) -> None:
+    """Cancel the group's running jobs now and as they start, for `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            tracker = context.statusTracker()
+            running = [i for i in tracker.getJobIdsForGroup(group) if _running(tracker, i)]
+            if running:
+                context.cancelJobGroup(group)
+                logger.info("Cancelled Spark jobs %s of an abandoned read", running)
+        except Exception:  # the JVM is gone or going: nothing left to cancel
+            return
+        time.sleep(0.5)
+
+
+def _running(tracker, job_id: int) -> bool:
+    info = tracker.getJobInfo(job_id)
+    return info is not None and info.status == "RUNNING"
 
 
 def time_zone(spark: SparkSession) -> str:

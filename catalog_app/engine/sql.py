@@ -30,6 +30,10 @@ DENIED_FUNCTIONS = {
 # Expressions the parser builds directly (CURRENT_USER, SESSION_USER written without parentheses).
 DENIED_EXPRESSIONS = {"CurrentUser"}
 VIEW_PREFIX = "__lakeui_"
+# A statement's size budget: checking (and analysing) a plan costs per expression, so a SELECT of 20,000 columns
+# would hold a worker for minutes before it runs. Larger statements are refused before that.
+MAX_EXPRESSIONS = 5_000
+MESSAGE_TOO_LARGE = f"The statement is too large: it has more than {MAX_EXPRESSIONS} expressions."
 POSITION = re.compile(r"line (\d+), pos (\d+)")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -112,15 +116,21 @@ def _span(node) -> tuple[int, int]:
 
 def _check(plan) -> tuple[list, set[str]]:
     """The relations of an allowed query, and its CTE names; raises SqlError for anything else."""
-    relations, ctes = [], set()
+    relations, ctes, seen = [], set(), 0
     for node in _plans(plan):
-        kind = _name(node)
+        kind, seen = _name(node), seen + 1
         if kind not in QUERY_NODES:
             raise SqlError(f"Only SELECT queries can run here ({kind} is not allowed).")
         if kind == "UnresolvedWith":
             ctes |= {pair._1().lower() for pair in _seq(node.cteRelations())}
-        for expression in _seq(node.expressions()):
+        expressions = node.expressions()
+        if seen + expressions.size() > MAX_EXPRESSIONS:  # before walking them: each costs calls into the JVM
+            raise SqlError(MESSAGE_TOO_LARGE)
+        for expression in _seq(expressions):
             for part in _expressions(expression):
+                seen += 1
+                if seen > MAX_EXPRESSIONS:
+                    raise SqlError(MESSAGE_TOO_LARGE)
                 if _name(part) == "UnresolvedFunction":
                     function = _seq(part.nameParts())[-1].lower()
                     if function in DENIED_FUNCTIONS or len(_seq(part.nameParts())) > 1:

@@ -1,4 +1,4 @@
-"""Write strategies (DESIGN.md 3.1) as pure DataFrame transforms; no Django.
+"""Write strategies (README.md#write-strategies) as pure DataFrame transforms; no Django.
 
 `target` holds the table rows of the segments that may match (with SEGMENT_ID and POSITION), `incoming` the
 checked incoming rows in the table's schema. A strategy gives a `Plan`: the target positions it replaces and

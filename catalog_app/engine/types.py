@@ -1,5 +1,5 @@
 """Column types, the one place that knows them: the allow-list and its canonical spelling (`parse_type`), the
-widening rules of DESIGN.md section 3 (int -> long, float -> double, int -> decimal wide enough, decimal precision
+widening rules of docs/README.md#operations (int -> long, float -> double, int -> decimal wide enough, decimal precision
 up), each type's Spark and Arrow type, and its values in JSON (defaults, incoming rows, the catalog's statistics
 and partition values, rows given back).
 
@@ -217,7 +217,10 @@ def _number(value: Any) -> float:
 
 def _timestamp(value: Any) -> datetime.datetime:
     moment = datetime.datetime.fromisoformat(value)  # with an offset: that instant; without: UTC
-    return moment.astimezone(datetime.UTC) if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    try:
+        return moment.astimezone(datetime.UTC) if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    except OverflowError:  # the instant falls before year 1 or after 9999 in UTC
+        raise ValueError(f"{value!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def _decimal(value: Any, column_type: str) -> decimal.Decimal:

@@ -188,7 +188,12 @@ def _column_stats(chunks: list | None) -> dict | None:
         return {"min": None, "max": None, "nulls": nulls}
     if any(isinstance(bound, float) and not math.isfinite(bound) for s in bounded for bound in (s.min, s.max)):
         return None  # NaN and infinities bound nothing the catalog can prune with (nor does JSON hold them)
-    low, high = min(utc_naive(s.min) for s in bounded), max(utc_naive(s.max) for s in bounded)
+    try:
+        low, high = min(utc_naive(s.min) for s in bounded), max(utc_naive(s.max) for s in bounded)
+    except (OverflowError, ValueError):  # a date or timestamp outside Python's years 1 to 9999
+        return None  # loads refuse such values (incoming.checked_frame); no bound to prune with otherwise
+    if any(isinstance(bound, str) and "\x00" in bound for bound in (low, high)):
+        return None  # PostgreSQL cannot keep a NUL character; loads refuse it, other writes leave the bound out
     return {"min": stat_json(low), "max": stat_json(high), "nulls": nulls}
 
 

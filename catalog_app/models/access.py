@@ -1,4 +1,5 @@
-"""Who may do what in a catalog: roles per user, and protected branch patterns (DESIGN.md section 5)."""
+"""Who may do what in a catalog: roles per user, and protected branch patterns
+(README.md#roles-and-protected-branches)."""
 
 from django.conf import settings
 from django.db import models

@@ -132,7 +132,7 @@ class ObjectVersion(models.Model):
 
 
 class Operation(models.Model):
-    """One operation of DESIGN.md section 3 on one object in one commit: what the merge engine replays."""
+    """One operation of docs/README.md#operations on one object in one commit: what the merge engine replays."""
 
     class Op(models.TextChoices):
         CREATE = "create"
@@ -167,7 +167,7 @@ class Operation(models.Model):
 
 class SchemaVersion(models.Model):
     """A table schema. Visible versions are the ones users committed on a branch; invisible ones were brought in
-    by a merge because merged data was written with them (DESIGN.md 4.5)."""
+    by a merge because merged data was written with them (docs/merge-semantics.md#schema-versions)."""
 
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
     table_id = models.UUIDField()

@@ -26,8 +26,9 @@ class DataFile(models.Model):
     path = models.CharField(max_length=1024, unique=True)
     row_count = models.BigIntegerField()
     size_bytes = models.BigIntegerField()
-    # Segments: partition values by column id, per-column statistics {column id: {min, max, nulls}}, and the
-    # schema version the file was written with (visible on the branch that wrote it; see DESIGN.md 4.5).
+    # Segments: partition values by column id, per-column statistics {column id: {min, max, nulls}}, and the schema
+    # version the file was written with (visible on the branch that wrote it; see
+    # docs/merge-semantics.md#schema-versions).
     partition_values = models.JSONField(default=dict)
     stats = models.JSONField(default=dict)
     schema_version = models.ForeignKey(SchemaVersion, null=True, blank=True, on_delete=models.PROTECT)
@@ -51,8 +52,8 @@ class FileEntry(models.Model):
     seq = models.BigIntegerField()
     removed = models.BooleanField(default=False)
     # A segment taken over by a merge reads, on the target's line, with the target's copy of the schema version
-    # it was written with (invisible unless it is also in the visible history; DESIGN.md 4.5). Null: the file's
-    # own schema version, as written.
+    # it was written with (invisible unless it is also in the visible history; docs/merge-semantics.md#schema-versions).
+    # Null: the file's own schema version, as written.
     schema_version = models.ForeignKey(SchemaVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     schema_visible = models.BooleanField(null=True, blank=True)
 

@@ -26,6 +26,19 @@ def _newest(chain: Chain) -> QuerySet[ObjectVersion]:
     return newest_on_chain(ObjectVersion.objects.filter(catalog_id=chain.commit.catalog_id), chain, key="object_id")
 
 
+def objects_newest(chain: Chain, *, object_ids: set[uuid.UUID] | None = None) -> QuerySet[ObjectVersion]:
+    """The newest version of every object on the chain (or of these objects), dropped ones included."""
+    versions = _newest(chain)
+    return versions if object_ids is None else versions.filter(object_id__in=object_ids)
+
+
+def object_named(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
+    """The newest version on the chain that carried this name (of this kind, in this parent), dropped or not: a
+    table as it was named when it was dropped, say."""
+    rows = ObjectVersion.objects.filter(catalog_id=chain.commit.catalog_id, kind=kind, name=name, parent_id=parent_id)
+    return newest_on_chain(rows, chain, key="object_id").order_by("-seq").first()
+
+
 def objects_at(chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -> QuerySet[ObjectVersion]:
     """The live objects of a kind (in one database, for tables and views), by name."""
     versions = _newest(chain).filter(kind=kind, dropped=False)

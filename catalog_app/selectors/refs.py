@@ -9,7 +9,7 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
-from catalog_app.models import Branch, Catalog, Commit, Line, Tag
+from catalog_app.models import Branch, Catalog, Commit, Line, Operation, Tag
 from catalog_app.names import COMMIT_ID_PREFIX
 from lakeui.errors import ApplicationError, NotFoundError
 
@@ -68,6 +68,18 @@ def catalog_get(*, name: str) -> Catalog:
     return catalog
 
 
+def catalog_find(*, name: str | None = None, catalog_id: object = None) -> Catalog | None:
+    """The catalog of this name or id, or None."""
+    if catalog_id is not None:
+        return Catalog.objects.filter(id=catalog_id).first()
+    return Catalog.objects.filter(name=name).first()
+
+
+def catalog_by_id(catalog_id: object) -> Catalog:
+    """The catalog a job's params name (`Catalog.DoesNotExist` if it is gone)."""
+    return Catalog.objects.get(id=catalog_id)
+
+
 def commit_chain(commit: Commit) -> Chain:
     """One query, however many branches deep the commit's line forked from: the line and its ancestors' forks."""
     line = Line._meta.db_table
@@ -88,6 +100,25 @@ def commit_log(chain: Chain) -> QuerySet[Commit]:
     return (
         Commit.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id).select_related("author").order_by("-seq")
     )
+
+
+def commit_by_id(commit_id: str) -> Commit:
+    """A commit a job's params name, with its catalog."""
+    return Commit.objects.select_related("catalog").get(id=commit_id)
+
+
+def commit_of_job(job: object) -> Commit | None:
+    """The commit a data job made, if it made one (a job delivered again after its commit)."""
+    return Commit.objects.filter(job=job).first()
+
+
+def commit_operations(commit: Commit) -> QuerySet[Operation]:
+    return commit.operations.all()
+
+
+def merge_commit_ids(*, catalog: Catalog) -> list[str]:
+    """The ids of the catalog's merge commits (those with a second parent)."""
+    return list(Commit.objects.filter(catalog=catalog, merge_parent__isnull=False).values_list("id", flat=True))
 
 
 def commit_at(chain: Chain, at: datetime) -> Commit:
@@ -137,12 +168,21 @@ def branch_get(*, catalog: Catalog, name: str) -> Branch:
     return _named(branch_list(catalog=catalog), kind="branch", name=name, catalog=catalog)
 
 
+def branch_heads(*, catalog_id: object, names: list[str]) -> dict[str, str]:
+    """The head commit id of each of these branches that exists, by name."""
+    return dict(Branch.objects.filter(catalog_id=catalog_id, name__in=names).values_list("name", "head_id"))
+
+
 def tag_list(*, catalog: Catalog) -> QuerySet[Tag]:
     return Tag.objects.filter(catalog=catalog).select_related("commit", "created_by")
 
 
 def tag_get(*, catalog: Catalog, name: str) -> Tag:
     return _named(tag_list(catalog=catalog), kind="tag", name=name, catalog=catalog)
+
+
+def tag_exists(*, catalog: Catalog, name: str) -> bool:
+    return Tag.objects.filter(catalog=catalog, name=name).exists()
 
 
 def ref_resolve(*, catalog: Catalog, ref: str, at: datetime | None = None) -> ResolvedRef:

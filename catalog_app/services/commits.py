@@ -33,6 +33,7 @@ from catalog_app.services.access import branch_write_check
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.registry import ClaimLost, crash_point
+from lakeui.jobs.services import job_claim_held
 
 MESSAGE_BRANCH_MOVED = "Branch {branch!r} has moved: its head is {head}, not {expected}. Read it again and retry."
 MESSAGE_READ_ONLY_REF = "{ref!r} is a {kind}; only branches can be written to."
@@ -47,7 +48,7 @@ class _Staged:
 @dataclass
 class CommitDraft:
     catalog: Catalog
-    branch: Branch
+    branch: Branch | None  # None: a commit no branch points to (a virtual merge base, see commit_begin_detached)
     parent: Commit
     chain: Chain
     _staged: list[_Staged] = field(default_factory=list)
@@ -112,8 +113,8 @@ class CommitDraft:
         self._file_entries.append((file, True, None, None))
 
     def schema_copy(self, source: SchemaVersion) -> SchemaVersion:
-        """Stage an invisible copy of another branch's schema version in this branch's history (DESIGN.md 4.5);
-        it is saved with the commit."""
+        """Stage an invisible copy of another branch's schema version in this branch's history
+        (docs/merge-semantics.md#schema-versions); it is saved with the commit."""
         copy = SchemaVersion(
             catalog=self.catalog, table_id=source.table_id, columns=source.columns, visible=False, copied_from=source
         )
@@ -169,6 +170,8 @@ class CommitDraft:
             )
             for file, removed, schema_version, schema_visible in self._file_entries
         )
+        if self.branch is None:
+            return commit
         moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
         if not moved:  # unreachable while the catalog lock is held; kept as the last line of defence
             raise ConflictError("branch_moved", f"Branch {self.branch.name!r} moved during the commit.")
@@ -194,6 +197,12 @@ class WriteTarget:
         return draft.commit(author=self.author, message=self.message or default_message)
 
 
+def catalog_lock(*, catalog: Catalog) -> Catalog:
+    """The catalog's row, locked until the caller's transaction ends: the lock every commit of the catalog takes,
+    also taken by writes that must not interleave with them (numbering merge requests)."""
+    return Catalog.objects.select_for_update().get(id=catalog.id)
+
+
 def commit_begin(
     *, catalog: Catalog, branch: str, expected_head: str | None = None, via_merge_request: int | None = None
 ) -> CommitDraft:
@@ -203,7 +212,7 @@ def commit_begin(
     only the merge of an approved merge request names itself with `via_merge_request`."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("commit_begin must be called inside transaction.atomic()")
-    catalog = Catalog.objects.select_for_update().get(id=catalog.id)
+    catalog = catalog_lock(catalog=catalog)
     target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
@@ -217,6 +226,16 @@ def commit_begin(
     return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
 
 
+def commit_begin_detached(*, catalog: Catalog, parent: Commit) -> CommitDraft:
+    """Open a draft after `parent` that no branch will point to: a commit that is read like any other (by its id)
+    but moves no ref, such as the virtual base of a criss-cross merge (docs/merge-semantics.md, "Several merge
+    bases"). Must run inside `transaction.atomic()`, like `commit_begin`."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("commit_begin_detached must be called inside transaction.atomic()")
+    catalog = Catalog.objects.select_for_update().get(id=catalog.id)
+    return CommitDraft(catalog=catalog, branch=None, parent=parent, chain=commit_chain(parent))
+
+
 def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:
     if Tag.objects.filter(catalog=catalog, name=ref).exists():
         raise ApplicationError("read_only_ref", MESSAGE_READ_ONLY_REF.format(ref=ref, kind="tag"))
@@ -228,11 +247,6 @@ def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:
 def _next_seq(catalog: Catalog) -> int:
     Catalog.objects.filter(id=catalog.id).update(last_seq=F("last_seq") + 1)
     return Catalog.objects.values_list("last_seq", flat=True).get(id=catalog.id)
-
-
-def _claim_held(job: Job) -> bool:
-    held = Job.objects.select_for_update().filter(id=job.id, worker=job.worker, status=Job.Status.RUNNING)
-    return held.exists()
 
 
 def _commit_insert(
@@ -251,7 +265,7 @@ def _commit_insert(
     meanwhile."""
     if job is not None:
         crash_point("before_commit", job_id=str(job.id), attempts=job.attempts)
-        if not _claim_held(job):
+        if not job_claim_held(job=job):
             raise ClaimLost()
     seq = _next_seq(catalog)
     created_at = timezone.now() if parent is None else max(timezone.now(), parent.created_at)

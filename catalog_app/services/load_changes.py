@@ -1,4 +1,4 @@
-"""Loading incoming data into a table with one of the nine write strategies (DESIGN.md 3.1), as one commit.
+"""Loading incoming data into a table with one of the nine write strategies (README.md#write-strategies), as one commit.
 
 The load is checked against the table here, its Spark and Arrow work is `engine.loads`, and its outcome is
 recorded here: the operations it amounts to in the merge rules' vocabulary (`update` of the segments touched,

@@ -146,8 +146,9 @@ def _schema_change(draft: CommitDraft, table: ObjectVersion, columns: list[dict]
 
 
 def column_id_next(table: ObjectVersion) -> int:
-    """Column ids are never reused on any branch: merges match columns by id (DESIGN.md 4.3, A6), so two branches
-    that each add a column must not both call it N+1. Safe because the commits of a catalog are serialised."""
+    """Column ids are never reused on any branch: merges match columns by id
+    (docs/merge-semantics.md#tables-without-a-primary-key, A6), so two branches that each add a column must not both
+    call it N+1. Safe because the commits of a catalog are serialised."""
     versions = SchemaVersion.objects.filter(table_id=table.object_id).values_list("columns", flat=True)
     return max([table.state["last_column_id"], *(column["id"] for columns in versions for column in columns)]) + 1
 

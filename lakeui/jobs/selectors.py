@@ -17,6 +17,10 @@ def job_of_run(job_id: str) -> Job:
     return Job.objects.select_related("requested_by").get(id=job_id)
 
 
+def job_by_id(job_id: object) -> Job:
+    return Job.objects.get(id=job_id)
+
+
 def job_get(*, user: AbstractBaseUser, job_id: str) -> Job:
     job = job_list(user=user).filter(id=job_id).first()
     if job is None:

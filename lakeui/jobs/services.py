@@ -41,8 +41,16 @@ logger = logging.getLogger(__name__)
 RUN_JOB_TASK = "lakeui.jobs.tasks.run_job"
 MESSAGE_CANCELLED = "The job was cancelled."
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
-MESSAGE_INTERNAL = "The job failed with an unexpected error: {error}"
+# An interactive job that does not stop at its soft time limit (Python does not get control back) is killed this
+# many seconds later; its worker process is replaced.
+INTERACTIVE_HARD_LIMIT_AFTER = 30
+# The error itself (it may quote SQL, file paths, internal names) goes to the worker's log only.
+MESSAGE_INTERNAL = "The job failed with an unexpected error (a bug); the worker's log has the details of job {job}."
 MESSAGE_ALREADY_FINISHED = "The job has already finished ({status})."
+MESSAGE_UNSTORABLE_RESULT = (
+    "The job's result holds a NUL character (U+0000) in a text value, which the metadata store cannot keep; "
+    "leave it out (for a query, e.g. replace(value, char(0), ''))."
+)
 
 
 class JobOutcome(enum.Enum):
@@ -72,11 +80,23 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
     return job
 
 
+def job_claim_held(*, job: Job) -> bool:
+    """Whether this run of the job still holds its claim (running, on its worker), locking the job's row until the
+    caller's transaction ends: a commit made with it cannot race a takeover of the job."""
+    held = Job.objects.select_for_update().filter(id=job.id, worker=job.worker, status=Job.Status.RUNNING)
+    return held.exists()
+
+
 def job_send(job_id: str, kind: str) -> None:
     """Send a job's message to its queue: the interactive one for a read a person waits for (served by workers of
     its own, never behind a long job), else the jobs queue."""
-    queue = settings.LAKEUI_INTERACTIVE_QUEUE if job_kind_interactive(kind) else settings.CELERY_TASK_DEFAULT_QUEUE
-    celery_app.send_task(RUN_JOB_TASK, args=[job_id], queue=queue)  # by name: the task module imports this one
+    if job_kind_interactive(kind):  # a read a person waits for: within its time budget, or stopped
+        limit = settings.LAKEUI_INTERACTIVE_TIME_LIMIT
+        limits = {"soft_time_limit": limit, "time_limit": limit + INTERACTIVE_HARD_LIMIT_AFTER}
+        celery_app.send_task(RUN_JOB_TASK, args=[job_id], queue=settings.LAKEUI_INTERACTIVE_QUEUE, **limits)
+        return
+    # by name: the task module imports this one
+    celery_app.send_task(RUN_JOB_TASK, args=[job_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 @transaction.atomic
@@ -128,6 +148,17 @@ def job_result(job: Job, *, timeout: float) -> dict[str, Any]:
     )
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a JSON value holds a NUL character in a string (a key or a value): PostgreSQL's jsonb cannot."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(holds_nul(item) for item in value)
+    return False
+
+
 @dataclass
 class _Claim:
     """The right to run one job, held by one delivery; progress and outcome are written only under it."""
@@ -151,6 +182,9 @@ class _Claim:
     def finish(
         self, status: str, *, result: Any = None, error_code: str = "", error_message: str = "", error_status=None
     ) -> None:
+        if status != Job.Status.SUCCEEDED:  # a failure's message and details quote the input: keep them storable
+            error_message = error_message.replace("\x00", "\\x00")
+            result = None if holds_nul(result) else result
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "result": result}
         fields.update(error_code=error_code, error_message=error_message, error_status=error_status)
         if status == Job.Status.SUCCEEDED:
@@ -189,8 +223,11 @@ def _claim(*, job_id: str, worker: str) -> _Claim | None:
     return _Claim(job_id=job_id, token=token)
 
 
-def job_execute(*, job_id: str, worker: str) -> JobOutcome:
-    """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction."""
+def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = None) -> JobOutcome:
+    """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction, with the
+    task's soft time limit if it has one: an error raised once that has passed is the limit striking (py4j turns
+    the SoftTimeLimitExceeded raised inside a call into the JVM into an error of its own)."""
+    started = time.monotonic()
     claim = _claim(job_id=job_id, worker=worker)
     if claim is None:
         job = Job.objects.filter(id=job_id).first()
@@ -220,20 +257,38 @@ def job_execute(*, job_id: str, worker: str) -> JobOutcome:
             error_status=exc.status,
         )
     except SoftTimeLimitExceeded:
-        claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT)
+        claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT, error_status=504)
     except Exception as exc:
+        timed_out = soft_time_limit is not None and time.monotonic() - started >= soft_time_limit
+        if timed_out or _caused_by(exc, SoftTimeLimitExceeded):  # struck inside a library that wrapped it (py4j)
+            logger.warning("Job %s (%s) stopped at its time limit", job_id, job.kind, exc_info=True)
+            claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT, error_status=504)
+            return JobOutcome.RAN
         logger.exception("Job %s (%s) failed", job_id, job.kind)  # the trace is in the log, the user gets a sentence
         failure = job_failure_explained(exc)
         if failure is None:
-            failure = JobFailure("internal_error", MESSAGE_INTERNAL.format(error=f"{type(exc).__name__}: {exc}")[:2000])
+            failure = JobFailure("internal_error", MESSAGE_INTERNAL.format(job=job_id))
         claim.finish(Job.Status.FAILED, error_code=failure.code, error_message=failure.message)
     else:
-        claim.finish(Job.Status.SUCCEEDED, result=result)
+        if holds_nul(result):  # PostgreSQL cannot keep it: a clear failure now, not a failed save retried forever
+            claim.finish(Job.Status.FAILED, error_code="unstorable_result", error_message=MESSAGE_UNSTORABLE_RESULT,
+                         error_status=400)  # fmt: skip
+        else:
+            claim.finish(Job.Status.SUCCEEDED, result=result)
     finally:
         heartbeat.stopped.set()
         heartbeat.join()
         close_old_connections()
     return JobOutcome.RAN
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind) or any(isinstance(arg, kind) for arg in getattr(seen, "args", ())):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def job_recover() -> list[str]:

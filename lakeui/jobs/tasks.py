@@ -1,7 +1,7 @@
 """Celery tasks: interfaces like views. They take ids, call a service, and own the retry policy."""
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import celeryd_init, worker_ready, worker_shutdown
 from django.conf import settings
 
 from lakeui.jobs.services import RUN_JOB_TASK, JobOutcome, JobRecoveryLoop, job_execute
@@ -12,7 +12,8 @@ _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_J
 
 @shared_task(name=RUN_JOB_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=_DUPLICATE_RETRIES)
 def run_job(self, job_id: str) -> str:
-    outcome = job_execute(job_id=job_id, worker=self.request.hostname or "worker")
+    _, soft_time_limit = self.request.timelimit or (None, None)
+    outcome = job_execute(job_id=job_id, worker=self.request.hostname or "worker", soft_time_limit=soft_time_limit)
     if outcome is JobOutcome.BUSY:
         raise self.retry(countdown=settings.LAKEUI_JOB_STALE_AFTER)
     return outcome.value
@@ -33,3 +34,21 @@ def start_job_recovery(**kwargs) -> None:
 def stop_job_recovery(**kwargs) -> None:
     while _recovery:
         _recovery.pop().stopped.set()
+
+
+_kind: list[str] = []
+
+
+@celeryd_init.connect
+def note_worker_kind(options=None, **kwargs) -> None:
+    """Which worker this is, before its pool starts (its processes inherit it): LAKEUI_WORKER_KIND, else
+    `interactive` for a worker that serves only the interactive queue."""
+    queues = (options or {}).get("queues") or []
+    queues = queues.split(",") if isinstance(queues, str) else list(queues)
+    interactive = [q.strip() for q in queues if q.strip()] == [settings.LAKEUI_INTERACTIVE_QUEUE]
+    _kind[:] = [settings.LAKEUI_WORKER_KIND or ("interactive" if interactive else "jobs")]
+
+
+def worker_kind() -> str:
+    """`jobs` or `interactive`: the kind of worker this process belongs to (`jobs` outside a worker)."""
+    return _kind[0] if _kind else settings.LAKEUI_WORKER_KIND or "jobs"

@@ -9,6 +9,7 @@ from lakeui.settings.env import (
     env_bool,
     env_list,
     filesystem_broker_dirs,
+    spark_conf,
     warehouse_location,
 )
 
@@ -147,6 +148,25 @@ SPECTACULAR_SETTINGS = {
 # --- Data engine -----------------------------------------------------------------------------------------
 SPARK_MASTER = ENV.get("SPARK_MASTER") or "local[*]"
 SPARK_DRIVER_MEMORY = ENV.get("SPARK_DRIVER_MEMORY") or "2g"
+# On a cluster (SPARK_MASTER not local) every worker process is a Spark application of its own: each takes only its
+# share (README "Sharing a Spark cluster"). Executors come and go with the work (dynamic allocation with shuffle
+# tracking: no external shuffle service needed) and go back to the cluster after this long idle; a jobs-worker
+# process holds at most LAKEUI_SPARK_MAX_CORES cores, an interactive one LAKEUI_SPARK_INTERACTIVE_MAX_CORES.
+LAKEUI_SPARK_DYNAMIC_ALLOCATION = env_bool(ENV, "LAKEUI_SPARK_DYNAMIC_ALLOCATION", True)
+LAKEUI_SPARK_EXECUTOR_IDLE_TIMEOUT = ENV.get("LAKEUI_SPARK_EXECUTOR_IDLE_TIMEOUT") or "30s"
+# An executor holding cached blocks or shuffle files still referenced is given back after this long idle too
+# (Spark's default is never, which would pin it to a long-lived driver): Spark recomputes what it needs again.
+LAKEUI_SPARK_CACHED_IDLE_TIMEOUT = ENV.get("LAKEUI_SPARK_CACHED_IDLE_TIMEOUT") or "120s"
+LAKEUI_SPARK_EXECUTOR_CORES = int(ENV.get("LAKEUI_SPARK_EXECUTOR_CORES") or 1)
+LAKEUI_SPARK_EXECUTOR_MEMORY = ENV.get("LAKEUI_SPARK_EXECUTOR_MEMORY") or "1g"
+LAKEUI_SPARK_MAX_CORES = int(ENV.get("LAKEUI_SPARK_MAX_CORES") or 4)
+LAKEUI_SPARK_INTERACTIVE_MAX_CORES = int(ENV.get("LAKEUI_SPARK_INTERACTIVE_MAX_CORES") or 1)
+# More Spark settings for every worker process, `key=value` pairs separated by commas (a YARN queue, Kubernetes
+# images, ...); they win over LakeUI's own.
+LAKEUI_SPARK_CONF = spark_conf(ENV, "LAKEUI_SPARK_CONF")
+# Which worker this process is: `jobs` or `interactive`. Unset, a worker serving only LAKEUI_INTERACTIVE_QUEUE is
+# the interactive one (lakeui.jobs.tasks.worker_kind), any other the jobs worker.
+LAKEUI_WORKER_KIND = ENV.get("LAKEUI_WORKER_KIND") or ""
 LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
 # Key loads of up to this many incoming rows, into candidate segments of up to this many rows, match keys on the
 # driver with Arrow (catalog_app/engine/keymatch.py); larger ones match them in Spark jobs.
@@ -166,6 +186,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(ENV.get("LAKEUI_MAX_BODY_BYTES") or 16 * 1024 
 LAKEUI_MAX_ROWS = int(ENV.get("LAKEUI_MAX_ROWS") or 100_000)
 # How long a read through a worker (table rows, SQL SELECT) may take before the API answers 504 with the job.
 LAKEUI_READ_TIMEOUT = int(ENV.get("LAKEUI_READ_TIMEOUT") or 120)
+# A read on the interactive worker is stopped (its Spark jobs cancelled, the job failed `time_limit`) past this many
+# seconds: nobody waits for it any longer, and every preview would wait behind it.
+LAKEUI_INTERACTIVE_TIME_LIMIT = int(ENV.get("LAKEUI_INTERACTIVE_TIME_LIMIT") or LAKEUI_READ_TIMEOUT)
 
 # Time limits stay below the broker's visibility timeout, so a long job is never handed to a second worker
 # while the first is still within its limit.

@@ -32,6 +32,17 @@ def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
 
 
+def spark_conf(env: Mapping[str, str], name: str) -> dict[str, str]:
+    """`key=value,key=value` as a dict of Spark settings (keys must start with `spark.`)."""
+    conf = {}
+    for item in env_list(env, name, []):
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip().startswith("spark."):
+            raise ImproperlyConfigured(f"{name} must be spark.key=value pairs separated by commas, not {item!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
 def env_list(env: Mapping[str, str], name: str, default: list[str]) -> list[str]:
     value = env.get(name)
     if not value:

@@ -19,7 +19,7 @@ from catalog_app.selectors.table_files import NO_FILES, tables_files
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import rules, semantics, states
-from merge_app.models import KeyComparison
+from merge_app.models import KeyComparison, VirtualBase
 from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
 from merge_app.selectors.graph import CommitGraph
 
@@ -31,8 +31,19 @@ NOT_MERGED = "not_merged"
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
 MESSAGE_CRISS_CROSS = (
     "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
-    "(a criss-cross history). Merge one base into the other side first, or merge from one of the bases."
+    "(a criss-cross history). The bases are merged into one virtual base first, on a worker."
 )
+
+
+class BasesNotMerged(ConflictError):
+    """Two heads with several merge bases whose virtual base has not been made yet: a worker makes it
+    (services.merges.bases_merge) and the diff is made again."""
+
+    def __init__(self, *, source: str, target: str, bases: list[str]) -> None:
+        shown = ", ".join(commit_id[:12] for commit_id in bases)
+        message = MESSAGE_CRISS_CROSS.format(source=source, target=target, count=len(bases), bases=shown)
+        super().__init__("multiple_merge_bases", message, details={"bases": bases})
+        self.bases = bases
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class ObjectDiff:
     issues: list[Verdict] = field(default_factory=list)  # conflicts of the object as a whole (4.1, names)
     data_issues: list[Verdict] = field(default_factory=list)  # of its data as a whole: a data resolution settles them
     merged_state: dict[str, Any] | None = None
+    keyed: bool = False  # a primary-key table: its rows merge as states, by key, never by position (4.4)
+    data_changed: dict[str, bool] | None = None  # keyed: whether each side's files differ from the base's
     key_mode: bool = False  # a primary-key table whose rows both sides changed: merged by key (4.4)
     keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
@@ -127,6 +140,7 @@ class MergeDiff:
     source_commits: list[str]  # the commits reachable from the source head and not from the target's (4.0)
     objects: list[ObjectDiff]
     resolution: dict[str, Any] = field(default_factory=dict)
+    bases: list[str] = field(default_factory=list)  # the merge bases; with several, `base` is their virtual base
 
     @property
     def conflicts(self) -> list[ObjectDiff]:
@@ -184,23 +198,37 @@ def merge_diff_of(
     resolution = resolution_check(resolution)
     graph = CommitGraph(catalog.id)
     sides = graph.sides(source_head.id, target_head.id)
-    if len(sides.bases) > 1:
-        bases = ", ".join(commit_id[:12] for commit_id in sides.bases)
-        message = MESSAGE_CRISS_CROSS.format(source=source, target=target, count=len(sides.bases), bases=bases)
-        raise ConflictError("multiple_merge_bases", message, details={"bases": sides.bases})
-    base = Commit.objects.get(id=sides.bases[0])
-    src_ops = _operations(graph, source_head.id, sides.source)
-    dest_ops = _operations(graph, target_head.id, sides.target)
+    if len(sides.bases) > 1:  # a criss-cross history: from the bases merged into one (docs/merge-semantics.md)
+        virtual = VirtualBase.objects.filter(catalog=catalog, bases=virtual_base_key(sides.bases)).first()
+        if virtual is None:
+            raise BasesNotMerged(source=source, target=target, bases=sides.bases)
+        base = virtual.commit
+    else:
+        base = Commit.objects.get(id=sides.bases[0])
+    src_ops, src_touched = _operations(graph, source_head.id, sides.source)
+    dest_ops, dest_touched = _operations(graph, target_head.id, sides.target)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
-    object_ids = set(src_ops) | set(dest_ops)
+    object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}
+    data_changed = _keyed_data_changes(versions, chains)
+    # A table without a key is compared by the operations each side made since the base; one that only a merge's
+    # replay of the base's own history touched is no change. A keyed table is compared by state.
+    object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in data_changed.items() if any(changed.values())}
     parents = {v.parent_id for side in versions.values() for v in side.values() if v.parent_id} - object_ids
     for side, chain in chains.items():
         versions[side] |= _versions(chain, parents)
     wanted = [v for v in versions["source"].values() if v.object_id in object_ids]
     taken = _live_names(target_chain, wanted, versions["target"])
     objects = [
-        _object_diff(object_id, src_ops.get(object_id, []), dest_ops.get(object_id, []), versions, taken, target_chain)
+        _object_diff(
+            object_id,
+            src_ops.get(object_id, []),
+            dest_ops.get(object_id, []),
+            versions,
+            taken,
+            target_chain,
+            data_changed.get(object_id),
+        )
         for object_id in object_ids
     ]
     objects = [obj for obj in objects if obj is not None]
@@ -208,7 +236,7 @@ def merge_diff_of(
     objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
-        source_commits=sides.source, objects=objects, resolution=resolution,
+        source_commits=sides.source, objects=objects, resolution=resolution, bases=sides.bases,
     )  # fmt: skip
     keyed = [obj for obj in objects if obj.key_mode]
     results = dict(compared or {})
@@ -223,6 +251,10 @@ def merge_diff_of(
     for obj in objects:
         pairs_resolve(obj, resolution)
     return diff
+
+
+def virtual_base_key(bases: list[str]) -> str:
+    return ",".join(sorted(bases))
 
 
 def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = None) -> MergeDiff:
@@ -240,9 +272,18 @@ def resolution_check(resolution: dict | None) -> dict[str, Any]:
     resolution = resolution or {}
     if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys"}:
         raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
-    choices = [resolution.get("default", "fail"), *resolution.get("tables", {}).values()]
-    choices += [choice for keys in resolution.get("keys", {}).values() for choice in keys.values()]
-    if any(choice not in CHOICES for choice in choices):
+    tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
+    if (
+        not isinstance(tables, dict)
+        or not isinstance(keys, dict)
+        or not all(isinstance(k, dict) for k in keys.values())
+    ):
+        raise ApplicationError(
+            "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
+        )
+    choices = [resolution.get("default", "fail"), *tables.values()]
+    choices += [choice for per_key in keys.values() for choice in per_key.values()]
+    if any(not isinstance(choice, str) or choice not in CHOICES for choice in choices):
         raise ApplicationError("invalid_resolution", f"A resolution is one of {CHOICES}.")
     return resolution
 
@@ -307,14 +348,15 @@ def _source_wins(obj: ObjectDiff) -> None:
         _merge_state(obj)
 
 
-def _operations(graph: CommitGraph, head: str, commits: list[str]) -> dict[uuid.UUID, list[Op]]:
-    """A side's changes since the base (DESIGN.md 4.0), per object in commit order: each original operation of
-    the side's commits once, as the side has it. The side's state was built along its head's first-parent chain,
-    so that chain says what the side holds: its commits' own operations, and of each merge commit on it the
-    operations it made itself (key merges, deletes in mixed segments) and those it replayed, each under the
-    operation it came from. An operation a merge replayed whose origin the base already holds is not a change
-    since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not part
-    of the side's state."""
+def _operations(graph: CommitGraph, head: str, commits: list[str]) -> tuple[dict[uuid.UUID, list[Op]], set[uuid.UUID]]:
+    """A side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays), per object in commit
+    order: each original operation of the side's commits once, as the side has it. The side's state was built along
+    its head's first-parent chain, so that chain says what the side holds: its commits' own operations, and of each
+    merge commit on it the operations it made itself (key merges, deletes in mixed segments) and those it replayed,
+    each under the operation it came from. An operation a merge replayed whose origin the base already holds is not
+    a change since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not
+    part of the side's state. Also returns every object an operation on that chain touched: a primary-key table
+    among them is compared by state (`_keyed_data_changes`), whatever the operations say."""
     since = set(commits)
     chain = graph.first_parents(head, since)
     picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
@@ -340,6 +382,7 @@ def _operations(graph: CommitGraph, head: str, commits: list[str]) -> dict[uuid.
         if (origin, origin_position, object_id) in superseded:
             continue
         picked.setdefault((origin, origin_position, object_id), (object_id, Op(origin, origin_position, kind, details)))
+    touched = {object_id for _, _, object_id, _, _ in rows}
     ordered = sorted(picked.values(), key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
     deltas = [d for _, op in ordered for d in op.details.get("deltas_added", [])]
     owner = {str(i): str(s) for i, s in DataFile.objects.filter(id__any=deltas).values_list("id", "segment_id")}
@@ -348,7 +391,7 @@ def _operations(graph: CommitGraph, head: str, commits: list[str]) -> dict[uuid.
         if op.details.get("deltas_added"):
             op = replace(op, details={**op.details, "deltas_on": {d: owner.get(d) for d in op.details["deltas_added"]}})
         by_object.setdefault(object_id, []).append(op)
-    return by_object
+    return by_object, touched
 
 
 def _versions(chain: Chain, object_ids: set, known: dict | None = None) -> dict[uuid.UUID, Version]:
@@ -391,20 +434,24 @@ def _display_name(version: Version, versions: dict) -> str:
     return version.name
 
 
-def _object_diff(object_id, src_ops, dest_ops, versions, taken, target_chain) -> ObjectDiff | None:
+def _object_diff(object_id, src_ops, dest_ops, versions, taken, target_chain, data_changed) -> ObjectDiff | None:
     base, src, dest = (versions[side].get(object_id) for side in ("base", "source", "target"))
     if base is None and (src is None or src.dropped) and (dest is None or dest.dropped):
         return None  # created and dropped again on a side: nothing to compare or merge
+    changed = {"source": bool(src_ops), "target": bool(dest_ops)}
+    if data_changed is not None:  # a keyed table: a side whose rows differ from the base's changed it
+        changed = {side: changed[side] or data_changed[side] for side in changed}
     if base is None:
         change = "added_in_source" if src is not None and not src.dropped else "added_in_target"
-    elif src_ops and dest_ops:
+    elif changed["source"] and changed["target"]:
         change = "changed_in_both"
     else:
-        change = "changed_in_source" if src_ops else "changed_in_target"
+        change = "changed_in_source" if changed["source"] else "changed_in_target"
     shown = src if src is not None else dest
     obj = ObjectDiff(
         kind=shown.kind, object_id=object_id, name=_display_name(shown, versions), change=change, base=base,
         source=src, target=dest, source_operations=src_ops, target_operations=dest_ops,
+        keyed=data_changed is not None, data_changed=data_changed,
     )  # fmt: skip
     if obj.kind not in MERGED_KINDS or change == "added_in_target":
         return obj
@@ -433,7 +480,7 @@ def _check_segments_present(objects: list[ObjectDiff], source_chain: Chain, targ
     replaced them) has nothing left to replay."""
     wanted: dict[uuid.UUID, ObjectDiff] = {}
     for obj in objects:
-        if obj.kind != ObjectKind.TABLE or not obj.merges or obj.source.dropped or obj.key_mode:
+        if obj.kind != ObjectKind.TABLE or not obj.merges or obj.source.dropped or obj.keyed:
             continue
         if any(op.op in rules.REWRITES for op in obj.source_operations):
             wanted[obj.object_id] = obj
@@ -506,16 +553,34 @@ def _check_name(obj: ObjectDiff, taken: dict) -> None:
 
 
 def _key_mode(obj: ObjectDiff) -> bool:
-    if obj.kind != ObjectKind.TABLE or obj.target is None or not obj.target.state.get("primary_key"):
-        return False
-    return any(op.op in ROW_CHANGES for op in obj.source_operations) and any(
-        op.op in ROW_CHANGES for op in obj.target_operations
-    )
+    """A primary-key table whose rows both sides changed since the base (their files differ from the base's): it
+    is merged three-way by key. If only one side changed them, the merge takes that side's rows as they are."""
+    return obj.keyed and all(obj.data_changed.values())
+
+
+def _keyed_data_changes(versions: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, dict[str, bool]]:
+    """For each primary-key table live at the base and on both sides: whether each side's files (segments and
+    delete files) differ from the base's. Only the files say whether a side changed the rows; the operations on a
+    side since the base may be replays of either side, settled resolutions or changes undone since."""
+    keyed = [
+        object_id for object_id, base in versions["base"].items()
+        if base.kind == ObjectKind.TABLE and not base.dropped
+        and all(_keyed_live(versions[side].get(object_id)) for side in ("source", "target"))
+    ]  # fmt: skip
+    if not keyed:
+        return {}
+    files = {side: tables_files(chain, table_ids=keyed) for side, chain in chains.items()}
+    ids = {side: {k: set(f.get(k, NO_FILES).by_id()) for k in keyed} for side, f in files.items()}
+    return {k: {side: ids[side][k] != ids["base"][k] for side in ("source", "target")} for k in keyed}
+
+
+def _keyed_live(version: Version | None) -> bool:
+    return version is not None and not version.dropped and bool(version.state.get("primary_key"))
 
 
 def _decide_pairs(obj: ObjectDiff) -> None:
     table = rules.RULE_TABLES[obj.kind]
-    facts = Facts(key_mode=obj.key_mode, keys=obj.keys)
+    facts = Facts(key_mode=obj.key_mode, keyed=obj.keyed, keys=obj.keys)
     if obj.kind == ObjectKind.TABLE and obj.target is not None:
         facts.dest_columns = {column["id"]: column for column in obj.target.state["columns"]}
         facts.src_wrote_data = any(
@@ -570,6 +635,8 @@ def diff_as_dict(diff: MergeDiff) -> dict[str, Any]:
         "source": {"ref": diff.source, "head": diff.source_head.id},
         "target": {"ref": diff.target, "head": diff.target_head.id},
         "base": diff.base.id,
+        "bases": diff.bases,
+        "virtual_base": len(diff.bases) > 1,
         "mergeable": diff.mergeable,
         "up_to_date": diff.up_to_date,
         "resolution": diff.resolution,

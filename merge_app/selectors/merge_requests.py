@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from catalog_app.models import Branch, Catalog, ObjectKind
+from catalog_app.models import Catalog, ObjectKind
 from catalog_app.selectors.access import branch_protection
+from catalog_app.selectors.refs import branch_heads
 from lakeui.errors import NotFoundError
 from merge_app.models import MergeRequest, MergeRequestEvent, MergeRequestReview
 
@@ -44,13 +45,14 @@ def merge_request_events(merge_request: MergeRequest) -> QuerySet[MergeRequestEv
     return merge_request.events.select_related("actor")
 
 
+def merge_request_by_id(merge_request_id: object) -> MergeRequest:
+    """The request a job's params name."""
+    return MergeRequest.objects.get(id=merge_request_id)
+
+
 def merge_request_heads(merge_request: MergeRequest) -> dict[str, str | None]:
     """The current heads of the request's branches (None for a branch that no longer exists)."""
-    heads = dict(
-        Branch.objects.filter(
-            catalog_id=merge_request.catalog_id, name__in=[merge_request.source, merge_request.target]
-        ).values_list("name", "head_id")
-    )
+    heads = branch_heads(catalog_id=merge_request.catalog_id, names=[merge_request.source, merge_request.target])
     return {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
 
 

@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.commits import catalog_names
+from catalog_app.selectors.refs import catalog_find, merge_commit_ids
 from lakeui.errors import NotFoundError
 from lakeui.jobs.models import Job
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
@@ -22,20 +23,29 @@ def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
     return merge
 
 
+def merge_of_job(job: Job) -> Merge | None:
+    """The merge (or dry run) a job made, if it made one: a job delivered again after it finished."""
+    return Merge.objects.filter(job=job).first()
+
+
+def restore_of_job(job: Job) -> Restore | None:
+    return Restore.objects.filter(job=job).first()
+
+
 def job_outcome(job: Job) -> dict[str, Any]:
     """Where a job's outcome lives: its catalog, and the merge, merge request or restore it made or served."""
     params, result = job.params or {}, job.result or {}
-    catalog = Catalog.objects.filter(id=params.get("catalog_id")).first() if params.get("catalog_id") else None
+    catalog = catalog_find(catalog_id=params["catalog_id"]) if params.get("catalog_id") else None
     merge = None
     if catalog is not None and isinstance(result, dict) and result.get("merge"):
         merge = Merge.objects.filter(id=result["merge"], catalog=catalog).first()
     if merge is None and job.kind == "branch_merge":
-        merge = Merge.objects.filter(job=job).first()
+        merge = merge_of_job(job)
     request_id = params.get("merge_request") or params.get("merge_request_id")
     merge_request = None
     if catalog is not None and request_id is not None:
         merge_request = MergeRequest.objects.filter(id=request_id, catalog=catalog).first()
-    restore = Restore.objects.filter(job=job).first() if job.kind == "branch_restore" else None
+    restore = restore_of_job(job) if job.kind == "branch_restore" else None
     return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore}
 
 
@@ -52,7 +62,7 @@ def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, targ
 def merge_logs_check(catalog: Catalog, finding) -> Iterator:
     """`lakeui_check`: every merge commit has its merge log (registered in apps.py)."""
     logged = set(Merge.objects.filter(catalog=catalog, commit__isnull=False).values_list("commit_id", flat=True))
-    for commit_id in Commit.objects.filter(catalog=catalog, merge_parent__isnull=False).values_list("id", flat=True):
+    for commit_id in merge_commit_ids(catalog=catalog):
         if commit_id not in logged:
             yield finding("merge_without_log", f"merge commit {commit_id} has no merge log (merge_app Merge)")
 

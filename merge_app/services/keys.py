@@ -1,4 +1,5 @@
-"""Primary-key tables merged by key and cell (DESIGN.md 4.4): the service around the engine's Spark steps.
+"""Primary-key tables merged by key and cell (docs/merge-semantics.md#primary-key-tables): the service around the
+engine's Spark steps.
 
 For each side, the keys it inserted, updated or deleted since the ancestor are found by comparing only the rows
 of the segments it touched (removed, or gave delete files) and wrote: the rest of the table is the ancestor's on

@@ -1,4 +1,4 @@
-"""Merge requests (DESIGN.md section 5): open, plan, review, resolve, merge, close.
+"""Merge requests (README.md#merge-requests): open, plan, review, resolve, merge, close.
 
 The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
 through many write paths, and no signal drives domain flow here, so the request is brought up to date lazily:
@@ -19,8 +19,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from catalog_app.models import Catalog
+from catalog_app.services.commits import catalog_lock
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
+from lakeui.jobs.selectors import job_by_id
 from lakeui.jobs.services import job_create
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.rules import CHOICES
@@ -114,7 +116,7 @@ def merge_request_open(
         raise ApplicationError("invalid_input", "The source and the target must be different branches.")
     if not title.strip():
         raise ApplicationError("invalid_input", "A merge request needs a title.", details={"field": "title"})
-    catalog = Catalog.objects.select_for_update().get(id=catalog.id)  # numbers requests one at a time
+    catalog = catalog_lock(catalog=catalog)  # numbers requests one at a time
     merge_request = MergeRequest(
         catalog=catalog, source=source, target=target, title=title.strip(), description=description,
         author=_user(author),
@@ -390,7 +392,7 @@ def merge_request_merge(*, merge_request: MergeRequest, user: AbstractBaseUser) 
     merge_request = merge_request_refresh(merge_request=merge_request, user=user)  # commits on its own
     with transaction.atomic():
         merge_request = _locked(merge_request)
-        if merge_request.merge_job_id is not None and not Job.objects.get(id=merge_request.merge_job_id).is_finished:
+        if merge_request.merge_job_id is not None and not job_by_id(merge_request.merge_job_id).is_finished:
             raise ConflictError("merge_in_progress", "The request's merge is already queued or running.",
                                 details={"job": str(merge_request.merge_job_id)})  # fmt: skip
         status = merge_request_status(merge_request)

@@ -1,4 +1,4 @@
-"""MERGE BRANCH (DESIGN.md section 4): plan once, then write exactly one commit on the target.
+"""MERGE BRANCH (docs/merge-semantics.md): plan once, then write exactly one commit on the target.
 
 Every merge workflow (the diff page, the API diff, merge-request plans, dry runs, merges) plans with
 `merge_plan`: the base, each side's changes, the verdicts and the key comparison of primary-key tables, in one
@@ -27,20 +27,21 @@ from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import Column, file_in_partitions
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
-from catalog_app.models import Catalog, DataFile, ObjectKind, Operation, SchemaVersion
+from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories
-from catalog_app.selectors.refs import commit_chain, ref_resolve
+from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import CommitDraft, commit_begin
+from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create, job_run_sync
 from merge_app import states
-from merge_app.models import Merge
+from merge_app.models import Merge, VirtualBase
 from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
+    BasesNotMerged,
     MergeDiff,
     ObjectDiff,
     diff_as_dict,
@@ -48,12 +49,14 @@ from merge_app.selectors.diff import (
     merge_diff_again,
     overwritten_partitions,
     resolution_check,
+    virtual_base_key,
 )
 from merge_app.services import keys
 
 MERGE_JOB = "branch_merge"
 MESSAGE_CONFLICT = "The merge of {source!r} into {target!r} has {count} conflicting object(s); nothing was merged."
 MESSAGE_MOVED = "{which} {ref!r} has moved since the merge was planned: its head is {head}."
+MESSAGE_BASES_CONFLICT = "The merge bases ({bases}) of this criss-cross history conflict with each other. "
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
 KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
 PLANS = 3  # a merge whose heads moved while it planned plans again this many times
@@ -83,7 +86,8 @@ def merge_plan(
     tables changed on both sides are compared by key: here on Spark when this process is a worker (`in_worker`:
     the merge needs the rows), else by a job on the interactive worker, waited for up to LAKEUI_READ_TIMEOUT,
     unless a comparison for these heads is stored. Raises `branch_moved` when a head is not the expected one."""
-    diff = merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+    diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution, user=user,
+                                 in_worker=in_worker)  # fmt: skip
     _check_heads(diff, expected_heads)
     if in_worker and any(obj.key_mode for obj in diff.objects):
         runs = keys.key_runs(spark_session(), diff)
@@ -93,6 +97,55 @@ def merge_plan(
         job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
         return MergePlan(merge_diff_again(diff))
     return MergePlan(diff)
+
+
+def merge_diff_with_bases(
+    *, catalog: Catalog, source: str, target: str, resolution: dict | None, user, in_worker: bool
+) -> MergeDiff:
+    """The diff of two refs; in a criss-cross history their merge bases are merged into one virtual base first
+    (`bases_merge`): here when this process is a worker, else by the key comparison's job on the interactive
+    worker."""
+    try:
+        return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+    except BasesNotMerged as unmerged:
+        if in_worker:
+            bases_merge(catalog=catalog, bases=unmerged.bases)
+        else:
+            params = {"catalog_id": str(catalog.id), "source": source, "target": target}
+            job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
+    return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+
+
+def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
+    """The virtual base of several merge bases, as git's recursive strategy makes it: the bases merged into one
+    another in turn (each merge planned as any merge, and through virtual bases of its own if it has several), into
+    a commit no branch points to. Made once per set of bases (`VirtualBase`); a conflict between the bases is a
+    conflict of the merge (409 `merge_conflict`, naming the bases)."""
+    key = virtual_base_key(bases)
+    known = VirtualBase.objects.filter(catalog=catalog, bases=key).first()
+    if known is not None:
+        return known.commit
+    current = commit_by_id(bases[0])
+    for other in bases[1:]:
+        plan = merge_plan(catalog=catalog, source=other, target=current.id, in_worker=True)
+        if not plan.diff.mergeable:
+            merge = _log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
+                         log={"virtual_base_of": bases})  # fmt: skip
+            error = merge_conflict_error(merge)
+            error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
+            raise error
+        writer = None
+        if not plan.diff.up_to_date:
+            writer = _MergeWriter(plan.diff, key_runs=plan.key_runs)
+            writer.prepare()
+        with transaction.atomic():
+            draft = commit_begin_detached(catalog=catalog, parent=current)
+            if writer is not None:
+                writer.apply(draft)
+            message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
+            current = draft.commit(author=None, message=message, merge_parent=plan.diff.source_head)
+    virtual, _ = VirtualBase.objects.get_or_create(catalog=catalog, bases=key, defaults={"commit": current})
+    return virtual.commit
 
 
 def merge_submit(
@@ -319,7 +372,7 @@ class _MergeWriter:
         }  # fmt: skip
         for obj in self.merging:
             how = _how(obj)[0]
-            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source"):
+            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
                 continue
             if how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
@@ -348,8 +401,10 @@ class _MergeWriter:
         if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
             if how == "merged_by_key":
                 self._merge_by_key(obj)
-            else:
-                self._table_files(obj, how)
+            elif how in ("taken_from_source", "rows_taken"):
+                self._take_source_files(obj)
+            elif how != "rows_kept":
+                self._table_files(obj)
             if how == "created" or state["columns"] != obj.target.state["columns"]:
                 new_schema = state["columns"]
         self.draft.put(
@@ -374,7 +429,7 @@ class _MergeWriter:
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="create", details=details)
         replayed = []
         for index, op in enumerate(obj.source_operations):
-            if op.op == "create" or (how == "merged_by_key" and op.op in DML):
+            if op.op == "create" or (how in ("merged_by_key", "rows_kept") and op.op in DML):
                 continue
             pair = discarded.get(index)
             if pair is not None:
@@ -392,7 +447,7 @@ class _MergeWriter:
 
     def _superseded(self, obj: ObjectDiff) -> None:
         """Record the target operations a table's `source_wins` superseded, so that no later merge counts them as
-        a change of the target's (DESIGN.md 4.0)."""
+        a change of the target's (docs/merge-semantics.md#which-changes-a-merge-replays)."""
         ops = [obj.target_operations[index] for index in obj.source_wins.superseded]
         details = {"choice": SOURCE_WINS, "superseded": [[op.commit, op.position] for op in ops]}
         self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
@@ -407,9 +462,10 @@ class _MergeWriter:
         base, src, dest = (
             self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("base", "source", "target")
         )
-        # The source's changes are its operations since the base (DESIGN.md 4.0), not the difference of its files
-        # from the base's: where a merge on the source kept its own side (target_wins, a discard), its files differ
-        # from the base's by what it did not take, and that is no change to replay.
+        # The source's changes are its operations since the base
+        # (docs/merge-semantics.md#which-changes-a-merge-replays), not the difference of its files from the base's:
+        # where a merge on the source kept its own side (target_wins, a discard), its files differ from the base's by
+        # what it did not take, and that is no change to replay.
         changed = {"added": set(), "removed": set()}
         for op in obj.source_operations:
             changed["added"] |= op.added
@@ -443,13 +499,16 @@ class _MergeWriter:
         return _FilePlan(removed=[dest[fid] for fid in sorted(removed & set(dest))], kept=kept, added=added,
                          partitions=partitions)  # fmt: skip
 
-    def _table_files(self, obj: ObjectDiff, how: str) -> None:
-        if how == "taken_from_source":  # source_wins for the whole table: its files become the source's
-            src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
-            for fid in sorted(set(dest) - set(src)):
-                self.draft.remove_file(dest[fid])
-            self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
-            return
+    def _take_source_files(self, obj: ObjectDiff) -> None:
+        """The target's files of the table become the source's, by reference: `source_wins` for a whole table
+        without a key, or a primary-key table whose rows only the source changed since the base (its state is the
+        merge's rows, whatever operations made it)."""
+        src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
+        for fid in sorted(set(dest) - set(src)):
+            self.draft.remove_file(dest[fid])
+        self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
+
+    def _table_files(self, obj: ObjectDiff) -> None:
         plan, written = self.prepared[obj.object_id]  # planned on the same files before the commit lock
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
@@ -551,10 +610,21 @@ def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
         return "dropped", obj.target.state, obj.target.name, obj.target.parent_id
     if obj.change == "added_in_source":
         return "created", dict(src.state), src.name, src.parent_id
-    if obj.resolution == SOURCE_WINS and obj.source_wins is None and not obj.key_mode:
+    if obj.resolution == SOURCE_WINS and obj.source_wins is None and not obj.keyed:
         return "taken_from_source", dict(src.state), src.name, src.parent_id
     name = states.name_merge(obj.base.name, src.name, obj.target.name)
-    return ("merged_by_key" if obj.key_mode else "replayed"), dict(obj.merged_state), name, obj.target.parent_id
+    return _how_rows(obj), dict(obj.merged_state), name, obj.target.parent_id
+
+
+def _how_rows(obj: ObjectDiff) -> str:
+    """How a table's rows merge: a primary-key table by state (docs/merge-semantics.md, "Primary-key tables"):
+    three-way by key when both sides changed its rows, else the rows of the side that changed them, as they are;
+    a table without a key by replaying the source's operations."""
+    if obj.kind != ObjectKind.TABLE or not obj.keyed:
+        return "replayed"
+    if obj.key_mode:
+        return "merged_by_key"
+    return "rows_taken" if obj.data_changed["source"] else "rows_kept"
 
 
 @dataclass(frozen=True)
@@ -567,7 +637,7 @@ class _FilePlan:
 
 def _origin(op: Op) -> dict[str, Any]:
     """What a replayed operation records of the operation it replays, so that later merges count it once
-    (DESIGN.md 4.0, `merge_app.selectors.diff._operations`)."""
+    (docs/merge-semantics.md#which-changes-a-merge-replays, `merge_app.selectors.diff._operations`)."""
     return {"merged_from": op.commit, "origin_position": op.position}
 
 

@@ -1,4 +1,4 @@
-"""RESTORE (DESIGN.md 4.6): one new commit on a branch whose state equals the state at a point in time.
+"""RESTORE (docs/merge-semantics.md#restore): one new commit on a branch whose state equals that of a point in time.
 
 `RESTORE TABLE db.t [ON BRANCH b] TO ...` restores one table, `RESTORE BRANCH b TO ...` every object. The point is
 a commit (any commit of the catalog) or a time on the branch (its head then). Zero-copy: the files live at the
@@ -18,7 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
-from catalog_app.selectors.objects import newest_on_chain
+from catalog_app.selectors.objects import object_named, objects_newest
 from catalog_app.selectors.refs import branch_get, commit_at, commit_chain, commit_get, timestamp_parse
 from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
@@ -64,8 +64,7 @@ def restore_submit(
 
 
 def _find(chain, kind: str, name: str, parent_id=None) -> ObjectVersion | None:
-    rows = ObjectVersion.objects.filter(catalog_id=chain.commit.catalog_id, kind=kind, name=name, parent_id=parent_id)
-    return newest_on_chain(rows, chain, key="object_id").order_by("-seq").first()
+    return object_named(chain, kind=kind, name=name, parent_id=parent_id)
 
 
 def _table_id(catalog: Catalog, branch: str, point: Commit, database: str, table: str):
@@ -126,10 +125,7 @@ class _RestoreWriter:
         self.changed = False
 
     def _versions(self, chain) -> dict:
-        rows = ObjectVersion.objects.filter(catalog_id=chain.commit.catalog_id)
-        if self.only is not None:
-            rows = rows.filter(object_id__in=self.only)
-        return {v.object_id: v for v in newest_on_chain(rows, chain, key="object_id")}
+        return {v.object_id: v for v in objects_newest(chain, object_ids=self.only)}
 
     def apply(self) -> None:
         now, then = self._versions(self.draft.chain), self._versions(self.point_chain)

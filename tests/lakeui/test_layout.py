@@ -1,138 +1,199 @@
-"""The layers of README.md's Layout section, checked on the source: which package may import which, where Spark
-and ORM queries may appear, and no import cycle. Imports inside functions count as much as those at the top."""
+"""The layers of docs/architecture.md#layers, checked on the source (the checker is tests/lakeui/layout.py): which
+package may import which, where Spark, Django and ORM queries may appear, no import cycle. Each rule is also run on
+small snippets that break it, so that a checker that can no longer fail fails here."""
 
-import ast
-from collections.abc import Iterator
-from pathlib import Path
+import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("lakeui", "catalog_app", "merge_app", "frontend")
-# What each package may import of the others: lakeui (settings, API plumbing) is the bottom, the UI the top.
-MAY_IMPORT = {
-    "lakeui": set(),
-    "catalog_app": {"lakeui"},
-    "merge_app": {"lakeui", "catalog_app"},
-    "frontend": {"lakeui", "catalog_app", "merge_app"},
+from tests.lakeui.layout import Violation, check, cycles, tree_sources
+
+# Known breaks, each to be removed with the change that fixes it (an entry that no longer matches fails the test,
+# so the list only shrinks). (rule, module, what): no line numbers, so that edits around them do not churn it.
+#
+# PENDING_ROUTING: merge_app modules that still query catalog_app's models directly instead of reading them
+# through catalog_app's selectors. They are the merge engine's own modules, being rewritten as the planner of
+# issue 24 (a storage adapter reads states there); they are routed with that rewrite, not around it.
+PENDING_ROUTING = {
+    ("foreign_model_query", "merge_app.selectors.diff", "Commit.objects: catalog_app's rows"),
+    ("foreign_model_query", "merge_app.selectors.diff", "Operation.objects: catalog_app's rows"),
+    ("foreign_model_query", "merge_app.selectors.diff", "DataFile.objects: catalog_app's rows"),
+    ("foreign_model_query", "merge_app.selectors.diff", "ObjectVersion.objects: catalog_app's rows"),
+    ("foreign_model_query", "merge_app.selectors.graph", "Commit.objects: catalog_app's rows"),
 }
-SPARK_ALLOWED = ("catalog_app.engine", "catalog_app.spark")  # the engine, and the module that builds the session
-VIEW_MODULES = ("lakeui.jobs.apis", "catalog_app.apis.", "merge_app.apis.", "frontend.views.")
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            if "migrations" in path.parts:
-                continue
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
+def _known(violation: Violation) -> bool:
+    return (violation.rule, violation.module, violation.detail) in PENDING_ROUTING
 
 
-MODULES = _modules()
+def test_the_tree_keeps_the_layers():
+    found = check(tree_sources())
+    assert [str(v) for v in found if not _known(v)] == []
+    still = {(v.rule, v.module, v.detail) for v in found}
+    assert sorted(PENDING_ROUTING - still) == [], "fixed: remove these from PENDING_ROUTING"
 
 
-def _imported(tree: ast.AST) -> Iterator[str]:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            yield node.module
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+def test_the_checker_sees_every_module_and_the_job_kinds():
+    sources = tree_sources()
+    for path in (
+        "catalog_app/engine/keys.py",
+        "merge_app/services/merges.py",
+        "frontend/views/diff.py",
+        "catalog_app/job_kinds.py",
+        "merge_app/job_kinds.py",
+    ):
+        assert path in sources
+    assert not any("migrations" in path for path in sources)
 
 
-def _imports(module: str) -> set[str]:
-    """The project modules and the outside packages (top-level name) that `module` imports."""
-    found = set()
-    for name in _imported(ast.parse(MODULES[module].read_text())):
-        if name.split(".")[0] not in PACKAGES:
-            found.add(name.split(".")[0])
-            continue
-        while name not in MODULES and "." in name:  # `from package.module import name`
-            name = name.rsplit(".", 1)[0]
-        if name in MODULES and name != module:
-            found.add(name)
-    return found
+# Each break, as the smallest tree that shows it: {path: source}. A clean counterpart follows each.
+CLEAN = {
+    "lakeui/__init__.py": "",
+    "lakeui/errors.py": "class ApplicationError(Exception): ...\n",
+    "catalog_app/__init__.py": "",
+    "catalog_app/models.py": (
+        "from django.db import models\n"
+        "class Catalog(models.Model): ...\n"
+        "class Branch(models.Model):\n"
+        "    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name='branches')\n"
+    ),
+    "catalog_app/selectors.py": (
+        "from catalog_app.models import Catalog\n"
+        "def catalog_get(*, name):\n"
+        "    return Catalog.objects.get(name=name)\n"
+        "def branch_list(*, catalog):\n"
+        "    return catalog.branches.filter(name__startswith='b')\n"
+    ),
+    "catalog_app/services.py": "from catalog_app.selectors import catalog_get\nfrom lakeui.errors import ApplicationError\n",
+    "catalog_app/apis.py": (
+        "from catalog_app import selectors\n"
+        "def get(request, name):\n"
+        "    catalog = selectors.catalog_get(name=name)\n"
+        "    found = {'a': 1}.get('a')\n"
+        "    return [b.name for b in selectors.branch_list(catalog=catalog)], request.data.get('x'), found\n"
+    ),
+    "catalog_app/job_kinds.py": "from catalog_app.selectors import catalog_get\n",
+    "catalog_app/engine/__init__.py": "",
+    "catalog_app/engine/reads.py": "import pyarrow\nfrom catalog_app.engine import writes\nfrom . import writes as w\n",
+    "catalog_app/engine/writes.py": "import json\n",
+    "merge_app/__init__.py": "",
+    "merge_app/models.py": "from django.db import models\nfrom catalog_app.models import Catalog\n",
+    "merge_app/selectors.py": "from catalog_app.selectors import catalog_get\nfrom merge_app.models import Catalog\n",
+    "merge_app/services.py": "from merge_app.selectors import catalog_get\nfrom . import selectors\n",
+    "frontend/__init__.py": "",
+    "frontend/views.py": "from catalog_app.selectors import catalog_get\nfrom merge_app import services\n",
+}
+
+BREAKS = {
+    "an upward import_module": (
+        "catalog_app/services.py",
+        "import importlib\ndef plan():\n    return importlib.import_module('merge_app.services')\n",
+        "layers",
+    ),
+    "an upward relative import_module": (
+        "catalog_app/services.py",
+        "from importlib import import_module\nmerge = import_module('.services', package='merge_app')\n",
+        "layers",
+    ),
+    "an upward import inside a function": (
+        "catalog_app/services.py",
+        "def plan():\n    from merge_app.services import catalog_get\n",
+        "layers",
+    ),
+    "Model.objects in a view": (
+        "catalog_app/apis.py",
+        "from catalog_app import models\ndef get(request, name):\n    return models.Catalog.objects.get(name=name)\n",
+        "interface_queries",
+    ),
+    "a bare Model.objects in a job kind": (
+        "catalog_app/job_kinds.py",
+        "from catalog_app.models import Catalog\ndef run(params, progress):\n"
+        "    return Catalog.objects.get(id=params['catalog_id'])\n",
+        "interface_queries",
+    ),
+    "a related-manager query in a view": (
+        "catalog_app/apis.py",
+        "from catalog_app import selectors\ndef get(request, name):\n"
+        "    return selectors.catalog_get(name=name).branches.filter(name='main')\n",
+        "interface_queries",
+    ),
+    "a related-manager get in a view": (
+        "catalog_app/apis.py",
+        "def get(request, catalog):\n    return catalog.branches.get(name='main')\n",
+        "interface_queries",
+    ),
+    "a queryset method in a view": (
+        "catalog_app/apis.py",
+        "from catalog_app import selectors\ndef get(request, chain):\n"
+        "    return selectors.branch_list(catalog=chain).select_related('head')\n",
+        "interface_queries",
+    ),
+    "Django imported by the engine": (
+        "catalog_app/engine/writes.py",
+        "from django.conf import settings\n",
+        "engine_not_django_free",
+    ),
+    "Django reached by the engine through a project module": (
+        "catalog_app/engine/writes.py",
+        "from catalog_app.models import Catalog\n",
+        "engine_not_django_free",
+    ),
+    "a selector importing a service": (
+        "merge_app/selectors.py",
+        "from catalog_app.services import catalog_get\n",
+        "selector_imports_service",
+    ),
+    "a cycle through relative imports": (
+        "catalog_app/engine/writes.py",
+        "from .reads import pyarrow\n",
+        "import_cycle",
+    ),
+    "a cycle through a package's relative import": (
+        "catalog_app/engine/__init__.py",
+        "from . import reads\n",
+        "import_cycle",
+    ),
+    "another app's models queried": (
+        "merge_app/services.py",
+        "from catalog_app.models import Catalog\ndef lock(catalog):\n"
+        "    return Catalog.objects.select_for_update().get(id=catalog.id)\n",
+        "foreign_model_query",
+    ),
+    "another app's rows through a related manager": (
+        "merge_app/services.py",
+        "def heads(catalog):\n    return catalog.branches.all()\n",
+        "foreign_model_query",
+    ),
+    "Spark outside the engine": (
+        "merge_app/services.py",
+        "from pyspark.sql import functions as F\n",
+        "spark_outside_engine",
+    ),
+}
 
 
-GRAPH = {module: _imports(module) for module in MODULES}
+def test_a_clean_tree_passes():
+    assert check(CLEAN) == []
 
 
-def test_each_package_imports_only_the_layers_below_it():
-    wrong = sorted(
-        (module, imported)
-        for module, imports in GRAPH.items()
-        for imported in imports
-        if imported.split(".")[0] in PACKAGES
-        and imported.split(".")[0] != module.split(".")[0]
-        and imported.split(".")[0] not in MAY_IMPORT[module.split(".")[0]]
-    )
-    assert wrong == []
+@pytest.mark.parametrize("name", BREAKS)
+def test_each_break_is_reported(name):
+    path, text, rule = BREAKS[name]
+    found = check({**CLEAN, path: CLEAN.get(path, "") + text})
+    assert rule in {v.rule for v in found}, found
+    module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    assert any(v.module == module or rule == "import_cycle" for v in found if v.rule == rule)
 
 
-def test_no_import_cycle():
-    cycles = _cycles(GRAPH)
-    assert cycles == []
+def test_a_break_added_to_the_real_tree_is_reported():
+    sources = tree_sources()
+    path = "catalog_app/services/refs.py"
+    sources[path] += "\ndef _merge():\n    return __import__('merge_app.services.merges')\n"
+    path = "frontend/views/catalogs.py"
+    sources[path] += "\ndef _page(catalog):\n    return catalog.branches.filter(name='main')\n"
+    found = {(v.rule, v.module) for v in check(sources)}
+    assert {("layers", "catalog_app.services.refs"), ("interface_queries", "frontend.views.catalogs")} <= found
 
 
-def test_spark_is_used_only_by_the_engine():
-    outside = sorted(m for m, imports in GRAPH.items() if "pyspark" in imports and not m.startswith(SPARK_ALLOWED))
-    assert outside == []
-
-
-def test_api_and_ui_views_run_no_orm_query_of_their_own():
-    querying = sorted(
-        f"{module}:{node.lineno}"
-        for module, path in MODULES.items()
-        if module.startswith(VIEW_MODULES)
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Attribute) and node.attr == "objects" and _model(node.value)
-    )
-    assert querying == []
-
-
-def _model(node: ast.expr) -> bool:
-    """Whether `node` names a model class (`Catalog`, `get_user_model()`): what `.objects` of it queries."""
-    return isinstance(node, ast.Call) or (isinstance(node, ast.Name) and node.id[:1].isupper())
-
-
-def test_the_checks_see_every_module():
-    assert {"catalog_app.engine.keys", "merge_app.services.merges", "frontend.views.diff"} <= set(GRAPH)
-    assert "merge_app.models" in GRAPH["merge_app.services.merges"]
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    named = [_model(ast.parse(text).body[0].value) for text in ("Job", "get_user_model()", "diff")]
-    assert named == [True, True, False]
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    components = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for other in graph.get(node, ()):
-            if other not in graph:
-                continue
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                other = stack.pop()
-                component.append(other)
-                if other == node:
-                    break
-            if len(component) > 1:
-                components.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return sorted(components)
+def test_cycles_are_the_strongly_connected_components():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -1,4 +1,4 @@
-"""Every cell of the rule tables of DESIGN.md 4.2 (databases) and 4.3 (tables without a primary key).
+"""Every cell of the rule tables of docs/merge-semantics.md#databases and #tables-without-a-primary-key.
 
 Each cell builds its two sides through the public services on real Spark data: a source branch doing the row's
 operation and a target branch doing the column's, both from one base. Then it merges and checks the outcome, not

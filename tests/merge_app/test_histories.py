@@ -1,4 +1,4 @@
-"""Merges on histories of many branches (DESIGN.md 4.0): each side's changes are the commits it reaches and the
+"""Merges on histories of many branches (docs/merge-semantics.md#which-changes-a-merge-replays): each side's changes are the commits it reaches and the
 other side does not, every original operation once, on real Spark data. Each test checks the rows (as a multiset:
 a row held twice shows) on every branch after every merge."""
 
@@ -106,7 +106,7 @@ def test_the_changes_of_a_side_are_the_commits_it_reaches_and_the_other_does_not
 
 def test_feature_to_dev_to_main_with_every_branch_moving(spark):
     """A primary key: the table's rows are compared by key, so dev's update merges beside main's inserts (a
-    table without one refuses a source update against target inserts, DESIGN.md 4.3)."""
+    table without one refuses a source update against target inserts, docs/merge-semantics.md#tables-without-a-primary-key)."""
     catalog = start(primary_key=["id"], branches=("dev",))
     branch_create(catalog=catalog, name="feature", source="dev")
     insert(catalog, rows(20), branch="feature")
@@ -188,21 +188,40 @@ def test_target_wins_stays_part_of_its_side(spark):
     assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, _1=-100)
 
 
-def test_criss_cross_histories_are_refused_naming_both_bases(spark):
-    catalog = start()
+@pytest.mark.parametrize("primary_key", [None, ["id"]])
+def test_criss_cross_histories_merge_from_a_virtual_base_named_in_the_audit_log(spark, primary_key):
+    catalog = start(primary_key=primary_key)
     insert(catalog, rows(5), branch="main")
     insert(catalog, rows(6), branch="dev")
     main_before, dev_before = head(catalog, "main"), head(catalog, "dev")
     tag_create(catalog=catalog, name="main-then", ref="main")
     merge(catalog, source="dev", target="main")
     merge(catalog, source="main-then", target="dev")  # each side merged the other's then-head
+    insert(catalog, rows(7), branch="dev")
+    update(catalog, "main", "id = 1", -1)
+    result = merge(catalog, source="dev", target="main")
+    assert result.status == "merged"
+    assert set(result.report["bases"]) == {main_before, dev_before} and result.report["virtual_base"]
+    assert result.base not in (main_before, dev_before)  # the bases merged into one commit no branch points to
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6, 7, _1=-1)
+    assert merge(catalog, source="main", target="dev").status == "merged"
+    assert table(spark, catalog, "dev") == table(spark, catalog, "main")
+
+
+def test_bases_that_conflict_with_each_other_refuse_the_criss_cross_merge(spark):
+    catalog = start(primary_key=["id"])
+    upsert(catalog, "main", 1, amount=-1)
+    upsert(catalog, "dev", 1, amount=-2)
     main_head, dev_head = head(catalog, "main"), head(catalog, "dev")
+    tag_create(catalog=catalog, name="main-then", ref="main")
+    merge(catalog, source="dev", target="main", resolution={"default": "target_wins"})
+    merge(catalog, source="main-then", target="dev", resolution={"default": "target_wins"})
+    before = head(catalog, "main"), head(catalog, "dev")
     with pytest.raises(ConflictError) as refused:
         merge(catalog, source="dev", target="main")
-    assert refused.value.code == "multiple_merge_bases"
-    assert set(refused.value.details["bases"]) == {main_before, dev_before}
-    assert main_before[:12] in refused.value.message and dev_before[:12] in refused.value.message
-    assert (head(catalog, "main"), head(catalog, "dev")) == (main_head, dev_head)
+    assert refused.value.code == "merge_conflict"
+    assert main_head[:12] in refused.value.message and dev_head[:12] in refused.value.message
+    assert (head(catalog, "main"), head(catalog, "dev")) == before
 
 
 def test_merges_from_a_tag_and_a_commit_id(spark):

@@ -108,6 +108,19 @@ def test_merge_refuses_a_tag_target_and_unknown_refs(user_client):
     assert not Job.objects.filter(kind=MERGE_JOB).exists()
 
 
+@pytest.mark.parametrize(
+    "resolution",
+    [{"tables": "x"}, {"keys": ["x"]}, {"keys": {"sales.orders": "source_wins"}}, {"default": ["fail"]},
+     {"tables": {"sales.orders": {"a": 1}}}],
+)  # fmt: skip
+def test_a_malformed_resolution_is_a_400_and_queues_nothing(user_client, resolution):
+    catalog = branches_with_a_change()
+    url = f"/api/v1/catalogs/{catalog.name}/merges"
+    response = user_client.post(url, {"source": "dev", "target": "main", "resolution": resolution}, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_resolution")
+    assert not Job.objects.filter(kind=MERGE_JOB).exists()
+
+
 def test_sql_create_use_and_merge_branch(spark, user_client):
     catalog = make_catalog()
     make_table(catalog)

@@ -1,4 +1,4 @@
-"""A merge never leaves a table that breaks its own rules (DESIGN.md 4.0): a replayed change that would is a
+"""A merge never leaves a table that breaks its own rules (docs/merge-semantics.md#three-way-merge): a replayed change that would is a
 conflict naming why, and nothing changes. Each case was a silent success before."""
 
 import pytest

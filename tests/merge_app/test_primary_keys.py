@@ -1,4 +1,4 @@
-"""Primary-key tables merged by key and cell (DESIGN.md 4.4), with resolutions, on real Spark data."""
+"""Primary-key tables merged by key and cell (docs/merge-semantics.md#primary-key-tables), with resolutions, on real Spark data."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""RESTORE TABLE and RESTORE BRANCH (DESIGN.md 4.6) on real Spark data: one zero-copy commit, visible schemas."""
+"""RESTORE TABLE and RESTORE BRANCH (docs/merge-semantics.md#restore) on real Spark data: one zero-copy commit, visible schemas."""
 
 import pytest
 from django.utils import timezone

@@ -1,4 +1,4 @@
-"""The notes of DESIGN.md 4.3 (A1-A6 and the starred cells), 4.1 and 4.5, each in the scenario that decides it."""
+"""The notes of docs/merge-semantics.md#tables-without-a-primary-key (A1-A6 and the starred cells), #new-objects and #schema-versions, each in the scenario that decides it."""
 
 import pytest
 from django.utils import timezone
@@ -111,7 +111,7 @@ def test_a5_a_delete_is_kept_for_rows_the_source_added_and_discarded_for_replace
 
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_a4_one_update_of_rows_the_source_added_and_of_older_rows_is_split(spark, mode):
-    """DESIGN.md 4.3 A4: an update's new rows are written per segment they come from, so one update over a row the
+    """docs/merge-semantics.md#notes A4: an update's new rows are written per segment they come from, so one update over a row the
     source added and an older row merges for the first and is discarded (logged) for the second."""
     catalog = two_segments(properties={"write.mode": mode})
     insert(catalog, rows(500, 501), branch="dev")

@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Catalog, Tag
+from catalog_app.models import Catalog
 from catalog_app.selectors.access import protected_branch_list
-from catalog_app.selectors.refs import catalog_list, tag_list
+from catalog_app.selectors.refs import catalog_find, tag_exists
 from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data_submit import table_data_submit
@@ -94,9 +94,9 @@ class Command(BaseCommand):
         )
 
     def seed(self, user) -> None:
-        existing = Catalog.objects.filter(name=DEMO_CATALOG).first()
+        existing = catalog_find(name=DEMO_CATALOG)
         if existing is not None:
-            if Tag.objects.filter(catalog=existing, name=DONE_TAG).exists():
+            if tag_exists(catalog=existing, name=DONE_TAG):
                 self.stdout.write(f"The demo catalog {DEMO_CATALOG!r} is already seeded.")
                 self.merge_request(existing, user)
                 return
@@ -144,10 +144,10 @@ class Command(BaseCommand):
     def protect(self, user) -> None:
         """main of the demo protected (one approval from another user), the reviewer its approver; idempotent.
         After seeding, which writes to main directly."""
-        catalog = next((c for c in catalog_list() if c.name == DEMO_CATALOG), None)
+        catalog = catalog_find(name=DEMO_CATALOG)
         if catalog is None or catalog.description != DEMO_DESCRIPTION:
             return
-        if DONE_TAG not in {t.name for t in tag_list(catalog=catalog)}:
+        if not tag_exists(catalog=catalog, name=DONE_TAG):
             return
         catalog_role_grant(catalog=catalog, username=DEMO_REVIEWER, role="approver", granted_by=user)
         if "main" not in {rule.pattern for rule in protected_branch_list(catalog=catalog)}:

@@ -213,7 +213,9 @@ def sql(ctx, catalog, statement, branch):
 # The colors of the UI's diff page (frontend/static/frontend/app.css): ok green, conflict red, conditional or
 # discarded amber. A pair is "conditional" when a note (A1-A6, a starred cell) decided it rather than a plain cell.
 SHADES = {"ok": "green", "conflict": "bold red", "conditional": "yellow", "discarded": "yellow"}
-RULE_TABLES = {"database": "4.2 (databases)", "table": "4.3 (tables)"}  # DESIGN.md's sections
+# The rule tables by the section numbers the API names them with (docs/merge-semantics.md#databases and
+# #tables-without-a-primary-key).
+RULE_TABLES = {"database": "4.2 (databases)", "table": "4.3 (tables)"}
 CHANGES = {"insert": "green", "delete": "red", "update": "yellow"}
 
 

@@ -481,6 +481,18 @@ class Client:
         """A new staging location (`id`, `uri`) to write Parquet to, then load with `load(..., staged=id)`."""
         return self.request("POST", f"{self._table(catalog, branch, table)}/staging")
 
+    # Arrow reads straight from the warehouse (lakeui_client.arrow; needs pyarrow)
+    def read_arrow(self, catalog: str, ref: str, table: str, at: str | None = None, columns=None, filter=None):
+        """The table at a ref as an Arrow table read from the warehouse (see `lakeui_client.arrow.read_arrow`)."""
+        from lakeui_client.arrow import read_arrow
+
+        return read_arrow(self, catalog, ref, table, at=at, columns=columns, filter=filter)
+
+    def to_pandas(self, catalog: str, ref: str, table: str, at: str | None = None, columns=None, filter=None):
+        from lakeui_client.arrow import to_pandas
+
+        return to_pandas(self, catalog, ref, table, at=at, columns=columns, filter=filter)
+
 
 def _form(value: Any) -> Any:
     if isinstance(value, list | tuple):

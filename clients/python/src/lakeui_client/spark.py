@@ -67,11 +67,11 @@ def write_table(
     **fields: Any,
 ) -> dict:
     """Write `df` as Parquet to a staging location of the warehouse and load it into `table` on `branch` with one
-    load job of `strategy` (any of DESIGN.md 3.1; its fields such as `watermark` or `partition_column` as keyword
-    arguments). Columns are matched by name and checked against the table's schema by the job. Returns the job
-    (its `result` has the counts); with `wait`, a failed load raises `JobFailed` with the API's code.
-    `expected_head`: the branch head your data was based on; if the branch has moved since, the load is refused
-    (`ConflictError`, code `branch_moved`) and nothing is loaded."""
+    load job of `strategy` (any of README.md#write-strategies; its fields such as `watermark` or `partition_column` as
+    keyword arguments). Columns are matched by name and checked against the table's schema by the job. Returns the job
+    (its `result` has the counts); with `wait`, a failed load raises `JobFailed` with the API's code. `expected_head`:
+    the branch head your data was based on; if the branch has moved since, the load is refused (`ConflictError`, code
+    `branch_moved`) and nothing is loaded."""
     headers = {"If-Match": expected_head} if expected_head else {}
     staging = client.request("POST", f"{client._table(catalog, branch, table)}/staging", headers=headers)
     df.write.parquet(staging["uri"])

@@ -1,0 +1,193 @@
+"""The Iceberg REST catalog (read-only) at `/iceberg/{catalog}/{ref}/v1/...`: namespaces are the ref's databases,
+tables its tables; a table's metadata is LakeUI's state written as Iceberg (catalog_app/iceberg/services.py). The
+bearer token is the LakeUI API token and the roles are the API's (viewer reads). Every error is Iceberg's
+`{"error": {"message", "type", "code"}}`; what is not served answers 406 `UnsupportedOperationException`.
+"""
+
+import json
+import logging
+import re
+
+from django.http import HttpResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog_app.apis.common import request_catalog
+from catalog_app.iceberg.selectors import (
+    iceberg_ref,
+    namespace_get,
+    namespace_list,
+    namespace_table_get,
+    namespace_table_list,
+)
+from catalog_app.iceberg.services import iceberg_table_load
+from catalog_app.selectors.refs import ResolvedRef
+from lakeui.api.authentication import QuickTokenAuthentication
+from lakeui.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # database and table names (catalog_app/names.py)
+SEPARATOR = "\x1f"  # between the levels of a namespace in a path
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+]
+# LakeUI's error codes as Iceberg's error types (by status otherwise).
+ERROR_TYPES = {
+    "table_not_found": "NoSuchTableException",
+    "database_not_found": "NoSuchNamespaceException",
+    "iceberg_not_representable": "UnsupportedOperationException",
+}
+STATUS_TYPES = {
+    400: "BadRequestException",
+    401: "NotAuthorizedException",
+    403: "ForbiddenException",
+    404: "NotFoundException",
+    406: "UnsupportedOperationException",
+    409: "CommitFailedException",
+}
+MESSAGE_READ_ONLY = "This Iceberg catalog is read-only and serves {method} {path} not; it serves: {endpoints}."
+
+
+def iceberg_error(message: str, type_: str, code: int) -> Response:
+    return Response({"error": {"message": message, "type": type_, "code": code}}, status=code)
+
+
+def iceberg_exception_handler(exc: Exception, context: dict) -> Response:
+    """Iceberg's error body for every refusal; an unexpected error is logged and answered as a 500 in that body."""
+    if isinstance(exc, ApplicationError):
+        kind = ERROR_TYPES.get(exc.code) or STATUS_TYPES.get(exc.status, "BadRequestException")
+        return iceberg_error(exc.message, kind, exc.status)
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return _unsupported(context["request"])
+    if isinstance(exc, exceptions.APIException):
+        response = iceberg_error(str(exc.detail), STATUS_TYPES.get(exc.status_code, "RESTException"), exc.status_code)
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            response["WWW-Authenticate"] = 'Bearer realm="lakeui"'
+        return response
+    logger.exception("Iceberg REST request failed", exc_info=exc)
+    return iceberg_error("An unexpected error occurred; it has been logged.", "ServiceFailureException", 500)
+
+
+def _unsupported(request) -> Response:
+    message = MESSAGE_READ_ONLY.format(method=request.method, path=request.path, endpoints=", ".join(ENDPOINTS))
+    return iceberg_error(message, "UnsupportedOperationException", 406)
+
+
+class BearerTokenAuthentication(QuickTokenAuthentication):
+    """The LakeUI API token sent as Iceberg clients send it: `Authorization: Bearer <token>`."""
+
+    keyword = "Bearer"
+
+
+class IcebergApi(APIView):
+    """What every Iceberg endpoint shares: bearer (or `Token`) authentication, Iceberg's error bodies, and the
+    catalog and ref of the URI (the permission check reads the catalog with the user's role: viewer for reads)."""
+
+    authentication_classes = [BearerTokenAuthentication, QuickTokenAuthentication]
+    schema = None  # Iceberg's REST catalog spec documents these paths, not LakeUI's OpenAPI schema
+
+    def get_exception_handler(self):
+        return iceberg_exception_handler
+
+    def resolved(self, request, catalog: str, ref: str) -> ResolvedRef:
+        return iceberg_ref(catalog=request_catalog(request, catalog), ref=ref)
+
+
+def _namespace(namespace: str) -> str:
+    """A namespace of the path: one level, a database name (anything else names no namespace here)."""
+    if SEPARATOR in namespace or not NAME.fullmatch(namespace):
+        raise ApplicationError("database_not_found", f"Namespace does not exist: {namespace[:200]}", status=404)
+    return namespace
+
+
+def _table_name(namespace: str, table: str) -> str:
+    if not NAME.fullmatch(table):
+        raise ApplicationError("table_not_found", f"Table does not exist: {namespace}.{table[:200]}", status=404)
+    return table
+
+
+class IcebergConfigApi(IcebergApi):
+    def get(self, request, catalog, ref):
+        resolved = self.resolved(request, catalog, ref)
+        return Response({
+            "defaults": {},
+            "overrides": {"lakeui.catalog": resolved.catalog.name, "lakeui.ref": ref,
+                          "lakeui.commit": resolved.commit.id},
+            "endpoints": ENDPOINTS,
+        })  # fmt: skip
+
+
+class IcebergNamespaceListApi(IcebergApi):
+    def get(self, request, catalog, ref):
+        chain = self.resolved(request, catalog, ref).chain
+        parent = request.query_params.get("parent")
+        if parent is not None:  # databases hold no namespaces: an existing one lists none
+            namespace_get(chain, name=_namespace(parent))
+            return Response({"namespaces": [], "next-page-token": None})
+        return Response({"namespaces": [[db.name] for db in namespace_list(chain)], "next-page-token": None})
+
+
+class IcebergNamespaceDetailApi(IcebergApi):
+    def get(self, request, catalog, ref, namespace):
+        database = namespace_get(self.resolved(request, catalog, ref).chain, name=_namespace(namespace))
+        properties = {str(k): str(v) for k, v in (database.state.get("properties") or {}).items()}
+        if database.state.get("comment"):
+            properties["comment"] = database.state["comment"]
+        return Response({"namespace": [database.name], "properties": properties})
+
+    def head(self, request, catalog, ref, namespace):
+        namespace_get(self.resolved(request, catalog, ref).chain, name=_namespace(namespace))
+        return HttpResponse(status=204)
+
+
+class IcebergTableListApi(IcebergApi):
+    def get(self, request, catalog, ref, namespace):
+        chain = self.resolved(request, catalog, ref).chain
+        database = namespace_get(chain, name=_namespace(namespace))
+        identifiers = [{"namespace": [database.name], "name": t.name} for t in namespace_table_list(chain,
+                       database=database)]  # fmt: skip
+        return Response({"identifiers": identifiers, "next-page-token": None})
+
+
+class IcebergTableLoadApi(IcebergApi):
+    """loadTable: the table's metadata at the ref, the ref's head as the `main` branch, one snapshot per commit of
+    the table on the ref (time travel by snapshot id or timestamp)."""
+
+    def get(self, request, catalog, ref, namespace, table):
+        chain = self.resolved(request, catalog, ref).chain
+        database = namespace_get(chain, name=_namespace(namespace))
+        found = namespace_table_get(chain, database=database, name=_table_name(namespace, table))
+        loaded = iceberg_table_load(chain, table=found)
+        body = b"".join([b'{"metadata-location":', json.dumps(loaded.location).encode(), b',"metadata":',
+                         loaded.metadata_json, b',"config":{}}'])  # fmt: skip
+        return HttpResponse(body, content_type="application/json")
+
+    def head(self, request, catalog, ref, namespace, table):
+        chain = self.resolved(request, catalog, ref).chain
+        database = namespace_get(chain, name=_namespace(namespace))
+        namespace_table_get(chain, database=database, name=_table_name(namespace, table))
+        return HttpResponse(status=204)
+
+
+class IcebergUnsupportedApi(IcebergApi):
+    """Every other endpoint of the Iceberg REST catalog (writes, views, metrics, transactions): not served."""
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        return _unsupported(request)
+
+
+class IcebergNotFoundApi(IcebergApi):
+    """A path under /iceberg/ that names no catalog and ref."""
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        return iceberg_error("No Iceberg catalog at this path: use /iceberg/{catalog}/{ref}/v1/.", "NotFoundException",
+                             404)  # fmt: skip
+
+    get = head = post = put = delete = patch = http_method_not_allowed

@@ -1,0 +1,298 @@
+"""A model-based test of MERGE BRANCH for primary-key tables (docs/merge-semantics.md, "Primary-key tables"):
+random histories of up to six branches, each step run for real (data jobs on Spark, merges through the service)
+and in a small model that knows only each commit's rows by key.
+
+The model merges states, as the design says a keyed table merges: the merge base is the newest commit both heads
+reach, and each key takes the side that changed it since the base; both changed it the same way: that row; both
+updated it: cell by cell, unless both set one column to different values; one deleted what the other updated, or
+both inserted one key with different rows: a conflict. A merge with conflicts must be refused (and then is retried
+with `source_wins` or `target_wins` most times, as a user would); one without must go through, and the target's
+rows must then be the model's, every key once. Beside the keyed table a table without a key takes appends only
+(merged as the union of both sides' rows). Criss-cross histories merge from a virtual base (the merge bases
+merged first, as git's recursive strategy does); bases that conflict with each other refuse the merge.
+
+    LAKEUI_KEY_MODEL_SEED=7 LAKEUI_KEY_MODEL_STEPS=2000 pytest tests/merge_app/test_key_model.py
+
+The seed and the steps so far are printed on failure.
+"""
+
+import itertools
+import os
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from catalog_app.services.refs import branch_create
+from lakeui.errors import ConflictError
+from merge_app.services.merges import branch_merge
+from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.data import read
+from tests.support.merges import change
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
+STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "80"))
+BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
+KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
+COLUMNS = ("amount", "region")
+
+Row = tuple[int, str]  # amount, region
+State = dict[int, Row]
+
+
+@dataclass
+class MCommit:
+    id: int
+    parents: tuple["MCommit", ...]
+    rows: State  # the keyed table, by key
+    log: frozenset[int]  # the table without a key: the ids of its rows
+
+
+def ancestors(commit: MCommit) -> dict[int, MCommit]:
+    seen, stack = {}, [commit]
+    while stack:
+        current = stack.pop()
+        if current.id not in seen:
+            seen[current.id] = current
+            stack += current.parents
+    return seen
+
+
+def merge_bases(source: MCommit, target: MCommit) -> list[MCommit]:
+    src, dest = ancestors(source), ancestors(target)
+    common = {i: c for i, c in src.items() if i in dest}
+    below = {i for c in common.values() for p in c.parents for i in ancestors(p)}
+    return sorted((c for i, c in common.items() if i not in below), key=lambda c: -c.id)  # newest first
+
+
+def key_merge(base: Row | None, src: Row | None, dest: Row | None) -> tuple[bool, Row | None]:
+    """(conflict, the merged row) of one key."""
+    if src == base:
+        return False, dest
+    if dest == base or src == dest:
+        return False, src
+    if base is None or src is None or dest is None:
+        return True, None  # both inserted different rows; one deleted what the other updated
+    merged = []
+    for b, s, d in zip(base, src, dest, strict=True):
+        if s != b and d != b and s != d:
+            return True, None
+        merged.append(s if s != b else d)
+    return False, tuple(merged)
+
+
+def state_merge(base: State, src: State, dest: State, choice: str | None) -> tuple[list[int], State]:
+    conflicts, merged = [], {}
+    for key in sorted(set(base) | set(src) | set(dest)):
+        conflict, row = key_merge(base.get(key), src.get(key), dest.get(key))
+        if conflict:
+            conflicts.append(key)
+            row = {"source_wins": src.get(key), "target_wins": dest.get(key)}.get(choice)
+        if row is not None:
+            merged[key] = row
+    return conflicts, merged
+
+
+@dataclass
+class Model:
+    ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    heads: dict[str, MCommit] = field(default_factory=dict)
+
+    def commit(self, branch: str, rows: State | None = None, log: frozenset[int] | None = None) -> None:
+        current = self.heads[branch]
+        self.heads[branch] = MCommit(
+            next(self.ids), (current,), current.rows if rows is None else rows, current.log if log is None else log
+        )
+
+    def merge(self, source: str, target: str, choice: str | None = None) -> tuple[str, list[int]]:
+        """(`base_conflict` | `conflict` | `up_to_date` | `merged`, the conflicting keys); a merge moves the
+        target. With several merge bases the merge runs from their virtual base, whose own conflicts no choice
+        settles."""
+        src, dest = self.heads[source], self.heads[target]
+        if src.id in ancestors(dest):
+            return "up_to_date", []
+        base = self.base(src, dest)
+        if base is None:
+            return "base_conflict", []
+        conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice)
+        if conflicts and choice is None:
+            return "conflict", conflicts
+        self.heads[target] = self.merged(base, src, dest, rows)
+        return "merged", conflicts
+
+    def base(self, src: MCommit, dest: MCommit) -> MCommit | None:
+        """The merge base, or the virtual base of several (None: they conflict), as git's recursive strategy."""
+        bases = merge_bases(src, dest)
+        current = bases[0]
+        for other in bases[1:]:
+            base = self.base(other, current)
+            if base is None:
+                return None
+            conflicts, rows = state_merge(base.rows, other.rows, current.rows, None)
+            if conflicts:
+                return None
+            current = self.merged(base, other, current, rows)
+        return current
+
+    def merged(self, base: MCommit, src: MCommit, dest: MCommit, rows: State) -> MCommit:
+        return MCommit(next(self.ids), (dest, src), rows, dest.log | (src.log - base.log))
+
+
+class Run:
+    """One random history, run for real and in the model side by side."""
+
+    def __init__(self, seed: int, spark) -> None:
+        self.random = random.Random(seed)
+        self.spark, self.seed = spark, seed
+        self.log: list[str] = []
+        self.catalog = make_catalog()
+        mode = self.random.choice(["merge-on-read", "copy-on-write"])
+        make_table(self.catalog, table="k", primary_key=["id"], properties={"write.mode": mode})
+        make_table(self.catalog, table="log", columns=[{"name": "rid", "type": "long"}])
+        self.log.append(f"table k write.mode={mode}")
+        self.model = Model()
+        self.model.heads["main"] = MCommit(0, (), {}, frozenset())
+        self.fresh = itertools.count(100)  # keys of appends, and row ids of the table without a key
+        self.outcomes: dict[str, int] = {}
+
+    def step(self, number: int) -> None:
+        branches = [b for b in BRANCHES if b in self.model.heads]
+        missing = [b for b in BRANCHES if b not in self.model.heads]
+        branch = self.random.choice(branches)
+        live = sorted(self.model.heads[branch].rows)
+        choice = self.random.choices(
+            ["branch", "upsert", "update", "delete", "append", "log", "compaction", "merge"],
+            weights=[10 if missing else 0, 22, 10, 8, 4, 4, 4, 38],
+        )[0]
+        if choice in ("update", "delete") and not live:
+            choice = "upsert"
+        if choice == "merge" and len(branches) < 2:
+            choice = "branch"
+        self.log.append(f"{number}: {choice} on {branch}")
+        getattr(self, f"do_{choice}")(branch, live, branches, missing)
+
+    def do_branch(self, branch, live, branches, missing) -> None:
+        name = missing[0]
+        self.log[-1] = self.log[-1].replace("branch on", f"branch {name} from")
+        branch_create(catalog=self.catalog, name=name, source=branch)
+        self.model.heads[name] = self.model.heads[branch]
+
+    def _load(self, branch, strategy, new: State) -> None:
+        rows = [{"id": k, "amount": a, "region": r} for k, (a, r) in new.items()]
+        self.log[-1] += f" {sorted(new.items())}"
+        params = {"strategy": strategy, "rows": rows}
+        if strategy == "upsert":
+            params["key_columns"] = ["id"]
+        change(self.catalog, "table_load", params, branch=branch, table="k")
+        self.model.commit(branch, rows=self.model.heads[branch].rows | new)
+
+    def do_upsert(self, branch, live, branches, missing) -> None:
+        keys = self.random.sample(range(KEYS), self.random.randint(1, 3))
+        self._load(branch, "upsert", {k: (self.random.randrange(3), self.random.choice("ab")) for k in keys})
+
+    def do_append(self, branch, live, branches, missing) -> None:
+        self._load(branch, "append_only", {next(self.fresh): (self.random.randrange(3), "n")})
+
+    def do_update(self, branch, live, branches, missing) -> None:
+        keys = self.random.sample(live, self.random.randint(1, min(2, len(live))))
+        rows = dict(self.model.heads[branch].rows)
+        if self.random.random() < 0.5:
+            assignments = {"amount": "amount + 1"}
+            rows |= {k: (rows[k][0] + 1, rows[k][1]) for k in keys}
+        else:
+            region = self.random.choice("abc")
+            assignments = {"region": f"'{region}'"}
+            rows |= {k: (rows[k][0], region) for k in keys}
+        self.log[-1] += f" keys {keys} {assignments}"
+        where = f"id IN ({', '.join(map(str, keys))})"
+        change(self.catalog, "table_update", {"set": assignments, "where": where}, branch=branch, table="k")
+        self.model.commit(branch, rows=rows)
+
+    def do_delete(self, branch, live, branches, missing) -> None:
+        keys = self.random.sample(live, self.random.randint(1, min(2, len(live))))
+        self.log[-1] += f" keys {keys}"
+        change(
+            self.catalog, "table_delete", {"where": f"id IN ({', '.join(map(str, keys))})"}, branch=branch, table="k"
+        )
+        self.model.commit(branch, rows={k: v for k, v in self.model.heads[branch].rows.items() if k not in keys})
+
+    def do_log(self, branch, live, branches, missing) -> None:
+        rid = next(self.fresh)
+        change(self.catalog, "table_load", {"strategy": "append_only", "rows": [{"rid": rid}]}, branch=branch,
+               table="log")  # fmt: skip
+        self.model.commit(branch, log=self.model.heads[branch].log | {rid})
+
+    def do_compaction(self, branch, live, branches, missing) -> None:
+        before = head(self.catalog, branch)
+        change(self.catalog, "table_compact", {}, branch=branch, table="k")
+        if head(self.catalog, branch) != before:  # nothing to compact commits nothing
+            self.model.commit(branch)
+
+    def do_merge(self, branch, live, branches, missing) -> None:
+        """A merge between two random branches (any history, criss-cross too); a refused
+        merge is retried with a resolution most times, as a user would."""
+        saved = dict(self.model.heads)
+        source, target = self.random.sample(branches, 2)
+        expected, conflicts = self.model.merge(source, target)
+        bases = len(merge_bases(saved[source], saved[target]))
+        self.log[-1] = f"merge {source} into {target} ({bases} bases) -> model {expected} {conflicts}"
+        if not self.merged(source, target, expected, saved) or expected not in ("conflict", "base_conflict"):
+            return
+        if self.random.random() < 0.7:
+            choice = self.random.choice(["source_wins", "target_wins"])
+            self.log.append(f"merge {source} into {target} with {choice}")
+            self.model.heads = dict(saved)
+            expected, _ = self.model.merge(source, target, choice)
+            self.merged(source, target, expected, saved, {"default": choice})
+
+    def merged(self, source, target, expected, saved, resolution=None) -> bool:
+        """Whether the model's outcome needs a retry: the real merge, checked against the model."""
+        refused = None
+        try:
+            result = branch_merge(catalog=self.catalog, source=source, target=target, resolution=resolution)
+        except ConflictError as error:
+            refused = error
+        if refused is not None:
+            self.model.heads = dict(saved)
+            what = f"refused ({refused.code}: {refused.message}); model {expected}"
+            assert refused.code == "merge_conflict" and expected in ("conflict", "base_conflict"), self.failure(what)
+            self.count(f"refused_{expected}")
+            return True
+        assert expected in ("merged", "up_to_date"), self.failure(f"merged ({result.status}); the model: {expected}")
+        self.count(expected if result.status == "merged" else result.status)
+        self.check(target)
+        return False
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def check(self, branch: str) -> None:
+        found = [
+            (r["id"], r["amount"], r["region"]) for r in read(self.spark, self.catalog, branch, table="k").collect()
+        ]
+        expected = sorted((k, *row) for k, row in self.model.heads[branch].rows.items())
+        assert sorted(found) == expected, self.failure(
+            f"rows of k on {branch}: only in LakeUI {sorted(set(found) - set(expected))}, only in the model "
+            f"{sorted(set(expected) - set(found))}; {len(found)} rows, {len({r[0] for r in found})} keys"
+        )
+        log = sorted(r["rid"] for r in read(self.spark, self.catalog, branch, table="log").collect())
+        assert log == sorted(self.model.heads[branch].log), self.failure(f"rows of log on {branch}: {log}")
+
+    def failure(self, what: str) -> str:
+        steps = "\n".join(self.log[-40:])
+        return f"seed {self.seed}: {what}\nreplay with LAKEUI_KEY_MODEL_SEED={self.seed}; last steps:\n{steps}"
+
+
+@pytest.mark.timeout(max(600, STEPS * 15))  # long hunts take many steps
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_histories_of_a_keyed_table_merge_as_the_model_says(spark, seed):
+    run = Run(seed, spark)
+    for number in range(1, STEPS + 1):
+        run.step(number)
+    for branch in run.model.heads:
+        run.check(branch)
+    print(f"seed {seed}: {STEPS} steps, merges {run.outcomes}")
+    assert run.outcomes.get("merged", 0) >= STEPS // 10  # the history did merge
+    assert run.outcomes.get("refused_conflict", 0) >= 1  # and met conflicts by key
