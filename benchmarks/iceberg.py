@@ -1,4 +1,4 @@
-"""Iceberg REST `loadTable` of a 1,000-segment table (DESIGN.md section 6: under 200 ms at a new commit, a repeat
+"""Iceberg REST `loadTable` of a 1,000-segment table (docs/README.md#targets: under 200 ms at a new commit, a repeat
 under 20 ms; the metadata written for a commit that changed one segment costs what that segment costs).
 
     python benchmarks/iceberg.py [--segments 1000] [--repeat 20]

@@ -1,4 +1,4 @@
-"""Review shows the data (DESIGN.md section 5): what a reviewer waits for.
+"""Review shows the data (docs/README.md#review-shows-the-data): what a reviewer waits for.
 
     python benchmarks/review_rows.py [--rows 1000000] [--tables 50] [--repeat 5]
 
