@@ -33,7 +33,7 @@ from tests.support.merges import change
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
-STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "80"))
+STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "60"))
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
 KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
 COLUMNS = ("amount", "region")
