@@ -8,7 +8,7 @@ from lakeui.jobs.registry import Progress, job_kind
 from lakeui.jobs.selectors import job_of_run
 from merge_app.models import Merge
 from merge_app.selectors.merge_requests import merge_request_by_id
-from merge_app.selectors.merges import merge_of_job, restore_of_job
+from merge_app.selectors.merges import merge_of_job, merges_of_job, restore_of_job
 from merge_app.services.keys import KEYS_JOB, key_runs
 from merge_app.services.merge_requests import PLAN_JOB, merge_request_merged, merge_request_plan_store
 from merge_app.services.merges import (
@@ -18,6 +18,7 @@ from merge_app.services.merges import (
     merge_diff_with_bases,
     merge_result,
 )
+from merge_app.services.picks import PICK_JOB, commits_pick, pick_results
 from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_result
 
 
@@ -68,6 +69,21 @@ def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     progress.report(20, "Comparing keys on Spark")
     runs = key_runs(spark_session(), diff)
     return {"tables": len(runs)}
+
+
+@job_kind(PICK_JOB)
+def pick_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """A revert or a cherry-pick (of one commit or a range)."""
+    job = job_of_run(progress.job_id)
+    done = merges_of_job(job)
+    if done:  # delivered again after it finished: report the first run's outcome, never apply twice
+        return pick_results(done)
+    progress.report(10, "Reverting" if params["kind"] == "revert" else "Cherry-picking")
+    merges = commits_pick(
+        catalog=catalog_by_id(params["catalog_id"]), kind=params["kind"], branch=params["branch"],
+        commits=params["commits"], user=job.requested_by, job=job, resolution=params.get("resolution"),
+    )  # fmt: skip
+    return pick_results(merges)
 
 
 @job_kind(RESTORE_JOB)

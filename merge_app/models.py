@@ -19,7 +19,13 @@ class Merge(models.Model):
         UP_TO_DATE = "up_to_date"
         PLANNED = "planned"  # a dry run that would merge
 
+    class Kind(models.TextChoices):
+        MERGE = "merge"
+        REVERT = "revert"  # of `source`, a commit: merged from it into its parent (docs/merge-semantics.md)
+        CHERRY_PICK = "cherry_pick"  # of `source`, a commit: merged from its parent into the target
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MERGE)
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="merges")
     source = models.CharField(max_length=255)
     target = models.CharField(max_length=255)

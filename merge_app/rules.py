@@ -90,6 +90,8 @@ NOTES = {
     "U*": "unset vs unset: conflict if both unset the same key, else ok.",
     "ok*": "dest compaction changes no row: src's change is replayed on the compacted files.",
     "R*": "a segment one side rewrote holds rows the other side deleted or updated by position.",
+    "V*": "a revert vs a later change: conflict if the later change rewrote, removed or changed rows by position in "
+    "files the reverted commit wrote (the revert would take them out with that change), else ok.",
     "4.4": "primary-key table: data changes are compared by key; a key changed on both sides merges if both made "
     "the same change or changed different columns, and conflicts otherwise (or always, with merge.granularity=row).",
 }
@@ -116,6 +118,12 @@ class Op:
     def added(self) -> set[str]:
         return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
 
+    @property
+    def identity(self) -> tuple[str, int]:
+        """The operation this one is: itself, or the one it was cherry-picked from (docs/merge-semantics.md)."""
+        picked = self.details.get("picked_from")
+        return (picked[0], picked[1]) if picked else (self.commit, self.position)
+
 
 @dataclass
 class Facts:
@@ -127,6 +135,7 @@ class Facts:
     key_mode: bool = False  # a primary-key table with data changes on both sides (4.4)
     keyed: bool = False  # a primary-key table: its data operations are compared by key, never by file (4.4)
     keys: dict | None = None  # the key comparison's counts, with `unresolved` conflicts; None: not run yet
+    reverting: bool = False  # the source's operations undo a commit's (a revert): `revert_verdict` decides
 
 
 @dataclass(frozen=True)
@@ -339,6 +348,8 @@ def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Ver
         if not facts.key_mode:
             return "4.4", Verdict(OK, "4.4", "Merged by key: only one side's rows differ from the base's.")
         return "4.4", _by_key(facts)
+    if facts.reverting and src.op in DML and dest.op in DML:
+        return "V*", revert_verdict(src, dest)
     cell = table.cell(src.op, dest.op)
     if cell is None:
         return "-", Verdict(OK, "-", f"{src.op} and {dest.op} do not interact.")
@@ -352,3 +363,15 @@ def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Ver
             why += "them."
             return cell, Verdict(CONFLICT, "R*", why)
     return cell, decided
+
+
+def revert_verdict(undo: Op, later: Op) -> Verdict:
+    """A revert's undo of a data operation against a change the target made after the reverted commit (V*): the
+    undo takes out the files the reverted commit wrote, so a later change to them (rows deleted or updated in them
+    by position, the files rewritten, compacted or overwritten) would be lost with them."""
+    wrote = undo.removed | set(undo.details.get("deltas_removed", []))
+    changed = (later.touched | later.removed | set(later.details.get("deltas_removed", []))) & wrote
+    if changed:
+        why = f"A later {later.op} changed file(s) {segments_named(changed)} that the reverted commit wrote."
+        return Verdict(CONFLICT, "V*", why)
+    return Verdict(OK, "V*", "The later change does not touch what the reverted commit wrote.")

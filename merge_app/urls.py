@@ -8,6 +8,7 @@ from merge_app.apis.merge_requests import (
     MergeRequestReviewApi,
 )
 from merge_app.apis.merges import (
+    CherryPickListApi,
     DiffApi,
     DiffKeysApi,
     DiffRowsApi,
@@ -15,6 +16,7 @@ from merge_app.apis.merges import (
     MergeListApi,
     RestoreDetailApi,
     RestoreListApi,
+    RevertListApi,
 )
 from merge_app.apis.sql import SqlApi
 
@@ -30,6 +32,8 @@ urlpatterns = [
     path("catalogs/<str:catalog>/merge-requests/<int:number>", MergeRequestDetailApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/reviews", MergeRequestReviewApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/merge", MergeRequestMergeApi.as_view()),
+    path("catalogs/<str:catalog>/reverts", RevertListApi.as_view()),
+    path("catalogs/<str:catalog>/cherry-picks", CherryPickListApi.as_view()),
     path("catalogs/<str:catalog>/restores", RestoreListApi.as_view()),
     path("catalogs/<str:catalog>/restores/<uuid:restore_id>", RestoreDetailApi.as_view()),
 ]

@@ -14,9 +14,11 @@ from catalog_app.services.table_diff import MAX_PAGE_SIZE, PAGE_SIZE, table_diff
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.apis import JobOutputSerializer
+from merge_app.models import Merge
 from merge_app.selectors.diff import MergeDiff, diff_as_dict
 from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
 from merge_app.services.merges import merge_plan, merge_submit
+from merge_app.services.picks import pick_submit
 from merge_app.services.restores import restore_submit
 
 
@@ -115,6 +117,7 @@ class DiffRowsApi(APIView):
 
 class MergeOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
+    kind = serializers.CharField()
     source = serializers.CharField()
     target = serializers.CharField()
     source_head = serializers.CharField()
@@ -163,6 +166,53 @@ def _submitted(request, input_serializer, submit, catalog: str) -> Response:
     data = validated(input_serializer, request.data)
     job = submit(catalog=request_catalog(request, catalog), user=request.user, **data)
     return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class _PickListApi(PagedApi):
+    """Reverts and cherry-picks (docs/merge-semantics.md#revert-and-cherry-pick): POST queues one (202 job), GET
+    lists their audit logs, kept as merges of their kind (`.../merges/{id}` shows one)."""
+
+    kind = ""
+
+    class InputSerializer(serializers.Serializer):
+        branch = serializers.CharField(max_length=255)
+        commit = serializers.CharField(max_length=255, required=False, help_text="a commit id (or any ref)")
+        resolution = serializers.DictField(required=False, help_text="as a merge's")
+
+    @extend_schema(responses=MergeOutputSerializer(many=True))
+    def get(self, request, catalog):
+        found = request_catalog(request, catalog)
+        return paginated(request, self, merge_list(catalog=found, kind=self.kind), MergeOutputSerializer)
+
+    def post(self, request, catalog):
+        data = validated(self.InputSerializer, request.data)
+        start, end = data.pop("from", None), data.pop("to", None)
+        job = pick_submit(catalog=request_catalog(request, catalog), kind=self.kind, user=request.user, start=start,
+                          end=end, **data)  # fmt: skip
+        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RevertListApi(_PickListApi):
+    kind = Merge.Kind.REVERT
+
+    @extend_schema(request=_PickListApi.InputSerializer, responses={202: JobOutputSerializer})
+    def post(self, request, catalog):
+        return super().post(request, catalog)
+
+
+class CherryPickListApi(_PickListApi):
+    kind = Merge.Kind.CHERRY_PICK
+
+    class InputSerializer(_PickListApi.InputSerializer):
+        def get_fields(self):
+            fields = super().get_fields()
+            fields["from"] = serializers.CharField(max_length=255, required=False, help_text="a range's start")
+            fields["to"] = serializers.CharField(max_length=255, required=False, help_text="a range's end")
+            return fields
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer})
+    def post(self, request, catalog):
+        return super().post(request, catalog)
 
 
 class MergeDetailApi(APIView):

@@ -21,7 +21,7 @@ from lakeui.memory import gc_paused
 from merge_app import rules, semantics, states
 from merge_app.models import KeyComparison, VirtualBase
 from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
-from merge_app.selectors.graph import CommitGraph
+from merge_app.selectors.graph import CommitGraph, Sides
 
 MERGED_KINDS = (ObjectKind.DATABASE, ObjectKind.TABLE)
 KIND_ORDER = {ObjectKind.DATABASE: 0, ObjectKind.TABLE: 1}
@@ -29,6 +29,16 @@ WRITES_DATA = frozenset({"insert", "update", "overwrite"})
 ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
 NOT_MERGED = "not_merged"
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
+REVERT, CHERRY_PICK = "revert", "cherry_pick"
+# A revert changes back what the reverted commit's data operations did: each is undone by its inverse, an operation
+# of the kind that has the effect of taking its files back out and putting back the files it removed.
+INVERSE_OPS = {
+    "insert": "delete",
+    "delete": "insert",
+    "update": "update",
+    "overwrite": "update",
+    "compaction": "compaction",
+}
 MESSAGE_CRISS_CROSS = (
     "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
     "(a criss-cross history). The bases are merged into one virtual base first, on a worker."
@@ -44,6 +54,24 @@ class BasesNotMerged(ConflictError):
         message = MESSAGE_CRISS_CROSS.format(source=source, target=target, count=len(bases), bases=shown)
         super().__init__("multiple_merge_bases", message, details={"bases": bases})
         self.bases = bases
+
+
+@dataclass(frozen=True)
+class ExplicitBase:
+    """A merge whose base is given instead of found (docs/merge-semantics.md#revert-and-cherry-pick): a cherry-pick
+    merges `commit` into the target from the commit's parent; a revert merges the commit's parent into the target
+    from the commit itself, the commit's operations inverted."""
+
+    kind: str  # REVERT | CHERRY_PICK
+    commit: Commit
+
+    @property
+    def base(self) -> Commit:
+        return self.commit if self.kind == REVERT else self.commit.parent
+
+    @property
+    def source_head(self) -> Commit:
+        return self.commit.parent if self.kind == REVERT else self.commit
 
 
 @dataclass(frozen=True)
@@ -95,6 +123,7 @@ class ObjectDiff:
     keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
     source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
+    reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
 
     @property
     def rule_table(self) -> str | None:
@@ -141,6 +170,7 @@ class MergeDiff:
     objects: list[ObjectDiff]
     resolution: dict[str, Any] = field(default_factory=dict)
     bases: list[str] = field(default_factory=list)  # the merge bases; with several, `base` is their virtual base
+    explicit: ExplicitBase | None = None  # a revert or a cherry-pick: the base was given
 
     @property
     def conflicts(self) -> list[ObjectDiff]:
@@ -191,22 +221,30 @@ def merge_diff_of(
     target_chain: Chain,
     resolution: dict | None = None,
     compared: dict[uuid.UUID, dict] | None = None,
+    explicit: ExplicitBase | None = None,
 ) -> MergeDiff:
     """The diff at two given heads. A primary-key table changed on both sides takes its key comparison from
     `compared` (table id -> counts and conflicts, all of them: a comparison made in this process) or as stored
     for these heads; without either it is pending."""
     resolution = resolution_check(resolution)
     graph = CommitGraph(catalog.id)
-    sides = graph.sides(source_head.id, target_head.id)
-    if len(sides.bases) > 1:  # a criss-cross history: from the bases merged into one (docs/merge-semantics.md)
-        virtual = VirtualBase.objects.filter(catalog=catalog, bases=virtual_base_key(sides.bases)).first()
-        if virtual is None:
-            raise BasesNotMerged(source=source, target=target, bases=sides.bases)
-        base = virtual.commit
+    if explicit is None:
+        sides = graph.sides(source_head.id, target_head.id)
+        base = _base(catalog, sides.bases, source=source, target=target)
+        src_ops, src_touched, src_held = _operations(graph, source_head.id, sides.source)
     else:
-        base = Commit.objects.get(id=sides.bases[0])
-    src_ops, src_touched = _operations(graph, source_head.id, sides.source)
-    dest_ops, dest_touched = _operations(graph, target_head.id, sides.target)
+        base = explicit.base
+        sides = Sides(bases=[base.id], source=[explicit.commit.id], target=graph.sides(base.id, target_head.id).target)
+        if explicit.kind == REVERT:
+            src_ops = _inverse_operations(explicit.commit)
+            src_touched, src_held = set(src_ops), set()
+        else:
+            src_ops, src_touched, src_held = _operations(graph, explicit.commit.id, sides.source)
+    dest_ops, dest_touched, dest_held = _operations(graph, target_head.id, sides.target)
+    # An operation both sides hold (one side cherry-picked it from the other), or a pick of one the base holds, is
+    # no change of either.
+    in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
+    src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}
@@ -228,15 +266,17 @@ def merge_diff_of(
             taken,
             target_chain,
             data_changed.get(object_id),
+            reverting=explicit is not None and explicit.kind == REVERT,
         )
         for object_id in object_ids
     ]
     objects = [obj for obj in objects if obj is not None]
-    _check_segments_present(objects, source_chain, target_chain)
+    if explicit is None or explicit.kind != REVERT:  # a revert's own check is its pairs' (rules.revert_verdict)
+        _check_segments_present(objects, source_chain, target_chain)
     objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
-        source_commits=sides.source, objects=objects, resolution=resolution, bases=sides.bases,
+        source_commits=sides.source, objects=objects, resolution=resolution, bases=sides.bases, explicit=explicit,
     )  # fmt: skip
     keyed = [obj for obj in objects if obj.key_mode]
     results = dict(compared or {})
@@ -253,6 +293,16 @@ def merge_diff_of(
     return diff
 
 
+def _base(catalog: Catalog, bases: list[str], *, source: str, target: str) -> Commit:
+    """The merge base; in a criss-cross history the bases merged into one (docs/merge-semantics.md)."""
+    if len(bases) == 1:
+        return Commit.objects.get(id=bases[0])
+    virtual = VirtualBase.objects.filter(catalog=catalog, bases=virtual_base_key(bases)).first()
+    if virtual is None:
+        raise BasesNotMerged(source=source, target=target, bases=bases)
+    return virtual.commit
+
+
 def virtual_base_key(bases: list[str]) -> str:
     return ",".join(sorted(bases))
 
@@ -263,6 +313,7 @@ def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = N
         catalog=diff.catalog, source=diff.source, target=diff.target, source_head=diff.source_head,
         target_head=diff.target_head, source_chain=commit_chain(diff.source_head),
         target_chain=commit_chain(diff.target_head), resolution=diff.resolution, compared=compared,
+        explicit=diff.explicit,
     )  # fmt: skip
 
 
@@ -348,15 +399,19 @@ def _source_wins(obj: ObjectDiff) -> None:
         _merge_state(obj)
 
 
-def _operations(graph: CommitGraph, head: str, commits: list[str]) -> tuple[dict[uuid.UUID, list[Op]], set[uuid.UUID]]:
+def _operations(
+    graph: CommitGraph, head: str, commits: list[str]
+) -> tuple[dict[uuid.UUID, list[Op]], set[uuid.UUID], set[tuple]]:
     """A side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays), per object in commit
     order: each original operation of the side's commits once, as the side has it. The side's state was built along
     its head's first-parent chain, so that chain says what the side holds: its commits' own operations, and of each
     merge commit on it the operations it made itself (key merges, deletes in mixed segments) and those it replayed,
     each under the operation it came from. An operation a merge replayed whose origin the base already holds is not
     a change since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not
-    part of the side's state. Also returns every object an operation on that chain touched: a primary-key table
-    among them is compared by state (`_keyed_data_changes`), whatever the operations say."""
+    part of the side's state. Also returns every object an operation on that chain touched (a primary-key table
+    among them is compared by state, `_keyed_data_changes`, whatever the operations say) and the identity
+    (`Op.identity`) of every operation the chain holds, so that one both sides hold, cherry-picked, counts on
+    neither."""
     since = set(commits)
     chain = graph.first_parents(head, since)
     picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
@@ -371,19 +426,41 @@ def _operations(graph: CommitGraph, head: str, commits: list[str]) -> tuple[dict
         for _, _, object_id, kind, details in rows if kind == Operation.Op.RESOLVE
         for commit, position in details["superseded"]
     }  # fmt: skip
+    held = set()
     for commit_id, position, object_id, kind, details in rows:
         if kind == Operation.Op.RESOLVE:
             continue
         origin, origin_position = details.pop("merged_from", None), details.pop("origin_position", None)
         if origin is None or origin_position is None:  # the commit's own (merges made before 4.0 count as own)
             origin, origin_position = commit_id, position
-        elif origin not in since:
+        op = Op(origin, origin_position, kind, details)
+        held.add((*op.identity, object_id))
+        if origin not in since:
             continue  # replayed from the base's history: both sides hold it
         if (origin, origin_position, object_id) in superseded:
             continue
-        picked.setdefault((origin, origin_position, object_id), (object_id, Op(origin, origin_position, kind, details)))
+        picked.setdefault((origin, origin_position, object_id), (object_id, op))
     touched = {object_id for _, _, object_id, _, _ in rows}
     ordered = sorted(picked.values(), key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
+    return _by_object(ordered), touched, held
+
+
+def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], base: str) -> set[tuple]:
+    """The identities of cherry-picked operations whose original the base's history holds."""
+    picked = {(*op.identity, object_id) for ops in sides for object_id, side in ops.items() for op in side
+              if op.details.get("picked_from")}  # fmt: skip
+    originals = {commit for commit, _, _ in picked}
+    held = {commit for commit in originals if not graph.sides(commit, base).source}  # reachable from the base
+    return {identity for identity in picked if identity[0] in held}
+
+
+def _not_held(ops: dict[uuid.UUID, list[Op]], held: set[tuple]) -> dict[uuid.UUID, list[Op]]:
+    kept = {object_id: [op for op in side if (*op.identity, object_id) not in held] for object_id, side in ops.items()}
+    return {object_id: side for object_id, side in kept.items() if side}
+
+
+def _by_object(ordered: list[tuple[uuid.UUID, Op]]) -> dict[uuid.UUID, list[Op]]:
+    """Operations per object, in order, each delete file they add named with its segment (`deltas_on`)."""
     deltas = [d for _, op in ordered for d in op.details.get("deltas_added", [])]
     owner = {str(i): str(s) for i, s in DataFile.objects.filter(id__any=deltas).values_list("id", "segment_id")}
     by_object: dict[uuid.UUID, list[Op]] = {}
@@ -391,7 +468,37 @@ def _operations(graph: CommitGraph, head: str, commits: list[str]) -> tuple[dict
         if op.details.get("deltas_added"):
             op = replace(op, details={**op.details, "deltas_on": {d: owner.get(d) for d in op.details["deltas_added"]}})
         by_object.setdefault(object_id, []).append(op)
-    return by_object, touched
+    return by_object
+
+
+def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
+    """What a revert of `commit` changes, as operations of the revert (docs/merge-semantics.md#revert-and-cherry-pick):
+    each data operation of the commit (own or replayed by a merge) undone by its inverse, newest first: the files it
+    added taken out, those it removed put back. A commit that changed a definition (created, dropped, renamed or
+    altered an object) is not reverted: its definitions are left to the user."""
+    rows = Operation.objects.filter(commit_id=commit.id).order_by("-position")
+    rows = rows.values_list("position", "object_id", "op", "details")
+    ddl = sorted({op for _, _, op, _ in rows if op not in INVERSE_OPS and op != Operation.Op.RESOLVE})
+    if ddl:
+        raise ApplicationError(
+            "revert_unsupported",
+            f"Commit {commit.id[:12]} changed definitions ({', '.join(ddl)}): only commits that changed rows (loads, "
+            "deletes, updates, compactions, merges of those) can be reverted; change the definitions back by hand.",
+            details={"operations": ddl},
+        )
+    inverse = []
+    for position, object_id, kind, details in rows:
+        if kind == Operation.Op.RESOLVE:
+            continue
+        undone = {
+            "segments_added": details.get("segments_removed", []),
+            "segments_removed": details.get("segments_added", []),
+            "deltas_added": details.get("deltas_removed", []), "deltas_removed": details.get("deltas_added", []),
+            "rows_inserted": details.get("rows_deleted", 0), "rows_deleted": details.get("rows_inserted", 0),
+            "rows_updated": details.get("rows_updated", 0), "reverts": [commit.id, position, kind],
+        }  # fmt: skip
+        inverse.append((object_id, Op(commit.id, position, INVERSE_OPS[kind], undone)))
+    return _by_object(inverse)
 
 
 def _versions(chain: Chain, object_ids: set, known: dict | None = None) -> dict[uuid.UUID, Version]:
@@ -434,7 +541,9 @@ def _display_name(version: Version, versions: dict) -> str:
     return version.name
 
 
-def _object_diff(object_id, src_ops, dest_ops, versions, taken, target_chain, data_changed) -> ObjectDiff | None:
+def _object_diff(
+    object_id, src_ops, dest_ops, versions, taken, target_chain, data_changed, *, reverting: bool
+) -> ObjectDiff | None:
     base, src, dest = (versions[side].get(object_id) for side in ("base", "source", "target"))
     if base is None and (src is None or src.dropped) and (dest is None or dest.dropped):
         return None  # created and dropped again on a side: nothing to compare or merge
@@ -451,7 +560,7 @@ def _object_diff(object_id, src_ops, dest_ops, versions, taken, target_chain, da
     obj = ObjectDiff(
         kind=shown.kind, object_id=object_id, name=_display_name(shown, versions), change=change, base=base,
         source=src, target=dest, source_operations=src_ops, target_operations=dest_ops,
-        keyed=data_changed is not None, data_changed=data_changed,
+        keyed=data_changed is not None, data_changed=data_changed, reverting=reverting,
     )  # fmt: skip
     if obj.kind not in MERGED_KINDS or change == "added_in_target":
         return obj
@@ -580,7 +689,7 @@ def _keyed_live(version: Version | None) -> bool:
 
 def _decide_pairs(obj: ObjectDiff) -> None:
     table = rules.RULE_TABLES[obj.kind]
-    facts = Facts(key_mode=obj.key_mode, keyed=obj.keyed, keys=obj.keys)
+    facts = Facts(key_mode=obj.key_mode, keyed=obj.keyed, keys=obj.keys, reverting=obj.reverting)
     if obj.kind == ObjectKind.TABLE and obj.target is not None:
         facts.dest_columns = {column["id"]: column for column in obj.target.state["columns"]}
         facts.src_wrote_data = any(

@@ -12,8 +12,8 @@ from lakeui.jobs.models import Job
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
 
-def merge_list(*, catalog: Catalog) -> QuerySet[Merge]:
-    return Merge.objects.filter(catalog=catalog).select_related("requested_by").defer("report", "log")
+def merge_list(*, catalog: Catalog, kind: str = Merge.Kind.MERGE) -> QuerySet[Merge]:
+    return Merge.objects.filter(catalog=catalog, kind=kind).select_related("requested_by").defer("report", "log")
 
 
 def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
@@ -26,6 +26,13 @@ def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
 def merge_of_job(job: Job) -> Merge | None:
     """The merge (or dry run) a job made, if it made one: a job delivered again after it finished."""
     return Merge.objects.filter(job=job).first()
+
+
+def merges_of_job(job: Job) -> list[Merge]:
+    """The merges a revert or cherry-pick job committed (a range makes one per commit), oldest first."""
+    return list(
+        Merge.objects.filter(job=job, status__in=[Merge.Status.MERGED, Merge.Status.UP_TO_DATE]).order_by("created_at")
+    )
 
 
 def restore_of_job(job: Job) -> Restore | None:

@@ -41,6 +41,7 @@ from merge_app import states
 from merge_app.models import Merge, VirtualBase
 from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
+    REVERT,
     BasesNotMerged,
     MergeDiff,
     ObjectDiff,
@@ -89,14 +90,21 @@ def merge_plan(
     diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution, user=user,
                                  in_worker=in_worker)  # fmt: skip
     _check_heads(diff, expected_heads)
-    if in_worker and any(obj.key_mode for obj in diff.objects):
-        runs = keys.key_runs(spark_session(), diff)
-        return MergePlan(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
+    if in_worker:
+        return keys_compared(diff)
     if diff.pending:
         params = {"catalog_id": str(catalog.id), "source": diff.source_head.id, "target": diff.target_head.id}
         job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
         return MergePlan(merge_diff_again(diff))
     return MergePlan(diff)
+
+
+def keys_compared(diff: MergeDiff) -> MergePlan:
+    """In a worker: the plan of a diff, its primary-key tables changed on both sides compared by key on Spark."""
+    if not any(obj.key_mode for obj in diff.objects):
+        return MergePlan(diff)
+    runs = keys.key_runs(spark_session(), diff)
+    return MergePlan(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
 
 
 def merge_diff_with_bases(
@@ -250,8 +258,13 @@ def _merged(diff: MergeDiff, writer: "_MergeWriter | None", draft: CommitDraft, 
     writer.log["resolutions"] = [
         {**entry, **_chosen(entry, extra.get("resolution_choices"), chooser)} for entry in diff.resolution_log
     ]
-    message = f"Merge {diff.source} into {diff.target}"
-    commit = draft.commit(author=user, message=message, merge_parent=diff.source_head, job=job)
+    if diff.explicit is None:
+        message, merge_parent = f"Merge {diff.source} into {diff.target}", diff.source_head
+    else:  # a revert or a cherry-pick: one commit on the target, with no second parent (git makes them so)
+        verb = "Revert" if diff.explicit.kind == REVERT else "Cherry-pick"
+        message = f"{verb} {diff.explicit.commit.id[:12]}: {diff.explicit.commit.message}"[:500]
+        merge_parent = None
+    commit = draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
     timings = {"decide_ms": _ms(decided - started), **_since(started)}
     return _log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit, log={**writer.log, **extra},
                 timings=timings)  # fmt: skip
@@ -316,8 +329,9 @@ def _since(started: float) -> dict[str, int]:
 
 
 def _log(diff: MergeDiff, *, status, user, job, dry_run=False, commit=None, log=None, timings=None) -> Merge:
+    kind = diff.explicit.kind if diff.explicit else Merge.Kind.MERGE
     return Merge.objects.create(
-        catalog=diff.catalog, source=diff.source, target=diff.target, source_head=diff.source_head.id,
+        kind=kind, catalog=diff.catalog, source=diff.source, target=diff.target, source_head=diff.source_head.id,
         target_head=diff.target_head.id, base=diff.base.id, commit=commit, dry_run=dry_run, status=status,
         requested_by=user if user is not None and user.is_authenticated else None, job=job,
         report=diff_as_dict(diff), log=log or {}, timings=timings or {},
@@ -425,7 +439,7 @@ class _MergeWriter:
         discarded = {pair.source: pair for pair in obj.discarded}
         if how == "created":
             create = next((op for op in obj.source_operations if op.op == "create"), None)
-            details = {"name": obj.source.name, **obj.source.state, **(_origin(create) if create else {})}
+            details = {"name": obj.source.name, **obj.source.state, **(self._origin(create) if create else {})}
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="create", details=details)
         replayed = []
         for index, op in enumerate(obj.source_operations):
@@ -440,10 +454,22 @@ class _MergeWriter:
                 )  # fmt: skip
                 if set(pair.decided.discarded) >= op.added:
                     continue  # discarded whole; else only some of its files (a merge-on-read delete, A5)
-            details = {k: v for k, v in op.details.items() if k != "deltas_on"} | _origin(op)
+            details = {k: v for k, v in op.details.items() if k != "deltas_on"} | self._origin(op)
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op.op, details=details)
             replayed.append(op)
         return replayed
+
+    def _origin(self, op: Op) -> dict[str, Any]:
+        """What a replayed operation records of the operation it replays, so that later merges count it once
+        (docs/merge-semantics.md#which-changes-a-merge-replays, `merge_app.selectors.diff._operations`). A
+        cherry-pick's operation is its own commit's, picked from another (`picked_from`: a later merge of the other
+        does not replay it again); a revert's undoing operation is the revert's own."""
+        explicit = self.diff.explicit
+        if explicit is None:
+            return {"merged_from": op.commit, "origin_position": op.position}
+        if explicit.kind == REVERT:
+            return {}
+        return {"picked_from": list(op.identity)}
 
     def _superseded(self, obj: ObjectDiff) -> None:
         """Record the target operations a table's `source_wins` superseded, so that no later merge counts them as
@@ -633,12 +659,6 @@ class _FilePlan:
     kept: list[DataFile]  # the target's own files it keeps
     added: list[DataFile]  # the source's files it takes over
     partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
-
-
-def _origin(op: Op) -> dict[str, Any]:
-    """What a replayed operation records of the operation it replays, so that later merges count it once
-    (docs/merge-semantics.md#which-changes-a-merge-replays, `merge_app.selectors.diff._operations`)."""
-    return {"merged_from": op.commit, "origin_position": op.position}
 
 
 def _derived(file: DataFile, files: frozenset[str]) -> bool:

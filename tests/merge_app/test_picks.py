@@ -1,0 +1,227 @@
+"""REVERT COMMIT and CHERRY-PICK COMMIT (docs/merge-semantics.md#revert-and-cherry-pick): merges with a given base,
+on real Spark data. Each test checks the rows (as a multiset: a row held twice shows) on every branch involved
+after each step, and what a later MERGE BRANCH makes of what a revert or a pick did."""
+
+import pytest
+
+from catalog_app.services.refs import branch_create
+from lakeui.errors import ApplicationError, ConflictError
+from merge_app.models import Merge
+from merge_app.services.picks import commits_pick, pick_commits
+from tests.conftest import wait_for_job
+from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.data import read
+from tests.support.merges import change, insert, merge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def rows(*ids, amount=None):
+    return [{"id": i, "amount": i * 10 if amount is None else amount, "region": "eu"} for i in ids]
+
+
+def table(spark, catalog, ref):
+    return sorted((r["id"], r["amount"]) for r in read(spark, catalog, ref).collect())
+
+
+def expect(*ids, **amounts):
+    changed = {int(name[1:]): amount for name, amount in amounts.items()}
+    return sorted((i, changed.get(i, i * 10)) for i in ids)
+
+
+def start(*, primary_key=None):
+    catalog = make_catalog()
+    make_table(catalog, **({"primary_key": primary_key} if primary_key else {}))
+    insert(catalog, rows(1, 2, 3))
+    branch_create(catalog=catalog, name="dev", source="main")
+    return catalog
+
+
+def revert(catalog, branch, commit, **kwargs) -> list[Merge]:
+    return commits_pick(catalog=catalog, kind="revert", branch=branch, commits=[commit], **kwargs)
+
+
+def pick(catalog, branch, *commits, **kwargs) -> list[Merge]:
+    return commits_pick(catalog=catalog, kind="cherry_pick", branch=branch, commits=list(commits), **kwargs)
+
+
+def upsert(catalog, branch, *ids, amount):
+    params = {"strategy": "upsert", "key_columns": ["id"], "rows": rows(*ids, amount=amount)}
+    change(catalog, "table_load", params, branch=branch)
+
+
+def test_a_reverted_load_takes_its_rows_out_and_keeps_later_ones(spark):
+    catalog = start()
+    insert(catalog, rows(4, 5))
+    load = head(catalog)
+    insert(catalog, rows(6))
+    (done,) = revert(catalog, "main", load)
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 6)
+    assert done.kind == "revert" and done.commit.merge_parent_id is None
+    assert done.commit.message.startswith(f"Revert {load[:12]}")
+    assert done.log["objects"][0]["operations"] == ["delete"]
+    # dev never had the load; merging main into it brings the later append only, once
+    merge(catalog, source="main", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 6)
+    # reverting the revert brings the rows back, by reference
+    revert(catalog, "main", done.commit_id)
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6)
+
+
+def test_a_reverted_delete_brings_its_rows_back_and_a_later_change_of_them_conflicts(spark):
+    catalog = start()
+    change(catalog, "table_delete", {"where": "id = 2"})
+    deleted = head(catalog)
+    assert table(spark, catalog, "main") == expect(1, 3)
+    revert(catalog, "main", deleted)
+    assert table(spark, catalog, "main") == expect(1, 2, 3)
+    # a load whose rows a later commit deleted cannot be reverted without losing that delete: refused, unchanged
+    insert(catalog, rows(7, 8))
+    load = head(catalog)
+    change(catalog, "table_delete", {"where": "id = 7"})
+    before = head(catalog)
+    with pytest.raises(ConflictError) as refused:
+        revert(catalog, "main", load)
+    assert refused.value.code == "merge_conflict"
+    assert head(catalog) == before and table(spark, catalog, "main") == expect(1, 2, 3, 8)
+    logged = Merge.objects.filter(kind="revert", status="conflict").get()
+    cells = {pair["cell"] for obj in logged.report["objects"] for pair in obj["pairs"]}
+    assert "V*" in cells
+
+
+def test_a_reverted_merge_undoes_what_it_brought_and_a_later_merge_does_not_bring_it_back(spark):
+    catalog = start()
+    insert(catalog, rows(4), branch="dev")
+    change(catalog, "table_delete", {"where": "id = 1"}, branch="dev")
+    merged = merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(2, 3, 4)
+    revert(catalog, "main", merged.commit_id)
+    assert table(spark, catalog, "main") == expect(1, 2, 3)
+    # dev unchanged since: nothing to merge again; dev changes once more: only that comes
+    assert merge(catalog, source="dev", target="main").status == "up_to_date"
+    insert(catalog, rows(9), branch="dev")
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 9)
+    assert table(spark, catalog, "dev") == expect(2, 3, 4, 9)
+
+
+def test_a_reverted_update_by_key_and_a_key_changed_again_later(spark):
+    catalog = start(primary_key=["id"])
+    upsert(catalog, "main", 2, 4, amount=99)
+    update = head(catalog)
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, _2=99, _4=99)
+    revert(catalog, "main", update)
+    assert table(spark, catalog, "main") == expect(1, 2, 3)
+    # a key the reverted commit set and a later commit changed again conflicts; the others revert
+    upsert(catalog, "main", 1, 3, amount=50)
+    second = head(catalog)
+    upsert(catalog, "main", 3, amount=60)
+    with pytest.raises(ConflictError):
+        revert(catalog, "main", second)
+    (done,) = revert(catalog, "main", second, resolution={"default": "target_wins"})
+    assert table(spark, catalog, "main") == expect(1, 2, 3, _3=60)
+    assert done.commit_id == head(catalog)
+
+
+@pytest.mark.parametrize("primary_key", [None, ["id"]])
+def test_a_cherry_pick_applies_one_commit_and_a_later_merge_does_not_apply_it_twice(spark, primary_key):
+    catalog = start(primary_key=primary_key)
+    insert(catalog, rows(4), branch="dev")
+    insert(catalog, rows(5), branch="dev")
+    fix = head(catalog, "dev")
+    insert(catalog, rows(6), branch="dev")
+    (done,) = pick(catalog, "main", fix)
+    assert done.kind == "cherry_pick" and done.commit.merge_parent_id is None
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 5)
+    again = pick(catalog, "main", fix)[0]  # picked already: no row again
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 5)
+    # without a key the operation is known as picked; a keyed table compares by key and finds every key the same,
+    # but still records a commit (noted in docs/merge-semantics.md)
+    assert again.status == ("up_to_date" if primary_key is None else "merged")
+    merge(catalog, source="dev", target="main")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, 6)
+    merge(catalog, source="main", target="dev")
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, 5, 6)
+
+
+def test_a_picked_commit_travels_with_its_branch_and_is_not_doubled_where_the_original_arrives(spark):
+    catalog = start()
+    branch_create(catalog=catalog, name="release", source="main")
+    insert(catalog, rows(7), branch="dev")
+    fix = head(catalog, "dev")
+    pick(catalog, "release", fix)
+    branch_create(catalog=catalog, name="hotfix", source="release")
+    merge(catalog, source="release", target="main")  # main gets the fix through the pick
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 7)
+    merge(catalog, source="dev", target="main")  # and the original: not a second time
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 7)
+    merge(catalog, source="main", target="hotfix")
+    assert table(spark, catalog, "hotfix") == expect(1, 2, 3, 7)
+
+
+def test_a_range_applies_each_commit_or_none(spark):
+    catalog = start()
+    base = head(catalog, "dev")
+    insert(catalog, rows(4), branch="dev")
+    change(catalog, "table_update", {"set": {"amount": "0"}, "where": "id = 4"}, branch="dev")
+    end = head(catalog, "dev")
+    commits = pick_commits(catalog=catalog, kind="cherry_pick", head=None, commit=None, start=base, end=end)
+    assert len(commits) == 2
+    picked = pick(catalog, "main", *commits)
+    assert [m.status for m in picked] == ["merged", "merged"]
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, _4=0)
+    # a range whose second commit conflicts on the target commits nothing
+    branch_create(catalog=catalog, name="other", source="dev")
+    change(catalog, "table_delete", {"where": "id = 4"}, branch="other")
+    later_base = head(catalog, "dev")
+    insert(catalog, rows(5), branch="dev")
+    change(catalog, "table_update", {"set": {"amount": "1"}, "where": "id = 4"}, branch="dev")
+    commits = pick_commits(
+        catalog=catalog, kind="cherry_pick", head=None, commit=None, start=later_base, end=head(catalog, "dev")
+    )
+    before = head(catalog, "other")
+    with pytest.raises(ConflictError):
+        pick(catalog, "other", *commits)
+    assert head(catalog, "other") == before and table(spark, catalog, "other") == expect(1, 2, 3)
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_revert_and_cherry_pick_through_the_api_with_their_audit_logs(spark, user_client):
+    catalog = start()
+    insert(catalog, rows(4), branch="dev")
+    fix = head(catalog, "dev")
+    url = f"/api/v1/catalogs/{catalog.name}"
+    response = user_client.post(f"{url}/cherry-picks", {"branch": "main", "commit": fix}, format="json")
+    assert response.status_code == 202, response.json()
+    job = wait_for_job(response.json()["id"], timeout=240)
+    assert job.status == "succeeded", job.error_message
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4)
+    picked = job.result["commits"][0]
+    response = user_client.post(f"{url}/reverts", {"branch": "main", "commit": picked}, format="json")
+    job = wait_for_job(response.json()["id"], timeout=240)
+    assert job.status == "succeeded", job.error_message
+    assert table(spark, catalog, "main") == expect(1, 2, 3)
+    reverts = user_client.get(f"{url}/reverts").json()["results"]
+    assert [(r["kind"], r["source"], r["status"]) for r in reverts] == [("revert", picked, "merged")]
+    assert [r["kind"] for r in user_client.get(f"{url}/cherry-picks").json()["results"]] == ["cherry_pick"]
+    assert user_client.get(f"{url}/merges").json()["results"] == []
+    # bad input: 4xx with a code, nothing queued
+    for path, body, code in [
+        ("reverts", {"branch": "main", "commit": fix}, "invalid_input"),  # not in main's history
+        ("reverts", {"branch": "main"}, "invalid_input"),
+        ("cherry-picks", {"branch": "main", "commit": "ghost"}, "ref_not_found"),
+        ("cherry-picks", {"branch": "v-none", "commit": fix}, "ref_not_found"),
+    ]:
+        refused = user_client.post(f"{url}/{path}", body, format="json")
+        assert refused.status_code in (400, 404) and refused.json()["code"] == code, (path, body, refused.json())
+
+
+def test_a_commit_that_changed_definitions_is_not_reverted(spark):
+    catalog = make_catalog()
+    make_table(catalog)
+    created = head(catalog)
+    insert(catalog, rows(1))
+    with pytest.raises(ApplicationError) as refused:
+        revert(catalog, "main", created)
+    assert refused.value.code == "revert_unsupported"
+    assert table(spark, catalog, "main") == expect(1)
