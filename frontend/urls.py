@@ -18,6 +18,7 @@ urlpatterns = [
     path(f"{CAT}/tags/new", catalogs.tag_new, name="tag-new"),
     path(f"{CAT}/log", catalogs.commit_log_page, name="log"),
     path(f"{CAT}/commits/<str:commit_id>", review.commit_page, name="commit"),
+    path(f"{CAT}/commits/<str:commit_id>/pick", review.commit_pick, name="commit-pick"),
     path(f"{CAT}/compare", review.compare_page, name="compare"),
     path(f"{CAT}/diff/rows", review.diff_rows, name="diff-rows"),
     path(f"{CAT}/browse", browser.browse, name="browse"),

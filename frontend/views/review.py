@@ -3,16 +3,20 @@ and commit pages load per table when it is opened), the Compare page of any two 
 
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
+from catalog_app.models import Role
 from catalog_app.selectors.commits import commit_detail
 from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
 from catalog_app.services.table_diff import PAGE_SIZE, table_diff_read, tables_changed
-from frontend.views.common import get_catalog, ui_view
+from frontend.views.common import get_catalog, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from merge_app.selectors.merges import merge_of_commit
+from merge_app.services.picks import pick_submit
 
 CHANGE_LABEL = {"insert": "added", "delete": "deleted", "update": "changed"}
 
@@ -105,6 +109,23 @@ def commit_page(request: HttpRequest, catalog: str, commit_id: str) -> HttpRespo
     ]  # fmt: skip
     context = {
         "catalog": found, "detail": detail, "commit": commit, "tables": tables,
-        "merge": merge_of_commit(commit=commit),
+        "merge": merge_of_commit(commit=commit), "branches": list(branch_list(catalog=found)),
     }  # fmt: skip
     return render(request, "frontend/commit.html", context)
+
+
+@ui_view
+@require_POST
+def commit_pick(request: HttpRequest, catalog: str, commit_id: str) -> HttpResponse:
+    """The commit page's and the log's buttons: revert the commit on a branch, or cherry-pick it onto one (a job)."""
+    found = get_catalog(request, catalog, Role.EDITOR)
+    kind, branch = request.POST.get("kind", ""), request.POST.get("branch", "")
+    try:
+        job = pick_submit(catalog=found, kind=kind, branch=branch, commit=commit_id, user=request.user)
+    except ApplicationError as error:
+        refused(request, error)
+        back = url_with(reverse("frontend:log", args=[found.name]), ref=branch) if request.POST.get("back") else None
+        return redirect(back or reverse("frontend:commit", args=[found.name, commit_id]))
+    verb = "Revert" if kind == "revert" else "Cherry-pick"
+    messages.success(request, f"{verb} of {commit_id[:12]} on branch {branch} submitted.")
+    return redirect("frontend:job", job_id=job.id)

@@ -117,10 +117,15 @@ def commits_pick(
     done = []
     try:
         with transaction.atomic():
-            for commit_id in commits:
+            for index, commit_id in enumerate(commits):
                 draft = commit_begin(catalog=catalog, branch=branch)
                 explicit = ExplicitBase(kind=kind, commit=commit_by_id(commit_id))
-                done.append(_pick(draft, explicit, branch=branch, user=user, job=job, resolution=resolution))
+                # A job makes one commit (the commit fenced by its claim): the range's last, in the same transaction
+                # as the others; their logs name the job too.
+                last = index == len(commits) - 1
+                done.append(_pick(draft, explicit, branch=branch, user=user, job=job if last else None,
+                                  resolution=resolution))  # fmt: skip
+            Merge.objects.filter(id__in=[merge.id for merge in done]).update(job=job)
     except _Refused as refused:
         merge = _log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, log={"range": commits})
         raise merge_conflict_error(merge) from None

@@ -6,6 +6,8 @@ tables of a ref, parsed by Spark's parser; the branch commands are parsed here b
     MERGE BRANCH source [TO target] [DRY RUN]
     RESTORE TABLE db.table [ON BRANCH b] TO TIMESTAMP '...' | TO COMMIT '...'
     RESTORE BRANCH b TO TIMESTAMP '...' | TO COMMIT '...'
+    REVERT COMMIT 'id' [ON BRANCH b]
+    CHERRY-PICK COMMIT 'id' | 'from'..'to' [ON BRANCH b]
 
 Names are branch, tag or commit names (letters, digits, `_ . / -`) or `quoted` with backticks. A statement that
 does not parse is a 400 `syntax_error` with the position (0-based character offset) where it goes wrong.
@@ -25,6 +27,7 @@ from lakeui.errors import ApplicationError
 from lakeui.jobs.services import job_result, job_run_sync
 from merge_app.models import SqlSession
 from merge_app.services.merges import merge_submit
+from merge_app.services.picks import pick_submit
 from merge_app.services.restores import restore_submit
 
 QUERY = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.IGNORECASE)
@@ -191,12 +194,31 @@ def _restore_branch(parser: _Parser, context: Context) -> dict:
     return _restore(context, branch=branch, **point)
 
 
+def _pick(kind: str) -> Callable[[_Parser, Context], dict]:
+    """REVERT COMMIT / CHERRY-PICK COMMIT: one commit (a cherry-pick also a range 'from'..'to') onto a branch."""
+
+    def command(parser: _Parser, context: Context) -> dict:
+        commit, start, end = parser.string("a commit id in quotes"), None, None
+        if kind == "cherry_pick" and parser.keyword(".."):
+            start, commit, end = commit, None, parser.string("the range's last commit in quotes")
+        branch = parser.name("a branch name") if parser.keyword("ON", "BRANCH") else current_branch(context)
+        parser.end()
+        job = pick_submit(catalog=context.catalog, kind=kind, branch=branch, commit=commit, start=start, end=end,
+                          user=context.user)  # fmt: skip
+        picked = {"commit": commit} if commit else {"from": start, "to": end}
+        return {"kind": kind, "branch": branch, **picked, **job_result(job, timeout=COMMAND_WAIT)}
+
+    return command
+
+
 COMMANDS: dict[tuple[str, str], Callable[[_Parser, Context], dict]] = {
     ("CREATE", "BRANCH"): _create_branch,
     ("USE", "BRANCH"): _use_branch,
     ("MERGE", "BRANCH"): _merge_branch,
     ("RESTORE", "TABLE"): _restore_table,
     ("RESTORE", "BRANCH"): _restore_branch,
+    ("REVERT", "COMMIT"): _pick("revert"),
+    ("CHERRY-PICK", "COMMIT"): _pick("cherry_pick"),
 }
 
 
@@ -221,8 +243,8 @@ def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limi
     first = parser.peek()
     raise ApplicationError(
         "unsupported_statement",
-        f"{first.text.upper()!r} is not a statement here: use SELECT, CREATE BRANCH, USE BRANCH, MERGE BRANCH "
-        "or RESTORE.",
+        f"{first.text.upper()!r} is not a statement here: use SELECT, CREATE BRANCH, USE BRANCH, MERGE BRANCH, "
+        "RESTORE, REVERT COMMIT or CHERRY-PICK COMMIT.",
         details={"position": first.position},
     )
 

@@ -68,6 +68,8 @@ MATRIX = {
     ("DiffKeysApi", "get"): V, ("DiffRowsApi", "get"): V, ("CommitDetailApi", "get"): V,
     ("RestoreListApi", "get"): V, ("RestoreListApi", "post"): E,
     ("RestoreDetailApi", "get"): V,
+    ("RevertListApi", "get"): V, ("RevertListApi", "post"): E,
+    ("CherryPickListApi", "get"): V, ("CherryPickListApi", "post"): E,
     ("MergeRequestListApi", "get"): V, ("MergeRequestListApi", "post"): E,
     ("MergeRequestDetailApi", "get"): V, ("MergeRequestDetailApi", "patch"): E,
     ("MergeRequestReviewApi", "post"): A,

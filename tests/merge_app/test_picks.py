@@ -2,6 +2,8 @@
 on real Spark data. Each test checks the rows (as a multiset: a row held twice shows) on every branch involved
 after each step, and what a later MERGE BRANCH makes of what a revert or a pick did."""
 
+import re
+
 import pytest
 
 from catalog_app.services.refs import branch_create
@@ -205,6 +207,14 @@ def test_revert_and_cherry_pick_through_the_api_with_their_audit_logs(spark, use
     assert [(r["kind"], r["source"], r["status"]) for r in reverts] == [("revert", picked, "merged")]
     assert [r["kind"] for r in user_client.get(f"{url}/cherry-picks").json()["results"]] == ["cherry_pick"]
     assert user_client.get(f"{url}/merges").json()["results"] == []
+    # SQL: the revert reverted (and a range that does not parse)
+    statement = f"REVERT COMMIT '{reverts[0]['commit']}' ON BRANCH main"
+    answer = user_client.post(f"{url}/sql", {"statement": statement}, format="json")
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["kind"] == "revert" and answer.json()["status"] == "merged"
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4)
+    bad = user_client.post(f"{url}/sql", {"statement": f"CHERRY-PICK COMMIT '{fix}'.. ON BRANCH main"}, format="json")
+    assert bad.status_code == 400 and bad.json()["code"] == "syntax_error"
     # bad input: 4xx with a code, nothing queued
     for path, body, code in [
         ("reverts", {"branch": "main", "commit": fix}, "invalid_input"),  # not in main's history
@@ -225,3 +235,33 @@ def test_a_commit_that_changed_definitions_is_not_reverted(spark):
         revert(catalog, "main", created)
     assert refused.value.code == "revert_unsupported"
     assert table(spark, catalog, "main") == expect(1)
+
+
+def test_the_commit_page_and_the_log_offer_revert_and_cherry_pick(spark, user):
+    from django.test import Client
+
+    from lakeui.jobs.services import job_execute
+
+    catalog = start()
+    insert(catalog, rows(4), branch="dev")
+    fix = head(catalog, "dev")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(user)
+    page = browser.get(f"/catalogs/{catalog.name}/commits/{fix}").content.decode()
+    assert 'value="cherry_pick"' in page and 'value="revert"' in page
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    url = f"/catalogs/{catalog.name}/commits/{fix}/pick"
+    submitted = browser.post(url, {"kind": "cherry_pick", "branch": "main", "csrfmiddlewaretoken": token})
+    assert submitted.status_code == 302 and "/jobs/" in submitted["Location"]
+    job_id = submitted["Location"].rstrip("/").split("/")[-1]
+    job_execute(job_id=job_id, worker="test")
+    assert wait_for_job(job_id, timeout=120).status == "succeeded"
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4)
+    log = browser.get(f"/catalogs/{catalog.name}/log?ref=main").content.decode()
+    assert log.count(">Revert</button>") >= 2  # every commit with a parent on main
+    # a commit of dev is not in main's history: the refusal is a message on the log, nothing queued
+    post = {"kind": "revert", "branch": "main", "back": "log", "csrfmiddlewaretoken": token}
+    refused = browser.post(url, post, follow=True)
+    assert "not in the branch&#x27;s history" in refused.content.decode()
+    assert refused.redirect_chain[-1][0].endswith("/log?ref=main")
+    assert browser.post(url, {"kind": "revert", "branch": "main"}).status_code == 403  # no CSRF token

@@ -170,24 +170,65 @@ def load(ctx, catalog, branch, table, file, strategy, keys, file_format):
     emit(ctx, job, ["id", "status", "result"])
 
 
+def resolution_options(command):
+    command = click.option("--target-wins", is_flag=True, help="Settle data conflicts by keeping the target's")(command)
+    return click.option("--source-wins", is_flag=True, help="Settle data conflicts with the source's")(command)
+
+
 @cli.command()
 @click.argument("catalog")
 @click.argument("source")
 @click.option("--into", "target", required=True)
 @click.option("--dry-run", is_flag=True)
-@click.option("--source-wins", is_flag=True, help="Settle data conflicts with the source's version")
-@click.option("--target-wins", is_flag=True, help="Settle data conflicts by keeping the target's version")
+@resolution_options
 @click.pass_context
 def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins):
     """Merge SOURCE into the branch --into, waiting for the job; a conflict is refused (exit 1) unless
     --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches")."""
-    if source_wins and target_wins:
-        raise click.UsageError("give at most one of --source-wins and --target-wins")
-    strategy = "source_wins" if source_wins else "target_wins" if target_wins else None
-    fields = {"resolution": {"default": strategy}} if strategy else {}
+    fields = _resolution(source_wins, target_wins)
     job = waiting(
         ctx, lambda show: make_client().merge(catalog, source, target, dry_run=dry_run, progress=show, **fields)
     )
+    emit(ctx, job, ["id", "status", "result"])
+
+
+def _resolution(source_wins: bool, target_wins: bool) -> dict:
+    """The `resolution` field of --source-wins / --target-wins (at most one)."""
+    if source_wins and target_wins:
+        raise click.UsageError("give at most one of --source-wins and --target-wins")
+    strategy = "source_wins" if source_wins else "target_wins" if target_wins else None
+    return {"resolution": {"default": strategy}} if strategy else {}
+
+
+@cli.command()
+@click.argument("catalog")
+@click.argument("commit")
+@click.option("--on", "branch", required=True, help="The branch whose history holds COMMIT")
+@resolution_options
+@click.pass_context
+def revert(ctx, catalog, commit, branch, source_wins, target_wins):
+    """Undo COMMIT on the branch --on (a merge commit: what the merge brought): one new commit, or nothing. A
+    later change of what COMMIT wrote is a conflict (exit 1) unless --source-wins or --target-wins settles it."""
+    fields = _resolution(source_wins, target_wins)
+    job = waiting(ctx, lambda show: make_client().revert(catalog, branch, commit, progress=show, **fields))
+    emit(ctx, job, ["id", "status", "result"])
+
+
+@cli.command("cherry-pick")
+@click.argument("catalog")
+@click.argument("commits")
+@click.option("--on", "branch", required=True, help="The branch to apply the commit(s) to")
+@resolution_options
+@click.pass_context
+def cherry_pick(ctx, catalog, commits, branch, source_wins, target_wins):
+    """Apply COMMITS (one commit of any ref, or a range FROM..TO) onto the branch --on: one new commit per
+    commit, all or none."""
+    start, dots, end = commits.partition("..")
+    picked = {"start": start, "end": end} if dots else {"commit": commits}
+    if dots and not (start and end):
+        raise click.UsageError("a range is FROM..TO")
+    fields = _resolution(source_wins, target_wins) | picked
+    job = waiting(ctx, lambda show: make_client().cherry_pick(catalog, branch, progress=show, **fields))
     emit(ctx, job, ["id", "status", "result"])
 
 

@@ -273,6 +273,40 @@ class Client:
         """One merge's audit log: heads, ancestor, commit, the full diff report and what was done."""
         return self.request("GET", f"catalogs/{_q(catalog)}/merges/{merge_id}")
 
+    def revert(
+        self, catalog: str, branch: str, commit: str, *, wait: bool = True, progress: Progress = None, **fields: Any
+    ) -> dict:
+        """Undo one commit of `branch`'s history (a merge commit: what it brought): one new commit, or nothing."""
+        body = {"branch": branch, "commit": commit, **fields}
+        return self._maybe_wait(self.request("POST", f"catalogs/{_q(catalog)}/reverts", json=body), wait, progress)
+
+    def cherry_pick(
+        self,
+        catalog: str,
+        branch: str,
+        commit: str | None = None,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        wait: bool = True,
+        progress: Progress = None,
+        **fields: Any,
+    ) -> dict:
+        """Apply one commit of any ref onto `branch`, or each commit of the range `start..end` (git's `rev-list
+        start..end`), all or none."""
+        if (commit is None) == (start is None or end is None):
+            raise LakeUIError("cherry_pick: give commit=, or start= and end=")
+        picked = {"commit": commit} if commit else {"from": start, "to": end}
+        body = {"branch": branch, **picked, **fields}
+        return self._maybe_wait(self.request("POST", f"catalogs/{_q(catalog)}/cherry-picks", json=body), wait, progress)
+
+    def reverts(self, catalog: str) -> list[dict]:
+        """The catalog's reverts (audit logs), newest first."""
+        return list(self.pages(f"catalogs/{_q(catalog)}/reverts"))
+
+    def cherry_picks(self, catalog: str) -> list[dict]:
+        return list(self.pages(f"catalogs/{_q(catalog)}/cherry-picks"))
+
     # diffs
     def diff(self, catalog: str, source: str, target: str) -> dict:
         """The merge diff of `source` into `target`: every changed object, each side's operations and the verdict
