@@ -91,7 +91,8 @@ NOTES = {
     "ok*": "dest compaction changes no row: src's change is replayed on the compacted files.",
     "R*": "a segment one side rewrote holds rows the other side deleted or updated by position.",
     "V*": "a revert vs a later change: conflict if the later change rewrote, removed or changed rows by position in "
-    "files the reverted commit wrote (the revert would take them out with that change), else ok.",
+    "files the reverted commit wrote (the revert would take them out with that change), or rewrote a segment whose "
+    "rows the revert brings back; else ok.",
     "4.4": "primary-key table: data changes are compared by key; a key changed on both sides merges if both made "
     "the same change or changed different columns, and conflicts otherwise (or always, with merge.granularity=row).",
 }
@@ -373,5 +374,9 @@ def revert_verdict(undo: Op, later: Op) -> Verdict:
     changed = (later.touched | later.removed | set(later.details.get("deltas_removed", []))) & wrote
     if changed:
         why = f"A later {later.op} changed file(s) {segments_named(changed)} that the reverted commit wrote."
+        return Verdict(CONFLICT, "V*", why)
+    rewritten = later.removed & undo.touched  # rows the undo brings back by position, in a segment since rewritten
+    if rewritten:
+        why = f"A later {later.op} rewrote segment(s) {segments_named(rewritten)} whose rows the revert brings back."
         return Verdict(CONFLICT, "V*", why)
     return Verdict(OK, "V*", "The later change does not touch what the reverted commit wrote.")

@@ -30,15 +30,7 @@ ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
 NOT_MERGED = "not_merged"
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
 REVERT, CHERRY_PICK = "revert", "cherry_pick"
-# A revert changes back what the reverted commit's data operations did: each is undone by its inverse, an operation
-# of the kind that has the effect of taking its files back out and putting back the files it removed.
-INVERSE_OPS = {
-    "insert": "delete",
-    "delete": "insert",
-    "update": "update",
-    "overwrite": "update",
-    "compaction": "compaction",
-}
+REVERTED = frozenset({"insert", "delete", "update", "overwrite", "compaction"})  # operations a revert undoes
 MESSAGE_CRISS_CROSS = (
     "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
     "(a criss-cross history). The bases are merged into one virtual base first, on a worker."
@@ -454,6 +446,18 @@ def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], 
     return {identity for identity in picked if identity[0] in held}
 
 
+def _inverse_kind(kind: str, undone: dict[str, Any]) -> str:
+    """The operation an undo is, by what it does to files (so that a later merge replaying it applies the rule
+    cells and positional checks of what it does): a compaction's undo is a compaction; one that takes segments out
+    or brings rows of segments back by position rewrites (an `update`, a `delete` if it adds nothing); one that
+    only puts files back is an `insert`."""
+    if kind == "compaction":
+        return kind
+    if undone["segments_removed"] or undone["segments_touched"]:
+        return "update" if undone["segments_added"] or undone["segments_touched"] else "delete"
+    return "insert"
+
+
 def _not_held(ops: dict[uuid.UUID, list[Op]], held: set[tuple]) -> dict[uuid.UUID, list[Op]]:
     kept = {object_id: [op for op in side if (*op.identity, object_id) not in held] for object_id, side in ops.items()}
     return {object_id: side for object_id, side in kept.items() if side}
@@ -478,7 +482,7 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
     altered an object) is not reverted: its definitions are left to the user."""
     rows = Operation.objects.filter(commit_id=commit.id).order_by("-position")
     rows = rows.values_list("position", "object_id", "op", "details")
-    ddl = sorted({op for _, _, op, _ in rows if op not in INVERSE_OPS and op != Operation.Op.RESOLVE})
+    ddl = sorted({op for _, _, op, _ in rows if op not in REVERTED and op != Operation.Op.RESOLVE})
     if ddl:
         raise ApplicationError(
             "revert_unsupported",
@@ -494,10 +498,12 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
             "segments_added": details.get("segments_removed", []),
             "segments_removed": details.get("segments_added", []),
             "deltas_added": details.get("deltas_removed", []), "deltas_removed": details.get("deltas_added", []),
+            # the segments whose rows it deleted or updated by position: their rows come back
+            "segments_touched": details.get("segments_touched", []),
             "rows_inserted": details.get("rows_deleted", 0), "rows_deleted": details.get("rows_inserted", 0),
             "rows_updated": details.get("rows_updated", 0), "reverts": [commit.id, position, kind],
         }  # fmt: skip
-        inverse.append((object_id, Op(commit.id, position, INVERSE_OPS[kind], undone)))
+        inverse.append((object_id, Op(commit.id, position, _inverse_kind(kind, undone), undone)))
     return _by_object(inverse)
 
 

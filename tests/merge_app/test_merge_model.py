@@ -20,13 +20,14 @@ The seed and the steps so far are printed on failure.
 import itertools
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.services.merges import branch_merge
+from merge_app.services.picks import commits_pick
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_MODEL_SEED", "11,12").split(",")]
 STEPS = int(os.environ.get("LAKEUI_MODEL_STEPS", "100"))
+PICKS = int(os.environ.get("LAKEUI_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among the steps
 BRANCHES = ("main", "b1", "b2", "b3")
 COLUMNS = [
     {"name": "rid", "type": "long", "nullable": False},
@@ -62,6 +64,7 @@ class MOp:
     rows: tuple[Row, ...] = ()  # insert, overwrite: the rows written
     rids: frozenset[int] = frozenset()  # delete, update: the row versions addressed
     step: int = 0  # update: the new version of a row is `step * 10**6 + id`
+    uncertain: bool = False  # a revert's undo of a rewrite: its cells against other operations may go either way
 
     @property
     def created(self) -> set[int]:
@@ -109,6 +112,8 @@ def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
 
 
 def pair_verdict(src: MOp, dest: MOp) -> str:
+    if src.uncertain or dest.uncertain:
+        return MAYBE
     if src.kind in POSITIONAL and dest.kind == "insert":
         return MUST  # 4.3: delete/update x insert
     if src.kind in POSITIONAL and dest.kind in POSITIONAL:
@@ -181,10 +186,23 @@ class Model:
         src_since = {i: c for i, c in src_anc.items() if i not in dest_anc}
         dest_since = {i: c for i, c in dest_anc.items() if i not in src_anc}
         src_ops, dest_ops = side_ops(src, src_since), side_ops(dest, dest_since)
+        return self.three_way(base, src, dest, src_ops, dest_ops, [*src_since.values(), *dest_since.values()],
+                              verdicts, merge_parent=src)  # fmt: skip
+
+    def three_way(
+        self, base, src, dest, src_ops, dest_ops, since, verdicts, merge_parent
+    ) -> tuple[str, MCommit | None]:
+        """The merge of the source's operations since `base` into `dest` (a merge, or a cherry-pick with the
+        picked commit's parent as the base). An operation both sides hold (cherry-picked) is no change of either."""
+        held = {
+            side: {op.uid for c in ancestors(head).values() for op in c.ops} for side, head in (("s", src), ("d", dest))
+        }
+        src_ops = [op for op in src_ops if op.uid not in held["d"]]
+        dest_ops = [op for op in dest_ops if op.uid not in held["s"]]
         if not src_ops:
             return "up_to_date", None
         verdicts += [pair_verdict(s, d) for s in src_ops for d in dest_ops]
-        if any(c.partial for c in [*src_since.values(), *dest_since.values()]):
+        if any(c.partial for c in since):
             # A side's table is not the base's with its changes replayed: rows a source operation changed by
             # position may sit in files the target lacks (a conflict, R*) or has.
             verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL | {"compaction"}]
@@ -204,8 +222,52 @@ class Model:
         rows = replay(base.rows, src.rows, dest.rows, applied)
         self.last = f"base {sorted(base.rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
         self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
-        commit = MCommit(next(self.commits), dest, src, rows, applied, partial)
+        number = next(self.commits)
+        if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
+            applied = [replace(op, commit=number) for op in applied]
+        commit = MCommit(number, dest, merge_parent, rows, applied, partial)
         return ("maybe" if MAYBE in verdicts else "merged"), commit
+
+    def pick(self, commit: MCommit, target: str) -> tuple[str, dict[int, Row] | None]:
+        """CHERRY-PICK: the commit merged into the target from its parent (its own operations only)."""
+        dest, base = self.heads[target], commit.parent
+        base_anc = ancestors(base)
+        dest_since = {i: c for i, c in ancestors(dest).items() if i not in base_anc}
+        outcome, made = self.three_way(base, commit, dest, list(commit.ops), side_ops(dest, dest_since),
+                                       list(dest_since.values()), [OK], merge_parent=None)  # fmt: skip
+        if made is not None:
+            self.heads[target] = made
+        return outcome, None if made is None else made.rows
+
+    def revert(self, commit: MCommit, target: str) -> tuple[str, dict[int, Row] | None] | None:
+        """REVERT: the commit's parent merged into the target from the commit: the rows it added taken out, those
+        it removed put back; a later operation on the rows it wrote is a conflict (V*). None: a history whose
+        outcome the model cannot say row by row (the commit rewrote files that later operations also rewrote,
+        compacted or overwrote), which the test does not try."""
+        dest, before = self.heads[target], commit.parent
+        commit_anc = ancestors(commit)
+        dest_since = {i: c for i, c in ancestors(dest).items() if i not in commit_anc}
+        later = side_ops(dest, dest_since)
+        added = {rid for rid in commit.rows if rid not in before.rows}
+        removed = {rid: row for rid, row in before.rows.items() if rid not in commit.rows}
+        rewrote = any(op.kind != "insert" or op.uncertain for op in commit.ops)
+        if any(op.kind in ("overwrite", "compaction") for op in later) or (
+            rewrote and any(op.kind in POSITIONAL or op.uncertain for op in later)
+        ):
+            return None
+        if not commit.ops:
+            return "up_to_date", None
+        if any(op.kind in POSITIONAL and op.rids & added for op in later):
+            return "refused", None
+        rows = {rid: row for rid, row in dest.rows.items() if rid not in added} | removed
+        undo = []
+        if added:
+            undo.append(MOp(next(self.uids), 0, "delete", rids=frozenset(added), uncertain=rewrote))
+        if removed:
+            undo.append(MOp(next(self.uids), 0, "insert", rows=tuple(removed.values()), uncertain=rewrote))
+        number = next(self.commits)
+        self.heads[target] = MCommit(number, dest, None, rows, [replace(op, commit=number) for op in undo])
+        return "merged", rows
 
 
 def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp]) -> dict[int, Row]:
@@ -254,6 +316,7 @@ class Run:
         self.model.heads["main"] = MCommit(0, None, None, {})
         self.next_id = itertools.count(1)
         self.outcomes: dict[str, int] = {}
+        self.real: dict[int, str] = {}  # model commit id -> the commit LakeUI made for it
 
     def rows(self, count: int) -> tuple[Row, ...]:
         ids = [next(self.next_id) for _ in range(count)]
@@ -265,8 +328,8 @@ class Run:
         branch = self.random.choice(branches)
         live = sorted(self.model.heads[branch].rows)
         choice = self.random.choices(
-            ["branch", "insert", "delete", "update", "overwrite", "compaction", "merge"],
-            weights=[8 if missing else 0, 24, 8, 12, 4, 4, 40],
+            ["branch", "insert", "delete", "update", "overwrite", "compaction", "merge", "pick", "revert"],
+            weights=[8 if missing else 0, 24, 8, 12, 4, 4, 40, PICKS, PICKS],
         )[0]
         if choice in ("delete", "update") and not live:
             choice = "insert"
@@ -274,6 +337,58 @@ class Run:
             choice = "branch" if missing else "insert"
         self.log.append(f"{number}: {choice} on {branch}")
         getattr(self, f"do_{choice}")(branch, number, live, branches, missing)
+        for name, commit in self.model.heads.items():  # what each model commit is in LakeUI
+            self.real.setdefault(commit.id, head(self.catalog, name))
+
+    def picked(self, branch: str, plain: bool) -> MCommit | None:
+        """A random commit of the branch's history with a parent (`plain`: not a merge commit) made by a step."""
+        found = [c for c in ancestors(self.model.heads[branch]).values()
+                 if c.parent is not None and c.id in self.real and not (plain and c.merge_parent)]  # fmt: skip
+        return self.random.choice(sorted(found, key=lambda c: c.id)) if found else None
+
+    def do_pick(self, branch, number, live, branches, missing) -> None:
+        source = self.random.choice(branches)
+        commit = self.picked(source, plain=True)
+        if commit is None:
+            return
+        self.log[-1] = f"{number}: cherry-pick {commit.id} ({self.real[commit.id][:8]}) of {source} onto {branch}"
+        saved = dict(self.model.heads)
+        expected, rows = self.model.pick(commit, branch)
+        self.applied("cherry_pick", commit, branch, expected, rows, saved)
+
+    def do_revert(self, branch, number, live, branches, missing) -> None:
+        commit = self.picked(branch, plain=False)
+        saved = dict(self.model.heads)
+        said = None if commit is None else self.model.revert(commit, branch)
+        if said is None:
+            return
+        self.log[-1] = f"{number}: revert {commit.id} ({self.real[commit.id][:8]}) on {branch}"
+        self.applied("revert", commit, branch, *said, saved)
+
+    def applied(self, kind, commit, branch, expected, rows, saved) -> None:
+        try:
+            (result,) = commits_pick(catalog=self.catalog, kind=kind, branch=branch, commits=[self.real[commit.id]])
+            refused = None
+        except ConflictError as error:
+            result, refused = None, error
+        self.outcome(branch, expected, rows, saved, result, refused)
+
+    def outcome(self, branch, expected, rows, saved, result, refused) -> bool:
+        """Check a merge's, a pick's or a revert's outcome against the model's: refused only where the model may
+        refuse, and if it went through, the rows are the model's."""
+        if refused is not None:
+            self.model.heads = dict(saved)
+            assert expected in ("refused", "maybe"), self.failure(
+                f"refused ({refused.code}: {refused.message}); the model merges: {sorted(rows or [])}"
+            )
+            self.count(f"refused_{expected}")
+            return False
+        assert expected != "refused", self.failure(f"merged ({result.status}); model: {expected}")
+        self.count(expected)
+        wanted = "up_to_date" if expected == "up_to_date" else "merged"
+        assert result.status == wanted, self.failure(f"{result.status}, the model: {expected}")
+        self.check(branch)
+        return True
 
     def do_branch(self, branch, number, live, branches, missing) -> None:
         name = missing[0]
@@ -335,19 +450,7 @@ class Run:
             refused = None
         except ConflictError as error:
             result, refused = None, error
-        if refused is not None:
-            self.model.heads = dict(saved)
-            assert expected in ("refused", "maybe"), self.failure(
-                f"refused ({refused.code}: {refused.message}); the model merges: {sorted(rows)}"
-            )
-            self.count(f"refused_{expected}")
-            return False
-        assert expected != "refused", self.failure(f"merged ({result.status}); model: {expected}")
-        self.count(expected)
-        wanted = "up_to_date" if expected == "up_to_date" else "merged"
-        assert result.status == wanted, self.failure(f"{result.status}, the model: {expected}")
-        self.check(target)
-        return True
+        return self.outcome(target, expected, rows, saved, result, refused)
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
