@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from catalog_app.models import Commit
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.services.merges import branch_merge
+from merge_app.services.picks import commits_pick
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
 STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "60"))
+PICKS = int(os.environ.get("LAKEUI_KEY_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among steps
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
 KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
 COLUMNS = ("amount", "region")
@@ -122,6 +125,20 @@ class Model:
         self.heads[target] = self.merged(base, src, dest, rows)
         return "merged", conflicts
 
+    def pick(self, kind: str, commit: MCommit, target: str, choice: str | None = None) -> tuple[str, list[int]]:
+        """A cherry-pick (the commit merged from its parent) or a revert (its parent merged from the commit): a
+        three-way merge of states with that base; the commit moves the target, which has no second parent."""
+        dest, parent = self.heads[target], commit.parents[0]
+        base, src = (parent, commit) if kind == "cherry_pick" else (commit, parent)
+        conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice)
+        if conflicts and choice is None:
+            return "conflict", conflicts
+        log = (dest.log - (base.log - src.log)) | (src.log - base.log)
+        if rows == dest.rows and log == dest.log:
+            return "unchanged", conflicts
+        self.heads[target] = MCommit(next(self.ids), (dest,), rows, log)
+        return "merged", conflicts
+
     def base(self, src: MCommit, dest: MCommit) -> MCommit | None:
         """The merge base, or the virtual base of several (None: they conflict), as git's recursive strategy."""
         bases = merge_bases(src, dest)
@@ -156,6 +173,7 @@ class Run:
         self.model.heads["main"] = MCommit(0, (), {}, frozenset())
         self.fresh = itertools.count(100)  # keys of appends, and row ids of the table without a key
         self.outcomes: dict[str, int] = {}
+        self.real: dict[int, str] = {}  # model commit id -> the commit LakeUI made for it
 
     def step(self, number: int) -> None:
         branches = [b for b in BRANCHES if b in self.model.heads]
@@ -163,8 +181,8 @@ class Run:
         branch = self.random.choice(branches)
         live = sorted(self.model.heads[branch].rows)
         choice = self.random.choices(
-            ["branch", "upsert", "update", "delete", "append", "log", "compaction", "merge"],
-            weights=[10 if missing else 0, 22, 10, 8, 4, 4, 4, 38],
+            ["branch", "upsert", "update", "delete", "append", "log", "compaction", "merge", "pick", "revert"],
+            weights=[10 if missing else 0, 22, 10, 8, 4, 4, 4, 38, PICKS, PICKS],
         )[0]
         if choice in ("update", "delete") and not live:
             choice = "upsert"
@@ -172,6 +190,61 @@ class Run:
             choice = "branch"
         self.log.append(f"{number}: {choice} on {branch}")
         getattr(self, f"do_{choice}")(branch, live, branches, missing)
+        for name, commit in self.model.heads.items():  # what each model commit is in LakeUI
+            self.real.setdefault(commit.id, head(self.catalog, name))
+
+    def do_pick(self, branch, live, branches, missing) -> None:
+        self._pick("cherry_pick", self.random.choice(branches), branch)
+
+    def do_revert(self, branch, live, branches, missing) -> None:
+        self._pick("revert", branch, branch)
+
+    def _pick(self, kind: str, source: str, branch: str) -> None:
+        """A cherry-pick of a commit of `source` (not a merge commit) onto the branch, or a revert of one of the
+        branch's commits (merge commits too); a refused one is retried with a resolution most times."""
+        found = [c for c in ancestors(self.model.heads[source]).values() if c.parents and c.id in self.real
+                 and (kind == "revert" or len(c.parents) == 1)]  # fmt: skip
+        if not found:
+            return
+        commit = self.random.choice(sorted(found, key=lambda c: c.id))
+        message = Commit.objects.get(id=self.real[commit.id]).message
+        changed = sorted(k for k in set(commit.rows) | set(commit.parents[0].rows)
+                         if commit.rows.get(k) != commit.parents[0].rows.get(k))  # fmt: skip
+        self.log[-1] = f"{kind} {commit.id} ({self.real[commit.id][:8]}: {message}, keys {changed}) of {source} onto "
+        self.log[-1] += branch
+        saved = dict(self.model.heads)
+        expected, conflicts = self.model.pick(kind, commit, branch)
+        self.log[-1] += f" -> model {expected} {conflicts}"
+        if not self.picked(kind, commit, branch, expected, saved) or self.random.random() < 0.3:
+            return
+        choice = self.random.choice(["source_wins", "target_wins"])
+        self.log.append(f"{kind} {commit.id} onto {branch} with {choice}")
+        self.model.heads = dict(saved)
+        expected, _ = self.model.pick(kind, commit, branch, choice)
+        self.picked(kind, commit, branch, expected, saved, {"default": choice})
+
+    def picked(self, kind, commit, branch, expected, saved, resolution=None) -> bool:
+        """Whether the model's outcome needs a retry: the real revert or pick, checked against the model (a pick
+        that changes no row may still commit: a keyed table compares equal key by key and records it)."""
+        refused = None
+        try:
+            (result,) = commits_pick(catalog=self.catalog, kind=kind, branch=branch,
+                                     commits=[self.real[commit.id]], resolution=resolution)  # fmt: skip
+        except ConflictError as error:
+            refused = error
+        if refused is not None:
+            self.model.heads = dict(saved)
+            what = f"refused ({refused.code}: {refused.message} {refused.details}); model {expected}"
+            assert refused.code == "merge_conflict" and expected == "conflict", self.failure(what)
+            self.count(f"{kind}_refused")
+            return True
+        assert expected in ("merged", "unchanged"), self.failure(f"{kind} {result.status}; the model: {expected}")
+        assert expected == "unchanged" or result.status == "merged", self.failure(f"{kind} {result.status}")
+        if expected == "unchanged" and result.commit_id:  # the commit LakeUI made, with the rows the branch had
+            self.model.commit(branch)
+        self.count(f"{kind}_{result.status}")
+        self.check(branch)
+        return False
 
     def do_branch(self, branch, live, branches, missing) -> None:
         name = missing[0]
@@ -256,11 +329,13 @@ class Run:
             refused = error
         if refused is not None:
             self.model.heads = dict(saved)
-            what = f"refused ({refused.code}: {refused.message}); model {expected}"
+            what = f"refused ({refused.code}: {refused.message} {refused.details}); model {expected}"
             assert refused.code == "merge_conflict" and expected in ("conflict", "base_conflict"), self.failure(what)
             self.count(f"refused_{expected}")
             return True
         assert expected in ("merged", "up_to_date"), self.failure(f"merged ({result.status}); the model: {expected}")
+        if result.status == "up_to_date":  # no commit: the branch stays (and must then hold the model's rows)
+            self.model.heads[target] = saved[target]
         self.count(expected if result.status == "merged" else result.status)
         self.check(target)
         return False
@@ -281,7 +356,7 @@ class Run:
         assert log == sorted(self.model.heads[branch].log), self.failure(f"rows of log on {branch}: {log}")
 
     def failure(self, what: str) -> str:
-        steps = "\n".join(self.log[-40:])
+        steps = "\n".join(self.log[-80:])
         return f"seed {self.seed}: {what}\nreplay with LAKEUI_KEY_MODEL_SEED={self.seed}; last steps:\n{steps}"
 
 

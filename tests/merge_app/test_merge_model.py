@@ -97,12 +97,18 @@ def ancestors(commit: MCommit) -> dict[int, MCommit]:
     return seen
 
 
-def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
-    """4.0: the operations the head's first-parent history holds whose commit the other side lacks, each once."""
+def first_parents(head: MCommit, since: dict[int, MCommit]) -> list[MCommit]:
+    """The head's first-parent chain as long as it stays in `since`, newest first."""
     chain, current = [], head
     while current is not None and current.id in since:
         chain.append(current)
         current = current.parent
+    return chain
+
+
+def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
+    """4.0: the operations the head's first-parent history holds whose commit the other side lacks, each once."""
+    chain = first_parents(head, since)
     picked: dict[int, MOp] = {}
     for commit in reversed(chain):
         for op in commit.ops:
@@ -134,11 +140,13 @@ class Model:
     commits: itertools.count = field(default_factory=lambda: itertools.count(1))
     uids: itertools.count = field(default_factory=lambda: itertools.count(1))
     heads: dict[str, MCommit] = field(default_factory=dict)
+    origin: dict[int, int] = field(default_factory=dict)  # an operation's uid -> the commit that made it
 
     def commit(self, branch: str, op_kind: str, **fields) -> None:
         head = self.heads[branch]
         commit = MCommit(next(self.commits), head, None, dict(head.rows))
         op = MOp(next(self.uids), commit.id, op_kind, **fields)
+        self.origin[op.uid] = commit.id
         commit.ops.append(op)
         commit.rows = apply(commit.rows, op)
         self.heads[branch] = commit
@@ -186,24 +194,26 @@ class Model:
         src_since = {i: c for i, c in src_anc.items() if i not in dest_anc}
         dest_since = {i: c for i, c in dest_anc.items() if i not in src_anc}
         src_ops, dest_ops = side_ops(src, src_since), side_ops(dest, dest_since)
-        return self.three_way(base, src, dest, src_ops, dest_ops, [*src_since.values(), *dest_since.values()],
-                              verdicts, merge_parent=src)  # fmt: skip
+        since = src_since | dest_since
+        return self.three_way(base, src, dest, src_ops, dest_ops, since, verdicts, merge_parent=src)
 
     def three_way(
         self, base, src, dest, src_ops, dest_ops, since, verdicts, merge_parent
     ) -> tuple[str, MCommit | None]:
         """The merge of the source's operations since `base` into `dest` (a merge, or a cherry-pick with the
         picked commit's parent as the base). An operation both sides hold (cherry-picked) is no change of either."""
-        held = {
-            side: {op.uid for c in ancestors(head).values() for op in c.ops} for side, head in (("s", src), ("d", dest))
-        }
-        src_ops = [op for op in src_ops if op.uid not in held["d"]]
-        dest_ops = [op for op in dest_ops if op.uid not in held["s"]]
+        in_base = ancestors(base)
+        held = {op.uid for op in [*src_ops, *dest_ops] if self.origin[op.uid] in in_base}
+        src_held = held | {op.uid for c in first_parents(src, since) for op in c.ops}
+        dest_held = held | {op.uid for c in first_parents(dest, since) for op in c.ops}
+        src_ops = [op for op in src_ops if op.uid not in dest_held]
+        dest_ops = [op for op in dest_ops if op.uid not in src_held]
         if not src_ops:
             return "up_to_date", None
         verdicts += [pair_verdict(s, d) for s in src_ops for d in dest_ops]
-        if any(c.partial for c in since):
-            # A side's table is not the base's with its changes replayed: rows a source operation changed by
+        if any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()]):
+            # A side's table is not the base's with its changes replayed (a merge in either history kept its own
+            # version, and its files stay apart even once merged back): rows a source operation changed by
             # position may sit in files the target lacks (a conflict, R*) or has.
             verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL | {"compaction"}]
         if MUST in verdicts:
@@ -234,7 +244,7 @@ class Model:
         base_anc = ancestors(base)
         dest_since = {i: c for i, c in ancestors(dest).items() if i not in base_anc}
         outcome, made = self.three_way(base, commit, dest, list(commit.ops), side_ops(dest, dest_since),
-                                       list(dest_since.values()), [OK], merge_parent=None)  # fmt: skip
+                                       dest_since | {commit.id: commit}, [OK], merge_parent=None)  # fmt: skip
         if made is not None:
             self.heads[target] = made
         return outcome, None if made is None else made.rows
@@ -266,6 +276,7 @@ class Model:
         if removed:
             undo.append(MOp(next(self.uids), 0, "insert", rows=tuple(removed.values()), uncertain=rewrote))
         number = next(self.commits)
+        self.origin |= {op.uid: number for op in undo}
         self.heads[target] = MCommit(number, dest, None, rows, [replace(op, commit=number) for op in undo])
         return "merged", rows
 
@@ -379,7 +390,7 @@ class Run:
         if refused is not None:
             self.model.heads = dict(saved)
             assert expected in ("refused", "maybe"), self.failure(
-                f"refused ({refused.code}: {refused.message}); the model merges: {sorted(rows or [])}"
+                f"refused ({refused.code}: {refused.message} {refused.details}); the model merges: {sorted(rows or [])}"
             )
             self.count(f"refused_{expected}")
             return False
