@@ -295,9 +295,14 @@ def _rewritten_positions(src: Op, dest: Op) -> set[str]:
 
 
 def _by_key(facts: Facts) -> Verdict:
-    if facts.keys is None:
+    return key_verdict(facts.keys)
+
+
+def key_verdict(keys: dict | None) -> Verdict:
+    """A primary-key table merged by key: its comparison's verdict (pending until it ran)."""
+    if keys is None:
         return Verdict(PENDING, "4.4", "The key-by-key comparison has not run yet.")
-    counts, unresolved = facts.keys, facts.keys.get("unresolved", 0)
+    counts, unresolved = keys, keys.get("unresolved", 0)
     summary = (
         f"{counts['both']} key(s) changed on both sides, {counts['merged_cell_by_cell']} merged cell by cell, "
         f"{counts['conflicts']} conflicting ({unresolved} unresolved)."

@@ -124,11 +124,12 @@ class ObjectDiff:
     @property
     def conflicts(self) -> list[Verdict]:
         unresolved = [p.decided for p in self.pairs if p.decided.verdict == CONFLICT and p.resolved is None]
-        return [*self.issues, *(self.data_issues if self.resolution is None else []), *unresolved]
+        issues = [issue for issue in self.issues if issue.verdict != PENDING]
+        return [*issues, *(self.data_issues if self.resolution is None else []), *unresolved]
 
     @property
     def pending(self) -> bool:
-        return any(pair.decided.verdict == PENDING for pair in self.pairs)
+        return any(decided.verdict == PENDING for decided in [*self.issues, *(p.decided for p in self.pairs)])
 
     @property
     def discarded(self) -> list[Pair]:
@@ -346,6 +347,12 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
         }  # fmt: skip
     obj.pairs = []
     _decide_pairs(obj)
+    if not any(pair.cell == "4.4" for pair in obj.pairs):
+        # No pair of data operations shows the comparison (one side's changes of the rows are all replays of the
+        # other's, or picks of them): the table's own verdict is the comparison's.
+        decided = rules.key_verdict(obj.keys)
+        if decided.verdict != OK:
+            obj.issues.append(decided)
 
 
 def pairs_resolve(obj: ObjectDiff, resolution: dict) -> None:
@@ -797,7 +804,7 @@ def _object_as_dict(obj: ObjectDiff) -> dict[str, Any]:
             }
             for pair in obj.pairs
         ],
-        "conflicts": [_verdict_as_dict(issue) for issue in [*obj.issues, *obj.data_issues]],
+        "conflicts": [_verdict_as_dict(issue) for issue in [*obj.issues, *obj.data_issues] if issue.verdict != PENDING],
         "resolution": obj.resolution,
         "keys": obj.keys,
     }

@@ -265,3 +265,18 @@ def test_the_commit_page_and_the_log_offer_revert_and_cherry_pick(spark, user):
     assert "not in the branch&#x27;s history" in refused.content.decode()
     assert refused.redirect_chain[-1][0].endswith("/log?ref=main")
     assert browser.post(url, {"kind": "revert", "branch": "main"}).status_code == 403  # no CSRF token
+
+
+def test_a_pick_of_an_update_of_a_key_the_target_deleted_since_conflicts(spark):
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"], properties={"write.mode": "merge-on-read"})
+    upsert(catalog, "main", 5, amount=1)
+    branch_create(catalog=catalog, name="dev", source="main")
+    change(catalog, "table_update", {"set": {"amount": "2"}, "where": "id = 5"}, branch="dev")
+    update = head(catalog, "dev")
+    merge(catalog, source="dev", target="main")
+    change(catalog, "table_delete", {"where": "id = 5"})
+    branch_create(catalog=catalog, name="b5", source="main")
+    with pytest.raises(ConflictError):
+        pick(catalog, "b5", update)
+    assert table(spark, catalog, "b5") == []
