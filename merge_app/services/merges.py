@@ -137,14 +137,14 @@ def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
     for other in bases[1:]:
         plan = merge_plan(catalog=catalog, source=other, target=current.id, in_worker=True)
         if not plan.diff.mergeable:
-            merge = _log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
+            merge = merge_log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
                          log={"virtual_base_of": bases})  # fmt: skip
             error = merge_conflict_error(merge)
             error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
             raise error
         writer = None
         if not plan.diff.up_to_date:
-            writer = _MergeWriter(plan.diff, key_runs=plan.key_runs)
+            writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
             writer.prepare()
         with transaction.atomic():
             draft = commit_begin_detached(catalog=catalog, parent=current)
@@ -217,7 +217,7 @@ def branch_merge(
     if dry_run:
         diff = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True).diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
-        return _log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
+        return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
     # Everything that reads or writes data runs before the commit lock is taken: the plan (with the key comparison
     # of primary-key tables, kept even if the merge is refused) and the files the merge writes. Under the lock the
     # merge only checks that both heads are still the planned ones and commits; if one moved, it plans again.
@@ -225,7 +225,7 @@ def branch_merge(
         plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
         planned, writer = plan.diff, None
         if planned.mergeable and not planned.up_to_date:
-            writer = _MergeWriter(planned, key_runs=plan.key_runs)
+            writer = MergeWriter(planned, key_runs=plan.key_runs)
             writer.prepare()
         try:
             with transaction.atomic():
@@ -233,25 +233,27 @@ def branch_merge(
                 src = ref_resolve(catalog=catalog, ref=source)
                 if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
                     raise _Moved
-                merge = _merged(planned, writer, draft, user=user, job=job, extra=extra, started=started)
+                merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
         except _Moved:
             continue  # files the writer wrote for the old heads are orphans for garbage collection
-        except _Refused as refused:
-            merge = _log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started),
+        except MergeRefused as refused:
+            merge = merge_log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started),
                          log=extra)  # fmt: skip
             raise merge_conflict_error(merge) from None
     raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=PLANS))
 
 
-def _merged(diff: MergeDiff, writer: "_MergeWriter | None", draft: CommitDraft, *, user, job, extra, started) -> Merge:
+def merge_commit(
+    diff: MergeDiff, writer: "MergeWriter | None", draft: CommitDraft, *, user, job, extra, started
+) -> Merge:
     """Under the commit lock, on the planned heads: refuse, log an up-to-date merge, or stage and commit."""
     if not diff.mergeable:
-        raise _Refused(diff)
+        raise MergeRefused(diff)
     if diff.up_to_date:
-        return _log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
+        return merge_log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
     decided = time.monotonic()
     writer.apply(draft)
     chooser = user.username if user is not None and user.is_authenticated else None
@@ -266,7 +268,7 @@ def _merged(diff: MergeDiff, writer: "_MergeWriter | None", draft: CommitDraft, 
         merge_parent = None
     commit = draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
     timings = {"decide_ms": _ms(decided - started), **_since(started)}
-    return _log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit, log={**writer.log, **extra},
+    return merge_log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit, log={**writer.log, **extra},
                 timings=timings)  # fmt: skip
 
 
@@ -292,7 +294,7 @@ class _Moved(Exception):
     """A head moved between planning and the commit lock."""
 
 
-class _Refused(Exception):
+class MergeRefused(Exception):
     def __init__(self, diff: MergeDiff) -> None:
         self.diff = diff
 
@@ -328,7 +330,7 @@ def _since(started: float) -> dict[str, int]:
     return {"total_ms": _ms(time.monotonic() - started)}
 
 
-def _log(diff: MergeDiff, *, status, user, job, dry_run=False, commit=None, log=None, timings=None) -> Merge:
+def merge_log(diff: MergeDiff, *, status, user, job, dry_run=False, commit=None, log=None, timings=None) -> Merge:
     kind = diff.explicit.kind if diff.explicit else Merge.Kind.MERGE
     return Merge.objects.create(
         kind=kind, catalog=diff.catalog, source=diff.source, target=diff.target, source_head=diff.source_head.id,
@@ -354,7 +356,7 @@ def merge_result(merge: Merge) -> dict[str, Any]:
 
 
 @dataclass
-class _MergeWriter:
+class MergeWriter:
     """Writes a planned merge: `prepare` reads the three sides' files and does the Spark work (key merges, deletes
     in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned target
     head (the same files, so the prepared work holds)."""

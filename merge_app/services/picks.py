@@ -6,7 +6,7 @@ the commit changed is changed back (each data operation undone by its inverse, f
 reference), and a later change of what it wrote is a conflict (note V*). A primary-key table is merged by key, as
 in any merge. Each adds one commit with no second parent, or changes nothing (already picked, nothing to undo);
 a range of picks is all or nothing. Both plan and write through the merge's own steps (`merges.keys_compared`,
-`merges._MergeWriter`) and are logged as merges of their kind.
+`merges.MergeWriter`) and are logged as merges of their kind.
 
 A pick holds the catalog's commit lock while it plans and writes (its work is the size of one commit): each
 commit of a range is planned on the head the previous one made, and the whole range commits or none of it.
@@ -29,12 +29,12 @@ from merge_app.models import Merge
 from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, merge_diff_of, resolution_check
 from merge_app.selectors.graph import CommitGraph
 from merge_app.services.merges import (
-    _log,
-    _merged,
-    _MergeWriter,
-    _Refused,
+    MergeRefused,
+    MergeWriter,
     keys_compared,
+    merge_commit,
     merge_conflict_error,
+    merge_log,
 )
 
 PICK_JOB = "commit_pick"
@@ -126,8 +126,8 @@ def commits_pick(
                 done.append(_pick(draft, explicit, branch=branch, user=user, job=job if last else None,
                                   resolution=resolution))  # fmt: skip
             Merge.objects.filter(id__in=[merge.id for merge in done]).update(job=job)
-    except _Refused as refused:
-        merge = _log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, log={"range": commits})
+    except MergeRefused as refused:
+        merge = merge_log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, log={"range": commits})
         raise merge_conflict_error(merge) from None
     return done
 
@@ -143,9 +143,9 @@ def _pick(draft: CommitDraft, explicit: ExplicitBase, *, branch: str, user, job,
     plan = keys_compared(diff)
     writer = None
     if plan.diff.mergeable and not plan.diff.up_to_date:
-        writer = _MergeWriter(plan.diff, key_runs=plan.key_runs)
+        writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
         writer.prepare()
-    return _merged(plan.diff, writer, draft, user=user, job=job, extra={}, started=started)
+    return merge_commit(plan.diff, writer, draft, user=user, job=job, extra={}, started=started)
 
 
 def pick_results(merges: list[Merge]) -> dict[str, Any]:
