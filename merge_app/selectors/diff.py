@@ -235,9 +235,10 @@ def merge_diff_of(
             src_ops, src_touched, src_held = _operations(graph, explicit.commit.id, sides.source)
     dest_ops, dest_touched, dest_held = _operations(graph, target_head.id, sides.target)
     # An operation both sides hold (one side cherry-picked it from the other), or a pick of one the base holds, is
-    # no change of either.
-    in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
-    src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
+    # no change of either. A revert's undoing operations are new: the target holds the operations they undo.
+    if explicit is None or explicit.kind != REVERT:
+        in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
+        src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}

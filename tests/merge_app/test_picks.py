@@ -280,3 +280,13 @@ def test_a_pick_of_an_update_of_a_key_the_target_deleted_since_conflicts(spark):
     with pytest.raises(ConflictError):
         pick(catalog, "b5", update)
     assert table(spark, catalog, "b5") == []
+
+
+def test_a_commit_that_came_by_a_merge_is_reverted_on_the_branch_it_came_to(spark):
+    catalog = start()
+    insert(catalog, rows(4), branch="dev")
+    load = head(catalog, "dev")
+    merge(catalog, source="dev", target="main")
+    revert(catalog, "main", load)
+    assert table(spark, catalog, "main") == expect(1, 2, 3)
+    assert table(spark, catalog, "dev") == expect(1, 2, 3, 4)
