@@ -98,6 +98,12 @@ def state_merge(base: State, src: State, dest: State, choice: str | None) -> tup
     return conflicts, merged
 
 
+def log_merge(base: frozenset[int], src: frozenset[int], dest: frozenset[int]) -> frozenset[int]:
+    """The table without a key: the rows the source added since the base join the target's, and those it took out
+    (a revert of an append) leave it."""
+    return (dest - (base - src)) | (src - base)
+
+
 @dataclass
 class Model:
     ids: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -133,7 +139,7 @@ class Model:
         conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice)
         if conflicts and choice is None:
             return "conflict", conflicts
-        log = (dest.log - (base.log - src.log)) | (src.log - base.log)
+        log = log_merge(base.log, src.log, dest.log)
         if rows == dest.rows and log == dest.log:
             return "unchanged", conflicts
         self.heads[target] = MCommit(next(self.ids), (dest,), rows, log)
@@ -154,7 +160,7 @@ class Model:
         return current
 
     def merged(self, base: MCommit, src: MCommit, dest: MCommit, rows: State) -> MCommit:
-        return MCommit(next(self.ids), (dest, src), rows, dest.log | (src.log - base.log))
+        return MCommit(next(self.ids), (dest, src), rows, log_merge(base.log, src.log, dest.log))
 
 
 class Run:
