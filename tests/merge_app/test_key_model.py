@@ -208,8 +208,11 @@ class Run:
     def _pick(self, kind: str, source: str, branch: str) -> None:
         """A cherry-pick of a commit of `source` (not a merge commit) onto the branch, or a revert of one of the
         branch's commits (merge commits too); a refused one is retried with a resolution most times."""
+        # The table without a key only ever gains rows here (its deletes and their rule cells are the other model's):
+        # no revert of a commit that added some, no pick of one that took some out.
         found = [c for c in ancestors(self.model.heads[source]).values() if c.parents and c.id in self.real
-                 and (kind == "revert" or len(c.parents) == 1)]  # fmt: skip
+                 and (kind == "revert" or len(c.parents) == 1)
+                 and not (c.log - c.parents[0].log if kind == "revert" else c.parents[0].log - c.log)]  # fmt: skip
         if not found:
             return
         commit = self.random.choice(sorted(found, key=lambda c: c.id))
@@ -299,6 +302,7 @@ class Run:
 
     def do_log(self, branch, live, branches, missing) -> None:
         rid = next(self.fresh)
+        self.log[-1] += f" rid {rid}"
         change(self.catalog, "table_load", {"strategy": "append_only", "rows": [{"rid": rid}]}, branch=branch,
                table="log")  # fmt: skip
         self.model.commit(branch, log=self.model.heads[branch].log | {rid})
@@ -362,7 +366,7 @@ class Run:
         assert log == sorted(self.model.heads[branch].log), self.failure(f"rows of log on {branch}: {log}")
 
     def failure(self, what: str) -> str:
-        steps = "\n".join(self.log[-80:])
+        steps = "\n".join(self.log[-120:])
         return f"seed {self.seed}: {what}\nreplay with LAKEUI_KEY_MODEL_SEED={self.seed}; last steps:\n{steps}"
 
 
