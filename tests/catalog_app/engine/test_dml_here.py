@@ -4,6 +4,7 @@ what they cannot do exactly is done by Spark, with the same result."""
 
 import datetime
 import decimal
+import os
 import re
 import uuid
 
@@ -139,15 +140,37 @@ SUPPORTED = [
 ]
 
 
-@pytest.mark.parametrize(
-    "partition_by", [(), (6,), (3, 8), (9, 10)], ids=["plain", "by-name", "by-price-day", "by-at-flag"]
-)
-@pytest.mark.parametrize(("where", "assignments"), SUPPORTED)
-def test_a_small_update_here_writes_what_spark_writes(spark, tmp_path, partition_by, where, assignments):
+@pytest.fixture(scope="module")
+def tables(spark, tmp_path_factory):
+    """One table per partitioning, built once for the module: the updates below write new files only."""
+    built = {}
+
+    def table(partition_by):
+        if partition_by not in built:
+            folder = tmp_path_factory.mktemp("dml-here")
+            built[partition_by] = _table(spark, folder, partition_by=partition_by, deleted=(0, 5, 7, 9, 20))
+        return built[partition_by]
+
+    return table
+
+
+PARTITIONINGS = {"plain": (), "by-name": (6,), "by-price-day": (3, 8), "by-at-flag": (9, 10)}
+# Each update on two of the four partitionings, in turn: every partitioning meets five updates, every update two
+# partitionings (the whole cross product with LAKEUI_LONG_TESTS=1).
+UPDATES = [
+    pytest.param(PARTITIONINGS[name], where, assignments, id=f"{name}-{index}")
+    for index, (where, assignments) in enumerate(SUPPORTED)
+    for n, name in enumerate(PARTITIONINGS)
+    if os.environ.get("LAKEUI_LONG_TESTS") or n in (index % 4, (index + 2) % 4)
+]
+
+
+@pytest.mark.parametrize(("partition_by", "where", "assignments"), UPDATES)
+def test_a_small_update_here_writes_what_spark_writes(spark, tables, partition_by, where, assignments):
     """Across column types, partitionings, and a segment with a delta file: the pyarrow path runs no Spark job,
     matches the rows Spark's matches, and writes the same files (folders, row counts, statistics, partition values)
     holding the same rows as Spark's write of the same update."""
-    table, reads = _table(spark, tmp_path, partition_by=partition_by, deleted=(0, 5, 7, 9, 20))
+    table, reads = tables(partition_by)
     (here, here_deltas, here_written), (there, there_deltas, there_written), jobs = _update_both_ways(
         spark, table, reads, where, assignments
     )
