@@ -20,8 +20,8 @@ MAX_URL = 2000
 MESSAGE_URL = "A webhook URL is an absolute http:// or https:// URL with a host and no user name or password."
 MESSAGE_HOST = "The host {host!r} is not one of the hosts webhooks may send to (LAKEUI_WEBHOOK_ALLOWED_HOSTS)."
 MESSAGE_ADDRESS = (
-    "The host {host!r} resolves to {address}, a {what} address webhooks may not send to unless an admin lists it in"
-    " LAKEUI_WEBHOOK_ALLOWED_HOSTS."
+    "The host {host!r} resolves to {address} ({what} address), where webhooks may not send unless an admin lists it"
+    " in LAKEUI_WEBHOOK_ALLOWED_HOSTS."
 )
 MESSAGE_UNRESOLVED = "The host {host!r} does not resolve to any address."
 
@@ -71,7 +71,7 @@ def _unsafe(address: Address) -> str | None:
     """What makes `address` one webhooks may not reach by default, or None for a public address."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return _unsafe(address.ipv4_mapped)
-    for what in ("loopback", "link_local", "private", "multicast", "reserved", "unspecified"):
+    for what in ("unspecified", "loopback", "link_local", "multicast", "private", "reserved"):
         if getattr(address, f"is_{what}"):
             return what.replace("_", "-")
     return None if address.is_global else "non-public"

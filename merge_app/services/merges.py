@@ -52,6 +52,7 @@ from merge_app.selectors.diff import (
     virtual_base_key,
 )
 from merge_app.services import keys
+from merge_app.services.events import merge_event_emit
 
 MERGE_JOB = "branch_merge"
 MESSAGE_CONFLICT = "The merge of {source!r} into {target!r} has {count} conflicting object(s); nothing was merged."
@@ -226,6 +227,7 @@ def branch_merge(
                 if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
                     raise _Moved
                 merge = _merged(planned, writer, draft, user=user, job=job, extra=extra, started=started)
+                merge_event_emit(merge)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
