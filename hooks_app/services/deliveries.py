@@ -50,19 +50,20 @@ def _send_on_commit(delivery_id: uuid.UUID) -> None:
 
 
 def webhook_event_record(*, catalog: Any, kind: str, payload: dict[str, Any], actor: Any = None) -> list[Delivery]:
-    """The listener of lakeui/events.py: one delivery per active webhook of the catalog that listens to `kind`."""
+    """The listener of lakeui/events.py: one delivery per active webhook of the catalog that listens to `kind`. With
+    none (the usual case), one indexed query and nothing else."""
+    hooks = webhooks_listening(catalog_id=catalog.id, kind=kind)
+    if not hooks:
+        return []
+    body = {
+        "id": str(uuid.uuid4()),
+        "event": kind,
+        "created_at": timezone.now().isoformat(),
+        "catalog": catalog.name,
+        "actor": getattr(actor, "username", None) if getattr(actor, "is_authenticated", False) else None,
+        "data": payload,
+    }
     with transaction.atomic():  # a savepoint: should this fail, the caller's transaction goes on unharmed
-        hooks = webhooks_listening(catalog_id=catalog.id, kind=kind)
-        if not hooks:
-            return []
-        body = {
-            "id": str(uuid.uuid4()),
-            "event": kind,
-            "created_at": timezone.now().isoformat(),
-            "catalog": catalog.name,
-            "actor": getattr(actor, "username", None) if getattr(actor, "is_authenticated", False) else None,
-            "data": payload,
-        }
         deliveries = Delivery.objects.bulk_create(
             [Delivery(webhook=hook, event_id=body["id"], kind=kind, payload=body) for hook in hooks]
         )
