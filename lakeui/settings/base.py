@@ -230,7 +230,8 @@ CELERY_WORKER_CONCURRENCY = int(ENV.get("LAKEUI_WORKER_CONCURRENCY") or 1)
 LAKEUI_WEBHOOK_ALLOWED_HOSTS = env_list(ENV, "LAKEUI_WEBHOOK_ALLOWED_HOSTS", ["*"])
 # Seconds a delivery attempt may take (connect, and each read).
 LAKEUI_WEBHOOK_TIMEOUT = float(ENV.get("LAKEUI_WEBHOOK_TIMEOUT") or 10)
-# Seconds to wait before each retry of a failed delivery: one more attempt than there are delays.
+# Seconds to wait before each retry of a failed delivery: one more attempt than there are delays. Each stays below
+# CELERY_BROKER_VISIBILITY_TIMEOUT (a retry waits in the broker as a message with an ETA).
 LAKEUI_WEBHOOK_RETRY_DELAYS = [
     float(delay) for delay in env_list(ENV, "LAKEUI_WEBHOOK_RETRY_DELAYS", ["10", "60", "300", "1800", "7200"])
 ]
