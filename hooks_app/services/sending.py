@@ -49,7 +49,8 @@ def post(*, target: Target, body: bytes, headers: dict[str, str], timeout: float
         try:
             connection.request("POST", target.path, body=body, headers=headers)
             response = connection.getresponse()
-            return response.status, response.read(RESPONSE_EXCERPT).decode("utf-8", errors="replace")
+            excerpt = response.read(RESPONSE_EXCERPT).decode("utf-8", errors="replace")
+            return response.status, excerpt.replace("\x00", "")  # PostgreSQL keeps no NUL in JSON
         finally:
             connection.close()
     raise error or OSError("no address to connect to")
