@@ -89,6 +89,10 @@ def webhook_delete_view(request: HttpRequest, catalog: str, webhook_id: int) -> 
 def delivery_redeliver_view(request: HttpRequest, catalog: str, webhook_id: int, delivery_id) -> HttpResponse:
     found = get_catalog(request, catalog, Role.ADMIN)
     webhook = webhook_get(catalog=found, webhook_id=webhook_id)
-    again = delivery_redeliver(delivery=delivery_get(webhook=webhook, delivery_id=delivery_id))
-    messages.success(request, f"Delivery {again.id} queued: the {again.kind} event is sent again.")
+    try:
+        again = delivery_redeliver(delivery=delivery_get(webhook=webhook, delivery_id=delivery_id))
+    except ApplicationError as error:  # an inactive webhook
+        refused(request, error)
+    else:
+        messages.success(request, f"Delivery {again.id} queued: the {again.kind} event is sent again.")
     return redirect("frontend:webhook", catalog=found.name, webhook_id=webhook.id)

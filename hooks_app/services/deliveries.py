@@ -26,13 +26,14 @@ from hooks_app.selectors import delivery_for_attempt, webhooks_listening
 from hooks_app.services.sending import post
 from hooks_app.services.targets import target_check
 from lakeui.celery import app as celery_app
-from lakeui.errors import ApplicationError
+from lakeui.errors import ApplicationError, ConflictError
 
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "hooks_app.tasks.webhook_deliver"  # sent by name: the task module imports this one
 SIGNATURE_HEADER = "X-LakeUI-Signature"
 USER_AGENT = "LakeUI-Webhooks/1"
+MESSAGE_INACTIVE = "Webhook {id} is inactive: it sends nothing until it is made active again."
 
 
 def signature(*, secret: str, body: bytes) -> str:
@@ -74,7 +75,10 @@ def webhook_event_record(*, catalog: Any, kind: str, payload: dict[str, Any], ac
 
 @transaction.atomic
 def delivery_redeliver(*, delivery: Delivery) -> Delivery:
-    """Send a delivery's event again, as a new delivery (same event id and body, a new delivery id)."""
+    """Send a delivery's event again, as a new delivery (same event id and body, a new delivery id); 409
+    `webhook_inactive` for an inactive webhook."""
+    if not delivery.webhook.active:
+        raise ConflictError("webhook_inactive", MESSAGE_INACTIVE.format(id=delivery.webhook_id))
     again = Delivery.objects.create(
         webhook=delivery.webhook,
         event_id=delivery.event_id,
@@ -96,7 +100,8 @@ class Attempted:
 def delivery_attempt(*, delivery_id: str) -> Attempted:
     """Try once to send a pending delivery, and log the attempt. A 2xx answer succeeds; any other answer, a timeout
     or a connection error is retried after the next of LAKEUI_WEBHOOK_RETRY_DELAYS, and fails when none is left; a
-    target refused now (services/targets.py, e.g. a name that resolves elsewhere since) fails at once.
+    target refused now (services/targets.py, e.g. a name that resolves elsewhere since) or a webhook made inactive
+    since fails at once, without sending.
 
     Not atomic: no transaction is held open while the target answers."""
     delivery = delivery_for_attempt(delivery_id=delivery_id)
@@ -107,6 +112,8 @@ def delivery_attempt(*, delivery_id: str) -> Attempted:
     started = time.monotonic()
     status, excerpt, error = None, "", ""
     try:
+        if not webhook.active:
+            raise ApplicationError("webhook_inactive", MESSAGE_INACTIVE.format(id=webhook.id))
         target = target_check(webhook.url)
         headers = {
             "Content-Type": "application/json",

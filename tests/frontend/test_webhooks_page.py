@@ -71,6 +71,12 @@ def test_an_admin_edits_redelivers_and_deletes(client):
     redelivered = post(client, f"{detail}/deliveries/{delivery.id}/redeliver", {}, page=detail)
     assert redelivered.status_code == 302
     assert Delivery.objects.filter(redelivery_of=delivery).count() == 1
+    post(client, detail, {"url": URL, "events": ["*"]}, page=detail)  # inactive
+    refused = client.post(
+        f"{detail}/deliveries/{delivery.id}/redeliver", {"csrfmiddlewaretoken": token(client, detail)}, follow=True
+    )
+    assert "webhook_inactive" in refused.content.decode()
+    assert Delivery.objects.filter(redelivery_of=delivery).count() == 1
     assert post(client, f"{detail}/delete", {}, page=detail).status_code == 302
     assert not Webhook.objects.exists() and not Delivery.objects.exists()
 

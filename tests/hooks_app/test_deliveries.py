@@ -213,3 +213,21 @@ def _planned_merge(client, url: str, timeout: float = 120) -> dict:
             return answer.json()
         assert time.monotonic() < deadline, status
         time.sleep(0.2)
+
+
+@pytest.mark.django_db
+def test_an_inactive_webhook_sends_nothing(lake, user_client):
+    """Its pending deliveries fail at their next attempt without sending, and it cannot be redelivered to."""
+    with Receiver() as receiver:
+        webhook = hook(lake, receiver)
+        branch_create(catalog=lake, name="dev", source="main")  # recorded; this test's transaction never commits
+        delivery = Delivery.objects.get()
+        user_client.patch(f"/api/v1/catalogs/lake/webhooks/{webhook.id}", {"active": False}, format="json")
+        assert delivery_attempt(delivery_id=str(delivery.id)).retry_in is None
+        again = user_client.post(f"/api/v1/catalogs/lake/webhooks/{webhook.id}/deliveries/{delivery.id}/redeliver")
+        time.sleep(0.2)
+        assert receiver.received == []
+    assert (again.status_code, again.json()["code"]) == (409, "webhook_inactive")
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_status) == ("failed", 1, None)
+    assert "inactive" in delivery.error and Delivery.objects.count() == 1
