@@ -1,13 +1,14 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend.views import browser, catalogs, diff, jobs, requests, review, sql
+from frontend.views import browser, catalogs, diff, jobs, requests, review, sql, webhooks
 
 app_name = "frontend"
 
 CAT = "catalogs/<str:catalog>"
 TABLE = f"{CAT}/browse/<str:database>/<str:table>"
 MR = f"{CAT}/merge-requests/<int:number>"
+HOOK = f"{CAT}/webhooks/<int:webhook_id>"
 
 urlpatterns = [
     path("", catalogs.catalog_index, name="catalogs"),
@@ -40,6 +41,12 @@ urlpatterns = [
     path(f"{MR}/resolutions", requests.merge_request_resolve, name="merge-request-resolve"),
     path(f"{MR}/state", requests.merge_request_state, name="merge-request-state"),
     path(f"{MR}/merge", requests.merge_request_merge_view, name="merge-request-merge"),
+    path(f"{CAT}/webhooks", webhooks.webhook_index, name="webhooks"),
+    path(HOOK, webhooks.webhook_detail, name="webhook"),
+    path(f"{HOOK}/delete", webhooks.webhook_delete_view, name="webhook-delete"),
+    path(
+        f"{HOOK}/deliveries/<uuid:delivery_id>/redeliver", webhooks.delivery_redeliver_view, name="delivery-redeliver"
+    ),
     path("jobs/", jobs.job_index, name="jobs"),
     path("jobs/<uuid:job_id>", jobs.job_detail, name="job"),
     path("jobs/<uuid:job_id>.json", jobs.job_status, name="job-status"),

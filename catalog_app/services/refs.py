@@ -11,6 +11,7 @@ from catalog_app.selectors.refs import branch_get, ref_resolve, tag_get
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import catalog_initial_commit
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.events import BRANCH_CREATED, BRANCH_DELETED, event_emit
 
 
 def _user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
@@ -55,7 +56,9 @@ def branch_create(
     check_ref_name(name, "Branch")
     _check_ref_name_free(catalog=catalog, name=name)
     commit = ref_resolve(catalog=catalog, ref=source, at=at).commit
-    return Branch.objects.create(catalog=catalog, name=name, head=commit, created_by=_user(created_by))
+    branch = Branch.objects.create(catalog=catalog, name=name, head=commit, created_by=_user(created_by))
+    event_emit(catalog=catalog, kind=BRANCH_CREATED, payload={"branch": name, "head": commit.id}, actor=created_by)
+    return branch
 
 
 @transaction.atomic
@@ -66,6 +69,7 @@ def branch_delete(*, catalog: Catalog, name: str) -> None:
         raise ApplicationError("default_branch", f"{name!r} is the catalog's default branch and cannot be deleted.")
     branch_write_check(catalog=catalog, branch=branch.name)
     branch.delete()
+    event_emit(catalog=catalog, kind=BRANCH_DELETED, payload={"branch": name, "head": branch.head_id})
 
 
 @transaction.atomic

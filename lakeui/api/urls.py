@@ -8,5 +8,6 @@ urlpatterns = [
     path("", include("lakeui.jobs.urls")),
     path("", include("catalog_app.urls")),
     path("", include("merge_app.urls")),
+    path("", include("hooks_app.urls")),
     re_path(r"^.*$", NotFoundApi.as_view()),
 ]

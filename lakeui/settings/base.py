@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "lakeui.jobs",
     "catalog_app",
     "merge_app",
+    "hooks_app",
     "frontend",
 ]
 
@@ -220,6 +221,23 @@ CELERY_RESULT_EXPIRES = 24 * 60 * 60
 CELERY_TASK_TRACK_STARTED = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CONCURRENCY = int(ENV.get("LAKEUI_WORKER_CONCURRENCY") or 1)
+
+# --- Webhooks (hooks_app, README "Webhooks") ---------------------------------------------------------------
+# The hosts webhook targets may name: `*` (any), a name (`ci.example.com`), a domain's names (`*.example.com`), or
+# addresses and networks (`10.0.0.5`, `10.0.0.0/8`). Whatever the name, every address a target resolves to must be
+# public (not loopback, private, link-local such as the cloud metadata 169.254.169.254, multicast or reserved) unless
+# it lies in an address or network listed here; checked when a webhook is saved and again at each delivery.
+LAKEUI_WEBHOOK_ALLOWED_HOSTS = env_list(ENV, "LAKEUI_WEBHOOK_ALLOWED_HOSTS", ["*"])
+# Seconds a delivery attempt may take (connect, and each read).
+LAKEUI_WEBHOOK_TIMEOUT = float(ENV.get("LAKEUI_WEBHOOK_TIMEOUT") or 10)
+# Seconds to wait before each retry of a failed delivery: one more attempt than there are delays. Each stays below
+# CELERY_BROKER_VISIBILITY_TIMEOUT (a retry waits in the broker as a message with an ETA).
+LAKEUI_WEBHOOK_RETRY_DELAYS = [
+    float(delay) for delay in env_list(ENV, "LAKEUI_WEBHOOK_RETRY_DELAYS", ["10", "60", "300", "1800", "7200"])
+]
+# The Celery queue of deliveries: by default the jobs queue; a queue of their own with its own small worker (e.g.
+# `celery -A lakeui worker -Q lakeui-hooks`) keeps them from waiting behind a long load.
+LAKEUI_WEBHOOK_QUEUE = ENV.get("LAKEUI_WEBHOOK_QUEUE") or CELERY_TASK_DEFAULT_QUEUE
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,10 @@ os.environ.setdefault("LAKEUI_VAR_DIR", str(_root / "var" / "test"))
 os.environ.setdefault("LAKEUI_WAREHOUSE", str(_root / "var" / "test" / "warehouse"))
 os.environ.setdefault("LAKEUI_QUEUE", f"lakeui-test-{uuid.uuid4().hex[:8]}")
 os.environ.setdefault("LAKEUI_JOB_STALE_AFTER", "8")
+# Webhook tests send to a server on loopback, and retry within a second.
+os.environ.setdefault("LAKEUI_WEBHOOK_ALLOWED_HOSTS", "*,127.0.0.1")
+os.environ.setdefault("LAKEUI_WEBHOOK_RETRY_DELAYS", "0.2,0.4")
+os.environ.setdefault("LAKEUI_WEBHOOK_TIMEOUT", "2")
 
 from lakeui.settings.base import *  # noqa: E402, F403
 from lakeui.settings.base import DATABASES, VAR_DIR  # noqa: E402

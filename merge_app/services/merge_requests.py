@@ -28,6 +28,7 @@ from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeReques
 from merge_app.rules import CHOICES
 from merge_app.selectors.graph import CommitGraph
 from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
+from merge_app.services.events import merge_request_event_emit
 from merge_app.services.merges import merge_submit
 
 PLAN_JOB = "merge_request_plan"
@@ -47,6 +48,7 @@ def _user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
 
 def _event(merge_request: MergeRequest, kind: str, actor: AbstractBaseUser | None, **details: Any) -> None:
     MergeRequestEvent.objects.create(merge_request=merge_request, kind=kind, actor=_user(actor), details=details)
+    merge_request_event_emit(merge_request, kind, _user(actor), details)  # webhooks (merge_app/services/events.py)
 
 
 def _locked(merge_request: MergeRequest) -> MergeRequest:

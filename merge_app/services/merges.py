@@ -53,6 +53,7 @@ from merge_app.selectors.diff import (
     virtual_base_key,
 )
 from merge_app.services import keys
+from merge_app.services.events import merge_event_emit
 
 MERGE_JOB = "branch_merge"
 MESSAGE_CONFLICT = "The merge of {source!r} into {target!r} has {count} conflicting object(s); nothing was merged."
@@ -268,8 +269,10 @@ def merge_commit(
         merge_parent = None
     commit = draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
     timings = {"decide_ms": _ms(decided - started), **_since(started)}
-    return merge_log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit, log={**writer.log, **extra},
-                timings=timings)  # fmt: skip
+    merge = merge_log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
+                      log={**writer.log, **extra}, timings=timings)  # fmt: skip
+    merge_event_emit(merge)
+    return merge
 
 
 def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
 from merge_app.models import Restore
+from merge_app.services.events import restore_event_emit
 
 RESTORE_JOB = "branch_restore"
 Op = Operation.Op
@@ -107,11 +108,13 @@ def branch_restore(
         commit = None
         if writer.changed:
             commit = draft.commit(author=user, message=f"Restore {what} to {point_commit.id[:12]}", job=job)
-        return Restore.objects.create(
+        restore = Restore.objects.create(
             catalog=catalog, branch=branch, database=database or "", table=table or "", point=point_commit.id,
             head_before=head_before, commit=commit, requested_by=user if user and user.is_authenticated else None,
             job=job, log=writer.log, timings={"total_ms": round((time.monotonic() - started) * 1000)},
         )  # fmt: skip
+        restore_event_emit(restore)
+        return restore
 
 
 def restore_result(restore: Restore) -> dict[str, Any]:

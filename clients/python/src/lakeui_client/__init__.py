@@ -1,6 +1,6 @@
 """LakeUI's Python client: `Client` over the HTTP API and the `lakeui` command line. No Django here."""
 
-from lakeui_client.client import API_VERSION, Client
+from lakeui_client.client import API_VERSION, Client, webhook_signature_valid
 from lakeui_client.errors import (
     ApiError,
     ConflictError,
@@ -29,4 +29,5 @@ __all__ = [
     "PermissionDenied",
     "VersionMismatch",
     "VersionWarning",
+    "webhook_signature_valid",
 ]

@@ -483,6 +483,94 @@ def mr_merge(ctx, catalog, number):
     emit(ctx, job, ["id", "status", "result"])
 
 
+@cli.group()
+def webhook() -> None:
+    """A catalog's webhooks and their deliveries (admins only)."""
+
+
+WEBHOOK_COLUMNS = ["id", "url", "events", "active", "created_by"]
+DELIVERY_COLUMNS = ["id", "event", "status", "attempts", "response_status", "duration_ms", "error", "created_at"]
+SECRET_HELP = "the signing secret (16+ characters); or set LAKEUI_WEBHOOK_SECRET, which no process list shows"
+
+
+@webhook.command("list")
+@click.argument("catalog")
+@click.pass_context
+def webhook_list(ctx, catalog):
+    emit(ctx, make_client().webhooks(catalog), WEBHOOK_COLUMNS)
+
+
+@webhook.command("show")
+@click.argument("catalog")
+@click.argument("webhook_id", type=int)
+@click.pass_context
+def webhook_show(ctx, catalog, webhook_id):
+    emit(ctx, make_client().webhook(catalog, webhook_id), WEBHOOK_COLUMNS)
+
+
+@webhook.command("create")
+@click.argument("catalog")
+@click.argument("url")
+@click.option("--event", "events", multiple=True, default=["*"], show_default=True, help="an event kind, repeatable")
+@click.option("--secret", envvar="LAKEUI_WEBHOOK_SECRET", default=None, help=SECRET_HELP + "; made if not given")
+@click.option("--inactive", is_flag=True, help="add it switched off")
+@click.pass_context
+def webhook_create(ctx, catalog, url, events, secret, inactive):
+    """Add a webhook sending EVENTs to URL; a secret LakeUI makes is printed this once."""
+    created = make_client().webhook_create(catalog, url, list(events), secret, active=not inactive)
+    emit(ctx, created, WEBHOOK_COLUMNS + (["secret"] if "secret" in created else []))
+
+
+@webhook.command("update")
+@click.argument("catalog")
+@click.argument("webhook_id", type=int)
+@click.option("--url", default=None)
+@click.option("--event", "events", multiple=True, help="an event kind, repeatable: replaces the list")
+@click.option("--secret", envvar="LAKEUI_WEBHOOK_SECRET", default=None, help=SECRET_HELP)
+@click.option("--active/--inactive", default=None)
+@click.pass_context
+def webhook_update(ctx, catalog, webhook_id, url, events, secret, active):
+    fields = {"url": url, "events": list(events) or None, "secret": secret, "active": active}
+    changed = make_client().webhook_update(catalog, webhook_id, **{k: v for k, v in fields.items() if v is not None})
+    emit(ctx, changed, WEBHOOK_COLUMNS)
+
+
+@webhook.command("delete")
+@click.argument("catalog")
+@click.argument("webhook_id", type=int)
+def webhook_delete(catalog, webhook_id):
+    make_client().webhook_delete(catalog, webhook_id)
+
+
+@webhook.command("deliveries")
+@click.argument("catalog")
+@click.argument("webhook_id", type=int)
+@click.pass_context
+def webhook_deliveries(ctx, catalog, webhook_id):
+    """The webhook's deliveries, newest first, with the last answer of each."""
+    emit(ctx, make_client().webhook_deliveries(catalog, webhook_id), DELIVERY_COLUMNS)
+
+
+@webhook.command("delivery")
+@click.argument("catalog")
+@click.argument("webhook_id", type=int)
+@click.argument("delivery_id")
+@click.pass_context
+def webhook_delivery(ctx, catalog, webhook_id, delivery_id):
+    """One delivery: its body and every attempt."""
+    emit(ctx, make_client().webhook_delivery(catalog, webhook_id, delivery_id), [*DELIVERY_COLUMNS, "attempts_log"])
+
+
+@webhook.command("redeliver")
+@click.argument("catalog")
+@click.argument("webhook_id", type=int)
+@click.argument("delivery_id")
+@click.pass_context
+def webhook_redeliver(ctx, catalog, webhook_id, delivery_id):
+    """Send a delivery's event again (a new delivery, same event id)."""
+    emit(ctx, make_client().webhook_redeliver(catalog, webhook_id, delivery_id), DELIVERY_COLUMNS)
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 

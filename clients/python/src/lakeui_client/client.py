@@ -1,6 +1,8 @@
 """`Client`: typed methods over LakeUI's HTTP API (httpx); job-returning calls take `wait=True`."""
 
 import contextlib
+import hashlib
+import hmac
 import os
 import time
 import warnings
@@ -457,6 +459,44 @@ class Client:
     def branch_unprotect(self, catalog: str, rule_id: int) -> None:
         self.request("DELETE", f"catalogs/{_q(catalog)}/protected-branches/{int(rule_id)}")
 
+    # webhooks (admins only)
+    def webhooks(self, catalog: str) -> list[dict]:
+        return list(self.pages(f"catalogs/{_q(catalog)}/webhooks"))
+
+    def webhook(self, catalog: str, webhook_id: int) -> dict:
+        return self.request("GET", f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}")
+
+    def webhook_create(
+        self, catalog: str, url: str, events: list[str], secret: str | None = None, *, active: bool = True
+    ) -> dict:
+        """Add a webhook for `events` (kinds, or ["*"]). Without a secret the server makes one and returns it in
+        `secret`, this once."""
+        body = {"url": url, "events": list(events), "active": active}
+        if secret is not None:
+            body["secret"] = secret
+        return self.request("POST", f"catalogs/{_q(catalog)}/webhooks", json=body)
+
+    def webhook_update(self, catalog: str, webhook_id: int, **fields: Any) -> dict:
+        """Change `url`, `events`, `secret` or `active`."""
+        return self.request("PATCH", f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}", json=fields)
+
+    def webhook_delete(self, catalog: str, webhook_id: int) -> None:
+        self.request("DELETE", f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}")
+
+    def webhook_deliveries(self, catalog: str, webhook_id: int) -> list[dict]:
+        """Newest first."""
+        return list(self.pages(f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}/deliveries"))
+
+    def webhook_delivery(self, catalog: str, webhook_id: int, delivery_id: str) -> dict:
+        """One delivery with its body (`payload`) and every attempt (`attempts_log`)."""
+        path = f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}/deliveries/{_q(delivery_id)}"
+        return self.request("GET", path)
+
+    def webhook_redeliver(self, catalog: str, webhook_id: int, delivery_id: str) -> dict:
+        """Send a delivery's event again: the new delivery (queued)."""
+        path = f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}/deliveries/{_q(delivery_id)}/redeliver"
+        return self.request("POST", path)
+
     def gc(self, catalog: str, grace_hours: float = 24, *, wait: bool = True) -> dict:
         """Remove the warehouse files no commit references and older than `grace_hours`."""
         job = self.request("POST", f"catalogs/{_q(catalog)}/gc", json={"grace_hours": grace_hours})
@@ -532,3 +572,10 @@ def _form(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [str(v) for v in value]  # repeated form fields: DRF's ListField reads them with getlist
     return str(value).lower() if isinstance(value, bool) else value
+
+
+def webhook_signature_valid(secret: str, body: bytes, signature: str | None) -> bool:
+    """For a webhook's receiver: whether `signature` (the X-LakeUI-Signature header) is the HMAC-SHA256 of the raw
+    request `body` with the webhook's secret. Compared in constant time."""
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return signature is not None and hmac.compare_digest(expected, signature)
