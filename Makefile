@@ -33,10 +33,14 @@ run: migrate
 	$(BIN)/python manage.py lakeui_demo
 	$(BIN)/python manage.py serve 127.0.0.1:8000
 
+# The suite runs in TEST_PROCESSES processes (pytest-xdist, whole test files to each): each has its own test database,
+# workers and warehouse (lakeui/settings/test.py). Most of a test's time is spent waiting on a worker's Spark job, so
+# two processes on two cores finish the suite in about two thirds of the time. TEST_PROCESSES=0 runs one process.
+TEST_PROCESSES ?= 2
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
