@@ -6,6 +6,8 @@ from lakeui.errors import ApplicationError
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 # Branch and tag names: like identifiers, plus '-', '/' and '.', without empty, '.'-led or '..' segments.
+# A check's name (checks_app), as merge requests and protected-branch rules name external checks too.
+CHECK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,99}")
 REF_NAME = re.compile(r"(?!.*\.\.)(?!.*//)[A-Za-z0-9_][A-Za-z0-9_./-]{0,62}(?<![/.])")
 PROPERTY_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 COMMIT_ID_PREFIX = re.compile(r"[0-9a-f]{8,32}")

@@ -14,6 +14,7 @@ from merge_app.services.merge_requests import PLAN_JOB, merge_request_merged, me
 from merge_app.services.merges import (
     MERGE_JOB,
     branch_merge,
+    checks_failed_error,
     merge_conflict_error,
     merge_diff_with_bases,
     merge_result,
@@ -29,6 +30,8 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     if done is not None:  # delivered again after it finished: report the first run's outcome, never merge twice
         if done.status == Merge.Status.CONFLICT:
             raise merge_conflict_error(done)
+        if done.status == Merge.Status.CHECKS_FAILED:
+            raise checks_failed_error(done)
         return merge_result(done)
     progress.report(10, "Comparing the branches")
     request_id = params.get("merge_request")
@@ -36,7 +39,7 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         catalog=catalog_by_id(params["catalog_id"]), source=params["source"], target=params["target"],
         dry_run=params.get("dry_run", False), user=job.requested_by, job=job,
         expected_heads=params.get("expected_heads"), resolution=params.get("resolution"),
-        via_merge_request=request_id, audit=params.get("audit"),
+        via_merge_request=request_id, audit=params.get("audit"), override=params.get("override_checks"),
         on_merged=None if request_id is None else (
             lambda merge: merge_request_merged(merge_request_id=request_id, merge=merge)
         ),

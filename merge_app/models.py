@@ -18,6 +18,7 @@ class Merge(models.Model):
         CONFLICT = "conflict"
         UP_TO_DATE = "up_to_date"
         PLANNED = "planned"  # a dry run that would merge
+        CHECKS_FAILED = "checks_failed"  # refused: a check guarding the target failed on the merge's result
 
     class Kind(models.TextChoices):
         MERGE = "merge"

@@ -2,6 +2,7 @@ from django.urls import path
 
 from merge_app.apis.commits import CommitDetailApi
 from merge_app.apis.merge_requests import (
+    MergeRequestChecksApi,
     MergeRequestDetailApi,
     MergeRequestListApi,
     MergeRequestMergeApi,
@@ -32,6 +33,7 @@ urlpatterns = [
     path("catalogs/<str:catalog>/merge-requests/<int:number>", MergeRequestDetailApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/reviews", MergeRequestReviewApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/merge", MergeRequestMergeApi.as_view()),
+    path("catalogs/<str:catalog>/merge-requests/<int:number>/checks", MergeRequestChecksApi.as_view()),
     path("catalogs/<str:catalog>/reverts", RevertListApi.as_view()),
     path("catalogs/<str:catalog>/cherry-picks", CherryPickListApi.as_view()),
     path("catalogs/<str:catalog>/restores", RestoreListApi.as_view()),

@@ -62,6 +62,7 @@ class ProtectedBranchOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     pattern = serializers.CharField()
     required_approvals = serializers.IntegerField()
+    required_checks = serializers.ListField(child=serializers.CharField())
     created_by = UserField(allow_null=True)
     created_at = serializers.DateTimeField()
 
@@ -72,6 +73,10 @@ class ProtectedBranchListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         pattern = serializers.CharField(max_length=255, help_text="fnmatch-style: main, release/*")
         required_approvals = serializers.IntegerField(required=False, default=1, min_value=0, max_value=20)
+        required_checks = serializers.ListField(
+            child=serializers.CharField(max_length=100), required=False, default=list, max_length=50,
+            help_text="external checks (by name) that must succeed on a merge request's source head",
+        )  # fmt: skip
 
     @extend_schema(responses=ProtectedBranchOutputSerializer(many=True))
     def get(self, request, catalog):

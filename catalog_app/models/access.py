@@ -42,6 +42,8 @@ class ProtectedBranch(models.Model):
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="protected_branches")
     pattern = models.CharField(max_length=255)
     required_approvals = models.PositiveSmallIntegerField(default=1)
+    # External checks (checks_app) a merge request into the branch needs, by name, succeeded on its source head.
+    required_checks = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -74,12 +74,13 @@ def protected_branch_list(*, catalog: Catalog) -> QuerySet[ProtectedBranch]:
 
 @dataclass(frozen=True)
 class Protection:
-    """The rules protecting one branch: the patterns it matches and the approvals a merge into it needs (the most
-    any matching rule asks for)."""
+    """The rules protecting one branch: the patterns it matches, the approvals a merge into it needs (the most any
+    matching rule asks for) and the external checks it needs (those any matching rule names)."""
 
     branch: str
     patterns: list[str]
     required_approvals: int
+    required_checks: list[str]  # external checks (checks_app) that must succeed on a merge request's source head
 
 
 def branch_protection(*, catalog: Catalog, branch: str) -> Protection | None:
@@ -90,4 +91,5 @@ def branch_protection(*, catalog: Catalog, branch: str) -> Protection | None:
         branch=branch,
         patterns=[rule.pattern for rule in rules],
         required_approvals=max(rule.required_approvals for rule in rules),
+        required_checks=sorted({name for rule in rules for name in rule.required_checks or []}),
     )

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from catalog_app.models import Catalog, CatalogRole, ProtectedBranch, Role
-from catalog_app.names import check_ref_name
+from catalog_app.names import CHECK_NAME, check_ref_name
 from catalog_app.selectors.access import branch_protection
 from lakeui.errors import ApplicationError, NotFoundError
 
@@ -65,7 +65,12 @@ def catalog_role_revoke(*, catalog: Catalog, username: str) -> None:
 
 @transaction.atomic
 def protected_branch_create(
-    *, catalog: Catalog, pattern: str, required_approvals: int = 1, created_by: AbstractBaseUser
+    *,
+    catalog: Catalog,
+    pattern: str,
+    required_approvals: int = 1,
+    required_checks: list[str] | None = None,
+    created_by: AbstractBaseUser,
 ) -> ProtectedBranch:
     check_ref_name(pattern.replace("*", "x").replace("?", "x").replace("[", "x").replace("]", "x"), "Pattern")
     if not 0 <= required_approvals <= MAX_REQUIRED_APPROVALS:
@@ -74,9 +79,14 @@ def protected_branch_create(
             f"required_approvals must be 0 to {MAX_REQUIRED_APPROVALS}.",
             details={"field": "required_approvals"},
         )
-    rule, _ = ProtectedBranch.objects.update_or_create(
-        catalog=catalog, pattern=pattern, defaults={"required_approvals": required_approvals, "created_by": created_by}
-    )
+    checks = sorted(set(required_checks or []))
+    if not all(isinstance(name, str) and CHECK_NAME.fullmatch(name) for name in checks):
+        raise ApplicationError(
+            "invalid_input", "required_checks are check names (letters, digits, spaces, _ . : / -).",
+            details={"field": "required_checks"},
+        )  # fmt: skip
+    defaults = {"required_approvals": required_approvals, "required_checks": checks, "created_by": created_by}
+    rule, _ = ProtectedBranch.objects.update_or_create(catalog=catalog, pattern=pattern, defaults=defaults)
     return rule
 
 

@@ -236,6 +236,32 @@ def commit_begin_detached(*, catalog: Catalog, parent: Commit) -> CommitDraft:
     return CommitDraft(catalog=catalog, branch=None, parent=parent, chain=commit_chain(parent))
 
 
+def commit_publish(*, catalog: Catalog, branch: str, commit: Commit, job: Job | None = None,
+                   via_merge_request: int | None = None) -> bool:  # fmt: skip
+    """Move `branch` to `commit`, a detached commit made after the branch's head (`commit_begin_detached`): the
+    write-audit-publish of a checked merge, whose result was judged before any branch pointed to it. False (nothing
+    changed) when the branch has moved from the commit's parent meanwhile. Must run inside `transaction.atomic()`;
+    the commit becomes `job`'s, fenced by its claim as `_commit_insert` fences a commit."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("commit_publish must be called inside transaction.atomic()")
+    catalog = catalog_lock(catalog=catalog)
+    target = Branch.objects.filter(catalog=catalog, name=branch).first()
+    if target is None:
+        _refuse_non_branch(catalog=catalog, ref=branch)
+    branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request)
+    if target.head_id != commit.parent_id:
+        return False
+    if job is not None:
+        crash_point("before_commit", job_id=str(job.id), attempts=job.attempts)
+        if not job_claim_held(job=job):
+            raise ClaimLost()
+        Commit.objects.filter(id=commit.id).update(job=job)
+    # The commit's line, made for it alone, becomes the branch's: its next commits extend it.
+    Line.objects.filter(id=commit.line_id, branch__isnull=True, tip_seq=commit.seq).update(branch=target)
+    Branch.objects.filter(id=target.id, head_id=commit.parent_id).update(head=commit)
+    return True
+
+
 def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:
     if Tag.objects.filter(catalog=catalog, name=ref).exists():
         raise ApplicationError("read_only_ref", MESSAGE_READ_ONLY_REF.format(ref=ref, kind="tag"))

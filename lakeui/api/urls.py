@@ -8,6 +8,7 @@ urlpatterns = [
     path("", include("lakeui.jobs.urls")),
     path("", include("catalog_app.urls")),
     path("", include("merge_app.urls")),
+    path("", include("checks_app.urls")),
     path("", include("hooks_app.urls")),
     re_path(r"^.*$", NotFoundApi.as_view()),
 ]

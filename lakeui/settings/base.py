@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "lakeui.jobs",
     "catalog_app",
     "merge_app",
+    "checks_app",
     "hooks_app",
     "frontend",
 ]

@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.common import UserField, created, request_catalog, validated
 from catalog_app.models import Role
+from checks_app.selectors import check_run_dict
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.models import MergeRequest, MergeRequestReview
@@ -24,6 +25,7 @@ from merge_app.services.merge_requests import (
     merge_request_open,
     merge_request_refresh,
     merge_request_review,
+    merge_request_status_post,
     merge_request_update,
 )
 
@@ -68,6 +70,20 @@ class MergeRequestOutputSerializer(serializers.Serializer):
     merge = serializers.UUIDField(source="merge_id", allow_null=True, help_text="The merge's audit log id")
 
 
+class MergeRequestCheckSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=["sql", "external"])
+    name = serializers.CharField()
+    state = serializers.CharField()
+    advisory = serializers.BooleanField()
+    commit = serializers.CharField(help_text="the commit judged: the merge's result, or the source head")
+    row_count = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+    url = serializers.CharField(allow_null=True)
+    description = serializers.CharField()
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+
 class MergeRequestDetailOutputSerializer(MergeRequestOutputSerializer):
     merge_url = serializers.SerializerMethodField()
     merge_commit = serializers.SerializerMethodField()
@@ -92,7 +108,7 @@ class MergeRequestDetailOutputSerializer(MergeRequestOutputSerializer):
             "heads": found.heads, "stale": found.stale, "planning": found.planning, "protected": found.protected,
             "required_approvals": found.required_approvals, "approved_by": found.approved_by,
             "changes_requested_by": found.changes_requested_by, "conflicts": found.conflicts,
-            "unresolved_conflicts": found.unresolved_conflicts, "mergeable": found.mergeable,
+            "unresolved_conflicts": found.unresolved_conflicts, "checks": found.checks, "mergeable": found.mergeable,
             "blockers": [{"code": b["code"], "message": b["message"]} for b in found.blockers],
         }  # fmt: skip
 
@@ -172,8 +188,40 @@ class MergeRequestReviewApi(APIView):
 
 
 class MergeRequestMergeApi(APIView):
-    @extend_schema(request=None, responses={202: JobOutputSerializer})
+    class InputSerializer(serializers.Serializer):
+        override_checks = serializers.CharField(
+            required=False, max_length=1000, help_text="admins: merge through failed checks, for this reason (logged)"
+        )
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutputSerializer})
     def post(self, request, catalog, number):
+        data = validated(self.InputSerializer, request.data or {})
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
-        job = merge_request_merge(merge_request=found, user=request.user)
+        job = merge_request_merge(merge_request=found, user=request.user, **data)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class MergeRequestChecksApi(APIView):
+    """A request's checks on its current heads; a CI system posts an external check's status for the source head."""
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=100)
+        state = serializers.ChoiceField(choices=["pending", "success", "failure", "error"])
+        url = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+        description = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+        head = serializers.CharField(
+            required=False, max_length=32, help_text="the source head the status is for; a 409 if it moved"
+        )
+
+    @extend_schema(responses=MergeRequestCheckSerializer(many=True))
+    def get(self, request, catalog, number):
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
+        found = merge_request_refresh(merge_request=found, user=request.user)
+        return Response(merge_request_status(found).checks)
+
+    @extend_schema(request=InputSerializer, responses={201: MergeRequestCheckSerializer})
+    def post(self, request, catalog, number):
+        data = validated(self.InputSerializer, request.data)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
+        run = merge_request_status_post(merge_request=found, user=request.user, **data)
+        return Response(check_run_dict(run), status=status.HTTP_201_CREATED)

@@ -151,6 +151,9 @@ class MergeListApi(PagedApi):
             child=serializers.CharField(max_length=32), required=False,
             help_text="{source, target}: the heads the merge was planned on; a moved branch is a 409",
         )  # fmt: skip
+        override_checks = serializers.CharField(
+            required=False, max_length=1000, help_text="admins: merge through failed checks, for this reason (logged)"
+        )
 
     @extend_schema(responses=MergeOutputSerializer(many=True))
     def get(self, request, catalog):

@@ -1,12 +1,14 @@
 """The diff of two refs: their common ancestor, every object either side changed since it, the operations of each
 side, and the verdict of every source x target operation pair with the rule cell that decided it.
 
-This report is the one source for the merge, its dry run, merge requests and the UI: the merge applies exactly
-what it says (see services/merges.py).
+This module reads (the storage side of the plan): the graph gives the base and each side's commits, and here each
+side's operations since the base, the objects' versions and the files where they matter are read into the
+planner's `PlanInputs`; `merge_app/planner.py`, pure, decides. The report is the one source for the merge, its dry
+run, merge requests and the UI: the merge applies exactly what it says (see services/merges.py).
 """
 
 import uuid
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import F, Window
@@ -18,17 +20,22 @@ from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import NO_FILES, tables_files
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
-from merge_app import rules, semantics, states
+from merge_app import planner, rules
 from merge_app.models import KeyComparison, VirtualBase
-from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
+from merge_app.planner import (
+    MERGED_KINDS,
+    PENDING,
+    VERSION_FIELDS,
+    ObjectDiff,
+    PlanInputs,
+    Version,
+    namespace,
+    resolution_check,
+    segments_written,
+)
+from merge_app.rules import CONFLICT, Op, Verdict
 from merge_app.selectors.graph import CommitGraph, Sides
 
-MERGED_KINDS = (ObjectKind.DATABASE, ObjectKind.TABLE)
-KIND_ORDER = {ObjectKind.DATABASE: 0, ObjectKind.TABLE: 1}
-WRITES_DATA = frozenset({"insert", "update", "overwrite"})
-ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
-NOT_MERGED = "not_merged"
-KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
 REVERT, CHERRY_PICK = "revert", "cherry_pick"
 REVERTED = frozenset({"insert", "delete", "update", "overwrite", "compaction"})  # operations a revert undoes
 MESSAGE_CRISS_CROSS = (
@@ -67,91 +74,6 @@ class ExplicitBase:
 
 
 @dataclass(frozen=True)
-class Version:
-    """An object's version as the diff reads it: the ObjectVersion row's fields, read as plain values (a diff of
-    many objects reads tens of thousands; model instances cost most of its time)."""
-
-    id: int
-    catalog_id: uuid.UUID
-    object_id: uuid.UUID
-    kind: str
-    parent_id: uuid.UUID | None
-    name: str
-    seq: int
-    dropped: bool
-    state: dict[str, Any]
-
-
-VERSION_FIELDS = tuple(f.name for f in fields(Version))
-
-
-@dataclass(frozen=True)
-class Pair:
-    source: int  # index into the object's source operations
-    target: int
-    cell: str
-    decided: Verdict
-    resolved: str | None = None  # the resolution that settles this conflict
-
-
-@dataclass
-class ObjectDiff:
-    kind: str
-    object_id: uuid.UUID
-    name: str  # `db` or `db.table`, as the source has it (the target's name if the source has none)
-    change: str  # added_in_source | added_in_target | changed_in_source | changed_in_target | changed_in_both
-    base: Version | None
-    source: Version | None
-    target: Version | None
-    source_operations: list[Op] = field(default_factory=list)
-    target_operations: list[Op] = field(default_factory=list)
-    pairs: list[Pair] = field(default_factory=list)
-    issues: list[Verdict] = field(default_factory=list)  # conflicts of the object as a whole (4.1, names)
-    data_issues: list[Verdict] = field(default_factory=list)  # of its data as a whole: a data resolution settles them
-    merged_state: dict[str, Any] | None = None
-    keyed: bool = False  # a primary-key table: its rows merge as states, by key, never by position (4.4)
-    data_changed: dict[str, bool] | None = None  # keyed: whether each side's files differ from the base's
-    key_mode: bool = False  # a primary-key table whose rows both sides changed: merged by key (4.4)
-    keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
-    resolution: str | None = None  # a whole-table resolution that settles its conflicts
-    source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
-    reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
-
-    @property
-    def rule_table(self) -> str | None:
-        return self.kind if self.kind in MERGED_KINDS and self.change == "changed_in_both" else None
-
-    @property
-    def conflicts(self) -> list[Verdict]:
-        unresolved = [p.decided for p in self.pairs if p.decided.verdict == CONFLICT and p.resolved is None]
-        issues = [issue for issue in self.issues if issue.verdict != PENDING]
-        return [*issues, *(self.data_issues if self.resolution is None else []), *unresolved]
-
-    @property
-    def pending(self) -> bool:
-        return any(decided.verdict == PENDING for decided in [*self.issues, *(p.decided for p in self.pairs)])
-
-    @property
-    def discarded(self) -> list[Pair]:
-        return [pair for pair in self.pairs if pair.decided.verdict == DISCARDED]
-
-    @property
-    def verdict(self) -> str:
-        if self.kind not in MERGED_KINDS:
-            return NOT_MERGED
-        if self.conflicts:
-            return CONFLICT
-        if self.pending:
-            return PENDING
-        return DISCARDED if self.discarded else OK
-
-    @property
-    def merges(self) -> bool:
-        """Whether the merge writes anything for this object."""
-        return self.kind in MERGED_KINDS and self.change in ("added_in_source", "changed_in_source", "changed_in_both")
-
-
-@dataclass(frozen=True)
 class MergeDiff:
     catalog: Catalog
     source: str
@@ -164,6 +86,7 @@ class MergeDiff:
     resolution: dict[str, Any] = field(default_factory=dict)
     bases: list[str] = field(default_factory=list)  # the merge bases; with several, `base` is their virtual base
     explicit: ExplicitBase | None = None  # a revert or a cherry-pick: the base was given
+    inputs: PlanInputs | None = None  # what the plan was made from: planned again with key comparisons, no read
 
     @property
     def conflicts(self) -> list[ObjectDiff]:
@@ -242,49 +165,40 @@ def merge_diff_of(
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}
-    data_changed = _keyed_data_changes(versions, chains)
+    keyed_changes = planner.keyed_changes(_keyed_files(versions, chains))
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
-    object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in data_changed.items() if any(changed.values())}
+    object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in keyed_changes.items() if any(changed.values())}
     parents = {v.parent_id for side in versions.values() for v in side.values() if v.parent_id} - object_ids
     for side, chain in chains.items():
         versions[side] |= _versions(chain, parents)
     wanted = [v for v in versions["source"].values() if v.object_id in object_ids]
-    taken = _live_names(target_chain, wanted, versions["target"])
-    objects = [
-        _object_diff(
-            object_id,
-            src_ops.get(object_id, []),
-            dest_ops.get(object_id, []),
-            versions,
-            taken,
-            target_chain,
-            data_changed.get(object_id),
-            reverting=explicit is not None and explicit.kind == REVERT,
-        )
-        for object_id in object_ids
-    ]
-    objects = [obj for obj in objects if obj is not None]
-    if explicit is None or explicit.kind != REVERT:  # a revert's own check is its pairs' (rules.revert_verdict)
-        _check_segments_present(objects, source_chain, target_chain)
-    objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
+    inputs = PlanInputs(
+        versions=versions, source_operations=src_ops, target_operations=dest_ops, object_ids=frozenset(object_ids),
+        keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"]),
+        live_files=_rewritten_files(src_ops, chains), target_children=_dropped_children(versions, object_ids, chains),
+        segment_stats=_written_stats(src_ops, dest_ops), reverting=explicit is not None and explicit.kind == REVERT,
+    )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
-        source_commits=sides.source, objects=objects, resolution=resolution, bases=sides.bases, explicit=explicit,
+        source_commits=sides.source, objects=[], resolution=resolution, bases=sides.bases, explicit=explicit,
+        inputs=inputs,
     )  # fmt: skip
-    keyed = [obj for obj in objects if obj.key_mode]
+    return _planned(diff, compared)
+
+
+def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDiff:
+    """The diff with its objects decided by the planner: the key comparisons of the primary-key tables it merges by
+    key from `compared` (made in this process) or as stored for these heads."""
     results = dict(compared or {})
-    unread = [obj.object_id for obj in keyed if obj.object_id not in results]
-    if unread:  # the comparisons not made in this process, as stored for these heads
+    unread = [table_id for table_id in planner.key_merged(diff.inputs) if table_id not in results]
+    if unread:
         stored = KeyComparison.objects.filter(
-            table_id__any=unread, base=base.id, source_head=source_head.id, target_head=target_head.id
+            table_id__any=unread, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id
         )
         results |= {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
-    for obj in keyed:
-        keys_attach(obj, results.get(obj.object_id), resolution)
-    for obj in objects:
-        pairs_resolve(obj, resolution)
-    return diff
+    objects = planner.plan_objects(diff.inputs, resolution=diff.resolution, compared=results)
+    return replace(diff, objects=objects)
 
 
 def _base(catalog: Catalog, bases: list[str], *, source: str, target: str) -> Commit:
@@ -302,101 +216,8 @@ def virtual_base_key(bases: list[str]) -> str:
 
 
 def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = None) -> MergeDiff:
-    """The same diff made anew at the same heads: after its primary-key tables were compared by key."""
-    return merge_diff_of(
-        catalog=diff.catalog, source=diff.source, target=diff.target, source_head=diff.source_head,
-        target_head=diff.target_head, source_chain=commit_chain(diff.source_head),
-        target_chain=commit_chain(diff.target_head), resolution=diff.resolution, compared=compared,
-        explicit=diff.explicit,
-    )  # fmt: skip
-
-
-def resolution_check(resolution: dict | None) -> dict[str, Any]:
-    """`{"default": fail | source_wins | target_wins, "tables": {"db.t": choice}, "keys": {"db.t": {key_id:
-    choice}}}`; the default settles data conflicts only, a table's choice also its DDL conflicts."""
-    resolution = resolution or {}
-    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys"}:
-        raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
-    tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
-    if (
-        not isinstance(tables, dict)
-        or not isinstance(keys, dict)
-        or not all(isinstance(k, dict) for k in keys.values())
-    ):
-        raise ApplicationError(
-            "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
-        )
-    choices = [resolution.get("default", "fail"), *tables.values()]
-    choices += [choice for per_key in keys.values() for choice in per_key.values()]
-    if any(not isinstance(choice, str) or choice not in CHOICES for choice in choices):
-        raise ApplicationError("invalid_resolution", f"A resolution is one of {CHOICES}.")
-    return resolution
-
-
-def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
-    """Decide a primary-key table's data pairs from its key comparison (None: not run yet)."""
-    if result is not None:
-        chosen = semantics.choices_of(resolution, obj.name)
-        per_key = resolution.get("keys", {}).get(obj.name, {})
-        choices = semantics.key_choices(result["conflicts"], table=obj.name, per_key=per_key, **chosen)
-        unresolved = semantics.keys_unresolved(
-            listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"], **chosen
-        )
-        obj.keys = {
-            **result["counts"], "unresolved": unresolved, "choices": choices,
-            "listed": result["conflicts"][:KEYS_IN_REPORT],
-        }  # fmt: skip
-    obj.pairs = []
-    _decide_pairs(obj)
-    if not any(pair.cell == "4.4" for pair in obj.pairs):
-        # No pair of data operations shows the comparison (one side's changes of the rows are all replays of the
-        # other's, or picks of them): the table's own verdict is the comparison's.
-        decided = rules.key_verdict(obj.keys)
-        if decided.verdict != OK:
-            obj.issues.append(decided)
-
-
-def pairs_resolve(obj: ObjectDiff, resolution: dict) -> None:
-    """Settle the object's conflicting pairs with a whole-table resolution: the table's own choice settles any
-    conflict, the default only conflicts of data (between two data operations, or of the table's data whole)."""
-    chosen = semantics.choices_of(resolution, obj.name)
-    settled = []
-    for index, pair in enumerate(obj.pairs):
-        if pair.decided.verdict != CONFLICT or pair.decided.note == "4.4":
-            continue
-        src_op, dest_op = obj.source_operations[pair.source].op, obj.target_operations[pair.target].op
-        choice = semantics.pair_choice(src_op, dest_op, **chosen)
-        if choice is not None:
-            obj.pairs[index] = replace(pair, resolved=choice)  # Pair is frozen
-        settled.append(choice)
-    if obj.data_issues:  # conflicts of the table's data as a whole, which its choice or the default settles
-        settled.append(semantics.data_choice(**chosen))
-    obj.resolution = semantics.table_resolution(settled, **chosen)
-    if obj.resolution == SOURCE_WINS and obj.kind == ObjectKind.TABLE and not obj.key_mode:
-        _source_wins(obj)
-
-
-def _source_wins(obj: ObjectDiff) -> None:
-    """A table without a key settled `source_wins`: the target takes the source's version of the segments in
-    conflict and keeps its other changes (rules.source_wins_scope). A table the target dropped, or whose data the
-    target lacks (R*), is taken from the source whole."""
-    if obj.source_wins is not None or obj.target.dropped or obj.source.dropped or obj.data_issues:
-        return
-    conflicting = [(pair.source, pair.target) for pair in obj.pairs if pair.resolved == SOURCE_WINS]
-    scope = rules.source_wins_scope(obj.source_operations, obj.target_operations, conflicting)
-    if scope.mixed:
-        obj.issues.append(
-            Verdict(
-                CONFLICT, "source_wins",
-                "source_wins cannot settle this table: the target rewrote rows it inserted itself together with "
-                "the segments in conflict, so taking the source's version of those would drop them. Settle it "
-                "with target_wins, or compact less on the target.",
-            )
-        )  # fmt: skip
-        return
-    obj.source_wins = scope
-    if obj.merged_state is None:
-        _merge_state(obj)
+    """The same diff planned again from what it read: after its primary-key tables were compared by key."""
+    return _planned(diff, compared)
 
 
 def _operations(
@@ -537,154 +358,11 @@ def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple,
         kind__in=[*MERGED_KINDS, ObjectKind.VIEW],
     ).values_list("object_id", flat=True)  # fmt: skip
     live = [v for v in _versions(chain, set(named), known).values() if not v.dropped]
-    return {_namespace(v): v.object_id for v in live}
+    return {namespace(v): v.object_id for v in live}
 
 
-def _namespace(version: Version) -> tuple:
-    kind = ObjectKind.TABLE if version.kind == ObjectKind.VIEW else version.kind
-    return (kind, version.parent_id, version.name.lower())
-
-
-def _display_name(version: Version, versions: dict) -> str:
-    if version.parent_id is None:
-        return version.name
-    for side in ("source", "target", "base"):
-        parent = versions[side].get(version.parent_id)
-        if parent is not None:
-            return f"{parent.name}.{version.name}"
-    return version.name
-
-
-def _object_diff(
-    object_id, src_ops, dest_ops, versions, taken, target_chain, data_changed, *, reverting: bool
-) -> ObjectDiff | None:
-    base, src, dest = (versions[side].get(object_id) for side in ("base", "source", "target"))
-    if base is None and (src is None or src.dropped) and (dest is None or dest.dropped):
-        return None  # created and dropped again on a side: nothing to compare or merge
-    changed = {"source": bool(src_ops), "target": bool(dest_ops)}
-    if data_changed is not None:  # a keyed table: a side whose rows differ from the base's changed it
-        changed = {side: changed[side] or data_changed[side] for side in changed}
-    if base is None:
-        change = "added_in_source" if src is not None and not src.dropped else "added_in_target"
-    elif changed["source"] and changed["target"]:
-        change = "changed_in_both"
-    else:
-        change = "changed_in_source" if changed["source"] else "changed_in_target"
-    shown = src if src is not None else dest
-    obj = ObjectDiff(
-        kind=shown.kind, object_id=object_id, name=_display_name(shown, versions), change=change, base=base,
-        source=src, target=dest, source_operations=src_ops, target_operations=dest_ops,
-        keyed=data_changed is not None, data_changed=data_changed, reverting=reverting,
-    )  # fmt: skip
-    if obj.kind not in MERGED_KINDS or change == "added_in_target":
-        return obj
-    if change == "added_in_source":
-        _check_new(obj, versions, taken)
-        return obj
-    if change == "changed_in_both":
-        obj.key_mode = _key_mode(obj)
-        if not obj.key_mode:
-            _decide_pairs(obj)
-    if src.dropped and obj.kind == ObjectKind.DATABASE and dest is not None and not dest.dropped:
-        _check_emptied(obj, versions, target_chain)
-    if not src.dropped:
-        _check_name(obj, taken)
-        if not obj.conflicts and not (dest is not None and dest.dropped):
-            _merge_state(obj)
-    return obj
-
-
-def _check_segments_present(objects: list[ObjectDiff], source_chain: Chain, target_chain: Chain) -> None:
-    """A source operation that changed rows of a segment by position (a delete, an update, a compaction) replays
-    only where that segment is: on the target, or written by the source itself. A segment the target's own
-    operations removed is for the rule tables (A4/A5, F*, R*). One the target never had, because a merge on one
-    side kept a table the other side had changed (`target_wins`, a discard), is a conflict here: the replay would
-    miss the rows or keep them twice. An operation none of whose files the source still has (a later overwrite
-    replaced them) has nothing left to replay."""
-    wanted: dict[uuid.UUID, ObjectDiff] = {}
-    for obj in objects:
-        if obj.kind != ObjectKind.TABLE or not obj.merges or obj.source.dropped or obj.keyed:
-            continue
-        if any(op.op in rules.REWRITES for op in obj.source_operations):
-            wanted[obj.object_id] = obj
-    if not wanted:
-        return
-    live = {
-        side: tables_files(chain, table_ids=list(wanted))
-        for side, chain in (("source", source_chain), ("target", target_chain))
-    }
-    for table_id, obj in wanted.items():
-        source, target = (set(live[side].get(table_id, NO_FILES).by_id()) for side in ("source", "target"))
-        # An operation's effect lives on in the files the source still has, or in what later rewrites (compactions,
-        # copy-on-write) made of its files; one that only removed files has its effect too.
-        lives = set(source)
-        for op in reversed(obj.source_operations):
-            if op.op in rules.REWRITES and op.added & lives:
-                lives |= op.removed
-        positional = [
-            op for op in obj.source_operations if op.op in rules.REWRITES and (op.added & lives or not op.added)
-        ]
-        addressed = set().union(*(op.touched | op.removed for op in positional))
-        addressed -= set().union(*(op.added for op in obj.source_operations))
-        addressed -= set().union(*(op.removed for op in obj.target_operations))
-        missing = addressed - target
-        if missing:
-            obj.data_issues.append(
-                Verdict(
-                    CONFLICT, "R*",
-                    f"The source changed rows of segment(s) {rules.segments_named(missing)} by position, and the "
-                    "target does not have them (a merge on one side kept its own version of the table): the "
-                    "change cannot be replayed.",
-                )
-            )  # fmt: skip
-
-
-def _check_new(obj: ObjectDiff, versions: dict, taken: dict) -> None:
-    """4.1: a new object is taken over with its id, unless the target has another of its kind and name."""
-    parent = obj.source.parent_id
-    database = versions["target"].get(parent) if parent is not None else None
-    taken_by_other = semantics.taken_by_another(taken, _namespace(obj.source), obj.object_id)
-    obj.issues += semantics.new_object_conflicts(
-        kind=obj.kind, name=obj.name, taken_by_other=taken_by_other,
-        parent_in_base=parent is not None and versions["base"].get(parent) is not None,
-        parent_on_target=database is not None and not database.dropped,
-    )  # fmt: skip
-    obj.merged_state = obj.source.state
-
-
-def _check_emptied(obj: ObjectDiff, versions: dict, target_chain: Chain) -> None:
-    """A database the source dropped must not hold objects the target still has and the source did not drop."""
-    children = ObjectVersion.objects.filter(catalog_id=obj.target.catalog_id, parent_id=obj.object_id)
-    dropped_by_source = {i for i, v in versions["source"].items() if v.dropped}
-    kept = [
-        child.name
-        for child in newest_on_chain(children, target_chain, key="object_id").filter(dropped=False)
-        if child.object_id not in dropped_by_source
-    ]
-    conflict = semantics.emptied_database_conflict(kept)
-    if conflict is not None:
-        obj.issues.append(conflict)
-
-
-def _check_name(obj: ObjectDiff, taken: dict) -> None:
-    taken_by_other = semantics.taken_by_another(taken, _namespace(obj.source), obj.object_id)
-    conflict = semantics.rename_conflict(
-        base_name=obj.base.name, source_name=obj.source.name, taken_by_other=taken_by_other
-    )
-    if conflict is not None:
-        obj.issues.append(conflict)
-
-
-def _key_mode(obj: ObjectDiff) -> bool:
-    """A primary-key table whose rows both sides changed since the base (their files differ from the base's): it
-    is merged three-way by key. If only one side changed them, the merge takes that side's rows as they are."""
-    return obj.keyed and all(obj.data_changed.values())
-
-
-def _keyed_data_changes(versions: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, dict[str, bool]]:
-    """For each primary-key table live at the base and on both sides: whether each side's files (segments and
-    delete files) differ from the base's. Only the files say whether a side changed the rows; the operations on a
-    side since the base may be replays of either side, settled resolutions or changes undone since."""
+def _keyed_files(versions: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
+    """The file ids, per side, of each primary-key table live at the base and on both sides."""
     keyed = [
         object_id for object_id, base in versions["base"].items()
         if base.kind == ObjectKind.TABLE and not base.dropped
@@ -693,62 +371,44 @@ def _keyed_data_changes(versions: dict, chains: dict[str, Chain]) -> dict[uuid.U
     if not keyed:
         return {}
     files = {side: tables_files(chain, table_ids=keyed) for side, chain in chains.items()}
-    ids = {side: {k: set(f.get(k, NO_FILES).by_id()) for k in keyed} for side, f in files.items()}
-    return {k: {side: ids[side][k] != ids["base"][k] for side in ("source", "target")} for k in keyed}
+    return {k: {side: frozenset(f.get(k, NO_FILES).by_id()) for side, f in files.items()} for k in keyed}
 
 
 def _keyed_live(version: Version | None) -> bool:
     return version is not None and not version.dropped and bool(version.state.get("primary_key"))
 
 
-def _decide_pairs(obj: ObjectDiff) -> None:
-    table = rules.RULE_TABLES[obj.kind]
-    facts = Facts(key_mode=obj.key_mode, keyed=obj.keyed, keys=obj.keys, reverting=obj.reverting)
-    if obj.kind == ObjectKind.TABLE and obj.target is not None:
-        facts.dest_columns = {column["id"]: column for column in obj.target.state["columns"]}
-        facts.src_wrote_data = any(
-            op.op in WRITES_DATA and op.details.get("segments_added") for op in obj.source_operations
-        )
-        facts.src_changed_rows = any(op.op in ROW_CHANGES for op in obj.source_operations)
-    for i, src_op in enumerate(obj.source_operations):
-        for j, dest_op in enumerate(obj.target_operations):
-            cell, decided = rules.verdict(table, src_op, dest_op, facts)
-            obj.pairs.append(Pair(i, j, cell, decided))
+def _rewritten_files(src_ops: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
+    """The source's and target's file ids of each table whose source operations rewrote rows by position."""
+    wanted = [table_id for table_id, ops in src_ops.items() if any(op.op in rules.REWRITES for op in ops)]
+    if not wanted:
+        return {}
+    live = {side: tables_files(chains[side], table_ids=wanted) for side in ("source", "target")}
+    return {t: {side: frozenset(live[side].get(t, NO_FILES).by_id()) for side in live} for t in wanted}
 
 
-def _merge_state(obj: ObjectDiff) -> None:
-    base, src, dest = obj.base.state, obj.source.state, obj.target.state
-    if obj.kind == ObjectKind.DATABASE:
-        obj.merged_state = states.database_state_merge(base, src, dest)
-        return
-    merged = states.table_state_merge(base, src, dest)
-    duplicates = states.duplicate_column_names(merged["columns"])
-    if duplicates:
-        obj.issues.append(
-            Verdict(CONFLICT, "A6", f"After the merge two columns would be named {duplicates[0]!r}; rename one.")
-        )
-    if obj.change == "changed_in_both":
-        written = {side: _segments_written(ops) for side, ops in (("source", obj.source_operations),
-                                                                  ("target", obj.target_operations))}  # fmt: skip
-
-        def nulls(side: str) -> set[int]:
-            stats = DataFile.objects.filter(id__in=written[side]).values_list("stats", flat=True)
-            return {
-                c["id"] for c in merged["columns"] for s in stats if (s or {}).get(str(c["id"]), {}).get("nulls", 1)
-            }
-
-        wrote = {side: bool(ids) for side, ids in written.items()}
-        for problem in states.table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
-            obj.issues.append(Verdict(CONFLICT, "4.0", problem))
-    obj.merged_state = merged
+def _dropped_children(versions: dict, object_ids: set, chains: dict[str, Chain]) -> dict[uuid.UUID, list]:
+    """The target's live objects (id, name) in each database the source dropped and the target still has."""
+    dropped = [
+        object_id for object_id in object_ids
+        if (src := versions["source"].get(object_id)) is not None and src.dropped and src.kind == ObjectKind.DATABASE
+        and (dest := versions["target"].get(object_id)) is not None and not dest.dropped
+    ]  # fmt: skip
+    answer = {}
+    for database_id in dropped:
+        children = ObjectVersion.objects.filter(catalog_id=chains["target"].commit.catalog_id, parent_id=database_id)
+        live = newest_on_chain(children, chains["target"], key="object_id").filter(dropped=False)
+        answer[database_id] = list(live.values_list("object_id", "name"))
+    return answer
 
 
-def _may_be_null(stats: dict | None, column_id: int) -> bool:
-    return bool((stats or {}).get(str(column_id), {}).get("nulls", 1))
-
-
-def _segments_written(operations: list[Op]) -> list[str]:
-    return [segment for op in operations if op.op in WRITES_DATA for segment in op.details.get("segments_added", [])]
+def _written_stats(src_ops: dict, dest_ops: dict) -> dict[str, dict]:
+    """The column statistics of the segments both sides' operations wrote, for tables both changed."""
+    both = set(src_ops) & set(dest_ops)
+    segments = {s for side in (src_ops, dest_ops) for t in both for s in segments_written(side[t])}
+    if not segments:
+        return {}
+    return {str(i): stats for i, stats in DataFile.objects.filter(id__any=segments).values_list("id", "stats")}
 
 
 @gc_paused()

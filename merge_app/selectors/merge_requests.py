@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from catalog_app.models import Catalog, ObjectKind
 from catalog_app.selectors.access import branch_protection
 from catalog_app.selectors.refs import branch_heads
+from checks_app.selectors import ChecksVerdict, check_run_dict, checks_verdict, runs_of_merge, statuses_of
 from lakeui.errors import NotFoundError
 from merge_app.models import MergeRequest, MergeRequestEvent, MergeRequestReview
 
@@ -127,6 +128,7 @@ class MergeRequestStatus:
     changes_requested_by: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     unresolved_conflicts: list[str] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # SQL checks' runs on the heads, external statuses
     blockers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -144,6 +146,8 @@ BLOCKERS = {
     "changes_requested": (409, "Changes were requested by {users}; they must approve first."),
     "approvals_missing": (403, "The target {target!r} needs {required} approval(s); the request has {count}."),
     "unresolved_conflicts": (409, "The merge has unresolved conflicts in {names}; resolve them in the request."),
+    "checks_failed": (409, "Check(s) failed on the current heads: {names}."),
+    "checks_pending": (409, "Required check(s) have not succeeded on the source head yet: {names}."),
 }
 
 
@@ -206,4 +210,21 @@ def merge_request_status(merge_request: MergeRequest, heads: dict[str, str | Non
         )  # fmt: skip
     if unresolved:
         blockers.append(_blocker("unresolved_conflicts", names=", ".join(unresolved)))
+    verdict = merge_request_checks(merge_request, heads, required=protection.required_checks if protection else [])
+    status.checks.extend(check_run_dict(run) for run in verdict.runs)
+    if verdict.failed:
+        blockers.append(_blocker("checks_failed", names=", ".join(verdict.failed)))
+    if verdict.pending:
+        blockers.append(_blocker("checks_pending", names=", ".join(verdict.pending)))
     return status
+
+
+def merge_request_checks(merge_request: MergeRequest, heads: dict[str, str | None], *, required: list[str]
+                         ) -> ChecksVerdict:  # fmt: skip
+    """The checks of a request on these heads: each SQL check's newest run on the merge of the two heads (made by
+    the request's plan), and the external statuses posted for the source head, those `required` judged."""
+    if heads["source"] is None or heads["target"] is None:
+        return checks_verdict(runs=[])
+    runs = runs_of_merge(catalog=merge_request.catalog, source_head=heads["source"], target_head=heads["target"])
+    statuses = statuses_of(catalog=merge_request.catalog, commit=heads["source"])
+    return checks_verdict(runs=runs, statuses=statuses, required=required)

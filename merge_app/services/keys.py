@@ -161,8 +161,11 @@ def key_runs(spark, diff) -> dict:
         )  # fmt: skip
         result, only = compare(
             spark, sides, row_granularity=state["properties"].get(GRANULARITY) == "row",
+            # A restore is recorded as an overwrite of the table's files, but it is a change of state like any
+            # other (docs/merge-semantics.md#restore): only a load's overwrite discards the source's changes.
             target_overwrites=[
-                overwritten_partitions(op, obj.object_id) for op in obj.target_operations if op.op == "overwrite"
+                overwritten_partitions(op, obj.object_id) for op in obj.target_operations
+                if op.op == "overwrite" and not op.details.get("restore")
             ],
         )  # fmt: skip
         KeyComparison.objects.update_or_create(

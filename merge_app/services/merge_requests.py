@@ -20,6 +20,8 @@ from django.utils import timezone
 
 from catalog_app.models import Catalog
 from catalog_app.services.commits import catalog_lock
+from checks_app.models import CheckRun
+from checks_app.services.checks import status_post
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_by_id
@@ -29,7 +31,7 @@ from merge_app.rules import CHOICES
 from merge_app.selectors.graph import CommitGraph
 from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
 from merge_app.services.events import merge_request_event_emit
-from merge_app.services.merges import merge_submit
+from merge_app.services.merges import checks_override, merge_submit
 
 PLAN_JOB = "merge_request_plan"
 PLAN_RETRY_AFTER = timedelta(seconds=60)
@@ -388,9 +390,14 @@ def merge_request_update(
     return merge_request
 
 
-def merge_request_merge(*, merge_request: MergeRequest, user: AbstractBaseUser) -> Job:
+def merge_request_merge(
+    *, merge_request: MergeRequest, user: AbstractBaseUser, override_checks: str | None = None
+) -> Job:
     """Check that nothing stands in the way and queue the merge (202). Refused with the first blocker's code (409,
-    or 403 `approvals_missing`), all blockers in the details; a stale request gets a new plan on the way."""
+    or 403 `approvals_missing`), all blockers in the details; a stale request gets a new plan on the way. An admin
+    may override failed checks with a reason (`override_checks`), which the audit log keeps."""
+    if override_checks is not None:
+        checks_override(catalog=merge_request.catalog, user=user, reason=override_checks)
     merge_request = merge_request_refresh(merge_request=merge_request, user=user)  # commits on its own
     with transaction.atomic():
         merge_request = _locked(merge_request)
@@ -398,10 +405,12 @@ def merge_request_merge(*, merge_request: MergeRequest, user: AbstractBaseUser) 
             raise ConflictError("merge_in_progress", "The request's merge is already queued or running.",
                                 details={"job": str(merge_request.merge_job_id)})  # fmt: skip
         status = merge_request_status(merge_request)
-        if status.blockers:
-            first = status.blockers[0]
+        overridden = {"checks_failed"} if override_checks is not None else set()
+        blockers = [blocker for blocker in status.blockers if blocker["code"] not in overridden]
+        if blockers:
+            first = blockers[0]
             raise ApplicationError(first["code"], first["message"], status=first["status"],
-                                   details={"blockers": status.blockers})  # fmt: skip
+                                   details={"blockers": blockers})  # fmt: skip
         resolution = resolution_of(merge_request)
         audit = {
             "resolution_choices": merge_request.resolutions.get("chosen", []),
@@ -414,7 +423,7 @@ def merge_request_merge(*, merge_request: MergeRequest, user: AbstractBaseUser) 
         job = merge_submit(
             catalog=merge_request.catalog, source=merge_request.source, target=merge_request.target, user=user,
             expected_heads=merge_request.plan_heads, via_merge_request=merge_request.id, resolution=resolution,
-            audit=audit,
+            audit=audit, override_checks=override_checks,
         )  # fmt: skip
         merge_request.merge_job = job
         merge_request.save(update_fields=["merge_job", "updated_at"])
@@ -426,6 +435,7 @@ def merge_request_merged(*, merge_request_id: int, merge: Merge) -> None:
     """Runs inside the merge's transaction (branch_merge's `on_merged`): the request and its merge commit
     together."""
     merge_request = MergeRequest.objects.select_for_update().get(id=merge_request_id)
+    _recheck(merge_request, merge)
     merge_request.state, merge_request.merge, merge_request.merged_at = (
         MergeRequest.State.MERGED, merge, timezone.now()
     )  # fmt: skip
@@ -433,3 +443,32 @@ def merge_request_merged(*, merge_request_id: int, merge: Merge) -> None:
     merge_request.save()
     _event(merge_request, "merged", merge.requested_by, merge=str(merge.id), commit=merge.commit_id,
            status=merge.status)  # fmt: skip
+
+
+def _recheck(merge_request: MergeRequest, merge: Merge) -> None:
+    """On the worker, against the heads it commits: the approvals, requests for changes and required external
+    checks as they are now (an approval dismissed or a status turned to failure since the merge was queued stops
+    it; the SQL checks ran on this very result). Raises the first blocker; the merge's transaction rolls back."""
+    heads = {"source": merge.source_head, "target": merge.target_head}
+    status = merge_request_status(merge_request, heads)
+    wanted = {"changes_requested", "approvals_missing", "checks_pending"}
+    if merge.log.get("checks_overridden") is None:
+        wanted.add("checks_failed")
+    for blocker in status.blockers:
+        if blocker["code"] in wanted:
+            raise ApplicationError(blocker["code"], blocker["message"], status=blocker["status"])
+
+
+def merge_request_status_post(
+    *, merge_request: MergeRequest, user: AbstractBaseUser, name: str, state: str, url: str = "",
+    description: str = "", head: str | None = None,
+) -> CheckRun:  # fmt: skip
+    """An external check's status for the request's source head (as a CI system reports a commit status). `head`,
+    when given, must be the source head (or a prefix of it): a status for an older head is a 409 `branch_moved`."""
+    source = merge_request_heads(merge_request)["source"]
+    if source is None:
+        raise ConflictError("branch_missing", f"The source branch {merge_request.source!r} no longer exists.")
+    if head is not None and not source.startswith(head):
+        raise ConflictError("branch_moved", f"The source head is {source}, not {head}.", details={"head": source})
+    return status_post(catalog=merge_request.catalog, commit=source, name=name, state=state, url=url,
+                       description=description, user=user)  # fmt: skip

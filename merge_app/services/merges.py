@@ -27,13 +27,16 @@ from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import Column, file_in_partitions
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
-from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, SchemaVersion
+from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, Role, SchemaVersion
+from catalog_app.selectors.access import catalog_with_role, role_at_least
 from catalog_app.selectors.objects import schema_histories
 from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import NO_FILES, tables_files
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached
+from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached, commit_publish
 from catalog_app.spark import spark_session
+from checks_app.selectors import check_run_dict, checks_guarding, checks_verdict
+from checks_app.services.checks import checks_error, checks_run
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create, job_run_sync
@@ -168,9 +171,11 @@ def merge_submit(
     resolution: dict | None = None,
     via_merge_request: int | None = None,
     audit: dict[str, Any] | None = None,
+    override_checks: str | None = None,
 ) -> Job:
     """Check what needs no worker and queue the merge job. A merge into a protected branch is refused here (403
-    `branch_protected`) unless it is a merge request's (`via_merge_request`); dry runs write nothing and pass."""
+    `branch_protected`) unless it is a merge request's (`via_merge_request`); dry runs write nothing and pass.
+    `override_checks` (a reason; admins only) lets the merge through failed checks, logged with the reason."""
     src = ref_resolve(catalog=catalog, ref=source)
     dest = ref_resolve(catalog=catalog, ref=target)
     if dest.kind != "branch":
@@ -188,7 +193,19 @@ def merge_submit(
         params["merge_request"] = via_merge_request
     if audit:
         params["audit"] = audit
+    if override_checks is not None:
+        params["override_checks"] = checks_override(catalog=catalog, user=user, reason=override_checks)
     return job_create(kind=MERGE_JOB, params=params, requested_by=user)
+
+
+def checks_override(*, catalog: Catalog, user: AbstractBaseUser | None, reason: object) -> dict[str, str]:
+    """An admin's override of failed checks, with the reason the audit log keeps."""
+    if user is None or not role_at_least(catalog_with_role(user=user, name=catalog.name)[1], Role.ADMIN):
+        raise ApplicationError("role_required", "Only an admin of the catalog may override failed checks.", status=403)
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 1000:
+        raise ApplicationError("invalid_input", "An override of failed checks needs a reason (1 to 1000 characters).",
+                               details={"field": "override_checks"})  # fmt: skip
+    return {"reason": reason.strip(), "by": user.username}
 
 
 def branch_merge(
@@ -204,6 +221,7 @@ def branch_merge(
     via_merge_request: int | None = None,
     audit: dict[str, Any] | None = None,
     on_merged: Callable[[Merge], None] | None = None,
+    override: dict[str, str] | None = None,
 ) -> Merge:
     """Merge `source` (any ref) into the branch `target`. Raises ConflictError `merge_conflict` (logged) when the
     rule tables refuse it and the resolution does not settle it.
@@ -215,26 +233,47 @@ def branch_merge(
     started = time.monotonic()
     extra = dict(audit or {})
     refs = {"catalog": catalog, "source": source, "target": target, "resolution": resolution}
+    guards = checks_guarding(catalog=catalog, branch=target)
     if dry_run:
-        diff = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True).diff
+        plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
+        diff = plan.diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
+        if guards and diff.mergeable and not diff.up_to_date:  # what the checks would say of this merge's result
+            writer = MergeWriter(diff, key_runs=plan.key_runs)
+            writer.prepare()
+            _checked(diff, writer, guards, user=user, job=job, extra=extra, override=None, dry_run=True)
         return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
     # Everything that reads or writes data runs before the commit lock is taken: the plan (with the key comparison
-    # of primary-key tables, kept even if the merge is refused) and the files the merge writes. Under the lock the
-    # merge only checks that both heads are still the planned ones and commits; if one moved, it plans again.
+    # of primary-key tables, kept even if the merge is refused), the files the merge writes and, when checks guard
+    # the target, the merge's result committed where no branch points and judged by them (write-audit-publish).
+    # Under the lock the merge only checks that both heads are still the planned ones and commits (or moves the
+    # target to the judged result); if one moved, it plans again.
     for _ in range(PLANS):
         plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
-        planned, writer = plan.diff, None
+        planned, writer, result = plan.diff, None, None
         if planned.mergeable and not planned.up_to_date:
             writer = MergeWriter(planned, key_runs=plan.key_runs)
             writer.prepare()
+            if guards:
+                result = _checked(
+                    planned, writer, guards, user=user, job=job, extra=extra, override=override, dry_run=False
+                )
         try:
             with transaction.atomic():
-                draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
+                if result is None:
+                    draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
+                    target_head = draft.parent.id
+                else:
+                    published = commit_publish(catalog=catalog, branch=target, commit=result, job=job,
+                                               via_merge_request=via_merge_request)  # fmt: skip
+                    target_head = planned.target_head.id if published else None
                 src = ref_resolve(catalog=catalog, ref=source)
-                if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
+                if (src.commit.id, target_head) != (planned.source_head.id, planned.target_head.id):
                     raise _Moved
-                merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
+                if result is None:
+                    merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
+                else:
+                    merge = _merged(planned, writer, result, user=user, job=job, extra=extra, started=started)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
@@ -255,7 +294,12 @@ def merge_commit(
         raise MergeRefused(diff)
     if diff.up_to_date:
         return merge_log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
-    decided = time.monotonic()
+    commit = _merge_write(diff, writer, draft, user=user, job=job, extra=extra)
+    return _merged(diff, writer, commit, user=user, job=job, extra=extra, started=started)
+
+
+def _merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, user, job, extra) -> Commit:
+    """Stage the planned merge on `draft` and commit it."""
     writer.apply(draft)
     chooser = user.username if user is not None and user.is_authenticated else None
     writer.log["resolutions"] = [
@@ -267,12 +311,45 @@ def merge_commit(
         verb = "Revert" if diff.explicit.kind == REVERT else "Cherry-pick"
         message = f"{verb} {diff.explicit.commit.id[:12]}: {diff.explicit.commit.message}"[:500]
         merge_parent = None
-    commit = draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
-    timings = {"decide_ms": _ms(decided - started), **_since(started)}
+    return draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
+
+
+def _merged(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
+    """Log a merge whose commit is on the target, and tell listeners."""
     merge = merge_log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
-                      log={**writer.log, **extra}, timings=timings)  # fmt: skip
+                      log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
     merge_event_emit(merge)
     return merge
+
+
+def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job, extra, override, dry_run) -> Commit:
+    """The merge's result committed where no branch points (after the target head, with the source head as second
+    parent) and judged by the checks guarding the target (docs/merge-semantics.md#merge-checks); the runs go into
+    the audit log (`extra`). Refused with 409 `checks_failed` (logged, nothing merged) when a check that is not
+    advisory fails, unless an admin overrides it with a reason (`override`: reason and by, logged)."""
+    with transaction.atomic():
+        draft = commit_begin_detached(catalog=diff.catalog, parent=diff.target_head)
+        result = _merge_write(diff, writer, draft, user=user, job=None, extra=extra)
+    runs = checks_run(spark_session(), catalog=diff.catalog, checks=guards, commit=result,
+                      source_head=diff.source_head.id, target_head=diff.target_head.id, job=job, user=user)  # fmt: skip
+    verdict = checks_verdict(runs=runs)
+    extra["checks"] = [check_run_dict(run) for run in runs]
+    extra["checked_result"] = result.id
+    if verdict.failed and override:
+        extra["checks_overridden"] = {**override, "checks": verdict.failed}
+    elif verdict.failed and not dry_run:
+        raise checks_failed_error(
+            merge_log(diff, status=Merge.Status.CHECKS_FAILED, user=user, job=job, log={**writer.log, **extra})
+        )
+    return result
+
+
+def checks_failed_error(merge: Merge) -> ConflictError:
+    """The refusal of a merge logged as `checks_failed` (again, for a job delivered twice)."""
+    runs = merge.log.get("checks", [])
+    failed = [run["name"] for run in runs if not run["advisory"] and run["state"] in ("failure", "error")]
+    details = {"merge": str(merge.id), "result": merge.log.get("checked_result")}
+    return checks_error(failed=failed, pending=[], runs=runs, target=merge.target, details=details)
 
 
 def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict[str, Any]:

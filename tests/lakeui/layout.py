@@ -14,19 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("lakeui", "catalog_app", "merge_app", "hooks_app", "frontend")
+PACKAGES = ("lakeui", "catalog_app", "checks_app", "merge_app", "hooks_app", "frontend")
 # What each package may import of the others: lakeui (settings, API plumbing, jobs) is the bottom, the UI the top.
 MAY_IMPORT = {
     "lakeui": set(),
     "catalog_app": {"lakeui"},
-    "merge_app": {"lakeui", "catalog_app"},
+    # merge checks judge a commit; the merge (above them) materialises its result and asks them
+    "checks_app": {"lakeui", "catalog_app"},
+    "merge_app": {"lakeui", "catalog_app", "checks_app"},
     # webhooks sit beside merge_app: what happens below reaches them through lakeui/events.py, not an import
     "hooks_app": {"lakeui", "catalog_app"},
-    "frontend": {"lakeui", "catalog_app", "merge_app", "hooks_app"},
+    "frontend": {"lakeui", "catalog_app", "checks_app", "merge_app", "hooks_app"},
 }
 SPARK_ALLOWED = ("catalog_app.engine", "catalog_app.spark")  # the engine, and the module that builds the session
 ENGINE = "catalog_app.engine"
 ENGINE_FORBIDDEN = ("django", "rest_framework", "celery", "kombu")  # the engine is Django-free: plain values only
+# The merge planner and the rules it decides by are pure as the engine is: plain values in, a plan out.
+PURE = (ENGINE, "merge_app.planner", "merge_app.rules", "merge_app.semantics", "merge_app.states")
 # Interfaces: they take a request (views, APIs) or a job's params (job kinds, the task), call services and
 # selectors, and shape the answer; they run no ORM query of their own.
 INTERFACE_MODULES = (
@@ -39,6 +43,8 @@ INTERFACE_MODULES = (
     "merge_app.job_kinds",
     "hooks_app.apis",
     "hooks_app.tasks",
+    "checks_app.apis",
+    "checks_app.job_kinds",
 )
 # QuerySet and related-manager methods: `<related manager>.<one of these>(...)` is a query. Left out: the names a
 # dict or a set also has (`values`, `update`, `add`, ...), so that `files.deltas.values()` on a dict is not one;
@@ -238,20 +244,21 @@ def _reaches(graph: Mapping[str, Mapping[str, int]], start: str, wanted: tuple[s
     return None
 
 
+def _pure(name: str) -> bool:
+    return any(name == pure or name.startswith(pure + ".") for pure in PURE)
+
+
 def _engine(modules, graph) -> Iterator[Violation]:
-    """The engine imports no Django (nor DRF, Celery), directly or through a project module it imports."""
+    """The engine and the merge planner import no Django (nor DRF, Celery), directly or through a project module
+    they import."""
     for name, imports in graph.items():
-        if not (name == ENGINE or name.startswith(ENGINE + ".")):
+        if not _pure(name):
             continue
         for imported, line in imports.items():
             if imported in ENGINE_FORBIDDEN:
-                yield Violation("engine_not_django_free", name, line, f"the engine imports {imported}")
-            elif (
-                imported in graph
-                and not imported.startswith(ENGINE)
-                and (path := _reaches(graph, imported, ENGINE_FORBIDDEN))
-            ):
-                yield Violation("engine_not_django_free", name, line, "the engine imports " + " -> ".join(path))
+                yield Violation("engine_not_django_free", name, line, f"{name} imports {imported}")
+            elif imported in graph and not _pure(imported) and (path := _reaches(graph, imported, ENGINE_FORBIDDEN)):
+                yield Violation("engine_not_django_free", name, line, f"{name} imports " + " -> ".join(path))
 
 
 def _is_layer(name: str, layer: str) -> bool:

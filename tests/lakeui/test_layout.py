@@ -137,6 +137,11 @@ BREAKS = {
         "from catalog_app.models import Catalog\n",
         "engine_not_django_free",
     ),
+    "the ORM reached by the merge planner": (
+        "merge_app/planner.py",
+        "from catalog_app.models import Catalog\n",
+        "engine_not_django_free",
+    ),
     "a selector importing a service": (
         "merge_app/selectors.py",
         "from catalog_app.services import catalog_get\n",

@@ -6,7 +6,9 @@ refused a clean merge when merges replayed positional operations."""
 import pytest
 
 from catalog_app.services.refs import branch_create
-from tests.support.catalogs import make_catalog, make_table
+from lakeui.errors import ConflictError
+from merge_app.services.restores import branch_restore
+from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change, merge
 
@@ -86,3 +88,22 @@ def test_a_branch_synced_from_main_merges_back(spark):
                 (10, 3, "b1"), (11, 2, "main")]  # fmt: skip
     assert keys_once(rows(spark, catalog, "main")) == expected
     assert rows(spark, catalog, "b1") == expected
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_restored_key_conflicts_with_the_other_sides_change(spark, mode):
+    """Found by the keyed model (seed 31): a restore of the table to an earlier commit brings back a key's older
+    value; the source's own change of that key since the base is then a conflict, as any two changes are."""
+    catalog = make_catalog()
+    make_table(catalog, table="k", primary_key=["id"], properties={"write.mode": mode})
+    upsert(catalog, "main", 10, amount=2)
+    point = head(catalog)
+    change(catalog, "table_update", {"set": {"amount": "amount + 1"}, "where": "id = 10"}, table="k")
+    branch_create(catalog=catalog, name="b1", source="main")
+    branch_restore(catalog=catalog, branch="main", point=point, database="sales", table="k")
+    assert rows(spark, catalog, "main") == [(10, 2, "main")]
+    upsert(catalog, "b1", 10, amount=1)
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, source="b1", target="main")
+    assert refused.value.code == "merge_conflict"
+    assert rows(spark, catalog, "main") == [(10, 2, "main")]

@@ -7,7 +7,8 @@ reach, and each key takes the side that changed it since the base; both changed 
 updated it: cell by cell, unless both set one column to different values; one deleted what the other updated, or
 both inserted one key with different rows: a conflict. A merge with conflicts must be refused (and then is retried
 with `source_wins` or `target_wins` most times, as a user would); one without must go through, and the target's
-rows must then be the model's, every key once. Beside the keyed table a table without a key takes appends only
+rows must then be the model's, every key once. Restores of the keyed table to an earlier commit of its branch are
+changes of its rows like any other. Beside the keyed table a table without a key takes appends only
 (merged as the union of both sides' rows). Criss-cross histories merge from a virtual base (the merge bases
 merged first, as git's recursive strategy does); bases that conflict with each other refuse the merge.
 
@@ -28,6 +29,7 @@ from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick
+from merge_app.services.restores import branch_restore
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change
@@ -187,8 +189,20 @@ class Run:
         branch = self.random.choice(branches)
         live = sorted(self.model.heads[branch].rows)
         choice = self.random.choices(
-            ["branch", "upsert", "update", "delete", "append", "log", "compaction", "merge", "pick", "revert"],
-            weights=[10 if missing else 0, 22, 10, 8, 4, 4, 4, 38, PICKS, PICKS],
+            [
+                "branch",
+                "upsert",
+                "update",
+                "delete",
+                "append",
+                "log",
+                "compaction",
+                "restore",
+                "merge",
+                "pick",
+                "revert",
+            ],
+            weights=[10 if missing else 0, 22, 10, 8, 4, 4, 4, 4, 38, PICKS, PICKS],
         )[0]
         if choice in ("update", "delete") and not live:
             choice = "upsert"
@@ -312,6 +326,23 @@ class Run:
         change(self.catalog, "table_compact", {}, branch=branch, table="k")
         if head(self.catalog, branch) != before:  # nothing to compact commits nothing
             self.model.commit(branch)
+
+    def do_restore(self, branch, live, branches, missing) -> None:
+        """RESTORE TABLE k of the branch to one of its earlier commits (its files as they were there): a change of
+        the table's rows like any other, which later merges compare by state."""
+        earlier = [c for c in ancestors(self.model.heads[branch]).values() if c.id in self.real]
+        point = self.random.choice(sorted(earlier, key=lambda c: c.id))
+        self.log[-1] = f"restore k on {branch} to {point.id} ({self.real[point.id][:8]})"
+        restore = branch_restore(catalog=self.catalog, branch=branch, point=self.real[point.id], database="sales",
+                                 table="k")  # fmt: skip
+        if restore.commit_id is not None:
+            self.model.commit(branch, rows=point.rows)
+        else:
+            assert point.rows == self.model.heads[branch].rows, self.failure(
+                "a restore that changed rows committed nothing"
+            )
+        self.count("restored" if restore.commit_id else "restore_unchanged")
+        self.check(branch)
 
     def do_merge(self, branch, live, branches, missing) -> None:
         """A merge between two random branches (any history, criss-cross too); a refused

@@ -1,0 +1,434 @@
+"""The merge planner (docs/merge-semantics.md): given what storage holds of the three sides, decide the merge.
+
+Pure: plain values in, plain values out; no ORM, no Spark. `merge_app/selectors/diff.py` reads the inputs (the
+graph finds the base, each side's operations since it, the objects' versions, the files where they matter) into a
+`PlanInputs`, and `plan_objects` decides every object: its change, the verdict of every source x target operation
+pair with the rule cell that decided it (`rules.py`), the conflicts of the object as a whole (names, new objects,
+emptied databases, positional replays onto segments the target lacks), a primary-key table's key comparison (4.4)
+and the resolution that settles what it can, and the merged state. The writer (`services/merges.py`) applies the
+plan; a plan is made again from the same inputs, with no read, once the key comparisons are known.
+"""
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from lakeui.errors import ApplicationError
+from merge_app import rules, semantics, states
+from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
+
+DATABASE, TABLE, VIEW = "database", "table", "view"  # the object kinds of catalog_app's models
+MERGED_KINDS = (DATABASE, TABLE)
+KIND_ORDER = {DATABASE: 0, TABLE: 1}
+WRITES_DATA = frozenset({"insert", "update", "overwrite"})
+ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
+NOT_MERGED = "not_merged"
+KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
+SIDES = ("base", "source", "target")
+
+
+@dataclass(frozen=True)
+class Version:
+    """An object's version as the diff reads it: the ObjectVersion row's fields, read as plain values (a diff of
+    many objects reads tens of thousands; model instances cost most of its time)."""
+
+    id: int
+    catalog_id: uuid.UUID
+    object_id: uuid.UUID
+    kind: str
+    parent_id: uuid.UUID | None
+    name: str
+    seq: int
+    dropped: bool
+    state: dict[str, Any]
+
+
+VERSION_FIELDS = tuple(f.name for f in fields(Version))
+
+
+@dataclass(frozen=True)
+class Pair:
+    source: int  # index into the object's source operations
+    target: int
+    cell: str
+    decided: Verdict
+    resolved: str | None = None  # the resolution that settles this conflict
+
+
+@dataclass
+class ObjectDiff:
+    kind: str
+    object_id: uuid.UUID
+    name: str  # `db` or `db.table`, as the source has it (the target's name if the source has none)
+    change: str  # added_in_source | added_in_target | changed_in_source | changed_in_target | changed_in_both
+    base: Version | None
+    source: Version | None
+    target: Version | None
+    source_operations: list[Op] = field(default_factory=list)
+    target_operations: list[Op] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    issues: list[Verdict] = field(default_factory=list)  # conflicts of the object as a whole (4.1, names)
+    data_issues: list[Verdict] = field(default_factory=list)  # of its data as a whole: a data resolution settles them
+    merged_state: dict[str, Any] | None = None
+    keyed: bool = False  # a primary-key table: its rows merge as states, by key, never by position (4.4)
+    data_changed: dict[str, bool] | None = None  # keyed: whether each side's files differ from the base's
+    key_mode: bool = False  # a primary-key table whose rows both sides changed: merged by key (4.4)
+    keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
+    resolution: str | None = None  # a whole-table resolution that settles its conflicts
+    source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
+    reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
+
+    @property
+    def rule_table(self) -> str | None:
+        return self.kind if self.kind in MERGED_KINDS and self.change == "changed_in_both" else None
+
+    @property
+    def conflicts(self) -> list[Verdict]:
+        unresolved = [p.decided for p in self.pairs if p.decided.verdict == CONFLICT and p.resolved is None]
+        issues = [issue for issue in self.issues if issue.verdict != PENDING]
+        return [*issues, *(self.data_issues if self.resolution is None else []), *unresolved]
+
+    @property
+    def pending(self) -> bool:
+        return any(decided.verdict == PENDING for decided in [*self.issues, *(p.decided for p in self.pairs)])
+
+    @property
+    def discarded(self) -> list[Pair]:
+        return [pair for pair in self.pairs if pair.decided.verdict == DISCARDED]
+
+    @property
+    def verdict(self) -> str:
+        if self.kind not in MERGED_KINDS:
+            return NOT_MERGED
+        if self.conflicts:
+            return CONFLICT
+        if self.pending:
+            return PENDING
+        return DISCARDED if self.discarded else OK
+
+    @property
+    def merges(self) -> bool:
+        """Whether the merge writes anything for this object."""
+        return self.kind in MERGED_KINDS and self.change in ("added_in_source", "changed_in_source", "changed_in_both")
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What the planner decides from, as `merge_app/selectors/diff.py` read it for two heads and their base."""
+
+    versions: Mapping[str, Mapping[uuid.UUID, Version]]  # per side (SIDES): the newest version of each object read
+    source_operations: Mapping[uuid.UUID, list[Op]]  # each side's changes since the base, per object, in order
+    target_operations: Mapping[uuid.UUID, list[Op]]
+    object_ids: frozenset[uuid.UUID]  # the objects to compare: those either side changed
+    keyed_changes: Mapping[uuid.UUID, Mapping[str, bool]]  # primary-key tables: whether each side's files differ
+    taken: Mapping[tuple, uuid.UUID]  # the target's live names the source's objects have: namespace -> id
+    live_files: Mapping[uuid.UUID, Mapping[str, frozenset[str]]]  # tables the source rewrote by position: file ids
+    target_children: Mapping[uuid.UUID, list[tuple[uuid.UUID, str]]]  # databases the source dropped: target's
+    segment_stats: Mapping[str, dict]  # column statistics of the segments either side wrote (NOT NULL checks)
+    reverting: bool = False  # the source's operations undo a commit's (a revert)
+
+
+def keyed_changes(files: Mapping[uuid.UUID, Mapping[str, frozenset[str]]]) -> dict[uuid.UUID, dict[str, bool]]:
+    """For each primary-key table live at the base and on both sides (its file ids per side): whether each side's
+    files (segments and delete files) differ from the base's. Only the files say whether a side changed the rows;
+    the operations on a side since the base may be replays of either side, settled resolutions or changes undone
+    since."""
+    return {k: {side: ids[side] != ids["base"] for side in ("source", "target")} for k, ids in files.items()}
+
+
+def key_merged(inputs: PlanInputs) -> list[uuid.UUID]:
+    """The primary-key tables the plan merges by key (both sides changed their rows): those that need a key
+    comparison."""
+    return [
+        table_id for table_id, changed in inputs.keyed_changes.items()
+        if table_id in inputs.object_ids and all(changed.values()) and inputs.versions["base"].get(table_id)
+    ]  # fmt: skip
+
+
+def plan_objects(
+    inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]
+) -> list[ObjectDiff]:
+    """Every object either side changed, decided, in report order (databases, then tables, by name). A primary-key
+    table merged by key takes its key comparison from `compared` (table id -> counts and conflicts); without one it
+    is pending."""
+    objects = [_object_diff(inputs, object_id) for object_id in inputs.object_ids]
+    objects = [obj for obj in objects if obj is not None]
+    if not inputs.reverting:  # a revert's own check is its pairs' (rules.revert_verdict)
+        _check_segments_present(objects, inputs.live_files)
+    objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
+    for obj in objects:
+        if obj.key_mode:
+            keys_attach(obj, compared.get(obj.object_id), resolution)
+    for obj in objects:
+        pairs_resolve(obj, resolution, inputs.segment_stats)
+    return objects
+
+
+def resolution_check(resolution: dict | None) -> dict[str, Any]:
+    """`{"default": fail | source_wins | target_wins, "tables": {"db.t": choice}, "keys": {"db.t": {key_id:
+    choice}}}`; the default settles data conflicts only, a table's choice also its DDL conflicts."""
+    resolution = resolution or {}
+    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys"}:
+        raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
+    tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
+    if (
+        not isinstance(tables, dict)
+        or not isinstance(keys, dict)
+        or not all(isinstance(k, dict) for k in keys.values())
+    ):
+        raise ApplicationError(
+            "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
+        )
+    choices = [resolution.get("default", "fail"), *tables.values()]
+    choices += [choice for per_key in keys.values() for choice in per_key.values()]
+    if any(not isinstance(choice, str) or choice not in CHOICES for choice in choices):
+        raise ApplicationError("invalid_resolution", f"A resolution is one of {CHOICES}.")
+    return resolution
+
+
+def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
+    """Decide a primary-key table's data pairs from its key comparison (None: not run yet)."""
+    if result is not None:
+        chosen = semantics.choices_of(resolution, obj.name)
+        per_key = resolution.get("keys", {}).get(obj.name, {})
+        choices = semantics.key_choices(result["conflicts"], table=obj.name, per_key=per_key, **chosen)
+        unresolved = semantics.keys_unresolved(
+            listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"], **chosen
+        )
+        obj.keys = {
+            **result["counts"], "unresolved": unresolved, "choices": choices,
+            "listed": result["conflicts"][:KEYS_IN_REPORT],
+        }  # fmt: skip
+    obj.pairs = []
+    _decide_pairs(obj)
+    if not any(pair.cell == "4.4" for pair in obj.pairs):
+        # No pair of data operations shows the comparison (one side's changes of the rows are all replays of the
+        # other's, or picks of them): the table's own verdict is the comparison's.
+        decided = rules.key_verdict(obj.keys)
+        if decided.verdict != OK:
+            obj.issues.append(decided)
+
+
+def pairs_resolve(obj: ObjectDiff, resolution: dict, stats: Mapping[str, dict]) -> None:
+    """Settle the object's conflicting pairs with a whole-table resolution: the table's own choice settles any
+    conflict, the default only conflicts of data (between two data operations, or of the table's data whole)."""
+    chosen = semantics.choices_of(resolution, obj.name)
+    settled = []
+    for index, pair in enumerate(obj.pairs):
+        if pair.decided.verdict != CONFLICT or pair.decided.note == "4.4":
+            continue
+        src_op, dest_op = obj.source_operations[pair.source].op, obj.target_operations[pair.target].op
+        choice = semantics.pair_choice(src_op, dest_op, **chosen)
+        if choice is not None:
+            obj.pairs[index] = replace(pair, resolved=choice)  # Pair is frozen
+        settled.append(choice)
+    if obj.data_issues:  # conflicts of the table's data as a whole, which its choice or the default settles
+        settled.append(semantics.data_choice(**chosen))
+    obj.resolution = semantics.table_resolution(settled, **chosen)
+    if obj.resolution == SOURCE_WINS and obj.kind == TABLE and not obj.key_mode:
+        _source_wins(obj, stats)
+
+
+def _source_wins(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
+    """A table without a key settled `source_wins`: the target takes the source's version of the segments in
+    conflict and keeps its other changes (rules.source_wins_scope). A table the target dropped, or whose data the
+    target lacks (R*), is taken from the source whole."""
+    if obj.source_wins is not None or obj.target.dropped or obj.source.dropped or obj.data_issues:
+        return
+    conflicting = [(pair.source, pair.target) for pair in obj.pairs if pair.resolved == SOURCE_WINS]
+    scope = rules.source_wins_scope(obj.source_operations, obj.target_operations, conflicting)
+    if scope.mixed:
+        obj.issues.append(
+            Verdict(
+                CONFLICT, "source_wins",
+                "source_wins cannot settle this table: the target rewrote rows it inserted itself together with "
+                "the segments in conflict, so taking the source's version of those would drop them. Settle it "
+                "with target_wins, or compact less on the target.",
+            )
+        )  # fmt: skip
+        return
+    obj.source_wins = scope
+    if obj.merged_state is None:
+        _merge_state(obj, stats)
+
+
+def namespace(version: Version) -> tuple:
+    kind = TABLE if version.kind == VIEW else version.kind
+    return (kind, version.parent_id, version.name.lower())
+
+
+def _display_name(version: Version, versions: dict) -> str:
+    if version.parent_id is None:
+        return version.name
+    for side in ("source", "target", "base"):
+        parent = versions[side].get(version.parent_id)
+        if parent is not None:
+            return f"{parent.name}.{version.name}"
+    return version.name
+
+
+def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
+    versions, taken = inputs.versions, inputs.taken
+    src_ops, dest_ops = inputs.source_operations.get(object_id, []), inputs.target_operations.get(object_id, [])
+    data_changed = inputs.keyed_changes.get(object_id)
+    base, src, dest = (versions[side].get(object_id) for side in SIDES)
+    if base is None and (src is None or src.dropped) and (dest is None or dest.dropped):
+        return None  # created and dropped again on a side: nothing to compare or merge
+    changed = {"source": bool(src_ops), "target": bool(dest_ops)}
+    if data_changed is not None:  # a keyed table: a side whose rows differ from the base's changed it
+        changed = {side: changed[side] or data_changed[side] for side in changed}
+    if base is None:
+        change = "added_in_source" if src is not None and not src.dropped else "added_in_target"
+    elif changed["source"] and changed["target"]:
+        change = "changed_in_both"
+    else:
+        change = "changed_in_source" if changed["source"] else "changed_in_target"
+    shown = src if src is not None else dest
+    obj = ObjectDiff(
+        kind=shown.kind, object_id=object_id, name=_display_name(shown, versions), change=change, base=base,
+        source=src, target=dest, source_operations=src_ops, target_operations=dest_ops,
+        keyed=data_changed is not None, data_changed=data_changed, reverting=inputs.reverting,
+    )  # fmt: skip
+    if obj.kind not in MERGED_KINDS or change == "added_in_target":
+        return obj
+    if change == "added_in_source":
+        _check_new(obj, versions, taken)
+        return obj
+    if change == "changed_in_both":
+        obj.key_mode = _key_mode(obj)
+        if not obj.key_mode:
+            _decide_pairs(obj)
+    if src.dropped and obj.kind == DATABASE and dest is not None and not dest.dropped:
+        _check_emptied(obj, versions, inputs.target_children.get(object_id, []))
+    if not src.dropped:
+        _check_name(obj, taken)
+        if not obj.conflicts and not (dest is not None and dest.dropped):
+            _merge_state(obj, inputs.segment_stats)
+    return obj
+
+
+def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, frozenset]]) -> None:
+    """A source operation that changed rows of a segment by position (a delete, an update, a compaction) replays
+    only where that segment is: on the target, or written by the source itself. A segment the target's own
+    operations removed is for the rule tables (A4/A5, F*, R*). One the target never had, because a merge on one
+    side kept a table the other side had changed (`target_wins`, a discard), is a conflict here: the replay would
+    miss the rows or keep them twice. An operation none of whose files the source still has (a later overwrite
+    replaced them) has nothing left to replay. `live_files`: the source's and the target's file ids of each table
+    whose source operations rewrote rows by position."""
+    wanted: dict[uuid.UUID, ObjectDiff] = {}
+    for obj in objects:
+        if obj.kind != TABLE or not obj.merges or obj.source.dropped or obj.keyed:
+            continue
+        if any(op.op in rules.REWRITES for op in obj.source_operations):
+            wanted[obj.object_id] = obj
+    for table_id, obj in wanted.items():
+        source, target = (set(live_files[table_id][side]) for side in ("source", "target"))
+        # An operation's effect lives on in the files the source still has, or in what later rewrites (compactions,
+        # copy-on-write) made of its files; one that only removed files has its effect too.
+        lives = set(source)
+        for op in reversed(obj.source_operations):
+            if op.op in rules.REWRITES and op.added & lives:
+                lives |= op.removed
+        positional = [
+            op for op in obj.source_operations if op.op in rules.REWRITES and (op.added & lives or not op.added)
+        ]
+        addressed = set().union(*(op.touched | op.removed for op in positional))
+        addressed -= set().union(*(op.added for op in obj.source_operations))
+        addressed -= set().union(*(op.removed for op in obj.target_operations))
+        missing = addressed - target
+        if missing:
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source changed rows of segment(s) {rules.segments_named(missing)} by position, and the "
+                    "target does not have them (a merge on one side kept its own version of the table): the "
+                    "change cannot be replayed.",
+                )
+            )  # fmt: skip
+
+
+def _check_new(obj: ObjectDiff, versions: dict, taken: dict) -> None:
+    """4.1: a new object is taken over with its id, unless the target has another of its kind and name."""
+    parent = obj.source.parent_id
+    database = versions["target"].get(parent) if parent is not None else None
+    taken_by_other = semantics.taken_by_another(taken, namespace(obj.source), obj.object_id)
+    obj.issues += semantics.new_object_conflicts(
+        kind=obj.kind, name=obj.name, taken_by_other=taken_by_other,
+        parent_in_base=parent is not None and versions["base"].get(parent) is not None,
+        parent_on_target=database is not None and not database.dropped,
+    )  # fmt: skip
+    obj.merged_state = obj.source.state
+
+
+def _check_emptied(obj: ObjectDiff, versions: Mapping, children: list[tuple[uuid.UUID, str]]) -> None:
+    """A database the source dropped must not hold objects the target still has (`children`: the target's live
+    objects in it) and the source did not drop."""
+    dropped_by_source = {i for i, v in versions["source"].items() if v.dropped}
+    kept = [name for object_id, name in children if object_id not in dropped_by_source]
+    conflict = semantics.emptied_database_conflict(kept)
+    if conflict is not None:
+        obj.issues.append(conflict)
+
+
+def _check_name(obj: ObjectDiff, taken: dict) -> None:
+    taken_by_other = semantics.taken_by_another(taken, namespace(obj.source), obj.object_id)
+    conflict = semantics.rename_conflict(
+        base_name=obj.base.name, source_name=obj.source.name, taken_by_other=taken_by_other
+    )
+    if conflict is not None:
+        obj.issues.append(conflict)
+
+
+def _key_mode(obj: ObjectDiff) -> bool:
+    """A primary-key table whose rows both sides changed since the base (their files differ from the base's): it
+    is merged three-way by key. If only one side changed them, the merge takes that side's rows as they are."""
+    return obj.keyed and all(obj.data_changed.values())
+
+
+def _decide_pairs(obj: ObjectDiff) -> None:
+    table = rules.RULE_TABLES[obj.kind]
+    facts = Facts(key_mode=obj.key_mode, keyed=obj.keyed, keys=obj.keys, reverting=obj.reverting)
+    if obj.kind == TABLE and obj.target is not None:
+        facts.dest_columns = {column["id"]: column for column in obj.target.state["columns"]}
+        facts.src_wrote_data = any(
+            op.op in WRITES_DATA and op.details.get("segments_added") for op in obj.source_operations
+        )
+        facts.src_changed_rows = any(op.op in ROW_CHANGES for op in obj.source_operations)
+    for i, src_op in enumerate(obj.source_operations):
+        for j, dest_op in enumerate(obj.target_operations):
+            cell, decided = rules.verdict(table, src_op, dest_op, facts)
+            obj.pairs.append(Pair(i, j, cell, decided))
+
+
+def _merge_state(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
+    base, src, dest = obj.base.state, obj.source.state, obj.target.state
+    if obj.kind == DATABASE:
+        obj.merged_state = states.database_state_merge(base, src, dest)
+        return
+    merged = states.table_state_merge(base, src, dest)
+    duplicates = states.duplicate_column_names(merged["columns"])
+    if duplicates:
+        obj.issues.append(
+            Verdict(CONFLICT, "A6", f"After the merge two columns would be named {duplicates[0]!r}; rename one.")
+        )
+    if obj.change == "changed_in_both":
+        written = {side: segments_written(ops) for side, ops in (("source", obj.source_operations),
+                                                                  ("target", obj.target_operations))}  # fmt: skip
+
+        def nulls(side: str) -> set[int]:
+            written_stats = [stats.get(segment) for segment in written[side]]
+            return {c["id"] for c in merged["columns"] for s in written_stats if _may_be_null(s, c["id"])}
+
+        wrote = {side: bool(ids) for side, ids in written.items()}
+        for problem in states.table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
+            obj.issues.append(Verdict(CONFLICT, "4.0", problem))
+    obj.merged_state = merged
+
+
+def _may_be_null(stats: dict | None, column_id: int) -> bool:
+    return bool((stats or {}).get(str(column_id), {}).get("nulls", 1))
+
+
+def segments_written(operations: list[Op]) -> list[str]:
+    return [segment for op in operations if op.op in WRITES_DATA for segment in op.details.get("segments_added", [])]

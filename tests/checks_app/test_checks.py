@@ -1,0 +1,256 @@
+"""Merge checks on real Spark data with the real workers (docs/merge-semantics.md#merge-checks): SQL checks judge the
+merge's result before any branch points to it, block merge requests and direct merges, pass once the source is
+fixed, skip a re-run whose tables did not change; external statuses gate a protected branch; an admin override is
+logged with its reason."""
+
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from rest_framework.test import APIClient
+
+from catalog_app.models import Branch, Commit
+from catalog_app.selectors.refs import ref_resolve
+from catalog_app.services.access import catalog_role_grant, protected_branch_create
+from catalog_app.services.commits import commit_begin, commit_begin_detached, commit_publish
+from catalog_app.services.databases import database_create
+from catalog_app.services.refs import branch_create
+from checks_app.models import CheckRun
+from lakeui.jobs.models import Job
+from merge_app.models import Merge
+from tests.conftest import wait_for_job
+from tests.support.catalogs import head, make_catalog, make_table, on
+from tests.support.merges import change, insert
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
+
+NEGATIVE = "SELECT id, amount FROM sales.orders WHERE amount < 0"
+
+
+@pytest.fixture
+def clients(user):
+    """alice (admin: she creates the catalog), bob (editor), carol (approver)."""
+    answer = {}
+    for name in ("alice", "bob", "carol"):
+        person = user if name == "alice" else get_user_model().objects.create_user(name)
+        answer[name] = APIClient()
+        answer[name].force_authenticate(person)
+    return answer
+
+
+def lake(user):
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, [{"id": 1, "amount": 10, "region": "eu"}, {"id": 2, "amount": 20, "region": "us"}])
+    branch_create(catalog=catalog, name="dev", source="main")
+    for name, role in (("bob", "editor"), ("carol", "approver")):
+        catalog_role_grant(catalog=catalog, username=name, role=role, granted_by=user)
+    return catalog
+
+
+def add_check(client, catalog, expect=201, **body):
+    body = {"name": "no negative amounts", "branches": "main", "sql": NEGATIVE, **body}
+    response = client.post(f"/api/v1/catalogs/{catalog.name}/checks", body, format="json")
+    assert response.status_code == expect, response.json()
+    return response.json()
+
+
+def merged_by_api(client, catalog, **body) -> Job:
+    response = client.post(f"/api/v1/catalogs/{catalog.name}/merges", {"source": "dev", "target": "main", **body},
+                           format="json")  # fmt: skip
+    assert response.status_code == 202, response.json()
+    return wait_for_job(response.json()["id"])
+
+
+def test_check_statement_refused_at_creation(clients, user):
+    catalog = lake(user)
+    cases = [
+        ("DELETE FROM sales.orders WHERE amount < 0", "invalid_query"),
+        ("SELECT * FROM sales.missing", "table_not_found"),
+        ("SELECT * FROM sales.orders FOR VERSION AS OF '0123456789abcdef'", "invalid_query"),
+        ("SELECT reflect('java.lang.System', 'exit', 1)", "invalid_query"),
+        ("SELECT * FROM orders", "invalid_query"),  # tables are named database.table
+    ]
+    for sql, code in cases:
+        assert add_check(clients["alice"], catalog, expect=400, sql=sql)["code"] == code, sql
+    # Only admins keep checks; everyone who sees the catalog reads them.
+    assert add_check(clients["bob"], catalog, expect=403)["code"] == "role_required"
+    created = add_check(clients["alice"], catalog)
+    assert created["tables"] == ["sales.orders"] and created["version"] == 1
+    assert add_check(clients["alice"], catalog, expect=409)["code"] == "check_exists"
+    listed = clients["carol"].get(f"/api/v1/catalogs/{catalog.name}/checks").json()
+    assert [c["name"] for c in listed["results"]] == ["no negative amounts"]
+    url = f"/api/v1/catalogs/{catalog.name}/checks/{created['id']}"
+    assert clients["alice"].patch(url, {"max_rows": 1}, format="json").json()["version"] == 2
+    assert clients["alice"].patch(url, {"advisory": True}, format="json").json()["version"] == 2  # judges the same
+    assert clients["bob"].delete(url).status_code == 403
+    assert clients["alice"].delete(url).status_code == 204
+
+
+def test_failing_check_refuses_a_direct_merge_until_the_source_is_fixed(clients, user):
+    catalog = lake(user)
+    add_check(clients["alice"], catalog)
+    add_check(clients["alice"], catalog, name="few rows", sql="SELECT * FROM sales.orders", max_rows=2,
+              advisory=True)  # fmt: skip
+    insert(catalog, [{"id": 3, "amount": -5, "region": "eu"}], branch="dev")
+    main_before = head(catalog)
+
+    job = merged_by_api(clients["bob"], catalog)
+    assert (job.status, job.error_code, job.error_status) == ("failed", "checks_failed", 409)
+    assert "no negative amounts" in job.error_message and "few rows" not in job.error_message
+    assert head(catalog) == main_before  # nothing published
+    refused = Merge.objects.get(job=job)
+    assert refused.status == Merge.Status.CHECKS_FAILED and refused.commit is None
+    runs = {run["name"]: run for run in refused.log["checks"]}
+    assert runs["no negative amounts"]["state"] == "failure" and runs["no negative amounts"]["row_count"] == 1
+    assert runs["few rows"]["state"] == "failure" and runs["few rows"]["advisory"]  # reported, not blocking
+    # The failing rows are kept with the run, read through the API.
+    run_id = runs["no negative amounts"]["id"]
+    detail = clients["carol"].get(f"/api/v1/catalogs/{catalog.name}/check-runs/{run_id}").json()
+    assert detail["failing_rows"] == [[3, -5]] and [c["name"] for c in detail["columns"]] == ["id", "amount"]
+    # The judged result is a commit no branch points to, holding the merged rows.
+    result = Commit.objects.get(id=refused.log["checked_result"])
+    assert not Branch.objects.filter(head=result).exists() and result.parent_id == main_before
+
+    # SQL's MERGE BRANCH is refused the same way.
+    answer = clients["bob"].post(f"/api/v1/catalogs/{catalog.name}/sql",
+                                 {"statement": "MERGE BRANCH dev TO main"}, format="json")  # fmt: skip
+    assert answer.json()["code"] == "checks_failed", answer.json()
+    assert head(catalog) == main_before
+
+    change(catalog, "table_update", {"set": {"amount": "5"}, "where": "amount < 0"}, branch="dev")
+    job = merged_by_api(clients["bob"], catalog)
+    assert job.status == "succeeded", job.error_message
+    merge = Merge.objects.get(job=job)
+    assert merge.status == Merge.Status.MERGED
+    # What was checked is what was published: main moved to the judged commit itself.
+    assert merge.commit_id == merge.log["checked_result"] == head(catalog)
+    assert merge.commit.job_id == job.id
+    assert {run["name"]: run["state"] for run in merge.log["checks"]} == {
+        "no negative amounts": "success", "few rows": "failure",
+    }  # fmt: skip
+    # The next commit on main extends the published line.
+    insert(catalog, [{"id": 9, "amount": 1, "region": "eu"}])
+    assert Commit.objects.get(id=head(catalog)).parent_id == merge.commit_id
+
+
+def test_a_rerun_skips_checks_whose_tables_did_not_change(clients, user):
+    catalog = lake(user)
+    add_check(clients["alice"], catalog)
+    database_create(target=on(catalog, "dev"), name="other")
+    make_table(catalog, branch="dev", database="other", table="notes")
+    insert(catalog, [{"id": 3, "amount": 7, "region": "eu"}], branch="dev")
+    dry = {"dry_run": True}
+    first = Merge.objects.get(job=merged_by_api(clients["bob"], catalog, **dry))
+    (run,) = first.log["checks"]
+    assert run["state"] == "success" and run["reused_from"] is None
+    # An unrelated head move: the target's other table changes, not the checked one.
+    make_table(catalog, branch="main", database="sales", table="refunds")
+    second = Merge.objects.get(job=merged_by_api(clients["bob"], catalog, **dry))
+    assert second.target_head != first.target_head
+    assert second.log["checks"][0]["reused_from"] == run["id"]
+    # A move that changes the checked table runs it again.
+    insert(catalog, [{"id": 4, "amount": 8, "region": "us"}])
+    third = Merge.objects.get(job=merged_by_api(clients["bob"], catalog, **dry))
+    assert third.log["checks"][0]["reused_from"] is None
+
+
+def test_merge_request_shows_checks_and_waits_for_them(clients, user):
+    catalog = lake(user)
+    protected_branch_create(catalog=catalog, pattern="main", required_approvals=1, required_checks=["ci/build"],
+                            created_by=user)  # fmt: skip
+    add_check(clients["alice"], catalog)
+    insert(catalog, [{"id": 3, "amount": -5, "region": "eu"}], branch="dev")
+    base = f"/api/v1/catalogs/{catalog.name}/merge-requests"
+    number = (
+        clients["bob"].post(base, {"source": "dev", "target": "main", "title": "t"}, format="json").json()["number"]
+    )
+    body = _planned(clients["bob"], base, number)
+    checks = {c["name"]: c for c in body["status"]["checks"]}
+    assert checks["no negative amounts"]["state"] == "failure"
+    codes = [b["code"] for b in body["status"]["blockers"]]
+    assert "checks_failed" in codes and "checks_pending" in codes
+    assert clients["carol"].post(f"{base}/{number}/reviews", {"decision": "approve"}, format="json").status_code == 201
+    answer = clients["bob"].post(f"{base}/{number}/merge", format="json")
+    assert (answer.status_code, answer.json()["code"]) == (409, "checks_failed")
+
+    # The source is fixed: a head move re-runs the check on the new heads.
+    change(catalog, "table_update", {"set": {"amount": "5"}, "where": "amount < 0"}, branch="dev")
+    body = _planned(clients["bob"], base, number)
+    assert {c["name"]: c["state"] for c in body["status"]["checks"]} == {"no negative amounts": "success"}
+    assert clients["carol"].post(f"{base}/{number}/reviews", {"decision": "approve"}, format="json").status_code == 201
+    answer = clients["bob"].post(f"{base}/{number}/merge", format="json")
+    assert (answer.status_code, answer.json()["code"]) == (409, "checks_pending")
+
+    # A CI system reports for the source head: pending still blocks, success lets it through.
+    status_url = f"{base}/{number}/checks"
+    stale = clients["bob"].post(status_url, {"name": "ci/build", "state": "success", "head": "0" * 32}, format="json")
+    assert stale.json()["code"] == "branch_moved"
+    posted = clients["bob"].post(status_url, {"name": "ci/build", "state": "pending", "url": "https://ci.example/1"},
+                                 format="json")  # fmt: skip
+    assert posted.status_code == 201 and posted.json()["commit"] == head(catalog, "dev")
+    assert clients["bob"].post(f"{base}/{number}/merge", format="json").json()["code"] == "checks_pending"
+    clients["bob"].post(status_url, {"name": "ci/build", "state": "success"}, format="json")
+    listed = {c["name"]: c["state"] for c in clients["carol"].get(status_url).json()}
+    assert listed == {"no negative amounts": "success", "ci/build": "success"}
+    answer = clients["bob"].post(f"{base}/{number}/merge", format="json")
+    assert answer.status_code == 202, answer.json()
+    job = wait_for_job(answer.json()["id"])
+    assert job.status == "succeeded", job.error_message
+    merged = clients["bob"].get(f"{base}/{number}").json()
+    assert merged["state"] == "merged" and merged["merge_commit"] == head(catalog)
+
+
+def test_admin_override_of_a_failed_check_is_logged_with_its_reason(clients, user):
+    catalog = lake(user)
+    add_check(clients["alice"], catalog)
+    insert(catalog, [{"id": 3, "amount": -5, "region": "eu"}], branch="dev")
+    body = {"override_checks": "refund rows are negative on purpose"}
+    refused = clients["bob"].post(f"/api/v1/catalogs/{catalog.name}/merges",
+                                  {"source": "dev", "target": "main", **body}, format="json")  # fmt: skip
+    assert (refused.status_code, refused.json()["code"]) == (403, "role_required")
+    job = merged_by_api(clients["alice"], catalog, **body)
+    assert job.status == "succeeded", job.error_message
+    merge = Merge.objects.get(job=job)
+    assert merge.log["checks_overridden"] == {
+        "reason": "refund rows are negative on purpose", "by": "alice", "checks": ["no negative amounts"],
+    }  # fmt: skip
+    assert merge.log["checks"][0]["state"] == "failure" and merge.commit_id == head(catalog)
+    assert CheckRun.objects.filter(name="no negative amounts", state="failure").exists()
+
+
+def test_a_judged_result_is_not_published_once_the_target_moved(clients, user):
+    """The compare-and-swap that publishes a checked result: a target that moved after the checks ran keeps its
+    head (the merge then plans and checks again); one that did not moves to the judged commit itself."""
+    catalog = lake(user)
+    insert(catalog, [{"id": 3, "amount": 7, "region": "eu"}], branch="dev")
+    dev = ref_resolve(catalog=catalog, ref="dev").commit
+
+    def judged():
+        with transaction.atomic():
+            draft = commit_begin_detached(catalog=catalog, parent=ref_resolve(catalog=catalog, ref="main").commit)
+            return draft.commit(author=None, message="judged result", merge_parent=dev)
+
+    stale = judged()
+    insert(catalog, [{"id": 5, "amount": 1, "region": "eu"}])  # main moves after the checks ran
+    moved = head(catalog)
+    with transaction.atomic():
+        assert commit_publish(catalog=catalog, branch="main", commit=stale) is False
+    assert head(catalog) == moved
+    fresh = judged()
+    with transaction.atomic():
+        assert commit_publish(catalog=catalog, branch="main", commit=fresh) is True
+    assert head(catalog) == fresh.id
+    with transaction.atomic():
+        assert commit_begin(catalog=catalog, branch="main").parent.id == fresh.id
+
+
+def _planned(client, base, number, timeout=120):
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.get(f"{base}/{number}").json()
+        if body["plan"] is not None and not body["status"]["stale"] and not body["status"]["planning"]:
+            return body
+        assert time.monotonic() < deadline, body["status"]
+        time.sleep(0.2)
