@@ -46,6 +46,7 @@ COLUMNS = [{"name": "id", "type": "long", "nullable": False}, {"name": "v", "typ
 
 
 def segment_file(warehouse: Path, path: str, start: int, rows: int = 10) -> int:
+    """A segment of `rows` rows with ids from `start`, written by pyarrow with column ids as field ids."""
     schema = pa.schema([
         pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"}),
         pa.field("v", pa.string(), metadata={b"PARQUET:field_id": b"2"}),
@@ -59,8 +60,9 @@ def segment_file(warehouse: Path, path: str, start: int, rows: int = 10) -> int:
 
 
 @transaction.atomic
-def commit_segments(catalog, table: ObjectVersion, count: int, first: int) -> None:
-    """`count` commits on main, each adding one 10-row segment (bulk, as the services would record them)."""
+def commit_segments(catalog, table: ObjectVersion, count: int, first: int, rows: int = 10, write=segment_file) -> None:
+    """`count` commits on main, each adding one segment of `rows` rows written by `write(warehouse, path, start,
+    rows)` (bulk, as the services would record them)."""
     warehouse = Path(settings.LAKEUI_WAREHOUSE)
     main = Branch.objects.select_for_update().get(catalog=catalog, name="main")
     parent = main.head
@@ -73,9 +75,9 @@ def commit_segments(catalog, table: ObjectVersion, count: int, first: int) -> No
         commit = Commit(id=uuid.uuid4().hex, catalog=catalog, seq=seq, line_id=parent.line_id, parent_id=parent.id,
                         created_at=start + timedelta(seconds=index), message=f"load {first + index}")  # fmt: skip
         path = f"{catalog.id}/{table.object_id}/data/bench-{first + index}/part-0.parquet"
-        size = segment_file(warehouse, path, (first + index) * 10)
+        size = write(warehouse, path, (first + index) * rows, rows)
         data_file = DataFile(catalog=catalog, table_id=table.object_id, kind=DataFile.Kind.SEGMENT, path=path,
-                             row_count=10, size_bytes=size, schema_version=schema)  # fmt: skip
+                             row_count=rows, size_bytes=size, schema_version=schema)  # fmt: skip
         commits.append(commit)
         versions.append(ObjectVersion(catalog=catalog, object_id=table.object_id, kind=table.kind,
                                       parent_id=table.parent_id, name=table.name, commit=commit,

@@ -62,11 +62,12 @@ def namespace_table_get(chain: Chain, *, database: ObjectVersion, name: str) -> 
 
 def table_head(chain: Chain, *, table_id: uuid.UUID) -> tuple[int, str]:
     """The sequence number and id of the table's newest commit on the chain (a version of it or a file change): with
-    the table, the key of its Iceberg metadata. One query (two index probes)."""
+    the table, the key of its Iceberg metadata. Two index probes (not one UNION: SQLite, the embedded default, has
+    no LIMIT inside a compound statement)."""
     versions = ObjectVersion.objects.filter(chain.q(), object_id=table_id).order_by("-seq")
     files = FileEntry.objects.filter(chain.q(), table_id=table_id).order_by("-seq")
-    newest = versions.values_list("seq", "commit_id")[:1].union(files.values_list("seq", "commit_id")[:1])
-    return max(newest)
+    newest = [query.values_list("seq", "commit_id").first() for query in (versions, files)]
+    return max(found for found in newest if found is not None)
 
 
 def _columns(columns: list[dict]) -> tuple[Column, ...]:
