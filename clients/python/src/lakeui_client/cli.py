@@ -170,6 +170,12 @@ def load(ctx, catalog, branch, table, file, strategy, keys, file_format):
     emit(ctx, job, ["id", "status", "result"])
 
 
+override_option = click.option(
+    "--override-checks", metavar="REASON", default=None,
+    help="Admins: merge through failed checks, for this reason (kept in the audit log)",
+)  # fmt: skip
+
+
 def resolution_options(command):
     command = click.option("--target-wins", is_flag=True, help="Settle data conflicts by keeping the target's")(command)
     return click.option("--source-wins", is_flag=True, help="Settle data conflicts with the source's")(command)
@@ -181,11 +187,13 @@ def resolution_options(command):
 @click.option("--into", "target", required=True)
 @click.option("--dry-run", is_flag=True)
 @resolution_options
+@override_option
 @click.pass_context
-def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins):
+def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins, override_checks):
     """Merge SOURCE into the branch --into, waiting for the job; a conflict is refused (exit 1) unless
-    --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches")."""
-    fields = _resolution(source_wins, target_wins)
+    --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches"), and so is a
+    merge a check guarding --into fails (`checks_failed`) unless an admin gives --override-checks."""
+    fields = _resolution(source_wins, target_wins) | {"override_checks": override_checks}
     job = waiting(
         ctx, lambda show: make_client().merge(catalog, source, target, dry_run=dry_run, progress=show, **fields)
     )
@@ -420,6 +428,11 @@ def show_merge_request(ctx: click.Context, found: dict) -> None:
         out.print(f"{verdict}, {approvals}, {conflicts}")
         for blocker in status["blockers"]:
             out.print(painted(f"  {blocker['code']}: {blocker['message']}", "red"))
+        for check in status.get("checks") or []:
+            advisory = " (advisory)" if check.get("advisory") else ""
+            say = check.get("description") or check.get("message") or ""
+            out.print(painted(f"  check {check['name']}: {check['state']}{advisory} {say}".rstrip(),
+                              STATES.get(check["state"])))  # fmt: skip
     for review in found.get("reviews", []):
         style = "green" if review["decision"] == "approve" else "yellow"
         dismissed = " (dismissed)" if review["dismissed_at"] else ""
@@ -476,11 +489,46 @@ review_command("request-changes", "request_changes")
 @mr.command("merge")
 @click.argument("catalog")
 @click.argument("number", type=int)
+@override_option
 @click.pass_context
-def mr_merge(ctx, catalog, number):
-    """Merge the request, waiting for the merge job; refused (exit 1) while a blocker stands."""
-    job = waiting(ctx, lambda show: make_client().merge_request_merge(catalog, number, progress=show))
+def mr_merge(ctx, catalog, number, override_checks):
+    """Merge the request, waiting for the merge job; refused (exit 1) while a blocker stands. An admin's
+    --override-checks lifts `checks_failed` (not `checks_pending`)."""
+    job = waiting(
+        ctx,
+        lambda show: make_client().merge_request_merge(catalog, number, override_checks=override_checks, progress=show),
+    )
     emit(ctx, job, ["id", "status", "result"])
+
+
+MR_CHECK_COLUMNS = ["kind", "name", "state", "advisory", "row_count", "commit", "url", "description", "message"]
+
+
+@mr.command("checks")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.pass_context
+def mr_checks(ctx, catalog, number):
+    """The request's checks on its current heads: each SQL check's newest run and each external status."""
+    found = make_client().merge_request_checks(catalog, number)
+    if ctx.obj["json"]:
+        return click.echo(json.dumps(found, indent=2, default=str))
+    show_runs(found, MR_CHECK_COLUMNS)
+
+
+@mr.command("check")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.option("--name", required=True, help="The external check's name, e.g. ci/build")
+@click.option("--state", required=True, type=click.Choice(["pending", "success", "failure", "error"]))
+@click.option("--url", default="", help="Where the check's details are (http or https)")
+@click.option("--description", default="")
+@click.option("--head", default=None, help="The source head the status is for: refused if the source moved")
+@click.pass_context
+def mr_check(ctx, catalog, number, name, state, url, description, head):
+    """Post an external check's status for the request's source head (what a CI system does)."""
+    posted = make_client().merge_request_check_post(catalog, number, name, state, url, description, head)
+    emit(ctx, posted, ["name", "state", "commit", "url", "description"])
 
 
 @cli.group()
@@ -571,8 +619,152 @@ def webhook_redeliver(ctx, catalog, webhook_id, delivery_id):
     emit(ctx, make_client().webhook_redeliver(catalog, webhook_id, delivery_id), DELIVERY_COLUMNS)
 
 
+@cli.group()
+def check() -> None:
+    """A catalog's SQL checks, which merges into the branches they guard must pass (admins change and run them)."""
+
+
+CHECK_COLUMNS = ["id", "name", "branches", "max_rows", "advisory", "version", "tables", "sql"]
+RUN_COLUMNS = ["id", "state", "advisory", "row_count", "commit", "duration_ms", "reused_from", "created_at", "message"]
+STATES = {"success": "green", "failure": "bold red", "error": "bold red", "pending": "yellow"}
+
+
+def show_runs(runs: list[dict], columns: list[str]) -> None:
+    table = Table(*columns)
+    for run in runs:
+        style = STATES.get(run["state"])
+        table.add_row(
+            *(painted("" if run.get(c) is None else run[c], style if c == "state" else None) for c in columns)
+        )
+    out.print(table)
+
+
+def show_run(ctx: click.Context, run: dict) -> None:
+    """A run: its verdict and, when it found rows, the first of them as a table."""
+    if ctx.obj["json"]:
+        return click.echo(json.dumps(run, indent=2, default=str))
+    style = STATES.get(run["state"])
+    count = "" if run.get("row_count") is None else f", {run['row_count']} row(s)"
+    out.print(Text.assemble((run["name"], "bold"), ": ", (run["state"], style or ""),
+                            f"{count} on {run['commit']}"))  # fmt: skip
+    if run.get("message"):
+        out.print(painted(run["message"], style))
+    if run.get("reused_from"):
+        out.print(f"the result of run {run['reused_from']} (its tables did not change)")
+    rows = run.get("failing_rows") or []
+    if rows:
+        names = [c["name"] if isinstance(c, dict) else str(c) for c in run.get("columns") or []]
+        table = Table(*names, title="rows found" if run["state"] == "success" else "failing rows")
+        for row in rows:
+            values = row.values() if isinstance(row, dict) else row
+            table.add_row(*(str(v) for v in values))
+        out.print(table)
+        if run.get("row_count") and run["row_count"] > len(rows):
+            out.print(f"the first {len(rows)} of {run['row_count']} rows")
+
+
+@check.command("list")
+@click.argument("catalog")
+@click.pass_context
+def check_list(ctx, catalog):
+    emit(ctx, make_client().checks(catalog), CHECK_COLUMNS)
+
+
+@check.command("show")
+@click.argument("catalog")
+@click.argument("check_id", type=int)
+@click.pass_context
+def check_show(ctx, catalog, check_id):
+    emit(ctx, make_client().check(catalog, check_id), CHECK_COLUMNS)
+
+
+@check.command("create")
+@click.argument("catalog")
+@click.argument("name")
+@click.option("--branches", required=True, help="The target branches it guards: a name or a pattern (release/*)")
+@click.option("--sql", required=True, help="One SELECT over database.table names; '-' reads it from stdin")
+@click.option("--max-rows", type=click.IntRange(min=0), default=0, show_default=True, help="The rows it may return")
+@click.option("--advisory", is_flag=True, help="Report only: never refuse a merge")
+@click.pass_context
+def check_create(ctx, catalog, name, branches, sql, max_rows, advisory):
+    """Add a check NAME: merges into --branches pass only if --sql returns at most --max-rows rows."""
+    sql = click.get_text_stream("stdin").read() if sql == "-" else sql
+    created = make_client().check_create(catalog, name, branches, sql, max_rows=max_rows, advisory=advisory)
+    emit(ctx, created, CHECK_COLUMNS)
+
+
+@check.command("update")
+@click.argument("catalog")
+@click.argument("check_id", type=int)
+@click.option("--name", default=None)
+@click.option("--branches", default=None)
+@click.option("--sql", default=None, help="A new statement ('-' reads it from stdin): a new version of the check")
+@click.option("--max-rows", type=click.IntRange(min=0), default=None)
+@click.option("--advisory/--blocking", default=None, help="Report only, or refuse merges it fails")
+@click.pass_context
+def check_update(ctx, catalog, check_id, name, branches, sql, max_rows, advisory):
+    sql = click.get_text_stream("stdin").read() if sql == "-" else sql
+    fields = {"name": name, "branches": branches, "sql": sql, "max_rows": max_rows, "advisory": advisory}
+    changes = {k: v for k, v in fields.items() if v is not None}
+    if not changes:
+        raise click.UsageError("nothing to change: give --name, --branches, --sql, --max-rows or --advisory/--blocking")
+    emit(ctx, make_client().check_update(catalog, check_id, **changes), CHECK_COLUMNS)
+
+
+@check.command("delete")
+@click.argument("catalog")
+@click.argument("check_id", type=int)
+def check_delete(catalog, check_id):
+    make_client().check_delete(catalog, check_id)
+
+
+@check.command("run")
+@click.argument("catalog")
+@click.argument("check_id", type=int)
+@click.option("--ref", required=True, help="A branch, tag or commit id to run the check on")
+@click.pass_context
+def check_run(ctx, catalog, check_id, ref):
+    """Run a check on --ref now, waiting for it: its verdict and the rows it found. A failing check is a
+    result, not an error (exit 0; its `state` says failure)."""
+    show_run(ctx, waiting(ctx, lambda show: make_client().check_run(catalog, check_id, ref, progress=show)))
+
+
+@check.command("runs")
+@click.argument("catalog")
+@click.argument("check_id", type=int)
+@click.pass_context
+def check_runs(ctx, catalog, check_id):
+    """The check's runs, newest first (a merge's, a merge request's and those run by hand)."""
+    found = make_client().check_runs(catalog, check_id)
+    if ctx.obj["json"]:
+        return click.echo(json.dumps(found, indent=2, default=str))
+    show_runs(found, RUN_COLUMNS)
+
+
+@check.command("run-show")
+@click.argument("catalog")
+@click.argument("run_id")
+@click.pass_context
+def check_run_show(ctx, catalog, run_id):
+    """One run with its first failing rows (a refused merge names its runs' ids)."""
+    show_run(ctx, make_client().check_run_get(catalog, run_id))
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+
+def show_refusing_checks(error: LakeUIError) -> None:
+    """Under a `checks_failed` / `checks_pending` refusal, each check that stopped it, with the run to look at."""
+    details = getattr(error, "details", None)
+    if getattr(error, "code", None) not in ("checks_failed", "checks_pending") or not isinstance(details, dict):
+        return
+    for run in details.get("checks") or []:
+        if run.get("advisory") or run.get("state") == "success":
+            continue
+        count = "" if run.get("row_count") is None else f", {run['row_count']} row(s)"
+        where = f", run {run['id']} (lakeui check run-show)" if run.get("kind") == "sql" and run.get("id") else ""
+        err.print(painted(f"  {run['name']}: {run['state']}{count}{where}", STATES.get(run.get("state"))))
 
 
 def main() -> None:
@@ -590,6 +782,7 @@ def main() -> None:
             click.echo(json.dumps(refusal, indent=2, default=str), err=True)
         else:
             err.print(Text.assemble(("error: ", "red"), str(error)))
+            show_refusing_checks(error)
         sys.exit(1)
     except httpx.HTTPError as error:
         err.print(Text.assemble(("error: ", "red"), f"cannot reach LakeUI: {error}"))

@@ -260,11 +260,17 @@ class Client:
         target: str,
         *,
         dry_run: bool = False,
+        override_checks: str | None = None,
         wait: bool = True,
         progress: Progress = None,
         **fields: Any,
     ) -> dict:
+        """Merge `source` into `target`; with `wait`, the finished job. A merge its checks refuse raises
+        `JobConflict` with code `checks_failed` (the runs in `details["checks"]`) and moves no branch. An admin
+        merges through failed checks with `override_checks="why"` (the audit log keeps the reason)."""
         body = {"source": source, "target": target, "dry_run": dry_run, **fields}
+        if override_checks is not None:
+            body["override_checks"] = override_checks
         return self._maybe_wait(self.request("POST", f"catalogs/{_q(catalog)}/merges", json=body), wait, progress)
 
     def merges(self, catalog: str) -> list[dict]:
@@ -433,10 +439,43 @@ class Client:
     def merge_request_request_changes(self, catalog: str, number: int, comment: str = "") -> dict:
         return self.merge_request_review(catalog, number, "request_changes", comment)
 
-    def merge_request_merge(self, catalog: str, number: int, *, wait: bool = True, progress: Progress = None) -> dict:
-        """Merge the request (refused with the first blocker's code while one stands); the merge job."""
-        job = self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/merge")
+    def merge_request_merge(
+        self,
+        catalog: str,
+        number: int,
+        *,
+        override_checks: str | None = None,
+        wait: bool = True,
+        progress: Progress = None,
+    ) -> dict:
+        """Merge the request (refused with the first blocker's code while one stands: `checks_failed`,
+        `checks_pending`, ...); the merge job. An admin merges through failed checks (not pending ones) with
+        `override_checks="why"`."""
+        body = {"override_checks": override_checks} if override_checks is not None else {}
+        job = self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/merge", json=body)
         return self._maybe_wait(job, wait, progress)
+
+    def merge_request_checks(self, catalog: str, number: int) -> list[dict]:
+        """The request's checks on its current heads: each SQL check's newest run (`kind` "sql") and each external
+        status of its source head (`kind` "external")."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/checks")
+
+    def merge_request_check_post(
+        self,
+        catalog: str,
+        number: int,
+        name: str,
+        state: str,
+        url: str = "",
+        description: str = "",
+        head: str | None = None,
+    ) -> dict:
+        """Post an external check's status (`state`: pending, success, failure or error) for the request's source
+        head, as a CI system does; with `head`, refused (409 `branch_moved`) if the source head is another."""
+        body = {"name": name, "state": state, "url": url, "description": description}
+        if head is not None:
+            body["head"] = head
+        return self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/checks", json=body)
 
     # access and maintenance
     def roles(self, catalog: str) -> list[dict]:
@@ -452,8 +491,16 @@ class Client:
     def protected_branches(self, catalog: str) -> list[dict]:
         return list(self.pages(f"catalogs/{_q(catalog)}/protected-branches"))
 
-    def branch_protect(self, catalog: str, pattern: str, required_approvals: int = 1) -> dict:
-        body = {"pattern": pattern, "required_approvals": required_approvals}
+    def branch_protect(
+        self, catalog: str, pattern: str, required_approvals: int = 1, required_checks: list[str] | None = None
+    ) -> dict:
+        """Protect the branches matching `pattern`: written only by approved merge requests, which also need each
+        external check named in `required_checks` to succeed on their source head."""
+        body = {
+            "pattern": pattern,
+            "required_approvals": required_approvals,
+            "required_checks": list(required_checks or []),
+        }
         return self.request("POST", f"catalogs/{_q(catalog)}/protected-branches", json=body)
 
     def branch_unprotect(self, catalog: str, rule_id: int) -> None:
@@ -496,6 +543,44 @@ class Client:
         """Send a delivery's event again: the new delivery (queued)."""
         path = f"catalogs/{_q(catalog)}/webhooks/{int(webhook_id)}/deliveries/{_q(delivery_id)}/redeliver"
         return self.request("POST", path)
+
+    # SQL checks: everyone who sees the catalog reads them, admins change and run them
+    def checks(self, catalog: str) -> list[dict]:
+        return list(self.pages(f"catalogs/{_q(catalog)}/checks"))
+
+    def check(self, catalog: str, check_id: int) -> dict:
+        return self.request("GET", f"catalogs/{_q(catalog)}/checks/{int(check_id)}")
+
+    def check_create(
+        self, catalog: str, name: str, branches: str, sql: str, max_rows: int = 0, advisory: bool = False
+    ) -> dict:
+        """Guard the target branches matching `branches` (main, release/*) with one SELECT that must return at most
+        `max_rows` rows. A statement the SQL console would not run is refused (400 `invalid_query`, or
+        `table_not_found`)."""
+        body = {"name": name, "branches": branches, "sql": sql, "max_rows": max_rows, "advisory": advisory}
+        return self.request("POST", f"catalogs/{_q(catalog)}/checks", json=body)
+
+    def check_update(self, catalog: str, check_id: int, **changes: Any) -> dict:
+        """Change `name`, `branches`, `sql`, `max_rows` or `advisory`; a new statement or bound is a new version."""
+        return self.request("PATCH", f"catalogs/{_q(catalog)}/checks/{int(check_id)}", json=changes)
+
+    def check_delete(self, catalog: str, check_id: int) -> None:
+        self.request("DELETE", f"catalogs/{_q(catalog)}/checks/{int(check_id)}")
+
+    def check_run(self, catalog: str, check_id: int, ref: str, *, wait: bool = True, progress: Progress = None) -> dict:
+        """Run a check on a ref now. With `wait`, the finished run with its first failing rows (`columns`,
+        `failing_rows`); a check that fails is a run whose `state` is "failure", not an error. Else the job."""
+        path = f"catalogs/{_q(catalog)}/checks/{int(check_id)}/runs"
+        job = self._maybe_wait(self.request("POST", path, json={"ref": ref}), wait, progress)
+        return self.check_run_get(catalog, job["result"]["id"]) if wait else job
+
+    def check_runs(self, catalog: str, check_id: int) -> list[dict]:
+        """The check's runs, newest first."""
+        return list(self.pages(f"catalogs/{_q(catalog)}/checks/{int(check_id)}/runs"))
+
+    def check_run_get(self, catalog: str, run_id: str) -> dict:
+        """One run with its first 100 failing rows (`columns`, `failing_rows`)."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/check-runs/{_q(run_id)}")
 
     def gc(self, catalog: str, grace_hours: float = 24, *, wait: bool = True) -> dict:
         """Remove the warehouse files no commit references and older than `grace_hours`."""
