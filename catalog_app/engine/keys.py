@@ -11,6 +11,7 @@ merge_app.semantics.row_merge), and `key_merge_write` writes the merged keys on 
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
@@ -160,21 +161,71 @@ def _replaced(overwrites: list[list[dict] | None], columns: Sequence[Column]) ->
     return rows_in_partitions([p for partitions in overwrites for p in partitions], columns, struct=BEFORE)
 
 
+class DoubledKeyError(Exception):
+    """A key merge whose result would hold a key more than once (docs/merge-semantics.md#primary-key-tables): the
+    merge must fail before it writes anything. By construction it never happens; this is the loud failure if it
+    ever does."""
+
+    def __init__(self, keys: list[dict]):
+        super().__init__(f"the merge would write these keys twice: {keys}")
+        self.keys = keys
+
+
+@dataclass(frozen=True)
+class KeyedSegment:
+    """A target segment the key merge does not scan (shared with the base, untouched by either side), with the
+    bounds of its first key column from its statistics (None where unknown): the doubled-key guard reads it only
+    if the merged keys fall inside them."""
+
+    read: SegmentRead
+    low: Any = None
+    high: Any = None
+
+
 def key_merge_write(
     spark, table: KeyTable, only: DataFrame, rows: list[tuple[tuple, tuple | None]], scanned: list[SegmentRead],
-    *, tag: str,
+    *, tag: str, others: Sequence[KeyedSegment] = (),
 ) -> tuple[list[WrittenFile], list[WrittenFile]]:  # fmt: skip
     """Write a key merge on the target: delete files for the rows of `scanned` (the target's segments where the
     keys can be) whose key changes, and one segment with the keys' new rows. The keys are those of `only` and of
-    `rows` ((key values, the new row or None for a deleted key)). Returns the segments and delete files written."""
+    `rows` ((key values, the new row or None for a deleted key)). Returns the segments and delete files written.
+    Raises DoubledKeyError, before writing anything, if a key would be written twice or is live in one of `others`
+    (the target's segments outside `scanned`) whose key bounds hold the merged keys."""
     replaced = only
     if rows:
         schema = T.StructType([*(only.schema[k] for k in table.keys), only.schema[AFTER]])
         replaced = replaced.unionByName(spark.createDataFrame([(*key, row) for key, row in rows], schema))
     replaced = replaced.cache()
+    new_rows = replaced.filter(F.col(AFTER).isNotNull()).select(f"{AFTER}.*")
+    _keys_once(spark, table, new_rows, others)
     current = table.data.read(spark, scanned, positions=True)
     hit = rows_with_keys(current, replaced, table.keys).select(SEGMENT_ID, POSITION)
     deltas = write_deltas(table.data.warehouse, table.data.base, hit, tag=tag)  # none where no row is hit
-    new_rows = replaced.filter(F.col(AFTER).isNotNull()).select(f"{AFTER}.*")
     written = table.data.write(new_rows.coalesce(1), tag)
     return [s for s in written if s.row_count], deltas
+
+
+def _keys_once(spark, table: KeyTable, new_rows: DataFrame, others: Sequence[KeyedSegment]) -> None:
+    """The guard of key_merge_write: each merged key once among the rows it writes, and in none of the segments it
+    leaves alone. Only those of `others` whose first key's bounds hold a merged key are read (their key columns)."""
+    keys = list(table.keys)
+    new_keys = new_rows.select(*[_quoted(k) for k in keys])
+    twice = new_keys.groupBy(*keys).count().filter(F.col("count") > 1).drop("count").limit(5).collect()
+    if not twice and others:
+        low, high = new_keys.agg(F.min(_quoted(keys[0])), F.max(_quoted(keys[0]))).first()
+        reads = [seg.read for seg in others if low is not None and _may_hold(seg, low, high)]
+        if reads:
+            live = table.data.read(spark, reads).select(*[_quoted(k) for k in keys])
+            twice = rows_with_keys(live, new_keys, keys).limit(5).collect()
+    if twice:
+        raise DoubledKeyError([row.asDict() for row in twice])
+
+
+def _may_hold(segment: KeyedSegment, low: Any, high: Any) -> bool:
+    """Whether a segment's key bounds may hold a key between `low` and `high` (unknown or incomparable: yes)."""
+    try:
+        below = segment.high is not None and segment.high < low
+        above = segment.low is not None and segment.low > high
+        return not (below or above)
+    except TypeError:
+        return True

@@ -30,6 +30,7 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, tables_files
+from lakeui.errors import ApplicationError
 from merge_app import semantics
 from merge_app.models import KeyComparison
 from merge_app.rules import SOURCE_WINS
@@ -37,6 +38,10 @@ from merge_app.selectors.diff import overwritten_partitions
 
 KEYS_JOB = "merge_keys"
 GRANULARITY = "merge.granularity"
+MESSAGE_DOUBLED_KEY = (
+    "The merge was stopped before writing anything: its result would hold these keys twice: {keys}. This is a bug "
+    "in LakeUI's key merge; no branch changed."
+)
 MAX_LISTED = 10_000  # conflicting keys kept for the report; the counts are always complete
 
 
@@ -117,11 +122,27 @@ def replay(
     scope = {s.id for s in touched} | {s.id for s in dest_written}
     scanned = [s for s in sides.target.segments if s.id in scope]
     reads = TableFiles(scanned, sides.target.deltas).reads()
-    segments, deltas = engine.key_merge_write(spark, sides.table, only, rows, reads, tag=tag)
+    try:
+        segments, deltas = engine.key_merge_write(spark, sides.table, only, rows, reads, tag=tag,
+                                                  others=_left_alone(sides, scope))  # fmt: skip
+    except engine.DoubledKeyError as exc:
+        doubled = [{k: json_value(v) for k, v in key.items()} for key in exc.keys]
+        raise ApplicationError(
+            "doubled_key", MESSAGE_DOUBLED_KEY.format(keys=doubled), details={"keys": doubled}, status=500
+        ) from None
     figures = {"rows_replaced": sum(d.row_count for d in deltas), "rows_written": sum(s.row_count for s in segments),
                "segments_read": len(scanned)}  # fmt: skip
     touched_segments = [s for s in scanned if str(s.id) in {d.segment_id for d in deltas}]
     return segments, deltas, figures, touched_segments
+
+
+def _left_alone(sides: Sides, scope: set) -> list:
+    """The target's segments the key merge does not scan, each with its first key column's bounds (statistics)."""
+    first = next(c.id for c in sides.table.data.columns if c.name == sides.table.keys[0])
+    others = [s for s in sides.target.segments if s.id not in scope]
+    bounds = [s.stats.get(str(first), {}) for s in others]
+    reads = TableFiles(others, sides.target.deltas).reads()
+    return [engine.KeyedSegment(read, b.get("min"), b.get("max")) for read, b in zip(reads, bounds, strict=True)]
 
 
 @dataclass
