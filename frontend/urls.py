@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend.views import browser, catalogs, diff, jobs, requests, review, sql, webhooks
+from frontend.views import browser, catalogs, checks, diff, jobs, requests, review, sql, webhooks
 
 app_name = "frontend"
 
@@ -9,6 +9,7 @@ CAT = "catalogs/<str:catalog>"
 TABLE = f"{CAT}/browse/<str:database>/<str:table>"
 MR = f"{CAT}/merge-requests/<int:number>"
 HOOK = f"{CAT}/webhooks/<int:webhook_id>"
+CHECK = f"{CAT}/checks/<int:check_id>"
 
 urlpatterns = [
     path("", catalogs.catalog_index, name="catalogs"),
@@ -47,6 +48,10 @@ urlpatterns = [
     path(
         f"{HOOK}/deliveries/<uuid:delivery_id>/redeliver", webhooks.delivery_redeliver_view, name="delivery-redeliver"
     ),
+    path(f"{CAT}/checks", checks.check_index, name="checks"),
+    path(CHECK, checks.check_detail, name="check"),
+    path(f"{CHECK}/delete", checks.check_delete_view, name="check-delete"),
+    path(f"{CHECK}/runs", checks.check_run_view, name="check-run"),
     path("jobs/", jobs.job_index, name="jobs"),
     path("jobs/<uuid:job_id>", jobs.job_detail, name="job"),
     path("jobs/<uuid:job_id>.json", jobs.job_status, name="job-status"),

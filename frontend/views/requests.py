@@ -11,7 +11,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
+from catalog_app.selectors.access import branch_protection, role_at_least
 from catalog_app.selectors.refs import branch_list
+from checks_app.selectors import check_run_dict, check_run_get
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from frontend.views.diff import object_view
 from lakeui.errors import ApplicationError
@@ -34,6 +36,7 @@ from merge_app.services.merge_requests import (
 
 PAGE_SIZE = 50
 STATES = MergeRequest.State.values
+NO_STATUS_YET = "No status was posted for the source head yet."
 CHOICE_LABELS = {"fail": "fail (keep it a conflict)", "source_wins": "source wins", "target_wins": "target wins"}
 
 
@@ -115,6 +118,26 @@ def _event_text(kind: str, details: dict) -> str:
     return kind
 
 
+def _checks_view(catalog, merge_request: MergeRequest, status) -> list[dict]:
+    """The request's checks on its current heads (`status.checks`), a failed SQL check with its failing rows, and
+    each required external check no status was posted for yet (pending)."""
+    protection = branch_protection(catalog=catalog, branch=merge_request.target)
+    required = protection.required_checks if protection else []
+    checks = []
+    for check in status.checks:
+        if check["kind"] == "sql" and check["state"] == "failure":
+            check = check_run_dict(check_run_get(catalog=catalog, run_id=check["id"]), rows=True)
+        checks.append({**check, "required": check["kind"] == "external" and check["name"] in required})
+    posted = {check["name"] for check in checks if check["kind"] == "external"}
+    for name in required:
+        if name not in posted:
+            checks.append({
+                "kind": "external", "name": name, "state": "pending", "required": True, "check": None, "url": None,
+                "duration_ms": None, "row_count": None, "description": NO_STATUS_YET,
+            })  # fmt: skip
+    return checks
+
+
 @ui_view
 def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
     found = get_catalog(request, catalog)
@@ -137,6 +160,8 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         view["in_conflict"] = obj["name"] in status.conflicts
         objects.append(view)
     reviews = list(merge_request_reviews(merge_request))
+    is_open = merge_request.state == MergeRequest.State.OPEN
+    checks_failed = any(blocker["code"] == "checks_failed" for blocker in status.blockers)
     context = {
         "catalog": found, "mr": merge_request, "status": status, "plan": plan, "objects": objects,
         "reviews": reviews,
@@ -147,7 +172,11 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         "resolutions": resolutions, "default_choice": resolutions.get("default", "fail"),
         "choices": [(c, CHOICE_LABELS[c]) for c in CHOICES],
         "is_author": merge_request.author_id == request.user.pk,
-        "is_open": merge_request.state == MergeRequest.State.OPEN,
+        "is_open": is_open,
+        "checks": _checks_view(found, merge_request, status),
+        # An admin may merge through failed checks with a reason (merge_request_merge's `override_checks`).
+        "can_override": is_open and checks_failed and role_at_least(request.catalog_role.role, Role.ADMIN),
+        "other_blockers": [blocker for blocker in status.blockers if blocker["code"] != "checks_failed"],
         "diff_url": url_with(reverse("frontend:diff", args=[found.name]),
                              **{"from": merge_request.source, "to": merge_request.target}),
         "plan_job": merge_request.plan_job, "merge_job": merge_request.merge_job,
@@ -246,10 +275,16 @@ def merge_request_state(request: HttpRequest, catalog: str, number: int) -> Http
 def merge_request_merge_view(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
     found = get_catalog(request, catalog, Role.EDITOR)
     merge_request = merge_request_get(catalog=found, number=number)
+    # The override form sends a reason (an empty one is refused by the service with its message); the merge button
+    # sends none.
+    override = request.POST.get("override_checks")
     try:
-        job = merge_request_merge(merge_request=merge_request, user=request.user)
+        job = merge_request_merge(merge_request=merge_request, user=request.user, override_checks=override)
     except ApplicationError as error:
         _refused(request, error)
         return redirect(_page(found, number))
-    messages.success(request, f"Merge of !{number} ({merge_request.source} into {merge_request.target}) submitted.")
+    through = " through its failed checks" if override is not None else ""
+    messages.success(
+        request, f"Merge of !{number} ({merge_request.source} into {merge_request.target}){through} submitted."
+    )
     return redirect("frontend:job", job_id=job.id)
