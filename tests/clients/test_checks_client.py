@@ -128,6 +128,7 @@ def test_cli_check_commands_and_a_refused_merge(live_server, client, token):
     assert (check["name"], check["sql"], check["tables"]) == ("no negative amounts", NEGATIVE, ["shop.orders"])
     listed = run(live_server, token, "check", "list", "sales", columns=40)  # uncut without a terminal
     assert listed.returncode == 0 and NEGATIVE in listed.stdout and "…" not in listed.stdout, listed.stdout
+    assert re.search(r"│ no negative amounts\s+│ main\s+│ 0\s+│ False\s+│ 1\s+│ shop\.orders\s+│", listed.stdout)
     assert json.loads(run(live_server, token, "--json", "check", "show", "sales", str(check["id"])).stdout) == check
 
     tried = run(live_server, token, "check", "run", "sales", str(check["id"]), "--ref", "dev")
@@ -209,7 +210,8 @@ def test_cli_external_check_gates_a_protected_branch(live_server, client, token,
         "no negative amounts": "failure", "ci/build": "success",
     }  # fmt: skip
     shown = run(live_server, token, "mr", "show", "sales", number)
-    assert "check ci/build: success green" in shown.stdout and "check no negative amounts: failure" in shown.stdout
+    assert "check ci/build: success green https://ci.example/builds/7" in shown.stdout, shown.stdout
+    assert "check no negative amounts: failure, 1 row(s)" in shown.stdout
     assert "checks_pending" not in shown.stdout and "checks_failed" in shown.stdout, shown.stdout
     still = run(live_server, bob_token, "mr", "merge", "sales", number)  # the SQL check still fails
     assert still.returncode == 1 and "error: checks_failed: " in still.stderr, still.stderr

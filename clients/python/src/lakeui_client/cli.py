@@ -412,6 +412,15 @@ def mr() -> None:
 MR_COLUMNS = ["number", "source", "target", "title", "state", "author"]
 
 
+def check_line(run: dict) -> str:
+    """One check of a merge request: a SQL check's verdict and row count, a CI status's description and link."""
+    advisory = " (advisory)" if run.get("advisory") else ""
+    if run.get("kind") == "sql":
+        count = "" if run.get("row_count") is None else f", {run['row_count']} row(s)"
+        return f"{run['name']}: {run['state']}{advisory}{count}"
+    return " ".join(filter(None, [f"{run['name']}: {run['state']}", run.get("description"), run.get("url")]))
+
+
 def show_merge_request(ctx: click.Context, found: dict) -> None:
     if ctx.obj["json"]:
         return click.echo(json.dumps(found, indent=2, default=str))
@@ -429,14 +438,7 @@ def show_merge_request(ctx: click.Context, found: dict) -> None:
         for blocker in status["blockers"]:
             out.print(painted(f"  {blocker['code']}: {blocker['message']}", "red"))
         for check in status.get("checks") or []:
-            advisory = " (advisory)" if check.get("advisory") else ""
-            say = check.get("description") or check.get("message") or ""
-            out.print(painted(f"  check {check['name']}: {check['state']}{advisory} {say}".rstrip(),
-                              STATES.get(check["state"])))  # fmt: skip
-    for review in found.get("reviews", []):
-        style = "green" if review["decision"] == "approve" else "yellow"
-        dismissed = " (dismissed)" if review["dismissed_at"] else ""
-        out.print(painted(f"  {review['reviewer']}: {review['decision']}{dismissed} {review['comment']}", style))
+            out.print(painted(f"  check {check_line(check)}", STATES.get(check["state"])))
 
 
 @mr.command("open")
@@ -663,11 +665,19 @@ def show_run(ctx: click.Context, run: dict) -> None:
             out.print(f"the first {len(rows)} of {run['row_count']} rows")
 
 
+def emit_checks(ctx: click.Context, found) -> None:
+    """Checks as a table, each one's tables named plainly (`sales.orders, sales.refunds`)."""
+    if ctx.obj["json"]:
+        return emit(ctx, found, CHECK_COLUMNS)
+    rows = found if isinstance(found, list) else [found]
+    emit(ctx, [{**row, "tables": ", ".join(row.get("tables") or [])} for row in rows], CHECK_COLUMNS)
+
+
 @check.command("list")
 @click.argument("catalog")
 @click.pass_context
 def check_list(ctx, catalog):
-    emit(ctx, make_client().checks(catalog), CHECK_COLUMNS)
+    emit_checks(ctx, make_client().checks(catalog))
 
 
 @check.command("show")
@@ -675,7 +685,7 @@ def check_list(ctx, catalog):
 @click.argument("check_id", type=int)
 @click.pass_context
 def check_show(ctx, catalog, check_id):
-    emit(ctx, make_client().check(catalog, check_id), CHECK_COLUMNS)
+    emit_checks(ctx, make_client().check(catalog, check_id))
 
 
 @check.command("create")
@@ -689,8 +699,7 @@ def check_show(ctx, catalog, check_id):
 def check_create(ctx, catalog, name, branches, sql, max_rows, advisory):
     """Add a check NAME: merges into --branches pass only if --sql returns at most --max-rows rows."""
     sql = click.get_text_stream("stdin").read() if sql == "-" else sql
-    created = make_client().check_create(catalog, name, branches, sql, max_rows=max_rows, advisory=advisory)
-    emit(ctx, created, CHECK_COLUMNS)
+    emit_checks(ctx, make_client().check_create(catalog, name, branches, sql, max_rows=max_rows, advisory=advisory))
 
 
 @check.command("update")
@@ -708,7 +717,7 @@ def check_update(ctx, catalog, check_id, name, branches, sql, max_rows, advisory
     changes = {k: v for k, v in fields.items() if v is not None}
     if not changes:
         raise click.UsageError("nothing to change: give --name, --branches, --sql, --max-rows or --advisory/--blocking")
-    emit(ctx, make_client().check_update(catalog, check_id, **changes), CHECK_COLUMNS)
+    emit_checks(ctx, make_client().check_update(catalog, check_id, **changes))
 
 
 @check.command("delete")
