@@ -692,13 +692,12 @@ def check_show(ctx, catalog, check_id):
 @click.argument("catalog")
 @click.argument("name")
 @click.option("--branches", required=True, help="The target branches it guards: a name or a pattern (release/*)")
-@click.option("--sql", required=True, help="One SELECT over database.table names; '-' reads it from stdin")
+@click.option("--sql", required=True, help="One SELECT over database.table names")
 @click.option("--max-rows", type=click.IntRange(min=0), default=0, show_default=True, help="The rows it may return")
 @click.option("--advisory", is_flag=True, help="Report only: never refuse a merge")
 @click.pass_context
 def check_create(ctx, catalog, name, branches, sql, max_rows, advisory):
     """Add a check NAME: merges into --branches pass only if --sql returns at most --max-rows rows."""
-    sql = click.get_text_stream("stdin").read() if sql == "-" else sql
     emit_checks(ctx, make_client().check_create(catalog, name, branches, sql, max_rows=max_rows, advisory=advisory))
 
 
@@ -707,12 +706,11 @@ def check_create(ctx, catalog, name, branches, sql, max_rows, advisory):
 @click.argument("check_id", type=int)
 @click.option("--name", default=None)
 @click.option("--branches", default=None)
-@click.option("--sql", default=None, help="A new statement ('-' reads it from stdin): a new version of the check")
+@click.option("--sql", default=None, help="A new statement: a new version of the check")
 @click.option("--max-rows", type=click.IntRange(min=0), default=None)
 @click.option("--advisory/--blocking", default=None, help="Report only, or refuse merges it fails")
 @click.pass_context
 def check_update(ctx, catalog, check_id, name, branches, sql, max_rows, advisory):
-    sql = click.get_text_stream("stdin").read() if sql == "-" else sql
     fields = {"name": name, "branches": branches, "sql": sql, "max_rows": max_rows, "advisory": advisory}
     changes = {k: v for k, v in fields.items() if v is not None}
     if not changes:
