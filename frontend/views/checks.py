@@ -75,8 +75,10 @@ def check_index(request: HttpRequest, catalog: str) -> HttpResponse:
 
 def _detail(request: HttpRequest, catalog, check: Check, *, form: dict | None = None, status: int = 200):
     runs = Paginator(check_runs(check=check), PAGE_SIZE).get_page(request.GET.get("page"))
+    failed = [run.id for run in runs if run.state == CheckRun.State.FAILURE]
     context = {
         "catalog": catalog, "check": check, "form": form or check, "page": runs, "can_admin": _can_admin(request),
+        "open_run": failed[0] if failed else None,  # the newest failure's rows are shown unfolded
         "branches": list(branch_list(catalog=catalog)), "tags": list(tag_list(catalog=catalog)),
         "run_ref": request.POST.get("ref", "").strip() or catalog.default_branch,
     }  # fmt: skip

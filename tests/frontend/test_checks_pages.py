@@ -122,6 +122,7 @@ def test_an_admin_adds_edits_runs_and_deletes_a_check(user):
     assert (run.state, run.row_count, run.failing_rows, run.commit) == ("failure", 1, [[3, -5]], head(catalog, "dev"))
     runs = text(alice.get(detail))
     assert f'data-run="{run.id}" data-state="failure"' in runs and 'class="badge check-failure"' in runs
+    assert "<details open><summary>Failing rows of this run</summary>" in runs  # the newest failure's, unfolded
     failing = runs[runs.index('class="grid data failing-rows"') :]
     assert re.search(r"<th scope=\"col\">id .*<th scope=\"col\">amount", failing)
     assert re.search(r"<tr><td>3</td><td>-5</td></tr>", failing)
@@ -190,6 +191,11 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     assert "Failing rows of no negative amounts" in checks and f"{NAME}: 1 row(s), at most 0 allowed." in checks
     assert 'data-check-name="ci/build" data-state="pending"' in checks and 'class="badge check-pending"' in checks
     assert '<a href="https://ci.example/builds/7" rel="noopener noreferrer">details</a>' in checks
+    # The run judged the merge's result, a commit no branch points to, which its check's page links to.
+    run = CheckRun.objects.get(check_rule=check, state="failure")
+    assert run.commit not in (head(catalog), head(catalog, "dev"))
+    assert f'href="/catalogs/lake/commits/{run.commit}"' in text(alice.get(f"{PAGES}/{check.id}"))
+    assert alice.get(f"/catalogs/lake/commits/{run.commit}").status_code == 200
     blockers = page[page.index('id="merge-blockers"') :]
     assert '<li data-code="checks_failed">Check(s) failed on the current heads: no negative amounts.' in blockers
     assert 'id="override-checks-form"' in page and 'name="override_checks"' in page
