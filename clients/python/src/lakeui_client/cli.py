@@ -439,6 +439,10 @@ def show_merge_request(ctx: click.Context, found: dict) -> None:
             out.print(painted(f"  {blocker['code']}: {blocker['message']}", "red"))
         for check in status.get("checks") or []:
             out.print(painted(f"  check {check_line(check)}", STATES.get(check["state"])))
+    for review in found.get("reviews", []):
+        style = "green" if review["decision"] == "approve" else "yellow"
+        dismissed = " (dismissed)" if review["dismissed_at"] else ""
+        out.print(painted(f"  {review['reviewer']}: {review['decision']}{dismissed} {review['comment']}", style))
 
 
 @mr.command("open")
