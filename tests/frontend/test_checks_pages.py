@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from catalog_app.services.access import catalog_role_grant
+from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.refs import branch_create
 from checks_app.models import Check, CheckRun
 from checks_app.services.checks import check_create
@@ -179,6 +179,9 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     request = merge_request_open(catalog=catalog, source="dev", target="main", title="refunds", author=bob_user)
     merge_request_status_post(merge_request=request, user=bob_user, name="ci/build", state="pending",
                               url="https://ci.example/builds/7", description="building")  # fmt: skip
+    # main needs ci/build (posted: pending) and ci/deploy (nothing posted yet); no approvals.
+    protected_branch_create(catalog=catalog, pattern="main", required_approvals=0,
+                            required_checks=["ci/build", "ci/deploy"], created_by=user)  # fmt: skip
     _planned(catalog, request.number)
     page_url = f"/catalogs/lake/merge-requests/{request.number}"
     alice, bob = signed_in("alice"), signed_in("bob")
@@ -189,8 +192,11 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     assert f'data-check-name="{NAME}" data-state="failure"' in checks and 'class="badge check-failure"' in checks
     assert re.search(r"<tr><td>3</td><td>-5</td></tr>", checks)  # the failing rows, from the run
     assert "Failing rows of no negative amounts" in checks and f"{NAME}: 1 row(s), at most 0 allowed." in checks
-    assert 'data-check-name="ci/build" data-state="pending"' in checks and 'class="badge check-pending"' in checks
-    assert '<a href="https://ci.example/builds/7" rel="noopener noreferrer">details</a>' in checks
+    build = checks[checks.index('data-check-name="ci/build"') : checks.index('data-check-name="ci/deploy"')]
+    assert 'data-state="pending"' in build and 'class="badge check-pending"' in build and "required" in build
+    assert '<a href="https://ci.example/builds/7" rel="noopener noreferrer">details</a>' in build
+    deploy = checks[checks.index('data-check-name="ci/deploy"') :]
+    assert 'data-state="pending"' in deploy and "No status was posted for the source head yet." in deploy
     # The run judged the merge's result, a commit no branch points to, which its check's page links to.
     run = CheckRun.objects.get(check_rule=check, state="failure")
     assert run.commit not in (head(catalog), head(catalog, "dev"))
@@ -198,7 +204,20 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     assert alice.get(f"/catalogs/lake/commits/{run.commit}").status_code == 200
     blockers = page[page.index('id="merge-blockers"') :]
     assert '<li data-code="checks_failed">Check(s) failed on the current heads: no negative amounts.' in blockers
-    assert 'id="override-checks-form"' in page and 'name="override_checks"' in page
+    pending = "Required check(s) have not succeeded on the source head yet: ci/build, ci/deploy."
+    assert f'<li data-code="checks_pending">{pending}' in blockers
+    # A pending required check cannot be overridden: the override's button waits for it.
+    override = page[page.index('id="override-checks-form"') :]
+    override = override[: override.index("</form>")]
+    assert 'name="override_checks"' in override and re.search(r"<button type=\"submit\" disabled", override)
+    waiting = post(alice, f"{page_url}/merge", {"override_checks": "not yet"}, page=page_url, follow=True)
+    assert "(checks_pending)" in text(waiting) and not Job.objects.filter(kind="branch_merge").exists()
+    for name in ("ci/build", "ci/deploy"):
+        merge_request_status_post(merge_request=request, user=bob_user, name=name, state="success")
+    page = text(alice.get(page_url))
+    assert 'data-code="checks_pending"' not in page and 'data-code="checks_failed"' in page
+    override = page[page.index('id="override-checks-form"') :]
+    assert re.search(r"<button type=\"submit\" >Merge !1 through failed checks</button>", override)
     # An editor sees the blocker, not the override.
     editor_page = text(bob.get(page_url))
     assert 'data-code="checks_failed"' in editor_page and 'name="override_checks"' not in editor_page
