@@ -13,11 +13,14 @@ os.environ.setdefault("LAKEUI_VAR_DIR", str(_root / "var" / "test"))
 os.environ.setdefault("LAKEUI_WAREHOUSE", str(Path(os.environ["LAKEUI_VAR_DIR"]) / "warehouse"))
 # Under pytest-xdist (`make test` runs two test processes) each process has its own test database (pytest-django
 # names it per process) and so its own var folder and warehouse: the ids in two databases are the same numbers.
-# The workers a process starts inherit both paths already split, with the same PYTEST_XDIST_WORKER.
+# Their queues are their own too: the two processes inherit one environment from pytest's main process, and a
+# worker taking the other process's job would find no such job in its database. The workers a process starts
+# inherit the paths and queue already split, with the same PYTEST_XDIST_WORKER.
 _xdist = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _xdist and os.environ.get("LAKEUI_TEST_SPLIT") != _xdist:
     for _name in ("LAKEUI_VAR_DIR", "LAKEUI_WAREHOUSE"):
         os.environ[_name] = str(Path(os.environ[_name]) / _xdist)
+    os.environ["LAKEUI_QUEUE"] = f"{os.environ.get('LAKEUI_QUEUE') or 'lakeui-test-' + uuid.uuid4().hex[:8]}-{_xdist}"
     os.environ["LAKEUI_TEST_SPLIT"] = _xdist
 os.environ.setdefault("LAKEUI_QUEUE", f"lakeui-test-{uuid.uuid4().hex[:8]}")
 os.environ.setdefault("LAKEUI_JOB_STALE_AFTER", "8")
