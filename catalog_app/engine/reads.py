@@ -188,7 +188,8 @@ def deleted_positions(warehouse: Warehouse, deltas: Sequence[str]) -> pa.Array:
     positions = []
     for delta in deltas:
         filesystem, path = arrow_filesystem(warehouse.uri(delta))
-        positions.append(pq.read_table(path, columns=["pos"], filesystem=filesystem).column(0))
+        positions.extend(pq.read_table(path, columns=["pos"], filesystem=filesystem).column(0).chunks)
+    # Chunks, not the ChunkedArrays: pa.chunked_array would convert a ChunkedArray value by value in Python.
     return pa.chunked_array(positions, pa.int64()).combine_chunks()
 
 

@@ -5,13 +5,23 @@ A table with a primary key is compared by key: a key only before is deleted, onl
 some cell different updated (the changed cells named). A table without one is compared as a multiset of rows: a row
 held more often after than before is added (as many times), less often deleted. Only the segments whose rows can
 differ are read (the caller passes them); both sides are read in one schema, the `current` columns, and only when
-every segment was written in it (else None: a worker's Spark projects older schemas).
+every segment was written in it (else None: a worker's Spark projects older schemas). A segment on both sides
+(only its deletes changed) is read once, and only the rows live on one side only are kept: a row live on both is the
+same row, unchanged.
+
+The first page is answered before the whole diff is laid out: `changes_of` finds which rows changed and counts
+them, `Changes.rows` lays out only the rows of one page, and `kept_write_later` lays out and keeps the whole diff
+after the page is answered (docs/README.md#review-shows-the-data: "its first page under 1 s").
 """
 
 import json
+import logging
 import os
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +40,9 @@ CHANGE = "_change"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 _BEFORE, _AFTER = "b:", "a:"
 _ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
+_NONE = -1  # a position on the side a changed row is not on
+
+logger = logging.getLogger(__name__)
 
 
 def read_rows_here(warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead]) -> pa.Table | None:
@@ -50,13 +63,107 @@ def read_rows_here(warehouse: Warehouse, current: Sequence[Column], segments: Se
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
+def read_sides_here(
+    warehouse: Warehouse, current: Sequence[Column], before: Sequence[SegmentRead], after: Sequence[SegmentRead]
+) -> tuple[pa.Table, pa.Table] | None:
+    """The rows live in `before`'s segments and not in `after`'s, and the reverse (their delta files applied), or
+    None if a segment was written in another schema. A segment on both sides is read once and gives only the rows
+    its deletes on one side removed and not on the other; a segment whose rows no side keeps is not read. The
+    segments are read in parallel (pyarrow decodes without the GIL)."""
+    if not in_schema([*before, *after], current):
+        return None
+    names = [c.name for c in current]
+    schema = pa.schema([(c.name, arrow_type(c.type)) for c in current])
+    theirs = {s.id: s for s in after}
+    ours = {s.id for s in before}
+    jobs = [(s, theirs.get(s.id)) for s in before] + [(None, s) for s in after if s.id not in ours]
+
+    def read(pair: tuple[SegmentRead | None, SegmentRead | None]) -> tuple[pa.Table | None, pa.Table | None]:
+        b, a = pair
+        segment = b or a
+        filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
+        if b is None or a is None:  # on one side only: every live row
+            rows = pq.read_table(path, columns=names, filesystem=filesystem).select(names).cast(schema)
+            rows = _kept(rows, ~_deleted(warehouse, segment.deltas, rows.num_rows))
+            return (rows, None) if b is not None else (None, rows)
+        source = pq.ParquetFile(path, filesystem=filesystem)
+        gone_after, gone_before = (_deleted(warehouse, s.deltas, source.metadata.num_rows) for s in (a, b))
+        only_before, only_after = gone_after & ~gone_before, gone_before & ~gone_after
+        if not only_before.any() and not only_after.any():
+            return None, None
+        rows = source.read(columns=names).select(names).cast(schema)
+        return _kept(rows, only_before), _kept(rows, only_after)
+
+    if len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(read, jobs))
+    else:
+        parts = [read(job) for job in jobs]
+    sides = []
+    for side in (0, 1):
+        tables = [part[side] for part in parts if part[side] is not None]
+        sides.append(pa.concat_tables(tables) if tables else schema.empty_table())
+    return sides[0], sides[1]
+
+
+def _kept(rows: pa.Table, keep: np.ndarray) -> pa.Table:
+    return rows if keep.all() else rows.filter(pa.array(keep))
+
+
+def _deleted(warehouse: Warehouse, deltas: Sequence[str], rows: int) -> np.ndarray:
+    gone = np.zeros(rows, dtype=bool)
+    if deltas:
+        gone[deleted_positions(warehouse, deltas).to_numpy()] = True
+    return gone
+
+
+@dataclass
+class Changes:
+    """The changed rows of a table, found and counted but laid out (as `diff_rows`'s table) only on request: a page
+    is laid out from its own rows, the whole diff only to be kept. `rows(offset, limit)` is the slice of the whole
+    diff, the same rows in the same order and layout."""
+
+    counts: dict[str, int]
+    total: int
+    _rows: Callable[[int, int], pa.Table]
+
+    def rows(self, offset: int, limit: int) -> pa.Table:
+        offset = max(0, min(offset, self.total))
+        return self._rows(offset, max(0, min(limit, self.total - offset)))
+
+    def table(self) -> pa.Table:
+        return self.rows(0, self.total)
+
+
+def changes_of(before: pa.Table, after: pa.Table, key: Sequence[str]) -> Changes:
+    """The changed rows of `before` to `after` (see `diff_rows`), counted, not yet laid out."""
+    names = before.column_names
+    if key and _one_integer_key(before, after, list(key)):
+        return _by_integer_key(before, after, key[0], names)
+    if key:
+        return _laid_out(_by_key(before, after, list(key), names))
+    return _as_multisets(before, after, names)
+
+
 def diff_rows(before: pa.Table, after: pa.Table, key: Sequence[str]) -> pa.Table:
     """The changed rows: a `_change` column, then every column before (`b:<name>`) and after (`a:<name>`), null on
     the side a row is not on. Ordered by key (a keyed table) or by change then row values (one without)."""
-    names = before.column_names
-    if key:
-        return _by_key(before, after, list(key), names)
-    return _as_multisets(before, after, names)
+    return changes_of(before, after, key).table()
+
+
+def _laid_out(diff: pa.Table) -> Changes:
+    return Changes(counts_of(diff), diff.num_rows, lambda offset, limit: diff.slice(offset, limit))
+
+
+def _changes_column(codes: np.ndarray, labels: Sequence[str]) -> pa.Array:
+    return pc.cast(pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()), pa.array(labels)), pa.string())
+
+
+def _layout(change: pa.Array, before: pa.Table, after: pa.Table) -> pa.Table:
+    columns: dict[str, Any] = {CHANGE: change}
+    columns |= {_BEFORE + n: before.column(n) for n in before.column_names}
+    columns |= {_AFTER + n: after.column(n) for n in after.column_names}
+    return pa.table(columns)
 
 
 def _prefixed(rows: pa.Table, prefix: str) -> pa.Table:
@@ -83,6 +190,9 @@ def _matches(bk: np.ndarray, ak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     aks = ak if aorder is None else ak[aorder]
     if not len(aks) or not len(bks):
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if np.array_equal(bks, aks):  # the same keys (every row updated, say): no search
+        every = np.arange(len(bks), dtype=np.int64)
+        return (every if border is None else border), (every if aorder is None else aorder)
     at = np.minimum(np.searchsorted(aks, bks), len(aks) - 1)
     found = aks[at] == bks
     bi, ai = np.nonzero(found)[0], at[found]
@@ -95,9 +205,18 @@ def _taken(rows: pa.Table, positions: np.ndarray) -> pa.Table:
     return rows.take(pa.array(positions))
 
 
-def _by_integer_key(before: pa.Table, after: pa.Table, key: str, names: list[str]) -> pa.Table:
+def _at(rows: pa.Table, positions: np.ndarray) -> pa.Table:
+    """The rows at `positions`, a row of nulls where a position is _NONE."""
+    first = int(positions[0]) if len(positions) else 0
+    if first >= 0 and len(positions) and positions[-1] - first == len(positions) - 1 and _sorted(positions):
+        return rows.slice(first, len(positions))  # a run of rows (positions are unique): no copy
+    return rows.take(pa.array(positions, mask=positions == _NONE))
+
+
+def _by_integer_key(before: pa.Table, after: pa.Table, key: str, names: list[str]) -> Changes:
     """The common case (one integer key column) with numpy's sorted searches instead of a hash join: a million
-    keys a side in a fraction of the join's time, and no copy of rows that need none."""
+    keys a side in a fraction of the join's time, and no copy of rows that need none. The changed rows are kept as
+    positions on each side in key order; a page takes only its own rows."""
     bk, ak = before.column(key).to_numpy(), after.column(key).to_numpy()
     bi, ai = _matches(bk, ak)
     only_before, only_after = np.ones(len(bk), dtype=bool), np.ones(len(ak), dtype=bool)
@@ -108,28 +227,23 @@ def _by_integer_key(before: pa.Table, after: pa.Table, key: str, names: list[str
         b, a = old.column(name), new.column(name)
         cell = pc.or_kleene(pc.fill_null(pc.not_equal(b, a), False), pc.not_equal(pc.is_null(b), pc.is_null(a)))
         differs |= cell.to_numpy(zero_copy_only=False)
-    if not differs.all():
-        old, new = old.filter(pa.array(differs)), new.filter(pa.array(differs))
-    deleted, inserted = before.filter(pa.array(only_before)), after.filter(pa.array(only_after))
+    updated_b, updated_a = bi[differs], ai[differs]
+    deleted, inserted = np.nonzero(only_before)[0], np.nonzero(only_after)[0]
+    sizes = [len(updated_b), len(deleted), len(inserted)]
+    none = np.full(max(sizes), _NONE, dtype=np.int64)
+    b_at = np.concatenate([updated_b, deleted, none[: sizes[2]]]).astype(np.int64, copy=False)
+    a_at = np.concatenate([updated_a, none[: sizes[1]], inserted]).astype(np.int64, copy=False)
+    codes = np.repeat(np.array([0, 1, 2], dtype=np.int8), sizes)
+    keys = np.concatenate([bk[updated_b], bk[deleted], ak[inserted]])
+    order = None if _sorted(keys) else np.argsort(keys, kind="stable")
 
-    def part(b: pa.Table | None, a: pa.Table | None, rows: int) -> pa.Table:
-        columns: dict[str, Any] = {}
-        for name in names:
-            column = b.column(name) if b is not None else pa.nulls(rows, before.schema.field(name).type)
-            columns[_BEFORE + name] = column
-        for name in names:
-            columns[_AFTER + name] = a.column(name) if a is not None else pa.nulls(rows, after.schema.field(name).type)
-        return pa.table(columns)
+    def rows(offset: int, limit: int) -> pa.Table:
+        chosen = slice(offset, offset + limit) if order is None else order[offset : offset + limit]
+        change = _changes_column(codes[chosen], [UPDATE, DELETE, INSERT])
+        return _layout(change, _at(before, b_at[chosen]), _at(after, a_at[chosen]))
 
-    result = pa.concat_tables([
-        part(old, new, old.num_rows), part(deleted, None, deleted.num_rows), part(None, inserted, inserted.num_rows)
-    ])  # fmt: skip
-    codes = np.repeat(np.array([0, 1, 2], dtype=np.int8), [old.num_rows, deleted.num_rows, inserted.num_rows])
-    change = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array([UPDATE, DELETE, INSERT]))
-    result = result.add_column(0, CHANGE, pc.cast(change, pa.string()))
-    order = np.concatenate([old.column(key).to_numpy(), deleted.column(key).to_numpy(),
-                            inserted.column(key).to_numpy()])  # fmt: skip
-    return result if _sorted(order) else result.take(pa.array(np.argsort(order, kind="stable")))
+    counts = {INSERT: sizes[2], UPDATE: sizes[0], DELETE: sizes[1]}
+    return Changes(counts, sum(sizes), rows)
 
 
 def _by_key(before: pa.Table, after: pa.Table, key: list[str], names: list[str]) -> pa.Table:
@@ -164,7 +278,9 @@ def _by_key(before: pa.Table, after: pa.Table, key: list[str], names: list[str])
     return result.select([CHANGE, *[_BEFORE + n for n in names], *[_AFTER + n for n in names]])
 
 
-def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> pa.Table:
+def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Changes:
+    """Rows counted on each side by grouping on every column; a page sorts only the rows it needs (the first k of
+    each change by value), and a row held n times more on one side is laid out n times."""
     signed = pa.concat_tables([
         before.append_column("_s", pa.array(np.full(before.num_rows, -1, dtype=np.int64))),
         after.append_column("_s", pa.array(np.full(after.num_rows, 1, dtype=np.int64))),
@@ -172,18 +288,43 @@ def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> pa.Tab
     counted = signed.group_by(names, use_threads=False).aggregate([("_s", "sum")])
     counted = counted.filter(pc.not_equal(counted.column("_s_sum"), 0))
     counts = counted.column("_s_sum").to_numpy()
-    rows = counted.take(pa.array(np.repeat(np.arange(len(counts)), np.abs(counts))))
-    added = np.repeat(counts > 0, np.abs(counts))
-    empty = {n: pa.nulls(rows.num_rows, rows.schema.field(n).type) for n in names}
-    columns: dict[str, Any] = {CHANGE: pc.if_else(pa.array(added), pa.scalar(INSERT), pa.scalar(DELETE))}
-    for name in names:
-        columns[_BEFORE + name] = pc.if_else(pa.array(added), empty[name], rows.column(name))
-    for name in names:
-        columns[_AFTER + name] = pc.if_else(pa.array(added), rows.column(name), empty[name])
-    result = pa.table(columns)
-    order = [(CHANGE, "ascending")] + [(n, "ascending") for n in (_BEFORE + x for x in names)]
-    order += [(_AFTER + n, "ascending") for n in names]
-    return result.sort_by(order)
+    distinct = counted.select(names)
+    groups = []  # in the diff's order: deleted rows, then added rows ("delete" < "insert"), each by value
+    for change, held in ((DELETE, counts < 0), (INSERT, counts > 0)):
+        groups.append((change, distinct.filter(pa.array(held)), np.abs(counts[held])))
+    nulls = {n: pa.nulls(0, distinct.schema.field(n).type) for n in names}
+
+    def rows(offset: int, limit: int) -> pa.Table:
+        parts, start = [], 0
+        for change, values, times in groups:
+            size = int(times.sum())
+            low, high = max(offset - start, 0), min(offset + limit - start, size)
+            start += size
+            if low >= high:
+                continue
+            first = _first_by_value(values, min(high, values.num_rows))  # each row at least once: enough
+            chosen = values.take(pa.array(np.repeat(first, times[first])[low:high]))
+            empty = pa.table({n: pa.nulls(chosen.num_rows, c.type) for n, c in nulls.items()})
+            sides = (chosen, empty) if change == DELETE else (empty, chosen)
+            parts.append(_layout(pa.array([change] * chosen.num_rows, pa.string()), *sides))
+        if not parts:
+            return _layout(pa.array([], pa.string()), pa.table(nulls), pa.table(nulls))
+        return pa.concat_tables(parts)
+
+    total = [int(times.sum()) for _, _, times in groups]
+    return Changes({INSERT: total[1], UPDATE: 0, DELETE: total[0]}, sum(total), rows)
+
+
+def _first_by_value(rows: pa.Table, k: int) -> np.ndarray:
+    """The positions of the first `k` rows in the order of their values (every column ascending, nulls last)."""
+    keys = [(n, "ascending") for n in rows.column_names]
+    if k * 8 < rows.num_rows:
+        try:
+            chosen = pc.select_k_unstable(rows, k, sort_keys=keys)
+            return pc.take(chosen, pc.sort_indices(rows.take(chosen), sort_keys=keys)).to_numpy()
+        except pa.ArrowNotImplementedError:  # a type select_k does not order: sort all
+            pass
+    return pc.sort_indices(rows, sort_keys=keys).to_numpy()[:k]
 
 
 def counts_of(diff: pa.Table) -> dict[str, int]:
@@ -207,20 +348,59 @@ def page_of(diff: pa.Table, names: Sequence[str], *, offset: int, limit: int) ->
     return rows
 
 
-def kept_write(path: Path, diff: pa.Table, metadata: dict[str, str]) -> None:
+def kept_write(path: Path, diff: pa.Table, metadata: dict[str, str], counts: dict[str, int] | None = None) -> None:
     """Keep a diff as an Arrow file (written aside, then renamed: a reader never sees half of one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    metadata = {**metadata, "counts": json.dumps(counts_of(diff))}
+    metadata = {**metadata, "counts": json.dumps(counts if counts is not None else counts_of(diff))}
     table = diff.replace_schema_metadata({**(diff.schema.metadata or {}), **metadata})
     handle, aside = tempfile.mkstemp(dir=path.parent, suffix=".part")
     os.close(handle)
-    with pa.OSFile(aside, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=65536)
-    os.replace(aside, path)
+    try:
+        with pa.OSFile(aside, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=65536)
+        os.replace(aside, path)
+    finally:
+        if os.path.exists(aside):
+            os.remove(aside)
+
+
+_keeper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="row-diff-keep")
+_keeping: dict[str, Future] = {}
+_keeping_lock = threading.RLock()
+
+
+def kept_write_later(path: Path, changes: Changes, metadata: dict[str, str]) -> Future:
+    """Lay out and keep the whole diff in a thread of this process, so that the page that found it is answered
+    first. A thread, not a task: the rows are in this process's memory, and the file is a cache (if the process
+    ends first, the next view computes the diff again). `kept_read` of the same path in this process waits for it;
+    another process computes its own (the same file: commits never change)."""
+    name = str(path)
+
+    def keep() -> None:
+        try:
+            kept_write(path, changes.table(), metadata, counts=changes.counts)
+        except Exception:  # a cache: the next view of the pair computes it again
+            logger.exception("Keeping the row diff %s failed", path)
+
+    def forget(future: Future) -> None:
+        with _keeping_lock:
+            if _keeping.get(name) is future:
+                del _keeping[name]
+
+    with _keeping_lock:
+        future = _keeper.submit(keep)
+        _keeping[name] = future
+        future.add_done_callback(forget)
+    return future
 
 
 def kept_read(path: Path) -> pa.Table | None:
-    """A kept diff, memory-mapped (a page reads only its own rows), or None."""
+    """A kept diff, memory-mapped (a page reads only its own rows), or None; waits for its writing under way in
+    this process (`kept_write_later`)."""
+    with _keeping_lock:
+        pending = _keeping.get(str(path))
+    if pending is not None:
+        pending.result()
     try:
         return ipc.open_file(pa.memory_map(str(path), "r")).read_all()
     except (FileNotFoundError, pa.ArrowInvalid):

@@ -116,20 +116,25 @@ def _kept_path(params: dict[str, Any]) -> Path:
 
 
 def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str, Any] | None:
-    """The page from the kept diff of the pair, or computed here with pyarrow and kept; None if a worker must."""
+    """The page from the kept diff of the pair, or computed here with pyarrow; None if a worker must. A page
+    computed here is laid out from its own rows, and the whole diff is kept after it is answered (in a thread of
+    this process: `row_diff.kept_write_later`), so the first view does not wait for laying out and writing it."""
     path = _kept_path(params)
-    diff, kept = row_diff.kept_read(path), True
-    if diff is None:
-        kept = False
+    offset = (page - 1) * page_size
+    diff = row_diff.kept_read(path)
+    if diff is not None:
+        meta = {k.decode(): v.decode() for k, v in (diff.schema.metadata or {}).items()}
+        counts, total, listed, kept = row_diff.counts_of(diff), diff.num_rows, diff.slice(offset, page_size), True
+    else:
         shown, name, columns, reads, segments_read = _sides(params)
         warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
         key = _key_names(shown, columns)
         try:
-            before = row_diff.read_rows_here(warehouse, columns, reads["from"])
-            after = row_diff.read_rows_here(warehouse, columns, reads["to"])
-            if before is None or after is None:
+            sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"])
+            if sides is None:
                 return None
-            diff = row_diff.diff_rows(before, after, key)
+            changes = row_diff.changes_of(*sides, key)
+            listed = changes.rows(offset, page_size)
         except (*READ_ERRORS, NotImplementedError):  # credentials, or a type Arrow cannot compare: a worker reads
             logger.warning("Diffing table %s here failed; a worker reads it", params["table_id"], exc_info=True)
             return None
@@ -137,12 +142,9 @@ def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str
             "columns": json.dumps([_column(c) for c in columns]), "primary_key": json.dumps(key),
             "segments_read": str(segments_read), "table": name,
         }  # fmt: skip
-        row_diff.kept_write(path, diff, meta)
-        diff = row_diff.kept_read(path) or diff.replace_schema_metadata(meta)
-    meta = {k.decode(): v.decode() for k, v in (diff.schema.metadata or {}).items()}
+        row_diff.kept_write_later(path, changes, meta)
+        counts, total, kept = changes.counts, changes.total, False
     columns = json.loads(meta["columns"])
-    counts = row_diff.counts_of(diff)
-    total = diff.num_rows
     return {
         "table": meta["table"],
         "columns": columns,
@@ -153,7 +155,7 @@ def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str
         "page": page,
         "page_size": page_size,
         "pages": max(1, -(-total // page_size)),
-        "rows": row_diff.page_of(diff, [c["name"] for c in columns], offset=(page - 1) * page_size, limit=page_size),
+        "rows": row_diff.page_of(listed, [c["name"] for c in columns], offset=0, limit=page_size),
         "read_by": "web",
         "kept": kept,
     }
