@@ -281,18 +281,9 @@ def _by_key(before: pa.Table, after: pa.Table, key: list[str], names: list[str])
 def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Changes:
     """Rows counted on each side by grouping on every column; a page sorts only the rows it needs (the first k of
     each change by value), and a row held n times more on one side is laid out n times."""
-    signed = pa.concat_tables([
-        before.append_column("_s", pa.array(np.full(before.num_rows, -1, dtype=np.int64))),
-        after.append_column("_s", pa.array(np.full(after.num_rows, 1, dtype=np.int64))),
-    ])  # fmt: skip
-    counted = signed.group_by(names, use_threads=False).aggregate([("_s", "sum")])
-    counted = counted.filter(pc.not_equal(counted.column("_s_sum"), 0))
-    counts = counted.column("_s_sum").to_numpy()
-    distinct = counted.select(names)
-    groups = []  # in the diff's order: deleted rows, then added rows ("delete" < "insert"), each by value
-    for change, held in ((DELETE, counts < 0), (INSERT, counts > 0)):
-        groups.append((change, distinct.filter(pa.array(held)), np.abs(counts[held])))
-    nulls = {n: pa.nulls(0, distinct.schema.field(n).type) for n in names}
+    (deleted, gone), (added, come) = _counted(before, after, names)
+    groups = [(DELETE, deleted, gone), (INSERT, added, come)]  # in the diff's order ("delete" < "insert")
+    nulls = {n: pa.nulls(0, before.schema.field(n).type) for n in names}
 
     def rows(offset: int, limit: int) -> pa.Table:
         parts, start = [], 0
@@ -313,6 +304,86 @@ def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Change
 
     total = [int(times.sum()) for _, _, times in groups]
     return Changes({INSERT: total[1], UPDATE: 0, DELETE: total[0]}, sum(total), rows)
+
+
+def _row_codes(before: pa.Table, after: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
+    """One integer per row, equal exactly when two rows are equal in every column (nulls equal to nulls): integer
+    columns by value, strings, dates and the like by their index in one dictionary of both sides. None when a
+    column is of a type without an exact code here (floats: NaN and -0.0), or the codes do not fit in 62 bits."""
+    rows = before.num_rows + after.num_rows
+    codes, span = np.zeros(rows, dtype=np.int64), 1
+    for name in before.column_names:
+        column = pa.chunked_array(
+            before.column(name).chunks + after.column(name).chunks, before.schema.field(name).type
+        )
+        kind = column.type
+        if pa.types.is_integer(kind) and kind != pa.uint64():
+            nulls = column.null_count > 0
+            valid = pc.is_valid(column).to_numpy(zero_copy_only=False) if nulls else None
+            values = (pc.fill_null(column, 0) if nulls else column).to_numpy().astype(np.int64, copy=False)
+            present = values if valid is None else values[valid]
+            low, high = (int(present.min()), int(present.max())) if len(present) else (0, 0)
+            width = high - low + 2
+            if span * width >= 2**62:
+                return None
+            code = values - (low - 1) if valid is None else np.where(valid, values - (low - 1), 0)
+        elif any(test(kind) for test in _CODED_BY_DICTIONARY):
+            encoded = pc.dictionary_encode(column.combine_chunks())
+            width = len(encoded.dictionary) + 1
+            if span * width >= 2**62:
+                return None
+            code = pc.fill_null(encoded.indices.cast(pa.int64()), -1).to_numpy() + 1
+        else:
+            return None
+        codes, span = codes * width + code, span * width
+    return codes[: before.num_rows], codes[before.num_rows :]
+
+
+_CODED_BY_DICTIONARY = (
+    pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary, pa.types.is_boolean,
+    pa.types.is_date, pa.types.is_timestamp, pa.types.is_time, pa.types.is_decimal,
+)  # fmt: skip
+
+
+def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct codes in order, the position of one row holding each, and how many rows hold it."""
+    order = None if _sorted(codes) else np.argsort(codes, kind="stable")
+    ordered = codes if order is None else codes[order]
+    starts = (
+        np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) else np.empty(0, np.int64)
+    )
+    held = np.diff(np.append(starts, len(ordered)))
+    return ordered[starts], (starts if order is None else order[starts]), held
+
+
+def _counted(before: pa.Table, after: pa.Table, names: list[str]) -> list[tuple[pa.Table, np.ndarray]]:
+    """The distinct rows held more often before (and how many more times), and those held more often after."""
+    coded = _row_codes(before, after)
+    if coded is None:  # grouping on every column
+        signed = pa.concat_tables([
+            before.append_column("_s", pa.array(np.full(before.num_rows, -1, dtype=np.int64))),
+            after.append_column("_s", pa.array(np.full(after.num_rows, 1, dtype=np.int64))),
+        ])  # fmt: skip
+        counted = signed.group_by(names, use_threads=False).aggregate([("_s", "sum")])
+        counts = counted.column("_s_sum").to_numpy()
+        distinct = counted.select(names)
+        return [(distinct.filter(pa.array(counts < 0)), -counts[counts < 0]),
+                (distinct.filter(pa.array(counts > 0)), counts[counts > 0])]  # fmt: skip
+    (b_values, b_at, b_held), (a_values, a_at, a_held) = (_distinct(codes) for codes in coded)
+    if np.array_equal(b_values, a_values):
+        b_theirs, a_theirs = a_held, b_held
+    else:  # how often the other side holds each distinct row: one sorted search
+        where = np.minimum(np.searchsorted(a_values, b_values), max(len(a_values) - 1, 0))
+        matched = a_values[where] == b_values if len(a_values) else np.zeros(len(b_values), dtype=bool)
+        b_theirs = np.zeros(len(b_values), dtype=np.int64)
+        b_theirs[matched] = a_held[where[matched]]
+        a_theirs = np.zeros(len(a_values), dtype=np.int64)
+        a_theirs[where[matched]] = b_held[matched]
+    found = []
+    for rows, at, held, theirs in ((before, b_at, b_held, b_theirs), (after, a_at, a_held, a_theirs)):
+        more = held > theirs
+        found.append((_taken(rows, at[more]), (held - theirs)[more]))
+    return found
 
 
 def _first_by_value(rows: pa.Table, k: int) -> np.ndarray:

@@ -3,6 +3,8 @@ multisets for a table without one; no Django, no Spark."""
 
 import threading
 from collections import Counter
+from datetime import date
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -232,3 +234,33 @@ def test_a_segment_on_both_sides_gives_only_the_rows_one_side_deleted(tmp_path, 
         ]  # fmt: skip
     same = SegmentRead("s1", path, tuple(columns), (after_deltas[0],))
     assert row_diff.read_sides_here(warehouse, columns, [same], [same])[0].num_rows == 0  # nothing to read
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array([1.5, None, -0.5, 2.0, 1.5, 3.25], pa.float64()),  # floats: grouped on every column
+        pa.array([-(2**62), None, 2**62, 0, -(2**62), 5], pa.int64()),  # a range too wide for one code
+        pa.array([2**63 + 1, None, 1, 0, 2**63 + 1, 5], pa.uint64()),
+        pa.array([True, None, False, True, True, False]),
+        pa.array([date(2024, 1, d) for d in (1, 2, 3, 4, 1, 6)], pa.date32()),
+        pa.array(
+            [Decimal("1.10"), None, Decimal("-2.00"), Decimal("1.10"), Decimal("1.10"), None], pa.decimal128(6, 2)
+        ),
+        pa.array([3, None, -7, 3, 3, None], pa.int32()),  # integers with nulls: coded by value
+    ],
+    ids=["float", "wide int", "uint64", "bool", "date", "decimal", "int with nulls"],
+)
+def test_without_a_key_every_column_type_counts_rows_as_multisets(values):
+    """Rows without a key are counted by one integer code per row when the columns allow one, else by grouping on
+    every column: either way the rows held more often on one side, as many times more."""
+    ids = pa.array([1, 1, 2, None, 1, 3], pa.int64())
+    rows = pa.table({"id": ids, "v": values, "s": ["a", "a", None, "b", "a", "c"]})
+    before = rows.take(pa.array([0, 1, 2, 3, 5]))
+    after = rows.take(pa.array([4, 3, 3, 5, 2, 2, 0, 4]))
+    expected = reference(before, after, [])
+    changes = row_diff.changes_of(before, after, [])
+    assert as_tuples(changes.table()) == expected and expected
+    assert changes.counts == {"insert": sum(e[0] == "insert" for e in expected), "update": 0,
+                              "delete": sum(e[0] == "delete" for e in expected)}  # fmt: skip
+    assert as_tuples(changes.rows(1, 2)) == expected[1:3]
