@@ -59,7 +59,7 @@ class CheckRun(models.Model):
     commit = models.CharField(max_length=32)  # the commit judged
     source_head = models.CharField(max_length=32, blank=True)
     target_head = models.CharField(max_length=32, blank=True)
-    fingerprint = models.CharField(max_length=64, blank=True)  # of the tables the check read, at `commit`
+    fingerprint = models.CharField(max_length=64, blank=True)  # of its statement and the tables it read, at `commit`
     state = models.CharField(max_length=16, choices=State.choices)
     advisory = models.BooleanField(default=False)
     row_count = models.BigIntegerField(null=True, blank=True)

@@ -256,10 +256,30 @@ def commit_publish(*, catalog: Catalog, branch: str, commit: Commit, job: Job | 
         if not job_claim_held(job=job):
             raise ClaimLost()
         Commit.objects.filter(id=commit.id).update(job=job)
-    # The commit's line, made for it alone, becomes the branch's: its next commits extend it.
-    Line.objects.filter(id=commit.line_id, branch__isnull=True, tip_seq=commit.seq).update(branch=target)
+    _line_join(target=target, commit=commit)
     Branch.objects.filter(id=target.id, head_id=commit.parent_id).update(head=commit)
     return True
+
+
+def _line_join(*, target: Branch, commit: Commit) -> None:
+    """The published commit continues the branch's line, as a commit made on the branch would: its rows move from
+    the line made for it alone onto the branch's, which then ends at it (a line per published merge would make
+    every read of the branch walk one more line). If the branch's line does not end at the commit's parent, or
+    something was forked from the commit meanwhile, its own line becomes the branch's instead."""
+    own = Line.objects.get(id=commit.line_id)
+    branch_line = Line.objects.select_for_update().get(id=commit.parent.line_id)
+    joins = (
+        own.branch_id is None and own.tip_seq == commit.seq and branch_line.branch_id == target.id
+        and branch_line.tip_seq == commit.parent.seq and not Line.objects.filter(parent=own).exists()
+    )  # fmt: skip
+    if not joins:
+        Line.objects.filter(id=own.id, branch__isnull=True, tip_seq=commit.seq).update(branch=target)
+        return
+    for model in (Commit, ObjectVersion, SchemaVersion, FileEntry):
+        model.objects.filter(line_id=own.id).update(line_id=branch_line.id)
+    Line.objects.filter(id=branch_line.id).update(tip_seq=commit.seq)
+    own.delete()
+    commit.line_id = branch_line.id
 
 
 def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:

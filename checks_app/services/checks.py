@@ -150,10 +150,12 @@ def check_run_submit(*, check: Check, ref: str, user: AbstractBaseUser) -> Job:
 # --- judging a commit -------------------------------------------------------------------------------------------
 
 
-def tables_fingerprint(chain: Chain, tables: list[str]) -> str:
-    """What a check reads, at a commit: each of its tables' identity, state (its schema) and live files, or that it is
-    absent."""
-    digest = hashlib.sha256()
+def run_fingerprint(chain: Chain, check: Check) -> str:
+    """What a run of `check` judges, at a commit: its statement and bound as they are (so two edits racing to the
+    same version never share a result), and each of its tables' identity, state (its schema) and live files, or
+    that it is absent."""
+    digest = hashlib.sha256(json.dumps([check.sql, check.max_rows]).encode())
+    tables = check.tables
     for name in sorted(tables):
         database, _, table = name.partition(".")
         db = object_find(chain, kind=ObjectKind.DATABASE, name=database)
@@ -183,7 +185,7 @@ def checks_run(
     chain = commit_chain(commit)
     runs = []
     for check in checks:
-        fingerprint = tables_fingerprint(chain, check.tables)
+        fingerprint = run_fingerprint(chain, check)
         earlier = (
             CheckRun.objects.filter(check_rule=check, check_version=check.version, fingerprint=fingerprint,
                                     reused_from=None, state__in=(CheckRun.State.SUCCESS, CheckRun.State.FAILURE))

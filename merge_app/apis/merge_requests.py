@@ -202,16 +202,17 @@ class MergeRequestMergeApi(APIView):
 
 
 class MergeRequestChecksApi(APIView):
-    """A request's checks on its current heads; a CI system posts an external check's status for the source head."""
+    """A request's checks on its current heads; a CI system (a user with the approver role, not the request's
+    author) posts an external check's status for the source head it tested."""
+
+    required_roles = {"POST": Role.APPROVER}
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=100)
         state = serializers.ChoiceField(choices=["pending", "success", "failure", "error"])
         url = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
         description = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
-        head = serializers.CharField(
-            required=False, max_length=32, help_text="the source head the status is for; a 409 if it moved"
-        )
+        head = serializers.CharField(max_length=32, help_text="the source head the status is for; a 409 if it moved")
 
     @extend_schema(responses=MergeRequestCheckSerializer(many=True))
     def get(self, request, catalog, number):

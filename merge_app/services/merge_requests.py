@@ -19,6 +19,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from catalog_app.models import Catalog
+from catalog_app.names import COMMIT_ID_PREFIX
 from catalog_app.services.commits import catalog_lock
 from checks_app.models import CheckRun
 from checks_app.services.checks import status_post
@@ -33,6 +34,7 @@ from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, 
 from merge_app.services.events import merge_request_event_emit
 from merge_app.services.merges import checks_override, merge_submit
 
+MESSAGE_SELF_STATUS = "The author of a merge request cannot post its check statuses: a CI system or a reviewer does."
 PLAN_JOB = "merge_request_plan"
 PLAN_RETRY_AFTER = timedelta(seconds=60)
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -460,15 +462,23 @@ def _recheck(merge_request: MergeRequest, merge: Merge) -> None:
 
 
 def merge_request_status_post(
-    *, merge_request: MergeRequest, user: AbstractBaseUser, name: str, state: str, url: str = "",
-    description: str = "", head: str | None = None,
+    *, merge_request: MergeRequest, user: AbstractBaseUser, name: str, state: str, head: str, url: str = "",
+    description: str = "",
 ) -> CheckRun:  # fmt: skip
-    """An external check's status for the request's source head (as a CI system reports a commit status). `head`,
-    when given, must be the source head (or a prefix of it): a status for an older head is a 409 `branch_moved`."""
+    """An external check's status for the request's source head, as a CI system reports a commit status: for the
+    head it tested (`head`, the id or a prefix of at least 8 characters; a status for an older head is a 409
+    `branch_moved`, so a build of an earlier push never counts for a later one). Posted by an approver of the
+    catalog (the API asks for the role: a CI system's user has it), never by the request's author, who could
+    otherwise pass the checks a protected branch requires of their own change."""
+    if merge_request.author_id is not None and merge_request.author_id == user.pk:
+        raise ApplicationError("self_status", MESSAGE_SELF_STATUS, status=403)
+    if not COMMIT_ID_PREFIX.fullmatch(head or ""):
+        raise ApplicationError("invalid_input", "head is the source head's id (8 to 32 hex digits).",
+                               details={"field": "head"})  # fmt: skip
     source = merge_request_heads(merge_request)["source"]
     if source is None:
         raise ConflictError("branch_missing", f"The source branch {merge_request.source!r} no longer exists.")
-    if head is not None and not source.startswith(head):
+    if not source.startswith(head):
         raise ConflictError("branch_moved", f"The source head is {source}, not {head}.", details={"head": source})
     return status_post(catalog=merge_request.catalog, commit=source, name=name, state=state, url=url,
                        description=description, user=user)  # fmt: skip

@@ -248,6 +248,8 @@ def branch_merge(
     # the target, the merge's result committed where no branch points and judged by them (write-audit-publish).
     # Under the lock the merge only checks that both heads are still the planned ones and commits (or moves the
     # target to the judged result); if one moved, it plans again.
+    if override:  # an admin's override holds for every failed check, SQL or external (the request's re-check)
+        extra["checks_overridden"] = {**override, "checks": []}
     for _ in range(PLANS):
         plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
         planned, writer, result = plan.diff, None, None
@@ -335,7 +337,7 @@ def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job,
     verdict = checks_verdict(runs=runs)
     extra["checks"] = [check_run_dict(run) for run in runs]
     extra["checked_result"] = result.id
-    if verdict.failed and override:
+    if override:  # the SQL checks this attempt overrode (none, if they passed)
         extra["checks_overridden"] = {**override, "checks": verdict.failed}
     elif verdict.failed and not dry_run:
         raise checks_failed_error(

@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from rest_framework.test import APIClient
 
-from catalog_app.models import Branch, Commit
-from catalog_app.selectors.refs import ref_resolve
+from catalog_app.models import Branch, Commit, Line
+from catalog_app.selectors.refs import commit_chain, ref_resolve
 from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.commits import commit_begin, commit_begin_detached, commit_publish
 from catalog_app.services.databases import database_create
@@ -130,9 +130,11 @@ def test_failing_check_refuses_a_direct_merge_until_the_source_is_fixed(clients,
     assert {run["name"]: run["state"] for run in merge.log["checks"]} == {
         "no negative amounts": "success", "few rows": "failure",
     }  # fmt: skip
-    # The next commit on main extends the published line.
+    # The published result continues main's line, and the next commit on main extends it.
+    assert Commit.objects.get(id=merge.commit_id).line_id == Commit.objects.get(id=main_before).line_id
     insert(catalog, [{"id": 9, "amount": 1, "region": "eu"}])
-    assert Commit.objects.get(id=head(catalog)).parent_id == merge.commit_id
+    after = Commit.objects.get(id=head(catalog))
+    assert after.parent_id == merge.commit_id and after.line_id == Commit.objects.get(id=main_before).line_id
 
 
 def test_a_rerun_skips_checks_whose_tables_did_not_change(clients, user):
@@ -183,15 +185,25 @@ def test_merge_request_shows_checks_and_waits_for_them(clients, user):
     answer = clients["bob"].post(f"{base}/{number}/merge", format="json")
     assert (answer.status_code, answer.json()["code"]) == (409, "checks_pending")
 
-    # A CI system reports for the source head: pending still blocks, success lets it through.
+    # A CI system (carol's token: an approver) reports for the source head it tested: pending still blocks,
+    # success lets it through. The request's author cannot post them; a status names its head.
     status_url = f"{base}/{number}/checks"
-    stale = clients["bob"].post(status_url, {"name": "ci/build", "state": "success", "head": "0" * 32}, format="json")
+    dev = head(catalog, "dev")
+    own = clients["bob"].post(status_url, {"name": "ci/build", "state": "success", "head": dev}, format="json")
+    assert (own.status_code, own.json()["code"]) == (403, "role_required")  # an editor
+    catalog_role_grant(catalog=catalog, username="bob", role="approver", granted_by=user)
+    own = clients["bob"].post(status_url, {"name": "ci/build", "state": "success", "head": dev}, format="json")
+    assert (own.status_code, own.json()["code"]) == (403, "self_status")  # the author, even as an approver
+    headless = clients["carol"].post(status_url, {"name": "ci/build", "state": "success"}, format="json")
+    assert (headless.status_code, headless.json()["code"]) == (400, "invalid_input")
+    stale = clients["carol"].post(status_url, {"name": "ci/build", "state": "success", "head": "0" * 32},
+                                  format="json")  # fmt: skip
     assert stale.json()["code"] == "branch_moved"
-    posted = clients["bob"].post(status_url, {"name": "ci/build", "state": "pending", "url": "https://ci.example/1"},
-                                 format="json")  # fmt: skip
-    assert posted.status_code == 201 and posted.json()["commit"] == head(catalog, "dev")
+    posted = clients["carol"].post(status_url, {"name": "ci/build", "state": "pending", "url": "https://ci.example/1",
+                                                "head": dev[:8]}, format="json")  # fmt: skip
+    assert posted.status_code == 201 and posted.json()["commit"] == dev
     assert clients["bob"].post(f"{base}/{number}/merge", format="json").json()["code"] == "checks_pending"
-    clients["bob"].post(status_url, {"name": "ci/build", "state": "success"}, format="json")
+    clients["carol"].post(status_url, {"name": "ci/build", "state": "success", "head": dev}, format="json")
     listed = {c["name"]: c["state"] for c in clients["carol"].get(status_url).json()}
     assert listed == {"no negative amounts": "success", "ci/build": "success"}
     answer = clients["bob"].post(f"{base}/{number}/merge", format="json")
@@ -239,11 +251,29 @@ def test_a_judged_result_is_not_published_once_the_target_moved(clients, user):
         assert commit_publish(catalog=catalog, branch="main", commit=stale) is False
     assert head(catalog) == moved
     fresh = judged()
+    main_line = Commit.objects.get(id=moved).line_id
+    assert fresh.line_id != main_line  # made where no branch points, on a line of its own
     with transaction.atomic():
         assert commit_publish(catalog=catalog, branch="main", commit=fresh) is True
     assert head(catalog) == fresh.id
+    # Published, it continues main's line (one more line per checked merge would lengthen every read of main).
+    published = Commit.objects.get(id=fresh.id)
+    assert published.line_id == main_line and Line.objects.get(id=main_line).tip_seq == published.seq
+    assert commit_chain(published).segments[1:] == commit_chain(Commit.objects.get(id=moved)).segments[1:]
     with transaction.atomic():
         assert commit_begin(catalog=catalog, branch="main").parent.id == fresh.id
+    # A judged result something was committed on meanwhile (a branch made from it, then written) keeps its own
+    # line when published; main's next commits extend that line.
+    forked = judged()
+    own_line = forked.line_id
+    branch_create(catalog=catalog, name="from-judged", source=forked.id)
+    insert(catalog, [{"id": 8, "amount": 1, "region": "eu"}], branch="from-judged")
+    with transaction.atomic():
+        assert commit_publish(catalog=catalog, branch="main", commit=forked) is True
+    assert Commit.objects.get(id=forked.id).line_id == own_line != main_line
+    assert Line.objects.get(id=own_line).branch.name == "main"
+    with transaction.atomic():
+        assert commit_begin(catalog=catalog, branch="main").parent.id == forked.id
 
 
 def _planned(client, base, number, timeout=120):

@@ -171,6 +171,7 @@ def test_cli_check_commands_and_a_refused_merge(live_server, client, token):
 
 def test_cli_external_check_gates_a_protected_branch(live_server, client, token, bob_token):
     lake(client)
+    client.role_grant("sales", "bob", "approver")  # bob is the CI system's user: statuses need an approver
     rule = client.branch_protect("sales", "main", required_approvals=0, required_checks=["ci/build"])
     assert rule["required_checks"] == ["ci/build"]
     client.check_create("sales", "no negative amounts", "main", NEGATIVE)
@@ -190,8 +191,14 @@ def test_cli_external_check_gates_a_protected_branch(live_server, client, token,
     stale = run(live_server, bob_token, "mr", "check", "sales", number, "--name", "ci/build", "--state", "success",
                 "--head", "0" * 32)  # fmt: skip
     assert stale.returncode == 1 and "branch_moved" in stale.stderr
+    headless = run(live_server, bob_token, "mr", "check", "sales", number, "--name", "ci/build", "--state", "success")
+    assert headless.returncode == 2 and "--head" in headless.stderr  # a status names the head it tested
+    own = run(live_server, token, "mr", "check", "sales", number, "--name", "ci/build", "--state", "success",
+              "--head", dev)  # fmt: skip
+    assert own.returncode == 1 and "self_status" in own.stderr, own.stderr  # not the request's author
     pending = run(live_server, bob_token, "--json", "mr", "check", "sales", number, "--name", "ci/build",
-                  "--state", "pending", "--url", "https://ci.example/builds/7", "--description", "building")  # fmt: skip
+                  "--state", "pending", "--url", "https://ci.example/builds/7", "--description", "building",
+                  "--head", dev[:12])  # fmt: skip
     assert pending.returncode == 0, pending.stderr
     posted = json.loads(pending.stdout)
     assert (posted["name"], posted["state"], posted["commit"], posted["url"]) == (
@@ -204,7 +211,8 @@ def test_cli_external_check_gates_a_protected_branch(live_server, client, token,
     assert blocked.value.code == "checks_pending" and "ci/build" in blocked.value.message
     assert client.branch("sales", "main")["head"] == main_before
 
-    client.merge_request_check_post("sales", int(number), "ci/build", "success", "https://ci.example/builds/7",
+    with Client(url=live_server.url, token=bob_token) as ci:
+        ci.merge_request_check_post("sales", int(number), "ci/build", "success", "https://ci.example/builds/7",
                                     "green", head=dev)  # fmt: skip
     assert {c["name"]: c["state"] for c in client.merge_request_checks("sales", int(number))} == {
         "no negative amounts": "failure", "ci/build": "success",

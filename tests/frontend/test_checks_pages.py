@@ -177,8 +177,10 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     check = check_create(catalog=catalog, name=NAME, branches="main", sql=NEGATIVE, created_by=user)
     bob_user = get_user_model().objects.get(username="bob")
     request = merge_request_open(catalog=catalog, source="dev", target="main", title="refunds", author=bob_user)
-    merge_request_status_post(merge_request=request, user=bob_user, name="ci/build", state="pending",
-                              url="https://ci.example/builds/7", description="building")  # fmt: skip
+    # The CI system posts as a user other than the request's author (here alice's), for the head it tested.
+    merge_request_status_post(merge_request=request, user=user, name="ci/build", state="pending",
+                              url="https://ci.example/builds/7", description="building",
+                              head=head(catalog, "dev"))  # fmt: skip
     # main needs ci/build (posted: pending) and ci/deploy (nothing posted yet); no approvals.
     protected_branch_create(catalog=catalog, pattern="main", required_approvals=0,
                             required_checks=["ci/build", "ci/deploy"], created_by=user)  # fmt: skip
@@ -213,7 +215,8 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     waiting = post(alice, f"{page_url}/merge", {"override_checks": "not yet"}, page=page_url, follow=True)
     assert "(checks_pending)" in text(waiting) and not Job.objects.filter(kind="branch_merge").exists()
     for name in ("ci/build", "ci/deploy"):
-        merge_request_status_post(merge_request=request, user=bob_user, name=name, state="success")
+        merge_request_status_post(merge_request=request, user=user, name=name, state="success",
+                                  head=head(catalog, "dev"))  # fmt: skip
     page = text(alice.get(page_url))
     assert 'data-code="checks_pending"' not in page and 'data-code="checks_failed"' in page
     override = page[page.index('id="override-checks-form"') :]

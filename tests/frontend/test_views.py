@@ -279,8 +279,9 @@ def test_job_pages_show_json_results_their_catalog_and_no_stale_step(client, use
     assert 'href="/catalogs/lake/diff"' in html  # the catalog's menu
     listed = text(client.get("/jobs/"))
     assert "Catalog Branch Table" in listed and "branch_merge lake dev → main" in listed
-    waiting = job_create(kind="branch_merge", params={"catalog_id": str(catalog.id)}, requested_by=user)
-    Job.objects.filter(id=waiting.id).update(status="queued")
+    # A job no worker has taken yet: recorded, not sent (the suite's workers would take a sent one at once).
+    waiting = Job.objects.create(kind="branch_merge", params={"catalog_id": str(catalog.id)}, requested_by=user)
+    assert waiting.status == "queued"
     assert "The first data job after a worker starts also starts Spark" in text(client.get(f"/jobs/{waiting.id}"))
     job_execute(job_id=str(waiting.id), worker="test")  # settled (it fails: no source), not left queued
 

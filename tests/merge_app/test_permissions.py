@@ -74,6 +74,11 @@ MATRIX = {
     ("MergeRequestDetailApi", "get"): V, ("MergeRequestDetailApi", "patch"): E,
     ("MergeRequestReviewApi", "post"): A,
     ("MergeRequestMergeApi", "post"): E,
+    # Merge checks: everyone who sees the catalog reads them, admins keep them; CI posts statuses as an approver.
+    ("MergeRequestChecksApi", "get"): V, ("MergeRequestChecksApi", "post"): A,
+    ("CheckListApi", "get"): V, ("CheckListApi", "post"): ADMIN,
+    ("CheckDetailApi", "get"): V, ("CheckDetailApi", "patch"): ADMIN, ("CheckDetailApi", "delete"): ADMIN,
+    ("CheckRunListApi", "get"): V, ("CheckRunListApi", "post"): ADMIN, ("CheckRunDetailApi", "get"): V,
     # Webhooks are admin-managed, reads included (tests/hooks_app/test_webhooks_api.py).
     ("WebhookListApi", "get"): ADMIN, ("WebhookListApi", "post"): ADMIN,
     ("WebhookDetailApi", "get"): ADMIN, ("WebhookDetailApi", "patch"): ADMIN, ("WebhookDetailApi", "delete"): ADMIN,
@@ -84,7 +89,7 @@ SAMPLE = {
     "catalog": "lake", "ref": "dev", "database": "sales", "table": "orders", "column": "amount", "branch": "dev",
     "tag": "v1", "name": "x", "merge_id": str(uuid.uuid4()), "number": "1", "user": "vic", "rule_id": "1",
     "job_id": str(uuid.uuid4()), "restore_id": str(uuid.uuid4()), "commit_id": "0" * 32,
-    "webhook_id": "1", "delivery_id": str(uuid.uuid4()),
+    "webhook_id": "1", "delivery_id": str(uuid.uuid4()), "check_id": "1", "run_id": str(uuid.uuid4()),
 }  # fmt: skip
 BODY = {"statement": "CREATE BRANCH other FROM main", "name": "x", "source": "dev", "target": "main"}
 PEOPLE = {"viewer": "vic", "editor": "eddie", "approver": "abby", "admin": "ada"}

@@ -529,11 +529,12 @@ def mr_checks(ctx, catalog, number):
 @click.option("--state", required=True, type=click.Choice(["pending", "success", "failure", "error"]))
 @click.option("--url", default="", help="Where the check's details are (http or https)")
 @click.option("--description", default="")
-@click.option("--head", default=None, help="The source head the status is for: refused if the source moved")
+@click.option("--head", required=True, help="The source head the status is for (what CI tested): refused if it moved")
 @click.pass_context
 def mr_check(ctx, catalog, number, name, state, url, description, head):
-    """Post an external check's status for the request's source head (what a CI system does)."""
-    posted = make_client().merge_request_check_post(catalog, number, name, state, url, description, head)
+    """Post an external check's status for the source head it tested (what a CI system does; approvers, not the
+    request's author)."""
+    posted = make_client().merge_request_check_post(catalog, number, name, state, url, description, head=head)
     emit(ctx, posted, ["name", "state", "commit", "url", "description"])
 
 

@@ -468,13 +468,13 @@ class Client:
         state: str,
         url: str = "",
         description: str = "",
-        head: str | None = None,
+        *,
+        head: str,
     ) -> dict:
-        """Post an external check's status (`state`: pending, success, failure or error) for the request's source
-        head, as a CI system does; with `head`, refused (409 `branch_moved`) if the source head is another."""
-        body = {"name": name, "state": state, "url": url, "description": description}
-        if head is not None:
-            body["head"] = head
+        """Post an external check's status (`state`: pending, success, failure or error) for the source head it
+        tested (`head`: refused, 409 `branch_moved`, if the request's source head is another), as a CI system does.
+        Needs the approver role, and the request's author may not."""
+        body = {"name": name, "state": state, "url": url, "description": description, "head": head}
         return self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/checks", json=body)
 
     # access and maintenance
