@@ -5,22 +5,13 @@ tests/catalog_app/test_iceberg_rest.py.)"""
 
 import pyarrow.compute as pc
 import pytest
-from lakeui_client import Client
 from lakeui_client.arrow import _where, read_arrow, to_pandas
-from rest_framework.authtoken.models import Token
 
 COLUMNS = [
     {"name": "id", "type": "long", "nullable": False},
     {"name": "amount", "type": "int"},
     {"name": "region", "type": "string"},
 ]
-
-
-@pytest.fixture
-def client(live_server, user):
-    with_client = Client(url=live_server.url, token=Token.objects.get_or_create(user=user)[0].key)
-    yield with_client
-    with_client.close()
 
 
 def test_read_arrow_pushes_columns_and_filter_down(client, celery_worker, monkeypatch):

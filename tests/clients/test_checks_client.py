@@ -21,17 +21,6 @@ REASON = "negative amounts are refunds"
 
 
 @pytest.fixture
-def token(user):
-    return Token.objects.get_or_create(user=user)[0].key
-
-
-@pytest.fixture
-def client(live_server, token):
-    with Client(url=live_server.url, token=token) as with_client:
-        yield with_client
-
-
-@pytest.fixture
 def bob_token(user):
     """bob, an editor of `sales` once `lake` granted it: he merges, but neither keeps checks nor overrides them."""
     return Token.objects.create(user=get_user_model().objects.create_user("bob")).key

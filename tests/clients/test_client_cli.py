@@ -22,18 +22,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CLIENT_SRC = str(Path(lakeui_client.__file__).parents[1])  # the CLI runs the client these tests import
 
 
-@pytest.fixture
-def token(user):
-    return Token.objects.get_or_create(user=user)[0].key
-
-
-@pytest.fixture
-def client(live_server, token):
-    with_client = Client(url=live_server.url, token=token)
-    yield with_client
-    with_client.close()
-
-
 def run(live_server, token, *args, home=None, color=False, columns=200):
     env = {**os.environ, "LAKEUI_URL": live_server.url, "LAKEUI_TOKEN": token}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [CLIENT_SRC, os.environ.get("PYTHONPATH")]))

@@ -11,7 +11,6 @@ from lakeui_client import ApiError, Client, ConflictError, NotFound
 from lakeui_client.errors import JobFailed
 from lakeui_client.spark import read_table, write_table
 from pyspark.sql import functions as F
-from rest_framework.authtoken.models import Token
 
 from catalog_app.services.access import catalog_role_grant
 from tests.support.catalogs import head, make_catalog, make_table
@@ -21,14 +20,6 @@ COLUMNS = [
     {"name": "amount", "type": "int"},
     {"name": "region", "type": "string"},
 ]
-
-
-@pytest.fixture
-def client(live_server, user):
-    token = Token.objects.get_or_create(user=user)[0].key
-    with_client = Client(url=live_server.url, token=token)
-    yield with_client
-    with_client.close()
 
 
 def api_rows(client: Client, ref: str, table: str, at: str | None = None) -> tuple[list[str], list[tuple]]:

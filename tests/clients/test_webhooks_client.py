@@ -16,17 +16,6 @@ from tests.support.webhooks import Receiver
 SECRET = "a-secret-for-the-cli-tests"
 
 
-@pytest.fixture
-def token(user):
-    return Token.objects.get_or_create(user=user)[0].key
-
-
-@pytest.fixture
-def client(live_server, token):
-    with Client(url=live_server.url, token=token) as with_client:
-        yield with_client
-
-
 def _delivered(client, catalog, webhook_id, count=1, timeout=30) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:

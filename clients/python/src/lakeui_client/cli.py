@@ -516,10 +516,7 @@ MR_CHECK_COLUMNS = ["kind", "name", "state", "advisory", "row_count", "commit", 
 @click.pass_context
 def mr_checks(ctx, catalog, number):
     """The request's checks on its current heads: each SQL check's newest run and each external status."""
-    found = make_client().merge_request_checks(catalog, number)
-    if ctx.obj["json"]:
-        return click.echo(json.dumps(found, indent=2, default=str))
-    show_runs(found, MR_CHECK_COLUMNS)
+    show_runs(ctx, make_client().merge_request_checks(catalog, number), MR_CHECK_COLUMNS)
 
 
 @mr.command("check")
@@ -636,7 +633,11 @@ RUN_COLUMNS = ["id", "state", "advisory", "row_count", "commit", "duration_ms", 
 STATES = {"success": "green", "failure": "bold red", "error": "bold red", "pending": "yellow"}
 
 
-def show_runs(runs: list[dict], columns: list[str]) -> None:
+def show_runs(ctx: click.Context, runs: list[dict], columns: list[str]) -> None:
+    """Check runs as a table, their state coloured (`--json`: as the API gives them)."""
+    if ctx.obj["json"]:
+        click.echo(json.dumps(runs, indent=2, default=str))
+        return
     table = Table(*columns)
     for run in runs:
         style = STATES.get(run["state"])
@@ -747,10 +748,7 @@ def check_run(ctx, catalog, check_id, ref):
 @click.pass_context
 def check_runs(ctx, catalog, check_id):
     """The check's runs, newest first (a merge's, a merge request's and those run by hand)."""
-    found = make_client().check_runs(catalog, check_id)
-    if ctx.obj["json"]:
-        return click.echo(json.dumps(found, indent=2, default=str))
-    show_runs(found, RUN_COLUMNS)
+    show_runs(ctx, make_client().check_runs(catalog, check_id), RUN_COLUMNS)
 
 
 @check.command("run-show")
