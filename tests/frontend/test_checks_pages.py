@@ -242,3 +242,19 @@ def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user)
     assert merge.log["checks_overridden"]["reason"] == reason
     assert merge.log["checks_overridden"]["by"] == "alice" and merge.log["checks_overridden"]["checks"] == [NAME]
     assert merge.commit_id == head(catalog) and MergeRequest.objects.get(id=request.id).state == "merged"
+
+
+def test_a_merge_from_the_diff_page_into_a_guarded_branch_is_refused_by_its_check(user):
+    """The browser's direct merge (the diff page's Merge button) runs the checks guarding the target like every
+    other entry point: its job fails `checks_failed`, its page says why, and main does not move."""
+    catalog = lake(user)
+    check_create(catalog=catalog, name=NAME, branches="main", sql=NEGATIVE, created_by=user)
+    main_before = head(catalog)
+    bob = signed_in("bob")
+    diff = "/catalogs/lake/diff?from=dev&to=main"
+    answer = post(bob, "/catalogs/lake/merge", {"source": "dev", "target": "main"}, page=diff)
+    assert answer.status_code == 302, text(answer)
+    job = wait_for_job(answer.url.rsplit("/", 1)[-1])
+    assert (job.status, job.error_code) == ("failed", "checks_failed"), job.error_message
+    assert head(catalog) == main_before
+    assert f"fails its check(s): {NAME}" in html.unescape(text(bob.get(answer.url)))
