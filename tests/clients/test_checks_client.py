@@ -161,8 +161,13 @@ def test_cli_check_commands_and_a_refused_merge(live_server, client, token):
 def test_cli_external_check_gates_a_protected_branch(live_server, client, token, bob_token):
     lake(client)
     client.role_grant("sales", "bob", "approver")  # bob is the CI system's user: statuses need an approver
-    rule = client.branch_protect("sales", "main", required_approvals=0, required_checks=["ci/build"])
-    assert rule["required_checks"] == ["ci/build"]
+    protected = run(live_server, token, "--json", "branch", "protect", "sales", "main", "--approvals", "0",
+                    "--required-check", "ci/build")  # fmt: skip
+    assert protected.returncode == 0, protected.stderr
+    assert json.loads(protected.stdout)["required_checks"] == ["ci/build"]
+    assert re.search(r"main\s+│ 0\s+│ \['ci/build'\]", run(live_server, token, "branch", "protections", "sales").stdout)
+    not_admin = run(live_server, bob_token, "branch", "protect", "sales", "dev")
+    assert not_admin.returncode == 1 and "role_required" in not_admin.stderr, not_admin.stderr
     client.check_create("sales", "no negative amounts", "main", NEGATIVE)
     opened = client.merge_request_open("sales", "dev", "main", "Add 3")
     number = str(opened["number"])

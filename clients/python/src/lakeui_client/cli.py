@@ -99,6 +99,39 @@ def branch_create(ctx, catalog, name, source):
     emit(ctx, make_client().branch_create(catalog, name, source=source), ["name", "head"])
 
 
+PROTECTION_COLUMNS = ["id", "pattern", "required_approvals", "required_checks"]
+
+
+@branch.command("protect")
+@click.argument("catalog")
+@click.argument("pattern")
+@click.option("--approvals", "required_approvals", type=int, default=1, show_default=True,
+              help="Approvals a merge request into a matching branch needs")  # fmt: skip
+@click.option("--required-check", "required_checks", multiple=True,
+              help="An external check (e.g. ci/build) that must succeed on the source head; repeatable")  # fmt: skip
+@click.pass_context
+def branch_protect(ctx, catalog, pattern, required_approvals, required_checks):
+    """Protect the branches matching PATTERN (main, release/*): written only by approved merge requests (admins)."""
+    rule = make_client().branch_protect(catalog, pattern, required_approvals, list(required_checks))
+    emit(ctx, rule, PROTECTION_COLUMNS)
+
+
+@branch.command("protections")
+@click.argument("catalog")
+@click.pass_context
+def branch_protections(ctx, catalog):
+    """The catalog's protected-branch rules."""
+    emit(ctx, make_client().protected_branches(catalog), PROTECTION_COLUMNS)
+
+
+@branch.command("unprotect")
+@click.argument("catalog")
+@click.argument("rule_id", type=int)
+def branch_unprotect(catalog, rule_id):
+    """Remove a protected-branch rule (admins)."""
+    make_client().branch_unprotect(catalog, rule_id)
+
+
 @cli.group()
 def tag() -> None:
     """Tags of a catalog."""
