@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from tests.clients.test_client_cli import COLUMNS, _commits, _ids, client, run, token  # noqa: F401 (fixtures)
+from tests.clients.test_client_cli import COLUMNS, _commits, _ids, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_cli_cherry_pick_a_range_and_revert(live_server, client, token, celery_worker):  # noqa: F811
+def test_cli_cherry_pick_a_range_and_revert(live_server, client, token, celery_worker):
     client.catalog_create("sales")
     client.database_create("sales", "main", "shop")
     client.table_create("sales", "main", "shop.orders", COLUMNS)
