@@ -25,7 +25,7 @@ from django.conf import settings
 from catalog_app.engine import keys as engine
 from catalog_app.engine.segments import Column, WrittenFile
 from catalog_app.engine.table_data import TableData
-from catalog_app.engine.types import json_value
+from catalog_app.engine.types import json_value, stat_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile
 from catalog_app.selectors.refs import commit_chain
@@ -137,12 +137,16 @@ def replay(
 
 
 def _left_alone(sides: Sides, scope: set) -> list:
-    """The target's segments the key merge does not scan, each with its first key column's bounds (statistics)."""
-    first = next(c.id for c in sides.table.data.columns if c.name == sides.table.keys[0])
+    """The target's segments the key merge does not scan, each with its first key column's bounds (statistics, as
+    values of the column's type: dates, timestamps and decimals compare with the merged keys)."""
+    first = next(c for c in sides.table.data.columns if c.name == sides.table.keys[0])
     others = [s for s in sides.target.segments if s.id not in scope]
-    bounds = [s.stats.get(str(first), {}) for s in others]
+    bounds = [s.stats.get(str(first.id), {}) for s in others]
     reads = TableFiles(others, sides.target.deltas).reads()
-    return [engine.KeyedSegment(read, b.get("min"), b.get("max")) for read, b in zip(reads, bounds, strict=True)]
+    return [
+        engine.KeyedSegment(read, stat_value(b.get("min"), first.type), stat_value(b.get("max"), first.type))
+        for read, b in zip(reads, bounds, strict=True)
+    ]
 
 
 @dataclass
