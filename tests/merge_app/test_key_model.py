@@ -331,6 +331,9 @@ class Run:
         """RESTORE TABLE k of the branch to one of its earlier commits (its files as they were there): a change of
         the table's rows like any other, which later merges compare by state."""
         earlier = [c for c in ancestors(self.model.heads[branch]).values() if c.id in self.real]
+        if not earlier:  # no commit of this branch's history that LakeUI made yet: nothing to restore to
+            self.log[-1] = f"restore k on {branch}: no earlier commit, skipped"
+            return
         point = self.random.choice(sorted(earlier, key=lambda c: c.id))
         self.log[-1] = f"restore k on {branch} to {point.id} ({self.real[point.id][:8]})"
         restore = branch_restore(catalog=self.catalog, branch=branch, point=self.real[point.id], database="sales",
