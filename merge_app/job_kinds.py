@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from catalog_app.engine.frames import cache_scope
 from catalog_app.selectors.refs import catalog_by_id
 from catalog_app.spark import spark_session
 from lakeui.jobs.registry import Progress, job_kind
@@ -65,6 +66,7 @@ def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[s
 
 
 @job_kind(KEYS_JOB, interactive=True)
+@cache_scope()
 def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows)."""
     diff = merge_diff_with_bases(catalog=catalog_by_id(params["catalog_id"]), source=params["source"],

@@ -1,7 +1,9 @@
 """DataFrames to and from driver-side values: a table's Spark schema (column ids as field ids), frames built from
-Arrow, a small frame's rows."""
+Arrow, a small frame's rows; frames cached for the length of one piece of work (`cache_scope`)."""
 
-from collections.abc import Iterable, Sequence
+import contextvars
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +16,32 @@ from catalog_app.engine.types import spark_type
 
 # What a service holds of a DataFrame it only passes on (a table's rows at a commit, a SELECT's result): a handle.
 Frame = DataFrame
+
+_scopes: contextvars.ContextVar[list[DataFrame] | None] = contextvars.ContextVar("cache_scope", default=None)
+
+
+@contextmanager
+def cache_scope() -> Iterator[None]:
+    """Frames `cached` inside the block are released at its end. A worker's Spark session lives for many jobs, and
+    frames cached and never released fill its memory (a long run of key merges ended in Spark's out-of-memory
+    error): every piece of work that caches runs inside one. Scopes nest; an inner one releases only its own."""
+    frames: list[DataFrame] = []
+    token = _scopes.set(frames)
+    try:
+        yield
+    finally:
+        _scopes.reset(token)
+        for frame in frames:
+            frame.unpersist()
+
+
+def cached(frame: DataFrame) -> DataFrame:
+    """`frame.cache()`, released at the end of the innermost `cache_scope` (outside one it stays cached: callers
+    run inside one)."""
+    frames = _scopes.get()
+    if frames is not None:
+        frames.append(frame)
+    return frame.cache()
 
 
 def struct_type(columns: Iterable[Column]) -> T.StructType:

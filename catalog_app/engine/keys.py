@@ -6,7 +6,8 @@ as struct columns `before` and `after`. `both_changed` and `only_changed` split 
 
 A merge by key (merge_app/services/keys.py) runs on these through two steps on plain inputs: `key_changes` reads
 both sides' changes and returns the keys both changed as Python values (the merge decides each with
-merge_app.semantics.row_merge), and `key_merge_write` writes the merged keys on the target.
+merge_app.semantics.row_merge), and `key_merge_write` writes the merged keys on the target. The frames both cache
+are released at the end of the caller's `frames.cache_scope` (a merge, a pick, a comparison job).
 """
 
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from catalog_app.engine.dml import rows_in_partitions
+from catalog_app.engine.frames import cached
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.writes import write_deltas
@@ -129,12 +131,12 @@ def key_changes(
 
     def changes(side: SideReads) -> DataFrame:
         before, after = (table.data.read(spark, reads) for reads in (side.before, side.after))
-        return changes_by_key(before, after, table.keys, names).cache()
+        return cached(changes_by_key(before, after, table.keys, names))
 
     src, dest = changes(source), changes(target)
     discarded = 0
     if target_overwrites:
-        kept = src.filter((F.col(CHANGE) == INSERT) | ~_replaced(target_overwrites, table.data.columns)).cache()
+        kept = cached(src.filter((F.col(CHANGE) == INSERT) | ~_replaced(target_overwrites, table.data.columns)))
         discarded = src.count() - kept.count()
         src = kept
     both = [
@@ -195,7 +197,7 @@ def key_merge_write(
     if rows:
         schema = T.StructType([*(only.schema[k] for k in table.keys), only.schema[AFTER]])
         replaced = replaced.unionByName(spark.createDataFrame([(*key, row) for key, row in rows], schema))
-    replaced = replaced.cache()
+    replaced = cached(replaced)
     new_rows = replaced.filter(F.col(AFTER).isNotNull()).select(f"{AFTER}.*")
     _keys_once(spark, table, new_rows, others)
     current = table.data.read(spark, scanned, positions=True)

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from catalog_app.engine import keys, row_diff
-from catalog_app.engine.frames import collected
+from catalog_app.engine.frames import cache_scope, cached, collected
 from catalog_app.engine.reads import READ_ERRORS, read_segments
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import json_value
@@ -166,6 +166,7 @@ def _key_names(shown: ObjectVersion, columns: list[Column]) -> list[str]:
     return [by_id[i] for i in shown.state.get("primary_key", []) if i in by_id]
 
 
+@cache_scope()
 def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
     """The job: read both sides with Spark (any schema the segments were written in) and compare them; one page."""
     shown, name, columns, reads, segments_read = _sides(params)
@@ -181,7 +182,7 @@ def table_diff(spark, params: dict[str, Any]) -> dict[str, Any]:
         "segments_read": segments_read, "page": page, "page_size": page_size,
     }  # fmt: skip
     if key_names:
-        changes = keys.changes_by_key(before, after, key_names, names).cache()
+        changes = cached(keys.changes_by_key(before, after, key_names, names))
         counts = dict(changes.groupBy(keys.CHANGE).count().collect())
         listed = collected(changes.orderBy(*key_names).offset(offset).limit(page_size))
         result |= {

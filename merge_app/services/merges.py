@@ -23,6 +23,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from catalog_app.engine import dml
+from catalog_app.engine.frames import cache_scope
 from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import Column, file_in_partitions
 from catalog_app.engine.warehouse import Warehouse
@@ -208,6 +209,7 @@ def checks_override(*, catalog: Catalog, user: AbstractBaseUser | None, reason: 
     return {"reason": reason.strip(), "by": user.username}
 
 
+@cache_scope()
 def branch_merge(
     *,
     catalog: Catalog,

@@ -18,6 +18,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from catalog_app.engine.frames import cache_scope
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
 from catalog_app.services.access import branch_write_check
@@ -102,6 +103,7 @@ def pick_commits(
     return [one.id for one in picked]
 
 
+@cache_scope()
 def commits_pick(
     *,
     catalog: Catalog,
