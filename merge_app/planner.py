@@ -10,7 +10,7 @@ plan; a plan is made again from the same inputs, with no read, once the key comp
 """
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -123,7 +123,9 @@ class PlanInputs:
     object_ids: frozenset[uuid.UUID]  # the objects to compare: those either side changed
     keyed_changes: Mapping[uuid.UUID, Mapping[str, bool]]  # primary-key tables: whether each side's files differ
     taken: Mapping[tuple, uuid.UUID]  # the target's live names the source's objects have: namespace -> id
-    live_files: Mapping[uuid.UUID, Mapping[str, frozenset[str]]]  # tables the source rewrote by position: file ids
+    # Tables the source rewrote by position: each side's live files, file id -> the segment a delete file deletes
+    # from (None for a segment).
+    live_files: Mapping[uuid.UUID, Mapping[str, Mapping[str, str | None]]]
     target_children: Mapping[uuid.UUID, list[tuple[uuid.UUID, str]]]  # databases the source dropped: target's
     segment_stats: Mapping[str, dict]  # column statistics of the segments either side wrote (NOT NULL checks)
     reverting: bool = False  # the source's operations undo a commit's (a revert)
@@ -156,6 +158,7 @@ def plan_objects(
     objects = [obj for obj in objects if obj is not None]
     if not inputs.reverting:  # a revert's own check is its pairs' (rules.revert_verdict)
         _check_segments_present(objects, inputs.live_files)
+        _check_overwrite_lineage(objects, inputs.live_files)
     objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
     for obj in objects:
         if obj.key_mode:
@@ -308,14 +311,15 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
     return obj
 
 
-def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, frozenset]]) -> None:
+def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, Mapping]]) -> None:
     """A source operation that changed rows of a segment by position (a delete, an update, a compaction) replays
-    only where that segment is: on the target, or written by the source itself. A segment the target's own
-    operations removed is for the rule tables (A4/A5, F*, R*). One the target never had, because a merge on one
-    side kept a table the other side had changed (`target_wins`, a discard), is a conflict here: the replay would
-    miss the rows or keep them twice. An operation none of whose files the source still has (a later overwrite
-    replaced them) has nothing left to replay. `live_files`: the source's and the target's file ids of each table
-    whose source operations rewrote rows by position."""
+    only where that segment is, as the source saw it: on the target, or written by the source itself. A segment the
+    target's own operations removed or changed is for the rule tables (A4/A5, F*, R*). One the target never had,
+    or has with deletes the source never saw, because a merge on one side kept a table the other side had changed
+    (`target_wins`, a discard), is a conflict here: the replay would miss the rows, keep them twice or bring back
+    rows the target deleted. An operation none of whose files the source still has (a later overwrite replaced
+    them) has nothing left to replay. `live_files`: the source's and the target's files of each table whose source
+    operations rewrote rows by position."""
     wanted: dict[uuid.UUID, ObjectDiff] = {}
     for obj in objects:
         if obj.kind != TABLE or not obj.merges or obj.source.dropped or obj.keyed:
@@ -344,6 +348,60 @@ def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.
                     f"The source changed rows of segment(s) {rules.segments_named(missing)} by position, and the "
                     "target does not have them (a merge on one side kept its own version of the table): the "
                     "change cannot be replayed.",
+                )
+            )  # fmt: skip
+        # A rewrite (a compaction, a copy-on-write delete or update) or an update by position made from the
+        # source's version of a segment: the target's deletes on it that the source never had would be undone.
+        rewritten = {s for op in positional for s in (op.removed if op.op != "update" else op.removed | op.touched)}
+        rewritten -= set().union(*(op.added for op in obj.source_operations))
+        seen = set(source) | set().union(*(op.added for op in obj.target_operations))
+        seen |= {d for op in obj.source_operations for d in op.details.get("deltas_removed", [])}
+        unseen = {live_files[table_id]["target"][fid] for fid in target - seen} & rewritten
+        if unseen:
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source rewrote rows of segment(s) {rules.segments_named(unseen)} by position, and the "
+                    "target has deletes on them the source never had (a merge on one side kept its own version of "
+                    "the table): the change would bring those rows back.",
+                )
+            )  # fmt: skip
+
+
+def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tuple[set[str], list[Op]]:
+    """A source overwrite replaces the target's rows but those the source still has (rows that reached it after the
+    overwrite, by operations the target holds too). Where the target rewrote such rows since the base, its new
+    segments hold them: those a copy-on-write delete wrote (the rows it kept) stay on the target (the first set),
+    and the rewrites whose new segments may also hold rows the source never had (an update's new versions, a
+    compaction's other segments) are returned (the second), which the planner refuses."""
+    lineage, kept, mixed = set(source_files), set(), []
+    for op in obj.target_operations:
+        if op.op in rules.REWRITES and op.removed & lineage:
+            written = set(op.details.get("segments_added", []))
+            if op.op == "delete":
+                kept |= written
+                lineage |= written
+            else:
+                mixed.append(op)
+    return kept, mixed
+
+
+def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, Mapping]]) -> None:
+    """A source overwrite against a target's update or compaction of rows the source still has (see
+    `rewrites_of_source_rows`): which of the rewritten rows to keep cannot be told by file, so it is a conflict."""
+    for obj in objects:
+        files = live_files.get(obj.object_id)
+        if files is None or obj.keyed or not any(op.op == "overwrite" for op in obj.source_operations):
+            continue
+        _, mixed = rewrites_of_source_rows(obj, files["source"])
+        if mixed:
+            segments = set().union(*(op.removed for op in mixed)) & set(files["source"])
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source's overwrite replaces the target's rows, but the source still has the rows of "
+                    f"segment(s) {rules.segments_named(segments)}, which the target rewrote since the base "
+                    f"({', '.join(sorted({op.op for op in mixed}))}): the rows to keep cannot be told apart.",
                 )
             )  # fmt: skip
 

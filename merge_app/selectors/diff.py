@@ -176,7 +176,8 @@ def merge_diff_of(
     inputs = PlanInputs(
         versions=versions, source_operations=src_ops, target_operations=dest_ops, object_ids=frozenset(object_ids),
         keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"]),
-        live_files=_rewritten_files(src_ops, chains), target_children=_dropped_children(versions, object_ids, chains),
+        live_files=_rewritten_files(src_ops, dest_ops, chains),
+        target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops), reverting=explicit is not None and explicit.kind == REVERT,
     )  # fmt: skip
     diff = MergeDiff(
@@ -378,13 +379,28 @@ def _keyed_live(version: Version | None) -> bool:
     return version is not None and not version.dropped and bool(version.state.get("primary_key"))
 
 
-def _rewritten_files(src_ops: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
-    """The source's and target's file ids of each table whose source operations rewrote rows by position."""
-    wanted = [table_id for table_id, ops in src_ops.items() if any(op.op in rules.REWRITES for op in ops)]
+def _rewritten_files(
+    src_ops: dict, dest_ops: dict, chains: dict[str, Chain]
+) -> dict[uuid.UUID, dict[str, dict[str, str | None]]]:
+    """The source's and target's live files of each table whose source operations rewrote rows by position, or
+    overwrote it while the target rewrote it: file id -> the segment a delete file deletes from (None for a
+    segment)."""
+
+    def rewrites(ops: list[Op]) -> bool:
+        return any(op.op in rules.REWRITES for op in ops)
+
+    wanted = [
+        table_id for table_id, ops in src_ops.items()
+        if rewrites(ops) or (any(op.op == "overwrite" for op in ops) and rewrites(dest_ops.get(table_id, [])))
+    ]  # fmt: skip
     if not wanted:
         return {}
     live = {side: tables_files(chains[side], table_ids=wanted) for side in ("source", "target")}
-    return {t: {side: frozenset(live[side].get(t, NO_FILES).by_id()) for side in live} for t in wanted}
+    return {
+        t: {side: {fid: f.segment_id and str(f.segment_id) for fid, f in live[side].get(t, NO_FILES).by_id().items()}
+            for side in live}
+        for t in wanted
+    }  # fmt: skip
 
 
 def _dropped_children(versions: dict, object_ids: set, chains: dict[str, Chain]) -> dict[uuid.UUID, list]:

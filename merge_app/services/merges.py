@@ -43,6 +43,7 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create, job_run_sync
 from merge_app import states
 from merge_app.models import Merge, VirtualBase
+from merge_app.planner import rewrites_of_source_rows
 from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
     REVERT,
@@ -595,8 +596,12 @@ class MergeWriter:
             overwritten_partitions(op, obj.object_id) for index, op in enumerate(obj.source_operations)
             if op.op == "overwrite" and index not in {pair.source for pair in obj.discarded}
         ]  # fmt: skip
+        # The rows the source still has stay, in the segments the target's copy-on-write deletes wrote of them.
+        source_rows = rewrites_of_source_rows(obj, src)[0] if overwrites else set()
         for partitions in overwrites:
-            removed |= {fid for fid, f in dest.items() if fid not in src and _in_scope(f, partitions)}
+            removed |= {
+                fid for fid, f in dest.items() if fid not in src and fid not in source_rows and _in_scope(f, partitions)
+            }  # fmt: skip
         removed |= {fid for fid, f in dest.items() if f.kind == DataFile.Kind.DELTA and str(f.segment_id) in removed}
         kept = [f for fid, f in dest.items() if fid not in src and fid not in removed]
         added = [

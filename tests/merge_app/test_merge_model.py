@@ -132,6 +132,8 @@ def pair_verdict(src: MOp, dest: MOp) -> str:
         return MAYBE  # F*
     if src.kind == "compaction" and dest.kind != "compaction":
         return MAYBE  # C*
+    if src.kind == "overwrite" and dest.kind in ("update", "compaction"):
+        return MAYBE  # R*: the target rewrote (copy-on-write, compaction) rows the source may still have
     return OK
 
 
