@@ -301,3 +301,57 @@ def test_table_source_wins_is_refused_where_the_target_compacted_its_own_rows_in
     assert head(catalog, "main") == before
     assert merge(catalog, resolution={"tables": {"sales.orders": "target_wins"}}).status == "merged"
     assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, _2=-2)
+
+
+def overwritten_then_synced(*, mode):
+    """`src` fully refreshes the table, then takes `dst`'s insert of rows 5-7 by a merge: the base of the two is
+    `dst`'s head, and `src`'s overwrite is its own change since it, older than the rows it took."""
+    catalog = make_catalog()
+    make_table(catalog, properties={"write.mode": mode})
+    for name in ("src", "dst"):
+        branch_create(catalog=catalog, name=name, source="main")
+    insert(catalog, rows(5, 6, 7), branch="dst")
+    refresh(catalog, "src", 9)
+    merge(catalog, source="dst", target="src")
+    return catalog
+
+
+def test_a_source_overwrite_keeps_the_rows_the_source_still_has_that_the_target_rewrote_to_delete_one(spark):
+    """Found by the model (seed 52): the target deleted row 5 by copy-on-write since the base (a new segment with 6
+    and 7); the source's older overwrite replaces the target's rows, but not rows 6 and 7, which the source still
+    has. They were lost."""
+    catalog = overwritten_then_synced(mode="copy-on-write")
+    change(catalog, "table_delete", {"where": "id = 5"}, branch="dst")
+    merge(catalog, source="src", target="dst")
+    assert table(spark, catalog, "dst") == expect(6, 7, 9)
+    assert table(spark, catalog, "src") == expect(5, 6, 7, 9)
+
+
+def test_a_source_overwrite_against_a_target_rewrite_update_of_rows_it_still_has_is_a_conflict(spark):
+    """Which rows of the target's copy-on-write update the source still has cannot be told by file: R*."""
+    catalog = overwritten_then_synced(mode="copy-on-write")
+    update(catalog, "dst", "id = 5", -5)
+    before = head(catalog, "dst")
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, source="src", target="dst")
+    assert "R*" in str(refused.value.details)
+    assert head(catalog, "dst") == before
+    assert table(spark, catalog, "dst") == expect(5, 6, 7, _5=-5)
+
+
+def test_a_source_rewrite_of_a_segment_the_target_deleted_rows_of_unseen_is_a_conflict(spark):
+    """Found by the model (seed 51): `a` kept its own table (target_wins) when it took `b`'s delete of row 1, then
+    compacted; the compaction rewrote the segment without `b`'s delete, and merging `a` into `b` brought row 1
+    back. It is now refused (R*): the source's rewrite would undo deletes it never had."""
+    catalog = start(branches=("a", "b"))
+    change(catalog, "table_delete", {"where": "id = 1"}, branch="b")
+    insert(catalog, rows(8), branch="a")
+    merge(catalog, source="b", target="a", resolution={"default": "target_wins"})  # delete x insert: a conflict
+    assert table(spark, catalog, "a") == expect(1, 2, 3, 4, 8)
+    change(catalog, "table_compact", {}, branch="a")
+    before = head(catalog, "b")
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, source="a", target="b")
+    assert "R*" in str(refused.value.details)
+    assert head(catalog, "b") == before
+    assert table(spark, catalog, "b") == expect(2, 3, 4)
