@@ -26,7 +26,7 @@ import pytest
 
 from catalog_app.models import Commit
 from catalog_app.services.refs import branch_create
-from lakeui.errors import ConflictError
+from lakeui.errors import ApplicationError, ConflictError
 from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
@@ -409,7 +409,10 @@ class Run:
 def test_random_histories_of_a_keyed_table_merge_as_the_model_says(spark, seed):
     run = Run(seed, spark)
     for number in range(1, STEPS + 1):
-        run.step(number)
+        try:
+            run.step(number)
+        except ApplicationError as error:  # not a refusal the step expects: show the history that led to it
+            pytest.fail(run.failure(f"step {number} failed: {error.code}: {error.message}"))
     for branch in run.model.heads:
         run.check(branch)
     print(f"seed {seed}: {STEPS} steps, merges {run.outcomes}")

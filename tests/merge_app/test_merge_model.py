@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from catalog_app.services.refs import branch_create
-from lakeui.errors import ConflictError
+from lakeui.errors import ApplicationError, ConflictError
 from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick
 from tests.support.catalogs import head, make_catalog, make_table
@@ -487,7 +487,10 @@ class Run:
 def test_random_histories_merge_as_the_model_says(spark, seed):
     run = Run(seed, spark)
     for number in range(1, STEPS + 1):
-        run.step(number)
+        try:
+            run.step(number)
+        except ApplicationError as error:  # not a refusal the step expects: show the history that led to it
+            pytest.fail(run.failure(f"step {number} failed: {error.code}: {error.message}"))
     for branch in run.model.heads:
         run.check(branch)
     print(f"seed {seed}: {STEPS} steps, merges {run.outcomes}")
