@@ -8,10 +8,10 @@ and the load runs on Spark instead.
 The incoming rows are JSON rows (converted by `incoming.rows_arrays`, as the Spark path converts them) or an
 uploaded Parquet file (or a folder of them) whose columns Arrow casts to the table's types exactly as Spark's
 `try_cast` does: the same type, an integer into a wider integer or a decimal, a decimal into a decimal, a float into
-a double, a timestamp with a time zone (milli- or microseconds) into a timestamp, and all-NULL columns. Anything
-else (CSV and JSON lines, queries, text parsed into numbers, naive or nanosecond timestamps, a missing column with a
-default, ...) and any row the checks of `incoming.checked_frame` would refuse goes to Spark, which refuses it with
-its own message.
+a double, a timestamp with a time zone (milli- or microseconds) into a timestamp. Anything else (CSV and JSON
+lines, queries, text parsed into numbers, naive or nanosecond timestamps, a column of Arrow's null type, which Spark
+reads as int, a missing column with a default, ...) and any row the checks of `incoming.checked_frame` would refuse
+goes to Spark, which refuses it with its own message.
 """
 
 from collections.abc import Sequence
@@ -126,8 +126,6 @@ def _cast(values: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
     target, source = arrow_type(column.type), values.type
     if pa.types.is_dictionary(source):
         values, source = values.cast(source.value_type), source.value_type
-    if pa.types.is_null(source):
-        return pa.chunked_array([pa.nulls(len(values), target)])
     if source == target:
         return values
     if column.type == "string":
@@ -147,6 +145,8 @@ def _cast(values: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
     if not fits:
         raise Unsupported(f"{source} into {column.type} column {column.name!r}")
     try:
+        if pa.types.is_integer(source) and is_decimal(column.type):  # Arrow checks the type's digits, not values
+            values = values.cast(pa.decimal128(38, target.scale), safe=True)
         return values.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise Unsupported(f"column {column.name!r} as {column.type}: {exc}") from None
