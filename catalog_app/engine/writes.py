@@ -99,11 +99,33 @@ def write_segments_here(
         folder = target + (f"/__g={group}" if group_column else "") + (f"/__p={hashed}" if partitions else "")
         filesystem, path = arrow_filesystem(warehouse.uri(folder))
         filesystem.create_dir(path, recursive=True)
+        part = data.take(indices)
         pq.write_table(
-            data.take(indices), f"{path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet",
-            filesystem=filesystem, compression="snappy", store_decimal_as_integer=True,
+            part, f"{path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet", filesystem=filesystem,
+            compression="snappy", store_decimal_as_integer=True, use_dictionary=_dictionary_columns(part),
         )  # fmt: skip
     return describe_segments(warehouse, base, target, columns, partition_ids) if files else []
+
+
+def _dictionary_columns(rows: pa.Table) -> list[str]:
+    """The columns parquet-mr (Spark's writer) keeps dictionary-encoded: those whose dictionary and indices come out
+    smaller than their plain values (it falls back to plain otherwise; pyarrow would keep the dictionary)."""
+    chosen = []
+    for name in rows.column_names:
+        values = rows.column(name).drop_null()
+        if not len(values) or pa.types.is_boolean(values.type):
+            continue
+        distinct = pc.unique(values)
+        index_bytes = len(values) * max(1, int(len(distinct) - 1).bit_length()) / 8
+        if pa.types.is_binary(values.type) or pa.types.is_string(values.type):
+            plain = pc.sum(pc.binary_length(values)).as_py() + 4 * len(values)
+            dictionary = pc.sum(pc.binary_length(distinct)).as_py() + 4 * len(distinct)
+        else:
+            width = values.type.byte_width if not pa.types.is_decimal(values.type) else 8
+            plain, dictionary = len(values) * width, len(distinct) * width
+        if dictionary + index_bytes < plain:
+            chosen.append(name)
+    return chosen
 
 
 def _distinct_rows(
