@@ -41,6 +41,12 @@ def catalog_value(value: Any, column: Column) -> Any:
 
 def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Column]) -> DataFrame:
     """JSON rows (objects keyed by column name) as a DataFrame in the table's schema."""
+    return arrow_frame(spark, rows_arrays(rows, columns))
+
+
+def rows_arrays(rows: Sequence[Any], columns: Sequence[Column]) -> dict[str, pa.Array]:
+    """JSON rows (objects keyed by column name) as Arrow arrays in the table's types, by column name: each value
+    checked and converted with `python_value`, a missing one given its column's default."""
     by_name = {column.name: column for column in columns}
     values, errors = [], []
     for index, row in enumerate(rows):
@@ -68,8 +74,7 @@ def rows_frame(spark: SparkSession, rows: Sequence[Any], columns: Sequence[Colum
     if errors:
         code = "type_mismatch" if any(" is not a " in error for error in errors) else "not_null_violation"
         raise IncomingError(code, "The rows do not fit the table's schema: " + "; ".join(errors) + ".", errors)
-    arrays = {c.name: pa.array([row[i] for row in values], arrow_type(c.type)) for i, c in enumerate(columns)}
-    return arrow_frame(spark, arrays)
+    return {c.name: pa.array([row[i] for row in values], arrow_type(c.type)) for i, c in enumerate(columns)}
 
 
 def file_frame(

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -85,25 +86,63 @@ def write_segments_here(
         [pa.field(c.name, arrow_type(c.type), True, {b"PARQUET:field_id": str(c.id).encode()}) for c in columns]
     )
     data = pa.Table.from_arrays([rows.column(c.name).cast(arrow_type(c.type)) for c in columns], schema=schema)
-    groups = rows.column(group_column).to_pylist() if group_column else [None] * rows.num_rows
     partitions = [by_id[i] for i in partition_ids]
-    values = [data.column(c.name).to_pylist() for c in partitions]
-    files: dict[tuple[str | None, int | None], list[int]] = {}
-    for index, group in enumerate(groups):
+    files: dict[tuple[str | None, int | None], list[pa.Array]] = {}
+    for (group, *values), indices in _distinct_rows(rows, data, group_column, partitions):
         if group is not None and not _PLAIN_GROUP.fullmatch(group):
             raise ValueError(f"group value {group!r} is not a plain folder name")
-        row = [(v[index], c.type) for v, c in zip(values, partitions, strict=True)]
+        row = [(value, c.type) for value, c in zip(values, partitions, strict=True)]
         hashed = xxhash64([*row, *[(value is None, "boolean") for value, _ in row]]) if partitions else None
-        files.setdefault((group, hashed), []).append(index)
-    for (group, hashed), indices in files.items():
+        files.setdefault((group, hashed), []).append(indices)  # values Spark hashes alike (0.0, -0.0) share a file
+    for (group, hashed), parts in files.items():
+        indices = pa.concat_arrays(parts)
         folder = target + (f"/__g={group}" if group_column else "") + (f"/__p={hashed}" if partitions else "")
         filesystem, path = arrow_filesystem(warehouse.uri(folder))
         filesystem.create_dir(path, recursive=True)
+        part = data.take(indices)
         pq.write_table(
-            data.take(pa.array(indices, pa.int64())), f"{path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet",
-            filesystem=filesystem, compression="snappy", store_decimal_as_integer=True,
+            part, f"{path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet", filesystem=filesystem,
+            compression="snappy", store_decimal_as_integer=True, use_dictionary=_dictionary_columns(part),
         )  # fmt: skip
     return describe_segments(warehouse, base, target, columns, partition_ids) if files else []
+
+
+def _dictionary_columns(rows: pa.Table) -> list[str]:
+    """The columns parquet-mr (Spark's writer) keeps dictionary-encoded: those whose dictionary and indices come out
+    smaller than their plain values (it falls back to plain otherwise; pyarrow would keep the dictionary)."""
+    chosen = []
+    for name in rows.column_names:
+        values = rows.column(name).drop_null()
+        if not len(values) or pa.types.is_boolean(values.type):
+            continue
+        distinct = pc.unique(values)
+        index_bytes = len(values) * max(1, int(len(distinct) - 1).bit_length()) / 8
+        if pa.types.is_binary(values.type) or pa.types.is_string(values.type):
+            plain = pc.sum(pc.binary_length(values)).as_py() + 4 * len(values)
+            dictionary = pc.sum(pc.binary_length(distinct)).as_py() + 4 * len(distinct)
+        else:
+            width = values.type.byte_width if not pa.types.is_decimal(values.type) else 8
+            plain, dictionary = len(values) * width, len(distinct) * width
+        if dictionary + index_bytes < plain:
+            chosen.append(name)
+    return chosen
+
+
+def _distinct_rows(
+    rows: pa.Table, data: pa.Table, group_column: str | None, partitions: Sequence[Column]
+) -> Iterator[tuple[list, pa.Array]]:
+    """Each distinct (group, partition values...) of the rows, with the positions of its rows: one Arrow group-by,
+    so that the partition hash is computed once per partition, not per row."""
+    keys = pa.table(
+        {"__g": rows.column(group_column) if group_column else pa.nulls(rows.num_rows, pa.string())}
+        | {f"__v{i}": data.column(c.name) for i, c in enumerate(partitions)}
+        | {"__i": pa.array(np.arange(rows.num_rows, dtype=np.int64))}
+    )
+    names = [name for name in keys.column_names if name != "__i"]
+    distinct = keys.group_by(names, use_threads=False).aggregate([("__i", "list")])
+    values = [distinct.column(name).to_pylist() for name in names]
+    for index, positions in enumerate(distinct.column("__i_list").combine_chunks()):
+        yield [column[index] for column in values], positions.values
 
 
 def _remove_empty(warehouse: Warehouse, target: str, *, keep: set[str]) -> None:

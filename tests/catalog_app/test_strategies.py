@@ -12,6 +12,7 @@ from django.conf import settings
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from catalog_app.engine import loads_here
 from catalog_app.models import Commit, DataFile, Operation
 from catalog_app.services.data_changes import DataChange, data_change_commit, table_snapshot
 from catalog_app.services.data_submit import table_data_submit
@@ -55,12 +56,15 @@ def segment_ids(details: dict) -> set[str]:
 MODES = ["merge-on-read", "copy-on-write"]
 
 
-@pytest.fixture(params=["driver", "spark"])
-def matching(request, settings):
-    """Key loads of up to LAKEUI_DRIVER_MATCH_ROWS rows match keys on the driver, larger ones in Spark jobs: the
-    tests of key strategies run both ways."""
+@pytest.fixture(params=["here", "driver", "spark"])
+def matching(request, settings, monkeypatch):
+    """Key loads of up to LAKEUI_DRIVER_MATCH_ROWS rows match keys on the driver, larger ones in Spark jobs, and
+    small ones of JSON rows or Parquet run here with no Spark job (`loads_here.HERE_ROWS`): the tests of key
+    strategies run all three ways."""
     if request.param == "spark":
         settings.LAKEUI_DRIVER_MATCH_ROWS = 0
+    if request.param == "driver":
+        monkeypatch.setattr(loads_here, "HERE_ROWS", 0)
     return request.param
 
 
