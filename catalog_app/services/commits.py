@@ -28,7 +28,9 @@ from catalog_app.models import (
     Tag,
 )
 from catalog_app.selectors import objects as object_selectors
+from catalog_app.selectors.objects import SchemaRow
 from catalog_app.selectors.refs import Chain, commit_chain
+from catalog_app.selectors.table_files import FileRow
 from catalog_app.services.access import branch_write_check
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.models import Job
@@ -54,7 +56,9 @@ class CommitDraft:
     _staged: list[_Staged] = field(default_factory=list)
     _operations: list[Operation] = field(default_factory=list)
     _new_files: list[DataFile] = field(default_factory=list)
-    _file_entries: list[tuple[DataFile, bool, SchemaVersion | None, bool | None]] = field(default_factory=list)
+    _file_entries: list[tuple[DataFile | FileRow, bool, SchemaVersion | SchemaRow | None, bool | None]] = field(
+        default_factory=list
+    )
     _schema_copies: list[SchemaVersion] = field(default_factory=list)
 
     # --- reading the head's state -------------------------------------------------------------------------
@@ -97,27 +101,29 @@ class CommitDraft:
 
     def add_file(
         self,
-        file: DataFile,
+        file: DataFile | FileRow,
         *,
         new: bool = True,
-        schema_version: SchemaVersion | None = None,
+        schema_version: SchemaVersion | SchemaRow | None = None,
         schema_visible: bool | None = None,
     ) -> None:
-        """Make a file live in its table; `new` files are registered by this commit. A segment taken over from
-        another branch names the schema version it reads with on this one."""
+        """Make a file live in its table; `new` files (DataFiles) are registered by this commit. A file already
+        registered may be read as a `FileRow`. A segment taken over from another branch names the schema version it
+        reads with on this one."""
         if new:
             self._new_files.append(file)
         self._file_entries.append((file, False, schema_version, schema_visible))
 
-    def remove_file(self, file: DataFile) -> None:
+    def remove_file(self, file: DataFile | FileRow) -> None:
         self._file_entries.append((file, True, None, None))
 
-    def schema_copy(self, source: SchemaVersion) -> SchemaVersion:
+    def schema_copy(self, source: SchemaVersion | SchemaRow) -> SchemaVersion:
         """Stage an invisible copy of another branch's schema version in this branch's history
         (docs/merge-semantics.md#schema-versions); it is saved with the commit."""
         copy = SchemaVersion(
-            catalog=self.catalog, table_id=source.table_id, columns=source.columns, visible=False, copied_from=source
-        )
+            catalog=self.catalog, table_id=source.table_id, columns=source.columns, visible=False,
+            copied_from_id=source.id,
+        )  # fmt: skip
         self._schema_copies.append(copy)
         return copy
 
@@ -157,18 +163,20 @@ class CommitDraft:
         Operation.objects.bulk_create(self._operations)
         DataFile.objects.bulk_create(self._new_files)
         FileEntry.objects.bulk_create(
-            FileEntry(
-                catalog=self.catalog,
-                table_id=file.table_id,
-                file=file,
-                commit=commit,
-                line=commit.line,
-                seq=commit.seq,
-                removed=removed,
-                schema_version=schema_version,
-                schema_visible=schema_visible,
-            )
-            for file, removed, schema_version, schema_visible in self._file_entries
+            [
+                FileEntry(
+                    catalog=self.catalog,
+                    table_id=file.table_id,
+                    file_id=file.id,
+                    commit=commit,
+                    line=commit.line,
+                    seq=commit.seq,
+                    removed=removed,
+                    schema_version_id=None if schema_version is None else schema_version.id,
+                    schema_visible=schema_visible,
+                )
+                for file, removed, schema_version, schema_visible in self._file_entries
+            ],
         )
         if self.branch is None:
             return commit
