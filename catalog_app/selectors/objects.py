@@ -10,6 +10,19 @@ from catalog_app.selectors.refs import Chain
 from lakeui.errors import NotFoundError
 
 KIND_LABEL = {kind.value: kind.label.lower() for kind in ObjectKind}
+SCHEMA_ROW_FIELDS = ("id", "table_id", "columns", "visible", "commit_id")
+
+
+@dataclass(frozen=True)
+class SchemaRow:
+    """A schema version read as plain values (`schema_histories`, `table_files.tables_file_rows`): a merge of many
+    tables reads thousands, and model instances would cost most of its time."""
+
+    id: int
+    table_id: uuid.UUID
+    columns: list[dict]
+    visible: bool
+    commit_id: str
 
 
 def newest_on_chain(rows: QuerySet, chain: Chain, *, key: str) -> QuerySet:
@@ -102,9 +115,25 @@ def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersi
     return versions.select_related("commit", "copied_from").order_by("seq", "id")
 
 
-def schema_histories(chain: Chain, *, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[SchemaVersion]]:
-    """`schema_history` of several tables in one query."""
-    histories: dict[uuid.UUID, list[SchemaVersion]] = {}
-    for version in SchemaVersion.objects.filter(chain.q(), table_id__any=table_ids).order_by("seq", "id"):
-        histories.setdefault(version.table_id, []).append(version)
+def schema_histories(
+    chain: Chain, *, table_ids: list[uuid.UUID], commit_ids: list[str] | None = None
+) -> dict[uuid.UUID, list[SchemaRow]]:
+    """`schema_history` of several tables in one query, as plain values; with `commit_ids`, only the versions
+    those commits made."""
+    versions = SchemaVersion.objects.filter(chain.q(), table_id__any=table_ids)
+    if commit_ids is not None:
+        versions = versions.filter(commit_id__any=commit_ids)
+    histories: dict[uuid.UUID, list[SchemaRow]] = {}
+    for row in versions.order_by("seq", "id").values_list(*SCHEMA_ROW_FIELDS):
+        histories.setdefault(row[1], []).append(SchemaRow(*row))
     return histories
+
+
+def schema_version_ids(chain: Chain, *, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, set[int]]:
+    """The ids of the schema versions in each table's history on the chain."""
+    ids: dict[uuid.UUID, set[int]] = {}
+    for table_id, version_id in SchemaVersion.objects.filter(chain.q(), table_id__any=table_ids).values_list(
+        "table_id", "id"
+    ):
+        ids.setdefault(table_id, set()).add(version_id)
+    return ids

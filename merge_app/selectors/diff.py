@@ -17,7 +17,7 @@ from django.db.models.functions import RowNumber
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import newest_on_chain, object_by_id
 from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
-from catalog_app.selectors.table_files import NO_FILES, tables_files
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, tables_file_rows
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import planner, rules
@@ -73,6 +73,26 @@ class ExplicitBase:
         return self.commit.parent if self.kind == REVERT else self.commit
 
 
+@dataclass
+class FilesRead:
+    """The live files of tables on the three sides (base, source, target), read once for the diff, the key
+    comparison and the merge's writer: each asks for the tables it needs, and only those not read yet are read
+    (as plain values, `tables_file_rows`). The chains are fixed commits' chains, so what was read holds."""
+
+    chains: dict[str, Chain]
+    files: dict[str, dict[uuid.UUID, TableFiles]] = field(default_factory=lambda: {s: {} for s in planner.SIDES})
+    read: dict[str, set[uuid.UUID]] = field(default_factory=lambda: {s: set() for s in planner.SIDES})
+
+    def of(self, side: str, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
+        """The files of these tables on `side`, by table id (tables without files are left out)."""
+        unread = [table_id for table_id in dict.fromkeys(table_ids) if table_id not in self.read[side]]
+        if unread:
+            self.files[side] |= tables_file_rows(self.chains[side], table_ids=unread)
+            self.read[side] |= set(unread)
+        files = self.files[side]
+        return {table_id: files[table_id] for table_id in table_ids if table_id in files}
+
+
 @dataclass(frozen=True)
 class MergeDiff:
     catalog: Catalog
@@ -87,6 +107,7 @@ class MergeDiff:
     bases: list[str] = field(default_factory=list)  # the merge bases; with several, `base` is their virtual base
     explicit: ExplicitBase | None = None  # a revert or a cherry-pick: the base was given
     inputs: PlanInputs | None = None  # what the plan was made from: planned again with key comparisons, no read
+    files: FilesRead | None = None  # the tables' files read so far, for the key comparison and the writer
 
     @property
     def conflicts(self) -> list[ObjectDiff]:
@@ -163,9 +184,10 @@ def merge_diff_of(
         in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
         src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
+    files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}
-    keyed_changes = planner.keyed_changes(_keyed_files(versions, chains))
+    keyed_changes = planner.keyed_changes(_keyed_files(versions, files))
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
     object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in keyed_changes.items() if any(changed.values())}
@@ -176,14 +198,14 @@ def merge_diff_of(
     inputs = PlanInputs(
         versions=versions, source_operations=src_ops, target_operations=dest_ops, object_ids=frozenset(object_ids),
         keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"]),
-        live_files=_rewritten_files(src_ops, dest_ops, chains),
+        live_files=_rewritten_files(src_ops, dest_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops), reverting=explicit is not None and explicit.kind == REVERT,
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
         source_commits=sides.source, objects=[], resolution=resolution, bases=sides.bases, explicit=explicit,
-        inputs=inputs,
+        inputs=inputs, files=files,
     )  # fmt: skip
     return _planned(diff, compared)
 
@@ -362,7 +384,7 @@ def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple,
     return {namespace(v): v.object_id for v in live}
 
 
-def _keyed_files(versions: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
+def _keyed_files(versions: dict, files: FilesRead) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
     """The file ids, per side, of each primary-key table live at the base and on both sides."""
     keyed = [
         object_id for object_id, base in versions["base"].items()
@@ -371,8 +393,8 @@ def _keyed_files(versions: dict, chains: dict[str, Chain]) -> dict[uuid.UUID, di
     ]  # fmt: skip
     if not keyed:
         return {}
-    files = {side: tables_files(chain, table_ids=keyed) for side, chain in chains.items()}
-    return {k: {side: frozenset(f.get(k, NO_FILES).by_id()) for side, f in files.items()} for k in keyed}
+    live = {side: files.of(side, keyed) for side in planner.SIDES}
+    return {k: {side: frozenset(f.get(k, NO_FILES).by_id()) for side, f in live.items()} for k in keyed}
 
 
 def _keyed_live(version: Version | None) -> bool:
@@ -380,7 +402,7 @@ def _keyed_live(version: Version | None) -> bool:
 
 
 def _rewritten_files(
-    src_ops: dict, dest_ops: dict, chains: dict[str, Chain]
+    src_ops: dict, dest_ops: dict, files: FilesRead
 ) -> dict[uuid.UUID, dict[str, dict[str, str | None]]]:
     """The source's and target's live files of each table whose source operations rewrote rows by position, or
     overwrote it while the target rewrote it: file id -> the segment a delete file deletes from (None for a
@@ -395,7 +417,7 @@ def _rewritten_files(
     ]  # fmt: skip
     if not wanted:
         return {}
-    live = {side: tables_files(chains[side], table_ids=wanted) for side in ("source", "target")}
+    live = {side: files.of(side, wanted) for side in ("source", "target")}
     return {
         t: {side: {fid: f.segment_id and str(f.segment_id) for fid, f in live[side].get(t, NO_FILES).by_id().items()}
             for side in live}

@@ -27,9 +27,7 @@ from catalog_app.engine.segments import Column, WrittenFile
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import json_value, stat_value
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import DataFile
-from catalog_app.selectors.refs import commit_chain
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, tables_files
+from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
 from merge_app import semantics
 from merge_app.models import KeyComparison
@@ -112,7 +110,7 @@ def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: li
 
 def replay(
     spark, sides: Sides, result: KeyResult, only, choices: dict[str, str], *, tag: str
-) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[DataFile]]:
+) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[FileRow]]:
     """Write the merge on the target: delete files for the keys whose row changes, and one segment with their new
     rows. `choices` maps a conflicting key (its `key_id`) to source_wins or target_wins."""
     rows = list(result.merged.values())
@@ -167,9 +165,7 @@ def key_runs(spark, diff) -> dict:
     if not keyed:
         return {}
     ids = [obj.object_id for obj in keyed]
-    chains = {"base": commit_chain(diff.base), "source": commit_chain(diff.source_head),
-              "target": commit_chain(diff.target_head)}  # fmt: skip
-    files = {side: tables_files(chain, table_ids=ids) for side, chain in chains.items()}
+    files = {side: diff.files.of(side, ids) for side in ("base", "source", "target")}  # as the diff read them
     runs = {}
     for obj in keyed:
         state = obj.merged_state

@@ -30,9 +30,9 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, Role, SchemaVersion
 from catalog_app.selectors.access import catalog_with_role, role_at_least
-from catalog_app.selectors.objects import schema_histories
-from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
-from catalog_app.selectors.table_files import NO_FILES, tables_files
+from catalog_app.selectors.objects import schema_histories, schema_version_ids
+from catalog_app.selectors.refs import commit_by_id, ref_resolve
+from catalog_app.selectors.table_files import NO_FILES, FileRow
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached, commit_publish
 from catalog_app.spark import spark_session
@@ -41,6 +41,7 @@ from checks_app.services.checks import checks_error, checks_run
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create, job_run_sync
+from lakeui.memory import gc_paused
 from merge_app import states
 from merge_app.models import Merge, VirtualBase
 from merge_app.planner import rewrites_of_source_rows
@@ -460,17 +461,18 @@ class MergeWriter:
     # object id -> a key merge's written files, or a file-replayed table's plan and the delete files written for it
     prepared: dict = field(default_factory=dict)
 
+    @gc_paused()
     def prepare(self) -> None:
+        """The files of the tables it merges, as the diff read them or read now (plain values: `FileRow`), the
+        target's schema history and the schema versions the source's commits made, then the data work."""
         self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
         tables = [obj.object_id for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
-        chains = {
-            "base": commit_chain(self.diff.base), "source": commit_chain(self.diff.source_head),
-            "target": commit_chain(self.diff.target_head),
-        }  # fmt: skip
-        self.files = {side: tables_files(chain, table_ids=tables) for side, chain in chains.items()}
-        self.schemas = {
-            side: schema_histories(chains[side], table_ids=tables) for side in ("source", "target")
-        }  # fmt: skip
+        read = self.diff.files
+        self.files = {side: read.of(side, tables) for side in ("base", "source", "target")}
+        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=tables)
+        self.source_schemas = schema_histories(read.chains["source"], table_ids=tables,
+                                               commit_ids=self.diff.source_commits)  # fmt: skip
+        self.source_commits = set(self.diff.source_commits)
         for obj in self.merging:
             how = _how(obj)[0]
             if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
@@ -485,6 +487,7 @@ class MergeWriter:
                 plan = self._file_plan(obj)
                 self.prepared[obj.object_id] = plan, self._mixed_deletes(obj, plan.kept, plan.partitions)
 
+    @gc_paused()
     def apply(self, draft: CommitDraft) -> None:
         self.draft = draft
         for obj in self.diff.objects:
@@ -638,7 +641,7 @@ class MergeWriter:
             self.draft.remove_file(file)
         self._take_over(obj, plan.added)
 
-    def _mixed_deletes(self, obj: ObjectDiff, kept: list[DataFile], partitions: list[dict[str, Any]]) -> list:
+    def _mixed_deletes(self, obj: ObjectDiff, kept: list[FileRow], partitions: list[dict[str, Any]]) -> list:
         """The target's own segments that mix partitions (written before the table was partitioned by the source
         overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
         files (written here, on Spark), recorded as a `delete` of the merge commit."""
@@ -691,10 +694,10 @@ class MergeWriter:
         op = "update" if figures["rows_replaced"] else "insert"
         self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op, details=details)
 
-    def _take_over(self, obj: ObjectDiff, added: list[DataFile]) -> None:
+    def _take_over(self, obj: ObjectDiff, added: list[FileRow]) -> None:
         """Make `added` live on the target by reference. A segment written with a schema version the target's
         history lacks reads with an invisible copy of it (4.5); src versions no merged segment uses are discarded."""
-        history = {v.id for v in self.schemas["target"].get(obj.object_id, [])}
+        history = self.target_schemas.get(obj.object_id, set())
         copies: dict[int, SchemaVersion] = {}
         for file in added:
             version, visible = None, None
@@ -711,9 +714,8 @@ class MergeWriter:
                 {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path, "rows": file.row_count,
                  "bytes": file.size_bytes, "schema_visible": visible}
             )  # fmt: skip
-        source_commits = set(self.diff.source_commits)
-        for version in self.schemas["source"].get(obj.object_id, []):
-            if version.commit_id not in source_commits or not version.visible:
+        for version in self.source_schemas.get(obj.object_id, []):
+            if version.commit_id not in self.source_commits or not version.visible:
                 continue
             entry = {"object": obj.name, "source_version": version.id, "columns": [c["name"] for c in version.columns]}
             key = "invisible" if version.id in copies else "discarded"
@@ -746,18 +748,18 @@ def _how_rows(obj: ObjectDiff) -> str:
 
 @dataclass(frozen=True)
 class _FilePlan:
-    removed: list[DataFile]  # the target's files the merge drops
-    kept: list[DataFile]  # the target's own files it keeps
-    added: list[DataFile]  # the source's files it takes over
+    removed: list[FileRow]  # the target's files the merge drops
+    kept: list[FileRow]  # the target's own files it keeps
+    added: list[FileRow]  # the source's files it takes over
     partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
 
 
-def _derived(file: DataFile, files: frozenset[str]) -> bool:
+def _derived(file: FileRow, files: frozenset[str]) -> bool:
     """Whether a file is one of `files` or a delete file of one of them."""
     return str(file.id) in files or (file.segment_id is not None and str(file.segment_id) in files)
 
 
-def _in_scope(file: DataFile, partitions: list[dict[str, Any]] | None) -> bool:
+def _in_scope(file: FileRow, partitions: list[dict[str, Any]] | None) -> bool:
     """Whether a segment is among those a source overwrite replaced: the whole table (None), or its partitions
     (values by column id, see `overwritten_partitions`)."""
     return file.kind == DataFile.Kind.SEGMENT and (

@@ -3,7 +3,8 @@
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from catalog_app.models import Commit
+from catalog_app.models import Commit, FileEntry
+from catalog_app.services import commits
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.models import Merge
@@ -45,6 +46,22 @@ def test_merging_appended_data_adds_one_commit_and_copies_no_file(spark):
     main_files = {f.id for f in files_at(catalog).segments}
     assert dev_files <= main_files  # the same files, by reference
     assert result.log["files"] and all(f["kind"] == "segment" for f in result.log["files"])
+
+
+def test_a_merge_whose_rows_go_in_with_copy_gives_the_same_table(spark, monkeypatch):
+    monkeypatch.setattr(commits, "COPY_ROWS", 1)  # every row of every commit through COPY, as a large merge's go
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1, 2))
+    branch_create(catalog=catalog, name="dev", source="main")
+    insert(catalog, rows(3, 4), branch="dev")
+    insert(catalog, rows(5), branch="main")
+    dev_files = {f.id for f in files_at(catalog, "dev").segments}
+
+    assert merge(catalog).status == Merge.Status.MERGED
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [1, 2, 3, 4, 5]))
+    assert dev_files <= {f.id for f in files_at(catalog).segments}
+    assert FileEntry.objects.filter(commit_id=head(catalog), removed=False).count() == 1  # the source's segment
 
 
 def test_a_conflict_changes_nothing_and_is_logged(spark):
