@@ -14,8 +14,7 @@ Arrow cannot do exactly goes to Spark (`loads_here.Unsupported`).
 """
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +25,7 @@ from pyspark.sql import functions as F
 
 from catalog_app.engine import dml, incoming, keymatch, loads_here, strategies
 from catalog_app.engine.dml import FEW_ROWS
-from catalog_app.engine.frames import collected
+from catalog_app.engine.frames import cache_scope, cached, collected
 from catalog_app.engine.reads import READ_ERRORS
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile, file_in_partitions, in_schema
 from catalog_app.engine.session import time_zone
@@ -115,11 +114,11 @@ def load_write(
         except loads_here.Unsupported as why:
             logger.info("loading with Spark: %s", why)
     partitions = list(spec.partitions) if spec.partitions else None
-    with _cache_scope() as cache:
+    with cache_scope():
         # A key load's first pass (the key survey) also runs the incoming rows' checks; `incremental` first drops
         # all but the newest row per key, so its checks run on all rows before.
         deferred = strategy in KEY_STRATEGIES and strategy != "incremental"
-        rows = _incoming(spark, table, spec, cache, query_rows, deferred=deferred)
+        rows = _incoming(spark, table, spec, query_rows, deferred=deferred)
         if strategy == "append_only":
             written = table.data.write(rows, tag)
             return LoadResult([LoadOperation(INSERT, new_segments=written, counts={"rows_inserted": _rows(written)})])
@@ -130,11 +129,11 @@ def load_write(
         if strategy == "snapshot":
             return LoadResult([_snapshot_change(table, rows, spec.partition_column, tag)])
         known = _incoming_rows(table, spec)
-        return _key_change(spark, table, rows, spec, tag, cache, known_rows=known, driver_match_rows=driver_match_rows)
+        return _key_change(spark, table, rows, spec, tag, known_rows=known, driver_match_rows=driver_match_rows)
 
 
 def _incoming(
-    spark, table: LoadTable, spec: LoadSpec, cache, query_rows: DataFrame | None, *, deferred: bool = False
+    spark, table: LoadTable, spec: LoadSpec, query_rows: DataFrame | None, *, deferred: bool = False
 ) -> DataFrame:
     """The incoming rows in the table's schema; `deferred` leaves their checks to the load's first pass (see
     `incoming.checked_frame`). A query's rows are cached where the load reads them more than once: each Spark
@@ -143,7 +142,7 @@ def _incoming(
     if isinstance(source, Query):
         frame = query_rows
         if not _one_pass(spec):
-            frame = cache(frame)
+            frame = cached(frame)
         return incoming.checked_frame(frame, frame.columns, columns, deferred=deferred)
     if isinstance(source, Rows):  # at most LAKEUI_MAX_ROWS: one segment per load
         return incoming.rows_frame(spark, list(source.rows), columns).coalesce(1)
@@ -194,22 +193,6 @@ def _key_ranges(table: LoadTable, keys: list[str]) -> tuple[list[tuple[str, list
     return ranges, unbounded
 
 
-@contextmanager
-def _cache_scope() -> Iterator[Callable[[DataFrame], DataFrame]]:
-    """A `cache` function whose frames are released at the end of the block: a worker runs many jobs."""
-    cached: list[DataFrame] = []
-
-    def cache(frame: DataFrame) -> DataFrame:
-        cached.append(frame.cache())
-        return frame
-
-    try:
-        yield cache
-    finally:
-        for frame in cached:
-            frame.unpersist()
-
-
 def _incoming_rows(table: LoadTable, spec: LoadSpec) -> int | None:
     """How many rows are incoming, if known before reading them: JSON rows, a Parquet upload (its footer)."""
     if isinstance(spec.source, Rows):
@@ -220,7 +203,7 @@ def _incoming_rows(table: LoadTable, spec: LoadSpec) -> int | None:
 
 
 def _key_change(
-    spark, table: LoadTable, rows: DataFrame, spec: LoadSpec, tag: str, cache, *, known_rows, driver_match_rows: int
+    spark, table: LoadTable, rows: DataFrame, spec: LoadSpec, tag: str, *, known_rows, driver_match_rows: int
 ) -> LoadResult:
     strategy, keys = spec.strategy, list(spec.key_columns)
     columns = list(table.data.columns)
@@ -239,7 +222,7 @@ def _key_change(
     modify = LoadOperation(DELETE if strategy == "delete_insert" else UPDATE)
     matched = _driver_matches(table, found, candidates, key_columns, strategy, driver_match_rows)
     if matched is None:
-        out, per_segment = _spark_matches(spark, table, rows, candidates, spec, tag, cache, modify)
+        out, per_segment = _spark_matches(spark, table, rows, candidates, spec, tag, modify)
     else:
         out, per_segment = _driver_plan(spark, table, rows, matched, candidates, strategy, keys, tag, modify)
     touched = [s for s in candidates if s.id in per_segment]
@@ -367,16 +350,16 @@ def _driver_plan(spark, table: LoadTable, rows, matched, candidates, strategy, k
     return out.unionByName(strategies.tagged(kept, names, modify.op)), per_segment
 
 
-def _spark_matches(spark, table: LoadTable, rows, candidates, spec: LoadSpec, tag, cache, modify: LoadOperation):
+def _spark_matches(spark, table: LoadTable, rows, candidates, spec: LoadSpec, tag, modify: LoadOperation):
     """The rows to write and the rows replaced per segment, matched by Spark: the candidates are read whole."""
     data = table.data
     names = [c.name for c in data.columns]
     target = data.read(spark, table.reads_of(candidates), positions=True)
     if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
-        target = cache(target)
+        target = cached(target)
     plan = _plan(spec, target, rows, names)
     if plan.matched is not None:
-        cache(plan.matched)
+        cached(plan.matched)
     if plan.removed is None:
         return plan.rows, {}
     if table.copy_on_write:  # the touched segments' other rows are rewritten
