@@ -25,13 +25,19 @@ def frame(spark, ids, amount=lambda i: i * 10):
     return spark.createDataFrame([(i, amount(i), "eu") for i in ids], SCHEMA)
 
 
-def test_merging_appended_data_adds_one_commit_and_copies_no_file(spark):
+def appended_on_both():
+    """main holds rows 1, 2; dev, made from it, appends 3, 4 and main appends 5."""
     catalog = make_catalog()
     make_table(catalog)
     insert(catalog, rows(1, 2))
     branch_create(catalog=catalog, name="dev", source="main")
     insert(catalog, rows(3, 4), branch="dev")
     insert(catalog, rows(5), branch="main")
+    return catalog
+
+
+def test_merging_appended_data_adds_one_commit_and_copies_no_file(spark):
+    catalog = appended_on_both()
     before, dev_head = head(catalog), head(catalog, "dev")
     dev_files = {f.id for f in files_at(catalog, "dev").segments}
     commits_before = Commit.objects.filter(catalog=catalog).count()
@@ -50,12 +56,7 @@ def test_merging_appended_data_adds_one_commit_and_copies_no_file(spark):
 
 def test_a_merge_whose_rows_go_in_with_copy_gives_the_same_table(spark, monkeypatch):
     monkeypatch.setattr(commits, "COPY_ROWS", 1)  # every row of every commit through COPY, as a large merge's go
-    catalog = make_catalog()
-    make_table(catalog)
-    insert(catalog, rows(1, 2))
-    branch_create(catalog=catalog, name="dev", source="main")
-    insert(catalog, rows(3, 4), branch="dev")
-    insert(catalog, rows(5), branch="main")
+    catalog = appended_on_both()
     dev_files = {f.id for f in files_at(catalog, "dev").segments}
 
     assert merge(catalog).status == Merge.Status.MERGED
