@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from catalog_app.engine import dml_here, incoming, keymatch
-from catalog_app.engine.frames import arrow_frame
+from catalog_app.engine.frames import arrow_frame, cached
 from catalog_app.engine.predicate_columns import balanced, to_column
 from catalog_app.engine.predicate_parser import Expr
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
@@ -165,7 +165,7 @@ def rows_matching(
         matched.positions = keymatch.positions_by_segment(found.coalesce(1).toArrow())
         matched.per_segment = {segment: len(positions) for segment, positions in matched.positions.items()}
     else:
-        matched.positions = found.cache()
+        matched.positions = cached(found)
         matched.per_segment = count_per_segment(matched.positions)
     return matched
 

@@ -24,7 +24,7 @@ from django.db import transaction
 
 from catalog_app.engine import dml, incoming, pruning
 from catalog_app.engine.dml import FEW_ROWS
-from catalog_app.engine.frames import Frame
+from catalog_app.engine.frames import Frame, cache_scope
 from catalog_app.engine.predicate_parser import Expr, PredicateError, parse_assignments, parse_predicate
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.session import DataRefused, data_refusals, time_zone
@@ -333,6 +333,7 @@ def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]
     ]  # fmt: skip
 
 
+@cache_scope()
 def delete_change(spark, snapshot: Snapshot, spec: DeleteSpec, tag: str) -> DataChange:
     where = parsed_predicate(spec.where, snapshot.columns)
     matched, change = _matched(spark, snapshot, where, op=Op.DELETE, counted="rows_deleted")
@@ -353,6 +354,7 @@ def _rows_in(segments: list[DataFile]) -> int:
     return sum(segment.row_count for segment in segments)
 
 
+@cache_scope()
 def update_change(spark, snapshot: Snapshot, spec: UpdateSpec, tag: str) -> DataChange:
     where = parsed_predicate(spec.where, snapshot.columns)
     assignments = parsed_assignments(dict(spec.assignments), snapshot.columns)
