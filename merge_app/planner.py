@@ -168,9 +168,10 @@ def plan_objects(
     return objects
 
 
-def resolution_check(resolution: dict | None) -> dict[str, Any]:
+def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOICES) -> dict[str, Any]:
     """`{"default": fail | source_wins | target_wins, "tables": {"db.t": choice}, "keys": {"db.t": {key_id:
-    choice}}}`; the default settles data conflicts only, a table's choice also its DDL conflicts."""
+    choice}}}`; the default settles data conflicts only, a table's choice also its DDL conflicts. `choices`: the
+    planner's own callers also pass LEAVE_OUT (a virtual base's)."""
     resolution = resolution or {}
     if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys"}:
         raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
@@ -183,9 +184,9 @@ def resolution_check(resolution: dict | None) -> dict[str, Any]:
         raise ApplicationError(
             "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
         )
-    choices = [resolution.get("default", "fail"), *tables.values()]
-    choices += [choice for per_key in keys.values() for choice in per_key.values()]
-    if any(not isinstance(choice, str) or choice not in CHOICES for choice in choices):
+    chosen = [resolution.get("default", "fail"), *tables.values()]
+    chosen += [choice for per_key in keys.values() for choice in per_key.values()]
+    if any(not isinstance(choice, str) or choice not in choices for choice in chosen):
         raise ApplicationError("invalid_resolution", f"A resolution is one of {CHOICES}.")
     return resolution
 

@@ -33,7 +33,7 @@ from merge_app.planner import (
     resolution_check,
     segments_written,
 )
-from merge_app.rules import CONFLICT, Op, Verdict
+from merge_app.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.selectors.graph import CommitGraph, Sides
 
 REVERT, CHERRY_PICK = "revert", "cherry_pick"
@@ -162,8 +162,9 @@ def merge_diff_of(
 ) -> MergeDiff:
     """The diff at two given heads. A primary-key table changed on both sides takes its key comparison from
     `compared` (table id -> counts and conflicts, all of them: a comparison made in this process) or as stored
-    for these heads; without either it is pending."""
-    resolution = resolution_check(resolution)
+    for these heads; without either it is pending. The resolution was checked where it came in (a user's takes
+    only CHOICES); the merge of a virtual base's bases also leaves keys out (LEAVE_OUT)."""
+    resolution = resolution_check(resolution, choices=(*CHOICES, LEAVE_OUT))
     graph = CommitGraph(catalog.id)
     if explicit is None:
         sides = graph.sides(source_head.id, target_head.id)

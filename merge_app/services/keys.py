@@ -31,7 +31,7 @@ from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
 from merge_app import semantics
 from merge_app.models import KeyComparison
-from merge_app.rules import SOURCE_WINS
+from merge_app.rules import LEAVE_OUT, SOURCE_WINS
 from merge_app.selectors.diff import overwritten_partitions
 
 KEYS_JOB = "merge_keys"
@@ -112,9 +112,11 @@ def replay(
     spark, sides: Sides, result: KeyResult, only, choices: dict[str, str], *, tag: str
 ) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[FileRow]]:
     """Write the merge on the target: delete files for the keys whose row changes, and one segment with their new
-    rows. `choices` maps a conflicting key (its `key_id`) to source_wins or target_wins."""
+    rows. `choices` maps a conflicting key (its `key_id`) to source_wins, target_wins or (the bases of a virtual
+    base) leave_out: the key is deleted."""
     rows = list(result.merged.values())
     rows += [row for key_id, row in result.source_rows.items() if choices.get(key_id) == SOURCE_WINS]
+    rows += [(key, None) for key_id, (key, _) in result.source_rows.items() if choices.get(key_id) == LEAVE_OUT]
     touched, _ = sides.source.changes_since(sides.base)
     _, dest_written = sides.target.changes_since(sides.base)
     scope = {s.id for s in touched} | {s.id for s in dest_written}

@@ -45,7 +45,7 @@ from lakeui.memory import gc_paused
 from merge_app import states
 from merge_app.models import Merge, VirtualBase
 from merge_app.planner import rewrites_of_source_rows
-from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
+from merge_app.rules import DML, LEAVE_OUT, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
     REVERT,
     BasesNotMerged,
@@ -134,15 +134,18 @@ def merge_diff_with_bases(
 def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
     """The virtual base of several merge bases, as git's recursive strategy makes it: the bases merged into one
     another in turn (each merge planned as any merge, and through virtual bases of its own if it has several), into
-    a commit no branch points to. Made once per set of bases (`VirtualBase`); a conflict between the bases is a
-    conflict of the merge (409 `merge_conflict`, naming the bases)."""
+    a commit no branch points to. Made once per set of bases (`VirtualBase`). A key the bases conflict on is left
+    out of it (LEAVE_OUT): each side's row of that key is then a change of its own, which the merge takes where
+    only one side has it or both have the same row, and is a conflict of the merge otherwise, settled like any
+    other. Any other conflict between the bases is a conflict of the merge (409 `merge_conflict`, naming them)."""
     key = virtual_base_key(bases)
     known = VirtualBase.objects.filter(catalog=catalog, bases=key).first()
     if known is not None:
         return known.commit
     current = commit_by_id(bases[0])
     for other in bases[1:]:
-        plan = merge_plan(catalog=catalog, source=other, target=current.id, in_worker=True)
+        plan = merge_plan(catalog=catalog, source=other, target=current.id, resolution={"default": LEAVE_OUT},
+                          in_worker=True)  # fmt: skip
         if not plan.diff.mergeable:
             merge = merge_log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
                          log={"virtual_base_of": bases})  # fmt: skip

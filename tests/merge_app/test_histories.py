@@ -208,20 +208,42 @@ def test_criss_cross_histories_merge_from_a_virtual_base_named_in_the_audit_log(
     assert table(spark, catalog, "dev") == table(spark, catalog, "main")
 
 
-def test_bases_that_conflict_with_each_other_refuse_the_criss_cross_merge(spark):
+def bases_in_conflict():
+    """A criss-cross history whose two merge bases conflict on key 1 (main set it to -1, dev to -2, and each kept
+    its own when the other's head was merged in)."""
     catalog = start(primary_key=["id"])
     upsert(catalog, "main", 1, amount=-1)
     upsert(catalog, "dev", 1, amount=-2)
-    main_head, dev_head = head(catalog, "main"), head(catalog, "dev")
     tag_create(catalog=catalog, name="main-then", ref="main")
     merge(catalog, source="dev", target="main", resolution={"default": "target_wins"})
     merge(catalog, source="main-then", target="dev", resolution={"default": "target_wins"})
+    return catalog
+
+
+def test_a_key_the_bases_conflict_on_is_a_conflict_of_the_merge_settled_like_any_other(spark):
+    catalog = bases_in_conflict()
+    upsert(catalog, "main", 2, amount=-20)
     before = head(catalog, "main"), head(catalog, "dev")
     with pytest.raises(ConflictError) as refused:
         merge(catalog, source="dev", target="main")
     assert refused.value.code == "merge_conflict"
-    assert main_head[:12] in refused.value.message and dev_head[:12] in refused.value.message
     assert (head(catalog, "main"), head(catalog, "dev")) == before
+    [table_diff] = [obj for obj in merge_diff(catalog=catalog, source="dev", target="main").objects if obj.keys]
+    assert [c["key"] for c in table_diff.keys["listed"]] == [{"id": 1}]  # key 1 only: each side's row of it
+    result = merge(catalog, source="dev", target="main", resolution={"default": "source_wins"})
+    assert result.status == "merged" and len(result.report["bases"]) == 2
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, _1=-2, _2=-20)
+    assert merge(catalog, source="main", target="dev").status == "merged"
+    assert table(spark, catalog, "dev") == table(spark, catalog, "main")
+
+
+def test_a_key_the_bases_conflict_on_merges_once_both_sides_hold_one_row_of_it(spark):
+    catalog = bases_in_conflict()
+    upsert(catalog, "main", 1, amount=-3)
+    upsert(catalog, "dev", 1, 5, amount=-3)
+    result = merge(catalog, source="dev", target="main")
+    assert result.status == "merged"
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5, _1=-3, _5=-3)
 
 
 def test_merges_from_a_tag_and_a_commit_id(spark):

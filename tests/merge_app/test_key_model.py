@@ -10,7 +10,8 @@ with `source_wins` or `target_wins` most times, as a user would); one without mu
 rows must then be the model's, every key once. Restores of the keyed table to an earlier commit of its branch are
 changes of its rows like any other. Beside the keyed table a table without a key takes appends only
 (merged as the union of both sides' rows). Criss-cross histories merge from a virtual base (the merge bases
-merged first, as git's recursive strategy does); bases that conflict with each other refuse the merge.
+merged first, as git's recursive strategy does); a key the bases conflict on is left out of it, so that each side's
+row of that key is a change of its own (a conflict where the two rows differ).
 
     LAKEUI_KEY_MODEL_SEED=7 LAKEUI_KEY_MODEL_STEPS=2000 pytest tests/merge_app/test_key_model.py
 
@@ -118,15 +119,12 @@ class Model:
         )
 
     def merge(self, source: str, target: str, choice: str | None = None) -> tuple[str, list[int]]:
-        """(`base_conflict` | `conflict` | `up_to_date` | `merged`, the conflicting keys); a merge moves the
-        target. With several merge bases the merge runs from their virtual base, whose own conflicts no choice
-        settles."""
+        """(`conflict` | `up_to_date` | `merged`, the conflicting keys); a merge moves the target. With several
+        merge bases the merge runs from their virtual base."""
         src, dest = self.heads[source], self.heads[target]
         if src.id in ancestors(dest):
             return "up_to_date", []
         base = self.base(src, dest)
-        if base is None:
-            return "base_conflict", []
         conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice)
         if conflicts and choice is None:
             return "conflict", conflicts
@@ -147,17 +145,14 @@ class Model:
         self.heads[target] = MCommit(next(self.ids), (dest,), rows, log)
         return "merged", conflicts
 
-    def base(self, src: MCommit, dest: MCommit) -> MCommit | None:
-        """The merge base, or the virtual base of several (None: they conflict), as git's recursive strategy."""
+    def base(self, src: MCommit, dest: MCommit) -> MCommit:
+        """The merge base, or the virtual base of several, as git's recursive strategy: the keys they conflict on
+        left out (`state_merge` without a choice keeps no row of them)."""
         bases = merge_bases(src, dest)
         current = bases[0]
         for other in bases[1:]:
             base = self.base(other, current)
-            if base is None:
-                return None
-            conflicts, rows = state_merge(base.rows, other.rows, current.rows, None)
-            if conflicts:
-                return None
+            _, rows = state_merge(base.rows, other.rows, current.rows, None)
             current = self.merged(base, other, current, rows)
         return current
 
@@ -355,7 +350,7 @@ class Run:
         expected, conflicts = self.model.merge(source, target)
         bases = len(merge_bases(saved[source], saved[target]))
         self.log[-1] = f"merge {source} into {target} ({bases} bases) -> model {expected} {conflicts}"
-        if not self.merged(source, target, expected, saved) or expected not in ("conflict", "base_conflict"):
+        if not self.merged(source, target, expected, saved) or expected != "conflict":
             return
         if self.random.random() < 0.7:
             choice = self.random.choice(["source_wins", "target_wins"])
@@ -374,7 +369,7 @@ class Run:
         if refused is not None:
             self.model.heads = dict(saved)
             what = f"refused ({refused.code}: {refused.message} {refused.details}); model {expected}"
-            assert refused.code == "merge_conflict" and expected in ("conflict", "base_conflict"), self.failure(what)
+            assert refused.code == "merge_conflict" and expected == "conflict", self.failure(what)
             self.count(f"refused_{expected}")
             return True
         assert expected in ("merged", "up_to_date"), self.failure(f"merged ({result.status}); the model: {expected}")
