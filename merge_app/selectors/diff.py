@@ -92,6 +92,22 @@ class FilesRead:
         files = self.files[side]
         return {table_id: files[table_id] for table_id in table_ids if table_id in files}
 
+    def named(self, side: str, named: dict[uuid.UUID, set[str]]) -> dict[uuid.UUID, TableFiles]:
+        """Of each table's files named (by id, as text), those live on `side`, without reading the table's others
+        unless they were read already: a table of a thousand segments that the source appended one to costs one."""
+        read = self.of(side, [t for t in named if t in self.read[side]])
+        unread = {t: ids for t, ids in named.items() if t not in self.read[side] and ids}
+        if unread:
+            ids = {file_id for file_ids in unread.values() for file_id in file_ids}
+            read |= tables_file_rows(self.chains[side], table_ids=list(unread), file_ids=ids)
+        return {t: _only(files, named[t]) for t, files in read.items()}
+
+
+def _only(files: TableFiles, ids: set[str]) -> TableFiles:
+    """A table's files restricted to these ids."""
+    deltas = {s: kept for s, listed in files.deltas.items() if (kept := [d for d in listed if str(d.id) in ids])}
+    return TableFiles(segments=[s for s in files.segments if str(s.id) in ids], deltas=deltas)
+
 
 @dataclass(frozen=True)
 class MergeDiff:
