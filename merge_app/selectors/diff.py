@@ -216,7 +216,8 @@ def merge_diff_of(
         keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"]),
         live_files=_rewritten_files(src_ops, dest_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
-        segment_stats=_written_stats(src_ops, dest_ops), reverting=explicit is not None and explicit.kind == REVERT,
+        segment_stats=_written_stats(src_ops, dest_ops, versions),
+        reverting=explicit is not None and explicit.kind == REVERT,
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -456,13 +457,28 @@ def _dropped_children(versions: dict, object_ids: set, chains: dict[str, Chain])
     return answer
 
 
-def _written_stats(src_ops: dict, dest_ops: dict) -> dict[str, dict]:
-    """The column statistics of the segments both sides' operations wrote, for tables both changed."""
-    both = set(src_ops) & set(dest_ops)
+def _written_stats(src_ops: dict, dest_ops: dict, versions: dict) -> dict[str, dict]:
+    """The column statistics of the segments both sides' operations wrote, for tables both changed where a side made
+    a column NOT NULL since the base: the only check that reads them (`states.table_problems`, rows written
+    meanwhile that may hold NULL in it). A three-way merge of the columns makes no column NOT NULL that neither side
+    made so."""
+    both = {t for t in set(src_ops) & set(dest_ops) if _made_not_null(versions, t)}
     segments = {s for side in (src_ops, dest_ops) for t in both for s in segments_written(side[t])}
     if not segments:
         return {}
     return {str(i): stats for i, stats in DataFile.objects.filter(id__any=segments).values_list("id", "stats")}
+
+
+def _made_not_null(versions: dict, table_id: uuid.UUID) -> bool:
+    """Whether the source or the target made a column of the table NOT NULL since the base."""
+    base = versions["base"].get(table_id)
+    if base is None or base.kind != ObjectKind.TABLE:
+        return False
+    sides = [versions[side].get(table_id) for side in ("source", "target")]
+    columns = [v.state.get("columns", []) for v in sides if v is not None]
+    changed = [c for c in columns if c != base.state["columns"]]  # a list of dicts compared in C: cheap
+    nullable = {c["id"] for c in base.state["columns"] if c["nullable"]} if changed else set()
+    return any(not c["nullable"] and c["id"] in nullable for side_columns in changed for c in side_columns)
 
 
 @gc_paused()
