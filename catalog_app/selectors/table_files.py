@@ -126,13 +126,15 @@ FILE_ROW_FIELDS = (
 
 
 def tables_file_rows(
-    chain: Chain, *, table_ids: Iterable[uuid.UUID], file_ids: Iterable[uuid.UUID | str] | None = None
+    chain: Chain, *, table_ids: Iterable[uuid.UUID] = (), file_ids: Iterable[uuid.UUID | str] | None = None
 ) -> dict[uuid.UUID, TableFiles]:
     """`tables_files` read as plain values (`FileRow`s), in two queries: the files, then the schema versions they
-    read with. With `file_ids`, only those of them that are live (the tables' other files are not read)."""
-    rows = FileEntry.objects.filter(table_id__any=list(table_ids))
-    if file_ids is not None:
-        rows = rows.filter(file_id__any=list(file_ids))
+    read with. With `file_ids` instead of `table_ids`, those of these files that are live (their tables' other files
+    are not read)."""
+    if file_ids is None:
+        rows = FileEntry.objects.filter(table_id__any=list(table_ids))
+    else:
+        rows = FileEntry.objects.filter(file_id__any=list(file_ids))
     entries = (
         newest_on_chain(rows, chain, key="file_id")
         .filter(removed=False)

@@ -99,7 +99,7 @@ class FilesRead:
         unread = {t: ids for t, ids in named.items() if t not in self.read[side] and ids}
         if unread:
             ids = {file_id for file_ids in unread.values() for file_id in file_ids}
-            read |= tables_file_rows(self.chains[side], table_ids=list(unread), file_ids=ids)
+            read |= tables_file_rows(self.chains[side], file_ids=ids)
         return {t: _only(files, named[t]) for t, files in read.items()}
 
 
