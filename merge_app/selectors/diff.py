@@ -9,6 +9,7 @@ run, merge requests and the UI: the merge applies exactly what it says (see serv
 
 import uuid
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from django.db.models import F, Window
@@ -125,7 +126,9 @@ class MergeDiff:
     inputs: PlanInputs | None = None  # what the plan was made from: planned again with key comparisons, no read
     files: FilesRead | None = None  # the tables' files read so far, for the key comparison and the writer
 
-    @property
+    # Computed once: the objects are decided when the diff is made (planned again, it is a new diff), and a merge of
+    # 10,000 tables asks these several times.
+    @cached_property
     def conflicts(self) -> list[ObjectDiff]:
         return [obj for obj in self.objects if obj.verdict == CONFLICT]
 
@@ -133,7 +136,7 @@ class MergeDiff:
     def mergeable(self) -> bool:
         return not self.conflicts and not self.pending
 
-    @property
+    @cached_property
     def pending(self) -> list[ObjectDiff]:
         """Primary-key tables whose key comparison has not run (it runs on a worker)."""
         return [obj for obj in self.objects if obj.verdict == PENDING]

@@ -466,18 +466,19 @@ class MergeWriter:
         """The files of the tables it merges, as the diff read them or read now (plain values: `FileRow`), the
         target's schema history and the schema versions the source's commits made, then the data work."""
         self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
+        hows = {obj.object_id: _how(obj)[0] for obj in self.merging}
         tables = [obj for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
-        named = {obj.object_id: files for obj in tables if (files := _files_named(obj)) is not None}
+        named = {t.object_id: files for t in tables if (files := _files_named(t, hows[t.object_id])) is not None}
         whole = [obj.object_id for obj in tables if obj.object_id not in named]
         read = self.diff.files
         self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
-        tables = [obj.object_id for obj in tables]
-        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=tables)
-        self.source_schemas = schema_histories(read.chains["source"], table_ids=tables,
+        table_ids = [obj.object_id for obj in tables]
+        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=table_ids)
+        self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
                                                commit_ids=self.diff.source_commits)  # fmt: skip
         self.source_commits = set(self.diff.source_commits)
         for obj in self.merging:
-            how = _how(obj)[0]
+            how = hows[obj.object_id]
             if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
                 continue
             if how == "merged_by_key":
@@ -757,13 +758,13 @@ class _FilePlan:
     partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
 
 
-def _files_named(obj: ObjectDiff) -> set[str] | None:
+def _files_named(obj: ObjectDiff, how: str) -> set[str] | None:
     """The only files a table replayed by file needs to know on each side when the source's operations since the
     base only add files (appends, merge-on-read deletes): those they add, and the segments their delete files are
     on. Its file plan (`MergeWriter._file_plan`) is then the same as on the table's whole file sets, read at a cost
     that follows the change, not the table. None when it needs those (the source removed or overwrote files, its
     version is taken by `source_wins`, or the table merges otherwise: by key, taken or kept whole)."""
-    if _how(obj)[0] not in ("replayed", "created") or obj.source_wins is not None:
+    if how not in ("replayed", "created") or obj.source_wins is not None:
         return None
     named = set()
     for op in obj.source_operations:
