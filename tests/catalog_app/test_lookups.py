@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 
 from catalog_app.models import Catalog
 from catalog_app.models.lookups import array_text
@@ -26,10 +27,13 @@ def test_ids_and_numbers_match():
     catalogs = [make_catalog(name=f"c{n}") for n in range(3)]
     wanted = [catalogs[0].id, str(catalogs[2].id), uuid.uuid4()]  # a UUID, its text, and one that is not there
     assert set(Catalog.objects.filter(id__any=wanted).values_list("name", flat=True)) == {"c0", "c2"}
+    assert Catalog.objects.filter(id__any=[catalogs[1].id.hex.upper()]).get().name == "c1"  # parsed as __in does
+    with pytest.raises(ValidationError):
+        list(Catalog.objects.filter(id__any=["not an id"]))
     users = get_user_model().objects
     ids = [users.create(username=f"u{n}").id for n in range(3)]
     assert set(users.filter(id__any=[ids[0], ids[2], 10**9]).values_list("id", flat=True)) == {ids[0], ids[2]}
 
 
-def test_array_text_quotes_every_element():
-    assert array_text(["a,b", 'q"', "b\\s", 7]) == '{"a,b","q\\"","b\\\\s","7"}'
+def test_array_text_quotes_every_string():
+    assert array_text(["a,b", 'q"', "b\\s", 7]) == '{"a,b","q\\"","b\\\\s",7}'
