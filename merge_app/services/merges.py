@@ -466,9 +466,11 @@ class MergeWriter:
         """The files of the tables it merges, as the diff read them or read now (plain values: `FileRow`), the
         target's schema history and the schema versions the source's commits made, then the data work."""
         self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
-        hows = {obj.object_id: _how(obj)[0] for obj in self.merging}
+        self.hows = {obj.object_id: _how(obj) for obj in self.merging}
         tables = [obj for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
-        named = {t.object_id: files for t in tables if (files := _files_named(t, hows[t.object_id])) is not None}
+        named = {
+            t.object_id: files for t in tables if (files := _files_named(t, self.hows[t.object_id][0])) is not None
+        }
         whole = [obj.object_id for obj in tables if obj.object_id not in named]
         read = self.diff.files
         self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
@@ -478,7 +480,7 @@ class MergeWriter:
                                                commit_ids=self.diff.source_commits)  # fmt: skip
         self.source_commits = set(self.diff.source_commits)
         for obj in self.merging:
-            how = hows[obj.object_id]
+            how = self.hows[obj.object_id][0]
             if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
                 continue
             if how == "merged_by_key":
@@ -504,7 +506,7 @@ class MergeWriter:
             self._object(obj)
 
     def _object(self, obj: ObjectDiff) -> None:
-        how, state, name, parent_id = _how(obj)
+        how, state, name, parent_id = self.hows[obj.object_id]  # decided in prepare
         new_schema = None
         if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
             if how == "merged_by_key":
