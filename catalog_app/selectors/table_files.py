@@ -125,11 +125,18 @@ FILE_ROW_FIELDS = (
 )  # fmt: skip
 
 
-def tables_file_rows(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
+def tables_file_rows(
+    chain: Chain, *, table_ids: Iterable[uuid.UUID] = (), file_ids: Iterable[uuid.UUID | str] | None = None
+) -> dict[uuid.UUID, TableFiles]:
     """`tables_files` read as plain values (`FileRow`s), in two queries: the files, then the schema versions they
-    read with."""
+    read with. With `file_ids` instead of `table_ids`, those of these files that are live (their tables' other files
+    are not read)."""
+    if file_ids is None:
+        rows = FileEntry.objects.filter(table_id__any=list(table_ids))
+    else:
+        rows = FileEntry.objects.filter(file_id__any=list(file_ids))
     entries = (
-        newest_on_chain(FileEntry.objects.filter(table_id__any=list(table_ids)), chain, key="file_id")
+        newest_on_chain(rows, chain, key="file_id")
         .filter(removed=False)
         .order_by("seq", "id")
         .values_list(*FILE_ROW_FIELDS)

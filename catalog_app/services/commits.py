@@ -6,7 +6,9 @@ numbers and times. A writer that names the head it read (`expected_head`) gets a
 branch has moved since; one that does not is applied to the current head.
 """
 
+import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +64,7 @@ class CommitDraft:
     parent: Commit
     chain: Chain
     _staged: list[_Staged] = field(default_factory=list)
-    _operations: list[Operation] = field(default_factory=list)
+    _operations: list[tuple[uuid.UUID, str, str, dict[str, Any]]] = field(default_factory=list)  # OPERATION_FIELDS
     _new_files: list[DataFile] = field(default_factory=list)
     _file_entries: list[tuple[DataFile | FileRow, bool, SchemaVersion | SchemaRow | None, bool | None]] = field(
         default_factory=list
@@ -101,11 +103,7 @@ class CommitDraft:
         return version
 
     def operation(self, *, object_id: uuid.UUID, kind: str, op: str, details: dict[str, Any] | None = None) -> None:
-        self._operations.append(
-            Operation(
-                object_id=object_id, object_kind=kind, op=op, details=details or {}, position=len(self._operations)
-            )
-        )
+        self._operations.append((object_id, kind, op, details or {}))
 
     def add_file(
         self,
@@ -167,27 +165,19 @@ class CommitDraft:
         for file in self._new_files:  # a segment written for this commit reads with the schema its table gets here
             if file.kind == DataFile.Kind.SEGMENT and file.schema_version_id is None:
                 file.schema_version_id = schema_of[file.table_id]
-        for operation in self._operations:
-            operation.commit = commit
-        rows_insert(Operation, self._operations)
+        values_insert(
+            Operation, OPERATION_FIELDS,
+            [(commit.id, position, *operation) for position, operation in enumerate(self._operations)],
+        )  # fmt: skip
         rows_insert(DataFile, self._new_files)
-        rows_insert(
-            FileEntry,
+        values_insert(
+            FileEntry, FILE_ENTRY_FIELDS,
             [
-                FileEntry(
-                    catalog=self.catalog,
-                    table_id=file.table_id,
-                    file_id=file.id,
-                    commit=commit,
-                    line=commit.line,
-                    seq=commit.seq,
-                    removed=removed,
-                    schema_version_id=None if schema_version is None else schema_version.id,
-                    schema_visible=schema_visible,
-                )
+                (self.catalog.id, file.table_id, file.id, commit.id, commit.line_id, commit.seq, removed,
+                 None if schema_version is None else schema_version.id, schema_visible)
                 for file, removed, schema_version, schema_visible in self._file_entries
             ],
-        )
+        )  # fmt: skip
         if self.branch is None:
             return commit
         moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
@@ -198,10 +188,9 @@ class CommitDraft:
 
 
 def rows_insert(model: type[models.Model], rows: list[models.Model]) -> None:
-    """Insert new rows of one model as `bulk_create` does, ids included. On PostgreSQL, from COPY_ROWS rows on,
-    with COPY (a merge of 10,000 tables writes some 30,000 rows in one commit; as one INSERT their values are quoted
-    into the statement and parsed again, which cost several times what COPY does): the ids of an auto-numbered key
-    are drawn from its sequence first."""
+    """Insert new rows of one model as `bulk_create` does, ids included (the caller keeps the instances). On
+    PostgreSQL, from COPY_ROWS rows on, with COPY (`_copy`): the ids of an auto-numbered key are drawn from its
+    sequence first."""
     if connection.vendor != "postgresql" or len(rows) < COPY_ROWS:
         model.objects.bulk_create(rows)
         return
@@ -209,25 +198,55 @@ def rows_insert(model: type[models.Model], rows: list[models.Model]) -> None:
     fields = list(meta.concrete_fields)
     prepared = [f.get_internal_type() not in AS_THEY_ARE for f in fields]
     unnumbered = [row for row in rows if row.pk is None]
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        if unnumbered:
+    if unnumbered:
+        with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
                 [meta.db_table, meta.pk.column, len(unnumbered)],
             )
             for row, (pk,) in zip(unnumbered, cursor.fetchall(), strict=True):
                 row.pk = pk
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-        with cursor.cursor.copy(f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(
-                    [
-                        f.get_db_prep_save(f.pre_save(row, True), connection) if prep else getattr(row, f.attname)
-                        for f, prep in zip(fields, prepared, strict=True)
-                    ]
-                )
+    _copy(
+        model, [f.column for f in fields],
+        (
+            [f.get_db_prep_save(f.pre_save(row, True), connection) if prep else getattr(row, f.attname)
+             for f, prep in zip(fields, prepared, strict=True)]
+            for row in rows
+        ),
+    )  # fmt: skip
     for row in rows:
         row._state.adding, row._state.db = False, connection.alias
+
+
+OPERATION_FIELDS = ("commit_id", "position", "object_id", "object_kind", "op", "details")
+FILE_ENTRY_FIELDS = ("catalog_id", "table_id", "file_id", "commit_id", "line_id", "seq", "removed",
+                     "schema_version_id", "schema_visible")  # fmt: skip
+
+
+def values_insert(model: type[models.Model], fields: tuple[str, ...], rows: list[tuple]) -> None:
+    """Insert new rows of one model given as plain values of `fields` (attribute names; JSON as Python values),
+    their auto-numbered ids drawn by the database: rows nobody reads back from the commit (operations, file
+    entries). A merge of 10,000 tables writes 20,000 of them; as model instances, making them cost about what their
+    COPY costs. As `rows_insert`: COPY from COPY_ROWS rows on (PostgreSQL), else `bulk_create`."""
+    if connection.vendor != "postgresql" or len(rows) < COPY_ROWS:
+        model.objects.bulk_create([model(**dict(zip(fields, row, strict=True))) for row in rows])
+        return
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    targets = [by_attname[name] for name in fields]
+    encoders = {i: f.encoder for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
+    if encoders:
+        rows = ([json.dumps(v, cls=encoders[i]) if i in encoders else v for i, v in enumerate(row)] for row in rows)
+    _copy(model, [f.column for f in targets], rows)
+
+
+def _copy(model: type[models.Model], columns: list[str], rows: Iterable[list | tuple]) -> None:
+    """COPY `rows` (values of `columns`, as the database takes them) into the model's table. A commit's many rows
+    as one INSERT have their values quoted into the statement and parsed again, which costs several times this."""
+    quote = connection.ops.quote_name
+    statement = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
+    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 @dataclass(frozen=True)

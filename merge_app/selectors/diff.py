@@ -9,6 +9,7 @@ run, merge requests and the UI: the merge applies exactly what it says (see serv
 
 import uuid
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from django.db.models import F, Window
@@ -92,6 +93,22 @@ class FilesRead:
         files = self.files[side]
         return {table_id: files[table_id] for table_id in table_ids if table_id in files}
 
+    def named(self, side: str, named: dict[uuid.UUID, set[str]]) -> dict[uuid.UUID, TableFiles]:
+        """Of each table's files named (by id, as text), those live on `side`, without reading the table's others
+        unless they were read already: a table of a thousand segments that the source appended one to costs one."""
+        read = self.of(side, [t for t in named if t in self.read[side]])
+        unread = {t: ids for t, ids in named.items() if t not in self.read[side] and ids}
+        if unread:
+            ids = {file_id for file_ids in unread.values() for file_id in file_ids}
+            read |= tables_file_rows(self.chains[side], file_ids=ids)
+        return {t: _only(files, named[t]) for t, files in read.items()}
+
+
+def _only(files: TableFiles, ids: set[str]) -> TableFiles:
+    """A table's files restricted to these ids."""
+    deltas = {s: kept for s, listed in files.deltas.items() if (kept := [d for d in listed if str(d.id) in ids])}
+    return TableFiles(segments=[s for s in files.segments if str(s.id) in ids], deltas=deltas)
+
 
 @dataclass(frozen=True)
 class MergeDiff:
@@ -109,7 +126,9 @@ class MergeDiff:
     inputs: PlanInputs | None = None  # what the plan was made from: planned again with key comparisons, no read
     files: FilesRead | None = None  # the tables' files read so far, for the key comparison and the writer
 
-    @property
+    # Computed once: the objects are decided when the diff is made (planned again, it is a new diff), and a merge of
+    # 10,000 tables asks these several times.
+    @cached_property
     def conflicts(self) -> list[ObjectDiff]:
         return [obj for obj in self.objects if obj.verdict == CONFLICT]
 
@@ -117,7 +136,7 @@ class MergeDiff:
     def mergeable(self) -> bool:
         return not self.conflicts and not self.pending
 
-    @property
+    @cached_property
     def pending(self) -> list[ObjectDiff]:
         """Primary-key tables whose key comparison has not run (it runs on a worker)."""
         return [obj for obj in self.objects if obj.verdict == PENDING]
@@ -201,7 +220,8 @@ def merge_diff_of(
         keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"]),
         live_files=_rewritten_files(src_ops, dest_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
-        segment_stats=_written_stats(src_ops, dest_ops), reverting=explicit is not None and explicit.kind == REVERT,
+        segment_stats=_written_stats(src_ops, dest_ops, versions),
+        reverting=explicit is not None and explicit.kind == REVERT,
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -441,13 +461,28 @@ def _dropped_children(versions: dict, object_ids: set, chains: dict[str, Chain])
     return answer
 
 
-def _written_stats(src_ops: dict, dest_ops: dict) -> dict[str, dict]:
-    """The column statistics of the segments both sides' operations wrote, for tables both changed."""
-    both = set(src_ops) & set(dest_ops)
+def _written_stats(src_ops: dict, dest_ops: dict, versions: dict) -> dict[str, dict]:
+    """The column statistics of the segments both sides' operations wrote, for tables both changed where a side made
+    a column NOT NULL since the base: the only check that reads them (`states.table_problems`, rows written
+    meanwhile that may hold NULL in it). A three-way merge of the columns makes no column NOT NULL that neither side
+    made so."""
+    both = {t for t in set(src_ops) & set(dest_ops) if _made_not_null(versions, t)}
     segments = {s for side in (src_ops, dest_ops) for t in both for s in segments_written(side[t])}
     if not segments:
         return {}
     return {str(i): stats for i, stats in DataFile.objects.filter(id__any=segments).values_list("id", "stats")}
+
+
+def _made_not_null(versions: dict, table_id: uuid.UUID) -> bool:
+    """Whether the source or the target made a column of the table NOT NULL since the base."""
+    base = versions["base"].get(table_id)
+    if base is None or base.kind != ObjectKind.TABLE:
+        return False
+    sides = [versions[side].get(table_id) for side in ("source", "target")]
+    columns = [v.state.get("columns", []) for v in sides if v is not None]
+    changed = [c for c in columns if c != base.state["columns"]]  # a list of dicts compared in C: cheap
+    nullable = {c["id"] for c in base.state["columns"] if c["nullable"]} if changed else set()
+    return any(not c["nullable"] and c["id"] in nullable for side_columns in changed for c in side_columns)
 
 
 @gc_paused()

@@ -469,15 +469,21 @@ class MergeWriter:
         """The files of the tables it merges, as the diff read them or read now (plain values: `FileRow`), the
         target's schema history and the schema versions the source's commits made, then the data work."""
         self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
-        tables = [obj.object_id for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
+        self.hows = {obj.object_id: _how(obj) for obj in self.merging}
+        tables = [obj for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
+        named = {
+            t.object_id: files for t in tables if (files := _files_named(t, self.hows[t.object_id][0])) is not None
+        }
+        whole = [obj.object_id for obj in tables if obj.object_id not in named]
         read = self.diff.files
-        self.files = {side: read.of(side, tables) for side in ("base", "source", "target")}
-        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=tables)
-        self.source_schemas = schema_histories(read.chains["source"], table_ids=tables,
+        self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
+        table_ids = [obj.object_id for obj in tables]
+        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=table_ids)
+        self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
                                                commit_ids=self.diff.source_commits)  # fmt: skip
         self.source_commits = set(self.diff.source_commits)
         for obj in self.merging:
-            how = _how(obj)[0]
+            how = self.hows[obj.object_id][0]
             if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
                 continue
             if how == "merged_by_key":
@@ -503,7 +509,7 @@ class MergeWriter:
             self._object(obj)
 
     def _object(self, obj: ObjectDiff) -> None:
-        how, state, name, parent_id = _how(obj)
+        how, state, name, parent_id = self.hows[obj.object_id]  # decided in prepare
         new_schema = None
         if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
             if how == "merged_by_key":
@@ -755,6 +761,22 @@ class _FilePlan:
     kept: list[FileRow]  # the target's own files it keeps
     added: list[FileRow]  # the source's files it takes over
     partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
+
+
+def _files_named(obj: ObjectDiff, how: str) -> set[str] | None:
+    """The only files a table replayed by file needs to know on each side when the source's operations since the
+    base only add files (appends, merge-on-read deletes): those they add, and the segments their delete files are
+    on. Its file plan (`MergeWriter._file_plan`) is then the same as on the table's whole file sets, read at a cost
+    that follows the change, not the table. None when it needs those (the source removed or overwrote files, its
+    version is taken by `source_wins`, or the table merges otherwise: by key, taken or kept whole)."""
+    if how not in ("replayed", "created") or obj.source_wins is not None:
+        return None
+    named = set()
+    for op in obj.source_operations:
+        if op.op == Operation.Op.OVERWRITE or op.removed or op.details.get("deltas_removed"):
+            return None
+        named |= op.added | {segment for segment in op.details.get("deltas_on", {}).values() if segment}
+    return named
 
 
 def _derived(file: FileRow, files: frozenset[str]) -> bool:

@@ -8,6 +8,7 @@ from catalog_app.services import commits
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.models import Merge
+from merge_app.services.merges import MergeWriter, merge_plan
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import files_at, read
 from tests.support.merges import change, insert, merge
@@ -52,6 +53,23 @@ def test_merging_appended_data_adds_one_commit_and_copies_no_file(spark):
     main_files = {f.id for f in files_at(catalog).segments}
     assert dev_files <= main_files  # the same files, by reference
     assert result.log["files"] and all(f["kind"] == "segment" for f in result.log["files"])
+
+
+def test_a_merge_of_appends_reads_only_the_files_they_added(spark):
+    """The writer of a table the source only appended to knows of its files only those the appends added: not the
+    segments the table had at the base, nor the target's (the table's size does not count, only the change)."""
+    catalog = appended_on_both()
+    base_files = {f.id for f in files_at(catalog, "dev").segments} & {f.id for f in files_at(catalog).segments}
+    plan = merge_plan(catalog=catalog, source="dev", target="main", in_worker=True)
+    [table] = plan.diff.objects
+    writer = MergeWriter(plan.diff)
+    writer.prepare()
+
+    appended = {segment for op in table.source_operations for segment in op.details["segments_added"]}
+    assert base_files and {str(f.id) for f in writer.files["source"][table.object_id].segments} == appended
+    assert table.object_id not in writer.files["target"] and table.object_id not in writer.files["base"]
+    assert merge(catalog).status == Merge.Status.MERGED
+    assertDataFrameEqual(read(spark, catalog), frame(spark, [1, 2, 3, 4, 5]))
 
 
 def test_a_merge_whose_rows_go_in_with_copy_gives_the_same_table(spark, monkeypatch):
