@@ -117,9 +117,14 @@ def replay(
     rows = list(result.merged.values())
     rows += [row for key_id, row in result.source_rows.items() if choices.get(key_id) == SOURCE_WINS]
     rows += [(key, None) for key_id, (key, _) in result.source_rows.items() if choices.get(key_id) == LEAVE_OUT]
-    touched, _ = sides.source.changes_since(sides.base)
-    _, dest_written = sides.target.changes_since(sides.base)
-    scope = {s.id for s in touched} | {s.id for s in dest_written}
+    # Where the target's rows of these keys can be: the ancestor's segments the source changed (a key it changed
+    # is where the ancestor had it, unless the target changed it too), and every segment the target touched or
+    # wrote. A touched one is not only where the target deleted rows: a restore, or a merge that took the other
+    # side's files, gives an ancestor's segment back fewer deletes, and the rows it brings back (a key's older
+    # row) live in a segment the target did not write.
+    src_touched, _ = sides.source.changes_since(sides.base)
+    dest_touched, dest_written = sides.target.changes_since(sides.base)
+    scope = {s.id for s in [*src_touched, *dest_touched, *dest_written]}
     scanned = [s for s in sides.target.segments if s.id in scope]
     reads = TableFiles(scanned, sides.target.deltas).reads()
     try:

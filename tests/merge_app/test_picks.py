@@ -10,6 +10,7 @@ from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError, ConflictError
 from merge_app.models import Merge
 from merge_app.services.picks import commits_pick, pick_commits
+from merge_app.services.restores import branch_restore
 from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
@@ -290,3 +291,21 @@ def test_a_commit_that_came_by_a_merge_is_reverted_on_the_branch_it_came_to(spar
     revert(catalog, "main", load)
     assert table(spark, catalog, "main") == expect(1, 2, 3)
     assert table(spark, catalog, "dev") == expect(1, 2, 3, 4)
+
+
+def test_a_revert_replaces_a_key_where_a_restore_brought_its_older_row_back(spark):
+    """Found by the keyed model (seed 41, a revert of a pick of a revert): after a restore, a key's row is live again
+    in a segment of the reverted commit's that held it deleted there. The revert changes the key back; it must
+    replace that row, not write the key beside it (it was refused as a doubled key)."""
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"], properties={"write.mode": "merge-on-read"})
+    upsert(catalog, "main", 6, 7, amount=2)  # one segment with both keys
+    point = head(catalog)
+    change(catalog, "table_update", {"set": {"amount": "3"}, "where": "id = 6"})  # deleted there, a new row elsewhere
+    change(catalog, "table_update", {"set": {"amount": "2"}, "where": "id = 6"})
+    back = head(catalog)
+    branch_restore(catalog=catalog, branch="main", point=point, database="sales", table="orders")
+    assert table(spark, catalog, "main") == expect(6, 7, _6=2, _7=2)  # as at `back`, from the first segment again
+    (done,) = revert(catalog, "main", back)
+    assert done.status == "merged"
+    assert table(spark, catalog, "main") == expect(6, 7, _6=3, _7=2)
