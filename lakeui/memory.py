@@ -3,12 +3,8 @@
 A diff of 10,000 tables decodes some 50,000 JSON documents and makes as many small objects of its own. Each
 time the objects alive grow by a quarter, CPython runs a full collection over all of them, so building the
 diff spent more time in the collector than in its own work (measured: 2.7-3.3 s with it, 1.3 s without). These
-objects form no cycles worth collecting while the step runs; the collector resumes when the step ends.
-
-What the step leaves alive (a diff it returns, say) is then handed to the oldest generation as it is
-(`gc.freeze()` then `gc.unfreeze()`, which move lists, not objects): else the collector's first young pass after
-the step walks every object the step made that is still alive, and the next pass walks them again (0.6 s and
-1.2 s in a merge of 10,000 tables). They are examined at the next full collection, as long-lived objects are.
+objects form no cycles worth collecting while the step runs; the collector resumes, and sees them once, when the
+step ends.
 """
 
 import gc
@@ -38,6 +34,4 @@ class gc_paused(ContextDecorator):
         with _lock:
             _paused -= 1
             if _paused == 0 and _resume:
-                gc.freeze()  # everything tracked, young or old, into the permanent generation...
-                gc.unfreeze()  # ...and back into the oldest one, unexamined
                 gc.enable()
