@@ -21,8 +21,9 @@ from catalog_app.engine.types import is_widening, parse_type
 OK, CONFLICT, DISCARDED, PENDING = "ok", "conflict", "discarded", "pending"
 FAIL, SOURCE_WINS, TARGET_WINS = "fail", "source_wins", "target_wins"
 CHOICES = (FAIL, SOURCE_WINS, TARGET_WINS)  # the resolutions a merge takes (4.4)
-# Only the merge of criss-cross bases into a virtual base takes this one (docs/merge-semantics.md#criss-cross): a
-# key the bases conflict on is left out of the virtual base, so that each side's row of it is a change of its own.
+# Only the merge of criss-cross bases into a virtual base takes this one: a key the bases conflict on is left out
+# of the virtual base, so that each side's row of it is a change of its own
+# (docs/merge-semantics.md#criss-cross-histories).
 LEAVE_OUT = "leave_out"
 
 DATABASE_TABLE = """

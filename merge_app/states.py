@@ -75,6 +75,16 @@ def duplicate_column_names(columns: list[dict]) -> list[str]:
     return duplicates
 
 
+def made_not_null(base: dict, sides: list[dict]) -> bool:
+    """Whether a side's table state made a column NOT NULL that the base's allowed NULL in: the one case where
+    `table_problems` needs the statistics of the rows written meanwhile (a three-way merge of the columns makes no
+    column NOT NULL that neither side made so)."""
+    columns = [side.get("columns", []) for side in sides]
+    changed = [c for c in columns if c != base["columns"]]  # lists of dicts compared in C: cheap
+    nullable = {c["id"] for c in base["columns"] if c["nullable"]} if changed else set()
+    return any(not c["nullable"] and c["id"] in nullable for columns in changed for c in columns)
+
+
 def table_problems(
     base: dict, src: dict, dest: dict, merged: dict, *, wrote: dict[str, bool], nulls: Callable[[str], set[int]]
 ) -> list[str]:

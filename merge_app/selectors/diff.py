@@ -21,7 +21,7 @@ from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, tables_file_rows
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
-from merge_app import planner, rules
+from merge_app import planner, rules, states
 from merge_app.models import KeyComparison, VirtualBase
 from merge_app.planner import (
     MERGED_KINDS,
@@ -474,15 +474,12 @@ def _written_stats(src_ops: dict, dest_ops: dict, versions: dict) -> dict[str, d
 
 
 def _made_not_null(versions: dict, table_id: uuid.UUID) -> bool:
-    """Whether the source or the target made a column of the table NOT NULL since the base."""
+    """Whether the source or the target made a column of the table NOT NULL since the base (`states.made_not_null`)."""
     base = versions["base"].get(table_id)
     if base is None or base.kind != ObjectKind.TABLE:
         return False
-    sides = [versions[side].get(table_id) for side in ("source", "target")]
-    columns = [v.state.get("columns", []) for v in sides if v is not None]
-    changed = [c for c in columns if c != base.state["columns"]]  # a list of dicts compared in C: cheap
-    nullable = {c["id"] for c in base.state["columns"] if c["nullable"]} if changed else set()
-    return any(not c["nullable"] and c["id"] in nullable for side_columns in changed for c in side_columns)
+    sides = [v.state for v in (versions["source"].get(table_id), versions["target"].get(table_id)) if v is not None]
+    return states.made_not_null(base.state, sides)
 
 
 @gc_paused()

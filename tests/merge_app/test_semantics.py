@@ -2,7 +2,7 @@
 
 import pytest
 
-from merge_app import semantics
+from merge_app import semantics, states
 from merge_app.rules import CONFLICT, FAIL, SOURCE_WINS, TARGET_WINS
 
 BASE = {"id": 1, "a": "a0", "b": "b0"}
@@ -129,3 +129,14 @@ def test_the_change_names_are_the_engines():
     from catalog_app.engine import keys
 
     assert (semantics.INSERT, semantics.UPDATE, semantics.DELETE) == (keys.INSERT, keys.UPDATE, keys.DELETE)
+
+
+def test_a_side_made_a_column_not_null_only_where_the_base_allowed_null_in_it():
+    def table(*nullable):
+        return {"columns": [{"id": i, "name": f"c{i}", "nullable": n} for i, n in enumerate(nullable, 1)]}
+
+    base = table(True, False)
+    assert states.made_not_null(base, [table(False, False), base])
+    assert not states.made_not_null(base, [base, base])
+    assert not states.made_not_null(base, [table(True, True)])  # made nullable: no NOT NULL check reads statistics
+    assert not states.made_not_null(base, [{"columns": []}])  # both columns dropped
