@@ -54,6 +54,15 @@ class SparkConfig:
             "spark.driver.memory": self.driver_memory,
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            # A worker's driver lives for thousands of jobs. The status store keeps what it shows of past queries
+            # whether or not the UI runs, by default the last 1,000 SQL executions with every plan node's metrics:
+            # a long keyed model run filled a 2 GB heap with them (2.5 million SQLPlanMetric) until the collector
+            # spun and tasks could not get memory ("Failed to allocate a page").
+            "spark.sql.ui.retainedExecutions": "50",
+            "spark.ui.retainedJobs": "100",
+            "spark.ui.retainedStages": "100",
+            "spark.ui.retainedTasks": "10000",
+            "spark.ui.dagGraph.retainedRootRDDs": "100",
             "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         }
         if self.master.startswith("local"):
