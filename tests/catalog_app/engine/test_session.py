@@ -57,3 +57,11 @@ def test_the_worker_kind_follows_the_queue_it_serves(settings, queues, kind):
         assert tasks.worker_kind() == "interactive"
     finally:
         tasks._kind.clear()
+
+
+def test_a_long_lived_driver_keeps_only_the_newest_query_executions(spark):
+    # A worker's driver runs thousands of queries; each one kept in Spark's status store holds its plan's metrics.
+    for n in range(70):
+        spark.range(n + 1).selectExpr("sum(id)").collect()
+    store = spark._jsparkSession.sharedState().statusStore()
+    assert store.executionsCount() <= 50
