@@ -1,16 +1,16 @@
 """Merge audit logs and the SQL console's current branch."""
 
-import json
 import uuid
 
 from django.conf import settings
 from django.db import models
 
 from catalog_app.models import Catalog, Commit
+from lakeui.fields import JSONField, json_dumps
 from lakeui.jobs.models import Job
 
 
-class LogField(models.JSONField):
+class LogField(JSONField):
     """JSON kept as PostgreSQL's `json` (the text, checked as it is written) rather than `jsonb` (parsed into a
     tree): for an audit log that is written once and read whole, never queried inside. A merge of 10,000 tables
     logs some 13 MB of JSON; parsing it into jsonb cost 0.4-1.4 s of its commit, under the catalog lock, against
@@ -22,7 +22,7 @@ class LogField(models.JSONField):
     def get_db_prep_value(self, value, connection, prepared=False):
         if connection.vendor != "postgresql":
             return super().get_db_prep_value(value, connection, prepared)
-        return json.dumps(self.get_prep_value(value) if not prepared else value, cls=self.encoder)
+        return json_dumps(self.get_prep_value(value) if not prepared else value, self.encoder)
 
     def from_db_value(self, value, expression, connection):
         if value is None or not isinstance(value, str):  # psycopg decodes `json` itself

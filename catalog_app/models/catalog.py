@@ -16,6 +16,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from lakeui.fields import JSONField
+
 
 def new_commit_id() -> str:
     return uuid.uuid4().hex
@@ -119,7 +121,7 @@ class ObjectVersion(models.Model):
     line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
     seq = models.BigIntegerField()
     dropped = models.BooleanField(default=False)
-    state = models.JSONField(default=dict)
+    state = JSONField(default=dict)
 
     class Meta:
         indexes = [
@@ -158,7 +160,7 @@ class Operation(models.Model):
     object_id = models.UUIDField()
     object_kind = models.CharField(max_length=16, choices=ObjectKind.choices)
     op = models.CharField(max_length=32, choices=Op.choices)
-    details = models.JSONField(default=dict)
+    details = JSONField(default=dict)
 
     class Meta:
         ordering = ["commit", "position"]
@@ -171,7 +173,7 @@ class SchemaVersion(models.Model):
 
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
     table_id = models.UUIDField()
-    columns = models.JSONField()
+    columns = JSONField()
     commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="schema_versions")
     line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
     seq = models.BigIntegerField()

@@ -11,6 +11,7 @@ import uuid
 from django.db import models
 
 from catalog_app.models.catalog import Catalog, Commit, Line, SchemaVersion
+from lakeui.fields import JSONField
 
 
 class DataFile(models.Model):
@@ -29,8 +30,8 @@ class DataFile(models.Model):
     # Segments: partition values by column id, per-column statistics {column id: {min, max, nulls}}, and the schema
     # version the file was written with (visible on the branch that wrote it; see
     # docs/merge-semantics.md#schema-versions).
-    partition_values = models.JSONField(default=dict)
-    stats = models.JSONField(default=dict)
+    partition_values = JSONField(default=dict)
+    stats = JSONField(default=dict)
     schema_version = models.ForeignKey(SchemaVersion, null=True, blank=True, on_delete=models.PROTECT)
     schema_visible = models.BooleanField(default=True)
     # Delta files: the segment whose rows they delete.

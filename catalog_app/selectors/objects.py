@@ -25,13 +25,15 @@ class SchemaRow:
     commit_id: str
 
 
-def newest_on_chain(rows: QuerySet, chain: Chain, *, key: str) -> QuerySet:
+def newest_on_chain(rows: QuerySet, chain: Chain, *, key: str, newer_among: QuerySet | None = None) -> QuerySet:
     """Of rows recorded per commit (with line and seq), those that are the newest for their `key` on the chain:
-    no row of the same key on the chain is newer. Each row costs one probe of the (key, seq) index that stops at
-    the first newer row, so an object with many versions costs in proportion to them, not to their square."""
-    in_chain = rows.filter(chain.q())
-    newer = in_chain.filter(**{key: OuterRef(key), "seq__gt": OuterRef("seq")})
-    return in_chain.filter(~Exists(newer))
+    no row of the same key on the chain is newer (of `newer_among`, when given; else of any of the model's rows).
+    Each row costs one probe of the (key, seq) index that stops at the first newer row, so an object with many
+    versions costs in proportion to them, not to their square. The probe carries none of `rows`' own filters: with
+    a list of 10,000 ids in it, PostgreSQL guessed a few dozen rows and compared every pair instead (7 s, not 70 ms)."""
+    among = rows.model.objects.all() if newer_among is None else newer_among
+    newer = among.filter(chain.q(), **{key: OuterRef(key), "seq__gt": OuterRef("seq")})
+    return rows.filter(chain.q()).filter(~Exists(newer))
 
 
 def _newest(chain: Chain) -> QuerySet[ObjectVersion]:
@@ -49,7 +51,7 @@ def object_named(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | N
     """The newest version on the chain that carried this name (of this kind, in this parent), dropped or not: a
     table as it was named when it was dropped, say."""
     rows = ObjectVersion.objects.filter(catalog_id=chain.commit.catalog_id, kind=kind, name=name, parent_id=parent_id)
-    return newest_on_chain(rows, chain, key="object_id").order_by("-seq").first()
+    return newest_on_chain(rows, chain, key="object_id", newer_among=rows).order_by("-seq").first()
 
 
 def objects_at(chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -> QuerySet[ObjectVersion]:

@@ -6,7 +6,6 @@ numbers and times. A writer that names the head it read (`expected_head`) gets a
 branch has moved since; one that does not is applied to the current head.
 """
 
-import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -187,11 +186,11 @@ class CommitDraft:
         return commit
 
 
-def rows_insert(model: type[models.Model], rows: list[models.Model]) -> None:
+def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_from: int = COPY_ROWS) -> None:
     """Insert new rows of one model as `bulk_create` does, ids included (the caller keeps the instances). On
-    PostgreSQL, from COPY_ROWS rows on, with COPY (`_copy`): the ids of an auto-numbered key are drawn from its
+    PostgreSQL, from `copy_from` rows on, with COPY (`_copy`): the ids of an auto-numbered key are drawn from its
     sequence first."""
-    if connection.vendor != "postgresql" or len(rows) < COPY_ROWS:
+    if connection.vendor != "postgresql" or len(rows) < copy_from:
         model.objects.bulk_create(rows)
         return
     meta = model._meta
@@ -233,9 +232,12 @@ def values_insert(model: type[models.Model], fields: tuple[str, ...], rows: list
         return
     by_attname = {f.attname: f for f in model._meta.concrete_fields}
     targets = [by_attname[name] for name in fields]
-    encoders = {i: f.encoder for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
-    if encoders:
-        rows = ([json.dumps(v, cls=encoders[i]) if i in encoders else v for i, v in enumerate(row)] for row in rows)
+    json_fields = {i: f for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
+    if json_fields:
+        rows = (
+            [json_fields[i].get_db_prep_save(v, connection) if i in json_fields else v for i, v in enumerate(row)]
+            for row in rows
+        )
     _copy(model, [f.column for f in targets], rows)
 
 
