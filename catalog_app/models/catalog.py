@@ -112,13 +112,15 @@ class ObjectVersion(models.Model):
     """The state of one object as of one commit. `object_id` is the object's stable id (survives renames and
     merges); `parent_id` is the database of a table or view."""
 
-    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    # The commit's catalog and line, copied for the indexes, without database constraints of their own (as
+    # FileEntry's).
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     object_id = models.UUIDField()
     kind = models.CharField(max_length=16, choices=ObjectKind.choices)
     parent_id = models.UUIDField(null=True, blank=True)
     name = models.CharField(max_length=63)
     commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="object_versions")
-    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     seq = models.BigIntegerField()
     dropped = models.BooleanField(default=False)
     state = JSONField(default=dict)

@@ -45,11 +45,13 @@ class DataFile(models.Model):
 class FileEntry(models.Model):
     """A file becoming live in (or removed from) a table in one commit."""
 
-    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    # The commit's catalog and line, copied for the indexes: the commit's key checks them, so these have no database
+    # constraint of their own (a merge of 10,000 tables writes as many entries: each key checked costs at its commit).
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     table_id = models.UUIDField()
     file = models.ForeignKey(DataFile, on_delete=models.CASCADE, related_name="entries")
     commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="file_entries")
-    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+")
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     seq = models.BigIntegerField()
     removed = models.BooleanField(default=False)
     # A segment taken over by a merge reads, on the target's line, with the target's copy of the schema version

