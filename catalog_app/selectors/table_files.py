@@ -167,6 +167,30 @@ def tables_file_rows(
     return files
 
 
+def commit_file_changes(commit_id: str) -> dict[uuid.UUID, dict[str, list[str]]]:
+    """The files a commit made live and took out, per table, as ids (text): `segments_added`, `segments_removed`,
+    `deltas_added`, `deltas_removed`. What the commit did to its first parent's files, whatever its operations'
+    details say (a merge's replayed operation names the source's files, not the target's it replaced)."""
+    entries = FileEntry.objects.filter(commit_id=commit_id).order_by("id")
+    last: dict[tuple, tuple[str, bool]] = {}
+    both: set[tuple] = set()
+    for table_id, file_id, kind, removed in entries.values_list("table_id", "file_id", "file__kind", "removed"):
+        key = (table_id, str(file_id))
+        if key in last and last[key][1] != removed:
+            both.add(key)  # added and taken out again (or the reverse) within the commit: no change
+        last[key] = (kind, removed)
+    changes: dict[uuid.UUID, dict[str, list[str]]] = {}
+    for (table_id, file_id), (kind, removed) in last.items():
+        if (table_id, file_id) in both:
+            continue
+        table = changes.setdefault(
+            table_id, {"segments_added": [], "segments_removed": [], "deltas_added": [], "deltas_removed": []}
+        )
+        noun = "segments" if kind == DataFile.Kind.SEGMENT else "deltas"
+        table[f"{noun}_{'removed' if removed else 'added'}"].append(file_id)
+    return changes
+
+
 def table_has_rows(chain: Chain, *, table_id: uuid.UUID) -> bool:
     """Whether the table may hold rows. Exact unless a segment has overlapping delta files, where it may say
     True for an empty segment: the safe side for the checks that use it (NOT NULL without a default)."""

@@ -18,7 +18,7 @@ from django.db.models.functions import RowNumber
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.objects import newest_on_chain, object_by_id
 from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, tables_file_rows
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, commit_file_changes, tables_file_rows
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import planner, rules, states
@@ -350,9 +350,11 @@ def _by_object(ordered: list[tuple[uuid.UUID, Op]]) -> dict[uuid.UUID, list[Op]]
 
 def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
     """What a revert of `commit` changes, as operations of the revert (docs/merge-semantics.md#revert-and-cherry-pick):
-    each data operation of the commit (own or replayed by a merge) undone by its inverse, newest first: the files it
-    added taken out, those it removed put back. A commit that changed a definition (created, dropped, renamed or
-    altered an object) is not reverted: its definitions are left to the user."""
+    per table, one undo of the commit's data operations (own or replayed by a merge), by what the commit did to its
+    first parent's files (`commit_file_changes`): the files it added taken out, those it removed put back, the rows
+    it deleted by position brought back. Not by its operations' details: a merge that replayed an overwrite replaced
+    the target's files, while the operation names the source's. A commit that changed a definition (created,
+    dropped, renamed or altered an object) is not reverted: its definitions are left to the user."""
     rows = Operation.objects.filter(commit_id=commit.id).order_by("-position")
     rows = rows.values_list("position", "object_id", "op", "details")
     ddl = sorted({op for _, _, op, _ in rows if op not in REVERTED and op != Operation.Op.RESOLVE})
@@ -363,20 +365,28 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
             "deletes, updates, compactions, merges of those) can be reverted; change the definitions back by hand.",
             details={"operations": ddl},
         )
-    inverse = []
+    by_table: dict[uuid.UUID, list[tuple[int, str, dict]]] = {}
     for position, object_id, kind, details in rows:
-        if kind == Operation.Op.RESOLVE:
-            continue
+        if kind != Operation.Op.RESOLVE:
+            by_table.setdefault(object_id, []).append((position, kind, details))
+    changes = commit_file_changes(commit.id)
+    inverse = []
+    for object_id, ops in by_table.items():
+        files = changes.get(object_id, {})
+        position, kind, _ = ops[-1]  # the first of them
         undone = {
-            "segments_added": details.get("segments_removed", []),
-            "segments_removed": details.get("segments_added", []),
-            "deltas_added": details.get("deltas_removed", []), "deltas_removed": details.get("deltas_added", []),
+            "segments_added": files.get("segments_removed", []), "segments_removed": files.get("segments_added", []),
+            "deltas_added": files.get("deltas_removed", []), "deltas_removed": files.get("deltas_added", []),
             # the segments whose rows it deleted or updated by position: their rows come back
-            "segments_touched": details.get("segments_touched", []),
-            "rows_inserted": details.get("rows_deleted", 0), "rows_deleted": details.get("rows_inserted", 0),
-            "rows_updated": details.get("rows_updated", 0), "reverts": [commit.id, position, kind],
+            "segments_touched": sorted({s for _, _, details in ops for s in details.get("segments_touched", [])}),
+            "rows_inserted": sum(details.get("rows_deleted", 0) for _, _, details in ops),
+            "rows_deleted": sum(details.get("rows_inserted", 0) for _, _, details in ops),
+            "rows_updated": sum(details.get("rows_updated", 0) for _, _, details in ops),
+            "reverts": [commit.id, position, kind],
         }  # fmt: skip
-        inverse.append((object_id, Op(commit.id, position, _inverse_kind(kind, undone), undone)))
+        compaction = all(op_kind == "compaction" for _, op_kind, _ in ops)
+        inverse.append((object_id, Op(commit.id, position, _inverse_kind("compaction" if compaction else kind, undone),
+                                      undone)))  # fmt: skip
     return _by_object(inverse)
 
 
