@@ -108,6 +108,21 @@ def test_a_reverted_merge_undoes_what_it_brought_and_a_later_merge_does_not_brin
     assert table(spark, catalog, "dev") == expect(2, 3, 4, 9)
 
 
+def test_a_reverted_merge_of_an_overwrite_brings_back_every_row_it_replaced_on_the_target(spark):
+    # The merge replayed the source's overwrite on main, replacing main's own rows too; its operation's details name
+    # only the source's files it replaced. Found by the model (LAKEUI_MODEL_SEED=60): the revert took the details
+    # and brought back the source's rows only, losing main's.
+    catalog = start()
+    insert(catalog, rows(4, 5))
+    change(catalog, "table_load", {"strategy": "full_refresh", "rows": rows(7)}, branch="dev")
+    merged = merge(catalog, source="dev", target="main", resolution={"default": "source_wins"})
+    assert merged.status == "merged"
+    assert table(spark, catalog, "main") == expect(7)
+    revert(catalog, "main", merged.commit_id)
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5)
+    assert table(spark, catalog, "dev") == expect(7)
+
+
 def test_a_reverted_update_by_key_and_a_key_changed_again_later(spark):
     catalog = start(primary_key=["id"])
     upsert(catalog, "main", 2, 4, amount=99)
