@@ -319,13 +319,13 @@ def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], 
     return {identity for identity in picked if identity[0] in held}
 
 
-def _inverse_kind(kind: str, undone: dict[str, Any]) -> str:
-    """The operation an undo is, by what it does to files (so that a later merge replaying it applies the rule
-    cells and positional checks of what it does): a compaction's undo is a compaction; one that takes segments out
-    or brings rows of segments back by position rewrites (an `update`, a `delete` if it adds nothing); one that
-    only puts files back is an `insert`."""
-    if kind == "compaction":
-        return kind
+def _inverse_kind(kinds: list[str], undone: dict[str, Any]) -> str:
+    """The operation an undo of operations of these `kinds` is, by what it does to files (so that a later merge
+    replaying it applies the rule cells and positional checks of what it does): a compaction's undo is a
+    compaction; one that takes segments out or brings rows of segments back by position rewrites (an `update`, a
+    `delete` if it adds nothing); one that only puts files back is an `insert`."""
+    if all(kind == "compaction" for kind in kinds):
+        return "compaction"
     if undone["segments_removed"] or undone["segments_touched"]:
         return "update" if undone["segments_added"] or undone["segments_touched"] else "delete"
     return "insert"
@@ -384,9 +384,8 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
             "rows_updated": sum(details.get("rows_updated", 0) for _, _, details in ops),
             "reverts": [commit.id, position, kind],
         }  # fmt: skip
-        compaction = all(op_kind == "compaction" for _, op_kind, _ in ops)
-        inverse.append((object_id, Op(commit.id, position, _inverse_kind("compaction" if compaction else kind, undone),
-                                      undone)))  # fmt: skip
+        kind_of_undo = _inverse_kind([op_kind for _, op_kind, _ in ops], undone)
+        inverse.append((object_id, Op(commit.id, position, kind_of_undo, undone)))
     return _by_object(inverse)
 
 
