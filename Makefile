@@ -1,10 +1,12 @@
-# The two commands of the README: `make run` and `make test`. Both install what they need into .venv.
+# The two commands of the README: `make run` and `make test`. Both install what they need into .venv: `make run` the
+# runtime (requirements.txt) and the client, `make test` the test and lint tools on top (requirements-test.txt).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install browser lint format migrate worker web clean
+.PHONY: run test install install-test browser lint format migrate worker web clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +17,13 @@ $(STAMP): requirements.txt clients/python/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ./clients/python
 	touch $(STAMP)
 
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	touch $(TEST_STAMP)
+
 install: $(STAMP)
+
+install-test: $(TEST_STAMP)
 
 # The browser tests drive Debian's Chromium (Playwright cannot download its own browser builds here).
 CHROMIUM ?= /usr/bin/chromium
@@ -37,15 +45,15 @@ run: migrate
 # workers and warehouse (lakeui/settings/test.py). Most of a test's time is spent waiting on a worker's Spark job, so
 # two processes on two cores finish the suite in about two thirds of the time. TEST_PROCESSES=0 runs one process.
 TEST_PROCESSES ?= 2
-test: install browser
+test: install-test browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 
-format: install
+format: install-test
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 

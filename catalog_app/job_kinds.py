@@ -25,6 +25,7 @@ from catalog_app.selectors.table_files import data_file_paths
 from catalog_app.selectors.table_rows import rows_page, select_frame
 from catalog_app.services.data_changes import CHANGES, data_change_run
 from catalog_app.services.load_changes import load_change, staged_remove
+from catalog_app.services.retention import EXPIRE_JOB, retention_expire
 from catalog_app.services.table_diff import TABLE_DIFF_JOB, table_diff
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -79,8 +80,9 @@ def _table_change(kind: str):
     make = load_change if kind == LoadSpec.KIND else CHANGES[kind]
 
     def run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        """A staged load's files are removed once the job has an outcome (not when another delivery took it
-        over, which still reads them)."""
+        """A load's own files (an upload, a staging folder: `staged`) are removed once the job has an outcome,
+        for every format and entry point (not when another delivery took it over, which still reads them; a crash
+        leaves them to garbage collection)."""
         target, spec = TableTarget.from_params(params), TABLE_JOB_SPECS[kind].from_params(params)
         finished = True
         try:
@@ -116,7 +118,7 @@ def _table_change(kind: str):
 def _staged_cleanup(spec: LoadSpec) -> None:
     """Best effort: a failure here must not hide the job's own outcome; garbage collection removes what is left."""
     try:
-        staged_remove(spark_session(), Warehouse(settings.LAKEUI_WAREHOUSE), spec)
+        staged_remove(Warehouse(settings.LAKEUI_WAREHOUSE), spec)
     except Exception:
         logger.warning("Could not remove the staged files %s; GC will", spec.source.path, exc_info=True)
 
@@ -144,13 +146,10 @@ def table_rows(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         return rows_page(chain, table, page=spec.page, page_size=spec.page_size, spark=spark)
 
 
-MAX_SELECT_ROWS = 10_000
-
-
 @job_kind("sql_select", interactive=True)
 def sql_select(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     commit = commit_by_id(params["commit"])
-    limit = min(int(params.get("limit", 1000)), MAX_SELECT_ROWS)
+    limit = min(int(params.get("limit", 1000)), sql.MAX_SELECT_ROWS)
     spark = spark_session()
     with session.cancelled_on_error(spark):  # past its time limit (LAKEUI_INTERACTIVE_TIME_LIMIT) too
         frame = select_frame(
@@ -184,3 +183,10 @@ def catalog_gc(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         "files_kept": collected.kept,
         "removed": collected.removed[:1000],
     }
+
+
+@job_kind(EXPIRE_JOB)
+def retention_expire_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Expire the catalog's history by its retention rules (docs/retention.md); GC then removes the files."""
+    progress.report(10, "Planning by the retention rules")
+    return retention_expire(catalog=catalog_by_id(params["catalog_id"])).as_dict()

@@ -76,7 +76,7 @@ class Query:
 @dataclass(frozen=True)
 class StoredFiles:
     """Files in the warehouse (`path` relative to it) the load reads: an upload the web process saved, or a
-    staging folder a client wrote (`staged`: removed once the load has run)."""
+    staging folder a client wrote; `staged`: the load's own, removed once the load has an outcome."""
 
     path: str
     format: str
@@ -160,9 +160,9 @@ def _strategy_field(strategies: tuple[str, ...], kind: str, label: str, help_tex
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """A load (README.md#write-strategies): the strategy, the fields it takes (None where it takes none) and the source
-    of the rows. `partitions` (full_refresh) are in the form the catalog keeps them once the submit service has checked
-    them against the table."""
+    """A load (docs/api.md#write-strategies): the strategy, the fields it takes (None where it takes none) and the
+    source of the rows. `partitions` (full_refresh) are in the form the catalog keeps them once the submit service
+    has checked them against the table."""
 
     KIND: ClassVar[str] = "table_load"
     VERB: ClassVar[str] = "Load"  # the default commit message: "<VERB> <database>.<table>"

@@ -1,15 +1,12 @@
 """The check job kinds: parsing a check's statement (interactive: a person waits) and running a check on demand."""
 
-import fnmatch
 from typing import Any
 
 from catalog_app.engine import sql
-from catalog_app.models import ObjectKind
-from catalog_app.selectors.objects import object_find
-from catalog_app.selectors.refs import branch_list, catalog_by_id, commit_chain, ref_resolve
+from catalog_app.selectors.refs import catalog_by_id, ref_resolve
 from catalog_app.spark import spark_session
 from checks_app.selectors import check_get
-from checks_app.services.checks import RUN_JOB, STATEMENT_JOB, check_run_dict, checks_run
+from checks_app.services.checks import RUN_JOB, STATEMENT_JOB, check_run_dict, checks_run, tables_checked
 from lakeui.errors import ApplicationError
 from lakeui.jobs.registry import Progress, job_kind
 from lakeui.jobs.selectors import job_of_run
@@ -27,23 +24,8 @@ def check_statement(params: dict[str, Any], progress: Progress) -> dict[str, Any
         raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
     if any(ref.timestamp is not None or ref.version is not None for ref in references):
         raise ApplicationError("invalid_query", "A check reads the merge's result: it cannot travel in time.")
-    heads = [
-        branch.head for branch in branch_list(catalog=catalog)
-        if branch.name == catalog.default_branch or fnmatch.fnmatchcase(branch.name, params["branches"])
-    ]  # fmt: skip
-    chains = [commit_chain(head) for head in heads]
-    tables = sorted({f"{ref.database}.{ref.table}" for ref in references})
-    for name in tables:
-        database, _, table = name.partition(".")
-        if not any(_table_exists(chain, database, table) for chain in chains):
-            raise ApplicationError("table_not_found", f"No branch the check guards has a table {name!r}.")
-    return {"tables": tables}
-
-
-def _table_exists(chain, database: str, table: str) -> bool:
-    db = object_find(chain, kind=ObjectKind.DATABASE, name=database)
-    version = db and object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
-    return bool(version) and not version.dropped
+    tables = {f"{ref.database}.{ref.table}" for ref in references}
+    return {"tables": tables_checked(catalog=catalog, tables=tables, branches=params["branches"])}
 
 
 @job_kind(RUN_JOB)
@@ -54,6 +36,6 @@ def check_run(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     check = check_get(catalog=catalog, check_id=params["check_id"])
     commit = ref_resolve(catalog=catalog, ref=params["ref"]).commit
     progress.report(20, f"Running {check.name}")
-    (run,) = checks_run(spark_session(), catalog=catalog, checks=[check], commit=commit, job=job,
+    (run,) = checks_run(spark_session, catalog=catalog, checks=[check], commit=commit, job=job,
                         user=job.requested_by)  # fmt: skip
     return check_run_dict(run)

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend.views import browser, catalogs, checks, diff, jobs, requests, review, sql, webhooks
+from frontend.views import browser, catalogs, checks, diff, jobs, queue, requests, retention, review, sql, webhooks
 
 app_name = "frontend"
 
@@ -42,6 +42,8 @@ urlpatterns = [
     path(f"{MR}/resolutions", requests.merge_request_resolve, name="merge-request-resolve"),
     path(f"{MR}/state", requests.merge_request_state, name="merge-request-state"),
     path(f"{MR}/merge", requests.merge_request_merge_view, name="merge-request-merge"),
+    path(f"{MR}/queue", queue.merge_request_queue_view, name="merge-request-queue"),
+    path(f"{CAT}/queue/<path:branch>", queue.branch_queue_page, name="branch-queue"),
     path(f"{CAT}/webhooks", webhooks.webhook_index, name="webhooks"),
     path(HOOK, webhooks.webhook_detail, name="webhook"),
     path(f"{HOOK}/delete", webhooks.webhook_delete_view, name="webhook-delete"),
@@ -52,6 +54,7 @@ urlpatterns = [
     path(CHECK, checks.check_detail, name="check"),
     path(f"{CHECK}/delete", checks.check_delete_view, name="check-delete"),
     path(f"{CHECK}/runs", checks.check_run_view, name="check-run"),
+    path(f"{CAT}/retention", retention.retention_page, name="retention"),
     path("jobs/", jobs.job_index, name="jobs"),
     path("jobs/<uuid:job_id>", jobs.job_detail, name="job"),
     path("jobs/<uuid:job_id>.json", jobs.job_status, name="job-status"),

@@ -1,4 +1,4 @@
-"""A catalog's webhooks and every delivery made to them (README "Webhooks")."""
+"""A catalog's webhooks and every delivery made to them (docs/api.md#webhooks)."""
 
 import uuid
 

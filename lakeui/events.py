@@ -14,7 +14,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# The event kinds, `<entity>.<what happened>`. Payloads are JSON objects; each kind's fields are in README "Webhooks".
+# The event kinds, `<entity>.<what happened>`. Payloads are JSON objects; each kind's fields are in
+# docs/api.md#webhooks.
 BRANCH_CREATED = "branch.created"
 BRANCH_DELETED = "branch.deleted"
 MERGE_REQUEST_OPENED = "merge_request.opened"
@@ -26,6 +27,9 @@ MERGE_COMPLETED = "merge.completed"
 RESTORE_COMPLETED = "restore.completed"
 REVERT_COMPLETED = "revert.completed"
 CHERRY_PICK_COMPLETED = "cherry_pick.completed"
+MERGE_QUEUE_QUEUED = "merge_queue.queued"
+MERGE_QUEUE_DEQUEUED = "merge_queue.dequeued"
+MERGE_QUEUE_MERGED = "merge_queue.merged"
 
 EVENT_KINDS = (
     BRANCH_CREATED,
@@ -39,6 +43,9 @@ EVENT_KINDS = (
     RESTORE_COMPLETED,
     REVERT_COMPLETED,
     CHERRY_PICK_COMPLETED,
+    MERGE_QUEUE_QUEUED,
+    MERGE_QUEUE_DEQUEUED,
+    MERGE_QUEUE_MERGED,
 )
 
 # A listener: (catalog, kind, payload, actor) -> None. `catalog` is a catalog_app Catalog, `actor` a user or None.

@@ -1,5 +1,6 @@
 """Refuses, before any view runs, a request whose path or query string holds text the database cannot store
-(a NUL character or a lone surrogate): the answer is the API's JSON error, a 400 `invalid_input`."""
+(a NUL character or a lone surrogate): a 400 in the caller's protocol, Iceberg's error body under /iceberg/
+(`{"error": {message, type, code}}`), the API's `invalid_input` elsewhere."""
 
 import os
 from collections.abc import Callable
@@ -19,8 +20,19 @@ class BadTextMiddleware:
         for text in texts:
             problem = text_problem(text)
             if problem:
-                return JsonResponse({"code": "invalid_input", "message": problem, "details": None}, status=400)
+                return bad_request(request, "invalid_input", problem)
         return self.get_response(request)
+
+
+ICEBERG_PREFIX = "/iceberg/"
+
+
+def bad_request(request: HttpRequest, code: str, message: str) -> JsonResponse:
+    """A 400 answered before any view, in the protocol of the path: the Iceberg REST catalog's error body (its
+    BadRequestException, as catalog_app/apis/iceberg.py answers), else the API's."""
+    if request.path.startswith(ICEBERG_PREFIX):
+        return JsonResponse({"error": {"message": message, "type": "BadRequestException", "code": 400}}, status=400)
+    return JsonResponse({"code": code, "message": message, "details": None}, status=400)
 
 
 class WorkerHeaderMiddleware:

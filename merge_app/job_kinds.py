@@ -21,6 +21,7 @@ from merge_app.services.merges import (
     merge_result,
 )
 from merge_app.services.picks import PICK_JOB, commits_pick, pick_results
+from merge_app.services.queue import QUEUE_JOB, queue_run
 from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_result
 
 
@@ -103,3 +104,11 @@ def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
         database=params.get("database"), table=params.get("table"), user=job.requested_by, job=job,
     )  # fmt: skip
     return restore_result(restore)
+
+
+@job_kind(QUEUE_JOB)
+@cache_scope()
+def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Work a branch's merge queue (services/queue.py) while it is asked to."""
+    job = job_of_run(progress.job_id)
+    return queue_run(catalog=catalog_by_id(params["catalog_id"]), target=params["target"], job=job)

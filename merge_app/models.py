@@ -143,7 +143,7 @@ class KeyComparison(models.Model):
 
 
 class MergeRequest(models.Model):
-    """A request to merge `source` into `target` (README.md#merge-requests), numbered per catalog.
+    """A request to merge `source` into `target` (docs/api.md#merge-requests), numbered per catalog.
 
     `plan` is the merge plan of the latest dry run (see services/merge_requests.py) and `plan_heads` the heads it
     was computed on: the request is stale when the branches' heads differ from them. `resolutions` holds the
@@ -218,3 +218,63 @@ class MergeRequestEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+
+class QueueEntry(models.Model):
+    """A merge request's place in the merge queue of its target branch (docs/merge-queue.md). Entries merge in the
+    order they were queued (`id`); each is prepared on the state it will publish: its merge planned onto the result
+    of the entries ahead of it (`onto`), written where no branch points (`result`) and judged by the target's SQL
+    checks. The branch then moves to that very commit. An entry leaves the queue merged or `removed` with its
+    `reason` (a code) and `message`."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"  # waiting to be prepared (again)
+        PREPARED = "prepared"  # its checked result is built; it waits for its statuses or its turn
+        MERGED = "merged"
+        REMOVED = "removed"
+
+    ACTIVE = (State.QUEUED, State.PREPARED)
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    target = models.CharField(max_length=255)
+    merge_request = models.ForeignKey(MergeRequest, on_delete=models.CASCADE, related_name="queue_entries")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    enqueued_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_head = models.CharField(max_length=32, blank=True)  # the source head it was prepared with
+    onto = models.CharField(max_length=32, blank=True)  # the commit it was prepared on: the head or the entry ahead's
+    result = models.ForeignKey(Commit, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    checked_with = models.JSONField(default=list)  # the numbers of the requests ahead whose merges its result holds
+    plan_merge = models.ForeignKey(Merge, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    merge = models.ForeignKey(Merge, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    rebuilds = models.PositiveIntegerField(default=0)  # results built again (the branch, a source or the line moved)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["merge_request"], condition=models.Q(state__in=["queued", "prepared"]),
+                name="queue_entry_active_unique",
+            )
+        ]  # fmt: skip
+        indexes = [models.Index(fields=["catalog", "target", "state"], name="queue_entry_line")]
+
+
+class MergeQueueRunner(models.Model):
+    """Who works a branch's queue: at most one job at a time (`job`); `again` asks it for one more pass (something
+    changed while it ran: an entry queued or left, a status posted, a head moved)."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    target = models.CharField(max_length=255)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    again = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "target"], name="merge_queue_runner_unique")]

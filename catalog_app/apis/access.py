@@ -63,6 +63,7 @@ class ProtectedBranchOutputSerializer(serializers.Serializer):
     pattern = serializers.CharField()
     required_approvals = serializers.IntegerField()
     required_checks = serializers.ListField(child=serializers.CharField())
+    require_queue = serializers.BooleanField()
     created_by = UserField(allow_null=True)
     created_at = serializers.DateTimeField()
 
@@ -77,6 +78,9 @@ class ProtectedBranchListApi(PagedApi):
             child=serializers.CharField(max_length=100), required=False, default=list, max_length=50,
             help_text="external checks (by name) that must succeed on a merge request's source head",
         )  # fmt: skip
+        require_queue = serializers.BooleanField(
+            required=False, default=False, help_text="merge requests merge only through the branch's merge queue"
+        )
 
     @extend_schema(responses=ProtectedBranchOutputSerializer(many=True))
     def get(self, request, catalog):

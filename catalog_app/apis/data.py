@@ -57,7 +57,9 @@ class TableLoadApi(APIView):
 
         strategy = serializers.CharField()
         rows = serializers.ListField(child=serializers.JSONField(), required=False)
-        file = serializers.FileField(required=False, help_text="Multipart upload: a Parquet, CSV or JSON-lines file")
+        file = serializers.FileField(  # an empty file is refused by the one check of every entry point (upload_check)
+            required=False, allow_empty_file=True, help_text="Multipart upload: a Parquet, CSV or JSON-lines file"
+        )
         format = serializers.CharField(required=False, help_text="parquet, csv or json (with `file`)")
         query = serializers.CharField(
             required=False, max_length=100_000, help_text="A Spark SQL SELECT over tables of the same ref"

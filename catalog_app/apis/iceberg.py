@@ -1,7 +1,9 @@
-"""The Iceberg REST catalog (read-only) at `/iceberg/{catalog}/{ref}/v1/...`: namespaces are the ref's databases,
-tables its tables; a table's metadata is LakeUI's state written as Iceberg (catalog_app/iceberg/services.py). The
-bearer token is the LakeUI API token and the roles are the API's (viewer reads). Every error is Iceberg's
-`{"error": {"message", "type", "code"}}`; what is not served answers 406 `UnsupportedOperationException`.
+"""The Iceberg REST catalog at `/iceberg/{catalog}/{ref}/v1/...`: namespaces are the ref's databases, tables its
+tables; a table's metadata is LakeUI's state written as Iceberg (catalog_app/iceberg/services.py). At a branch it
+takes writes (catalog_app/iceberg/writes.py); a tag or a commit id answers 403. The bearer token is the LakeUI API
+token and the roles are the API's (viewer reads, editor writes; a protected branch takes no direct commit). Every
+error is Iceberg's `{"error": {"message", "type", "code"}}`; what is not served answers 406
+`UnsupportedOperationException`.
 """
 
 import json
@@ -22,7 +24,18 @@ from catalog_app.iceberg.selectors import (
     namespace_table_list,
 )
 from catalog_app.iceberg.services import iceberg_table_load
+from catalog_app.iceberg.writes import (
+    TableCommitRequest,
+    iceberg_branch,
+    iceberg_table_at_branch,
+    iceberg_tables_commit,
+    loaded_for_branch,
+    table_spec,
+)
 from catalog_app.selectors.refs import ResolvedRef
+from catalog_app.services.commits import WriteTarget
+from catalog_app.services.databases import database_create, database_drop
+from catalog_app.services.tables import table_create, table_drop, table_update
 from lakeui.api.authentication import QuickTokenAuthentication
 from lakeui.errors import ApplicationError
 
@@ -37,12 +50,22 @@ ENDPOINTS = [
     "GET /v1/{prefix}/namespaces/{namespace}/tables",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
 ]
 # LakeUI's error codes as Iceberg's error types (by status otherwise).
 ERROR_TYPES = {
     "table_not_found": "NoSuchTableException",
     "database_not_found": "NoSuchNamespaceException",
     "iceberg_not_representable": "UnsupportedOperationException",
+    "name_exists": "AlreadyExistsException",
+    "database_not_empty": "NamespaceNotEmptyException",
+    "commit_failed": "CommitFailedException",
 }
 STATUS_TYPES = {
     400: "BadRequestException",
@@ -52,7 +75,7 @@ STATUS_TYPES = {
     406: "UnsupportedOperationException",
     409: "CommitFailedException",
 }
-MESSAGE_READ_ONLY = "This Iceberg catalog is read-only and serves {method} {path} not; it serves: {endpoints}."
+MESSAGE_UNSERVED = "This Iceberg catalog serves {method} {path} not; it serves: {endpoints}."
 
 
 def iceberg_error(message: str, type_: str, code: int) -> Response:
@@ -76,7 +99,7 @@ def iceberg_exception_handler(exc: Exception, context: dict) -> Response:
 
 
 def _unsupported(request) -> Response:
-    message = MESSAGE_READ_ONLY.format(method=request.method, path=request.path, endpoints=", ".join(ENDPOINTS))
+    message = MESSAGE_UNSERVED.format(method=request.method, path=request.path, endpoints=", ".join(ENDPOINTS))
     return iceberg_error(message, "UnsupportedOperationException", 406)
 
 
@@ -98,6 +121,16 @@ class IcebergApi(APIView):
 
     def resolved(self, request, catalog: str, ref: str) -> ResolvedRef:
         return iceberg_ref(catalog=request_catalog(request, catalog), ref=ref)
+
+    def target(self, request, catalog: str, ref: str) -> WriteTarget:
+        """Where a write commits: the branch the URI names (403 for a tag or a commit id), as the token's user."""
+        branch = iceberg_branch(self.resolved(request, catalog, ref))
+        return WriteTarget(catalog=request_catalog(request, catalog), branch=branch.name, author=request.user)
+
+    def body(self, request) -> dict:
+        if not isinstance(request.data, dict):
+            raise ApplicationError("invalid_input", "The request body must be a JSON object.")
+        return request.data
 
 
 def _namespace(namespace: str) -> str:
@@ -133,6 +166,17 @@ class IcebergNamespaceListApi(IcebergApi):
             return Response({"namespaces": [], "next-page-token": None})
         return Response({"namespaces": [[db.name] for db in namespace_list(chain)], "next-page-token": None})
 
+    def post(self, request, catalog, ref):
+        body = self.body(request)
+        levels = body.get("namespace")
+        if not isinstance(levels, list) or len(levels) != 1 or not isinstance(levels[0], str):
+            raise ApplicationError("invalid_input", 'A namespace is one level here: a database name, as ["name"].')
+        properties = dict(body.get("properties") or {})
+        comment = properties.pop("comment", "")
+        database = database_create(target=self.target(request, catalog, ref), name=levels[0], properties=properties,
+                                   comment=comment)  # fmt: skip
+        return Response({"namespace": [database.name], "properties": body.get("properties") or {}})
+
 
 class IcebergNamespaceDetailApi(IcebergApi):
     def get(self, request, catalog, ref, namespace):
@@ -146,6 +190,10 @@ class IcebergNamespaceDetailApi(IcebergApi):
         namespace_get(self.resolved(request, catalog, ref).chain, name=_namespace(namespace))
         return HttpResponse(status=204)
 
+    def delete(self, request, catalog, ref, namespace):
+        database_drop(target=self.target(request, catalog, ref), name=_namespace(namespace))
+        return HttpResponse(status=204)
+
 
 class IcebergTableListApi(IcebergApi):
     def get(self, request, catalog, ref, namespace):
@@ -155,16 +203,35 @@ class IcebergTableListApi(IcebergApi):
                        database=database)]  # fmt: skip
         return Response({"identifiers": identifiers, "next-page-token": None})
 
+    def post(self, request, catalog, ref, namespace):
+        """createTable: a table of the schema's columns (ids as LakeUI numbers them, 1 up), identity partitions,
+        identifier fields as the primary key; answered with its metadata and write location on the branch."""
+        body = self.body(request)
+        if body.get("stage-create"):
+            raise ApplicationError("unsupported", "stage-create is not served: create the table, then commit.",
+                                   status=406)  # fmt: skip
+        target = self.target(request, catalog, ref)
+        spec = table_spec(body)
+        table = table_create(
+            target=target, database=_namespace(namespace), name=str(body.get("name", "")), columns=spec.columns,
+            partition_by=spec.partition_by, primary_key=spec.primary_key, properties=spec.properties,
+        )  # fmt: skip
+        return _loaded_response(target, table)
+
 
 class IcebergTableLoadApi(IcebergApi):
     """loadTable: the table's metadata at the ref, the ref's head as the `main` branch, one snapshot per commit of
     the table on the ref (time travel by snapshot id or timestamp)."""
 
     def get(self, request, catalog, ref, namespace, table):
-        chain = self.resolved(request, catalog, ref).chain
+        resolved = self.resolved(request, catalog, ref)
+        chain = resolved.chain
         database = namespace_get(chain, name=_namespace(namespace))
         found = namespace_table_get(chain, database=database, name=_table_name(namespace, table))
         loaded = iceberg_table_load(chain, table=found)
+        if resolved.kind == "branch" and resolved.branch is not None:
+            body = loaded_for_branch(loaded, table=found, branch=resolved.branch)
+            return HttpResponse(body, content_type="application/json")
         body = b"".join([b'{"metadata-location":', json.dumps(loaded.location).encode(), b',"metadata":',
                          loaded.metadata_json, b',"config":{}}'])  # fmt: skip
         return HttpResponse(body, content_type="application/json")
@@ -175,9 +242,67 @@ class IcebergTableLoadApi(IcebergApi):
         namespace_table_get(chain, database=database, name=_table_name(namespace, table))
         return HttpResponse(status=204)
 
+    def post(self, request, catalog, ref, namespace, table):
+        """commitTable: the requirements checked and the updates applied as one LakeUI commit."""
+        body = self.body(request)
+        target = self.target(request, catalog, ref)
+        change = TableCommitRequest(
+            namespace=_namespace(namespace), name=_table_name(namespace, table),
+            requirements=list(body.get("requirements") or []), updates=list(body.get("updates") or []),
+        )  # fmt: skip
+        commit, (version,) = iceberg_tables_commit(
+            catalog=target.catalog, branch=target.branch, author=request.user, requests=[change]
+        )
+        return _loaded_response(target, version, commit)
+
+    def delete(self, request, catalog, ref, namespace, table):
+        table_drop(target=self.target(request, catalog, ref), database=_namespace(namespace),
+                   name=_table_name(namespace, table))  # fmt: skip
+        return HttpResponse(status=204)
+
+
+def _loaded_response(target: WriteTarget, table, commit=None) -> HttpResponse:
+    body = iceberg_table_at_branch(catalog=target.catalog, branch=target.branch, table=table, commit=commit)
+    return HttpResponse(body, content_type="application/json")
+
+
+def _identifier(value) -> tuple[str, str]:
+    if not isinstance(value, dict) or not isinstance(value.get("namespace"), list) or len(value["namespace"]) != 1:
+        raise ApplicationError("invalid_input", "A table identifier is {namespace: [database], name}.")
+    return _namespace(str(value["namespace"][0])), str(value.get("name", ""))
+
+
+class IcebergTableRenameApi(IcebergApi):
+    def post(self, request, catalog, ref):
+        body = self.body(request)
+        (source_db, source), (target_db, destination) = _identifier(body.get("source")), _identifier(
+            body.get("destination"))  # fmt: skip
+        if source_db != target_db:
+            raise ApplicationError("invalid_input", "A table is renamed within its namespace (database) here.")
+        table_update(target=self.target(request, catalog, ref), database=source_db, name=source, new_name=destination)
+        return HttpResponse(status=204)
+
+
+class IcebergTransactionCommitApi(IcebergApi):
+    """commitTransaction: every table's requirements and updates as one LakeUI commit, all or nothing."""
+
+    def post(self, request, catalog, ref):
+        body = self.body(request)
+        target = self.target(request, catalog, ref)
+        changes = []
+        for change in body.get("table-changes") or []:
+            if not isinstance(change, dict):
+                raise ApplicationError("invalid_input", "table-changes holds objects.")
+            namespace, name = _identifier(change.get("identifier"))
+            changes.append(TableCommitRequest(namespace=namespace, name=name,
+                                              requirements=list(change.get("requirements") or []),
+                                              updates=list(change.get("updates") or [])))  # fmt: skip
+        iceberg_tables_commit(catalog=target.catalog, branch=target.branch, author=request.user, requests=changes)
+        return HttpResponse(status=204)
+
 
 class IcebergUnsupportedApi(IcebergApi):
-    """Every other endpoint of the Iceberg REST catalog (writes, views, metrics, transactions): not served."""
+    """Every other endpoint of the Iceberg REST catalog (views, metrics, register): not served."""
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         return _unsupported(request)

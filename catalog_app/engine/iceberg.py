@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyiceberg.conversions import to_bytes
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import (
     DataFile,
@@ -49,7 +50,7 @@ from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits, is_decimal, stat_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
-FORMAT_REVISION = "1"  # part of every file name's hash: a change to what is written here starts afresh
+FORMAT_REVISION = "2"  # part of every file name's hash: a change to what is written here starts afresh
 FOLDER = "iceberg"
 PATH_FIELD_ID, POS_FIELD_ID = 2147483546, 2147483545  # Iceberg's reserved ids of a position delete file
 PARTITION_FIELD_BASE = 1000  # a partition field's id: this plus its source column's id
@@ -83,6 +84,7 @@ class TableFile:
     partition_values: dict[str, Any] = field(default_factory=dict)  # segments: by column id
     written: tuple[Column, ...] = ()  # segments: the schema the file was written with
     segment_id: str | None = None
+    stats: dict[str, dict] = field(default_factory=dict)  # segments: {column id: {min, max, nulls}} (footer)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class TableCommit:
     partition_by: tuple[int, ...]
     added: tuple[TableFile, ...] = ()
     removed: tuple[str, ...] = ()  # file ids
+    expired: bool = False  # removed from time travel by retention: replayed for the files, never a snapshot
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,7 @@ def _spec(columns: Sequence[int]) -> PartitionSpec:
 
 
 def _partition_value(value: Any, type_name: str) -> Any:
-    """A partition value as Iceberg's Avro keeps it: days for a date, microseconds for a timestamp."""
+    """A partition value or bound as Iceberg keeps it: days for a date, microseconds for a timestamp."""
     if value is None:
         return None
     parsed = stat_value(value, type_name)
@@ -252,7 +255,8 @@ class MetadataWriter:
     def uri(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 
-    def write(self, commits: Sequence[TableCommit]) -> Written:
+    def write(self, commits: Sequence[TableCommit], key: str | None = None) -> Written:
+        """`key`: the name of the metadata.json (default: the head commit's id)."""
         head = commits[-1]
         schemas: list[tuple[Column, ...]] = []
         specs: dict[tuple[int, ...], None] = {(): None}
@@ -303,6 +307,7 @@ class MetadataWriter:
                 "summary": {"operation": operation, "lakeui.commit": commit.commit_id},
             })  # fmt: skip
             log.append({"snapshot-id": snapshot, "timestamp-ms": commit.timestamp_ms})
+        snapshots, log = _without_expired(snapshots, log, {snapshot_id(c.commit_id) for c in commits if c.expired})
         metadata = {
             "format-version": 2,
             "table-uuid": self.table_id,
@@ -330,7 +335,8 @@ class MetadataWriter:
             "statistics": [],
             "partition-statistics": [],
         }
-        path, content = metadata_path(self.base, head.commit_id), json.dumps(metadata, separators=(",", ":")).encode()
+        path = metadata_path(self.base, key or head.commit_id)
+        content = json.dumps(metadata, separators=(",", ":")).encode()
         self._put(path, content)
         return Written(self.uri(path), content, self.files_written, self.bytes_written)
 
@@ -424,6 +430,7 @@ class MetadataWriter:
             _table_format_version=2, content=DataFileContent.DATA, file_path=self.uri(entry.file.path),
             file_format=FileFormat.PARQUET, partition=self._partition(entry, types),
             record_count=entry.file.row_count, file_size_in_bytes=entry.file.size_bytes,
+            **column_statistics(entry.file, types),
         )  # fmt: skip
         data_file.spec_id = spec_id(entry.spec)
         return data_file
@@ -497,6 +504,26 @@ class MetadataWriter:
         self._publish(temporary, relative)
 
 
+def column_statistics(file: TableFile, types: dict[int, str]) -> dict[str, dict[int, Any]]:
+    """A segment's per-column value and null counts and lower/upper bounds (Iceberg's single-value binary form)
+    from the statistics its footer gave, so engines skip files a filter rules out. Only columns whose type the
+    file was written with is the current one (a bound of a widened column would be read in the wrong width)."""
+    written = {c.id: c.type for c in file.written}
+    counts, nulls, lower, upper = {}, {}, {}, {}
+    for key, stat in file.stats.items():
+        column_id = int(key)
+        type_name = types.get(column_id)
+        if type_name is None or written.get(column_id) != type_name:
+            continue
+        counts[column_id], nulls[column_id] = file.row_count, stat.get("nulls", 0)
+        if stat.get("min") is None or stat.get("max") is None or type_name == "binary":
+            continue
+        iceberg = _nested(column_id, type_name).field_type
+        lower[column_id] = to_bytes(iceberg, _partition_value(stat["min"], type_name))
+        upper[column_id] = to_bytes(iceberg, _partition_value(stat["max"], type_name))
+    return {"value_counts": counts, "null_value_counts": nulls, "lower_bounds": lower, "upper_bounds": upper}
+
+
 def _remember(location: str, manifests: dict[str, ManifestFile]) -> None:
     if len(_LISTED) >= LISTED_MAX:
         _LISTED.pop(next(iter(_LISTED)))
@@ -521,12 +548,32 @@ def _check_readable(written: tuple[Column, ...], current: tuple[Column, ...]) ->
             )
 
 
-def table_metadata_write(warehouse: Warehouse, base: str, table_id: str, commits: Sequence[TableCommit]) -> Written:
+def _without_expired(snapshots: list[dict], log: list[dict], expired: set[int]) -> tuple[list[dict], list[dict]]:
+    """The snapshots and log less the expired ones, each kept snapshot's parent the nearest kept ancestor: an engine's
+    time travel to an expired snapshot finds no such snapshot (a clean error), never a file GC removed."""
+    if not expired:
+        return snapshots, log
+    parent_of = {s["snapshot-id"]: s.get("parent-snapshot-id") for s in snapshots}
+    kept = []
+    for snapshot in snapshots:
+        if snapshot["snapshot-id"] in expired:
+            continue
+        parent = parent_of[snapshot["snapshot-id"]]
+        while parent is not None and parent in expired:
+            parent = parent_of.get(parent)
+        snapshot = {k: v for k, v in snapshot.items() if k != "parent-snapshot-id"}
+        kept.append(snapshot | ({"parent-snapshot-id": parent} if parent is not None else {}))
+    return kept, [entry for entry in log if entry["snapshot-id"] not in expired]
+
+
+def table_metadata_write(
+    warehouse: Warehouse, base: str, table_id: str, commits: Sequence[TableCommit], key: str | None = None
+) -> Written:
     """The Iceberg metadata of the table's history `commits` (oldest first, at least one): read if this state's
     was written already, written otherwise (reusing every manifest, manifest list and delete file written before).
     Raises NotRepresentable for a history Iceberg readers would read wrong."""
-    head = commits[-1]
-    kept = metadata_read(warehouse, base, head.commit_id)
+    name = key or commits[-1].commit_id
+    kept = metadata_read(warehouse, base, name)
     if kept is not None:
-        return Written(table_uri(warehouse, metadata_path(base, head.commit_id)), kept, 0, 0)
-    return MetadataWriter(warehouse, base, table_id).write(commits)
+        return Written(table_uri(warehouse, metadata_path(base, name)), kept, 0, 0)
+    return MetadataWriter(warehouse, base, table_id).write(commits, key)

@@ -2,6 +2,7 @@
 are refused with a message that names the row and column. A missing column takes its default (or NULL)."""
 
 import decimal
+import re
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -77,6 +78,62 @@ def rows_arrays(rows: Sequence[Any], columns: Sequence[Column]) -> dict[str, pa.
     return {c.name: pa.array([row[i] for row in values], arrow_type(c.type)) for i, c in enumerate(columns)}
 
 
+PARQUET_MAGIC = b"PAR1"
+MESSAGE_EMPTY_FILE = "The file is empty (0 bytes): there are no rows to load."
+
+
+def _looks_like(head: bytes) -> str:
+    """What the first bytes of a file look like, for a message: parquet, json, csv or empty. A NUL in text is
+    not told apart here: it is a value the load refuses naming its column (engine.incoming's checks)."""
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text:
+        return "empty"
+    return "json" if text.startswith(b"{") else "csv"
+
+
+def upload_problem(*, size: int, head: bytes, tail: bytes, file_format: str) -> IncomingError | None:
+    """What is wrong with an uploaded file, told from its size and its first and last bytes before any engine
+    reads it, or None: an empty file, a file that is not the format it is sent as (a CSV sent as Parquet). A file
+    that passes can still be unreadable further in; the engine's read says so then (`file_frame`)."""
+    if size == 0:
+        return IncomingError("empty_file", MESSAGE_EMPTY_FILE)
+    looks = _looks_like(head)
+    if file_format == "parquet":
+        if head.startswith(PARQUET_MAGIC) and tail.endswith(PARQUET_MAGIC):
+            return None
+        why = "it is cut short (it does not end as a Parquet file does)" if looks == "parquet" else ""
+        if looks in ("csv", "json"):
+            why = f"it looks like {'JSON lines' if looks == 'json' else 'CSV'} text; send it with format {looks}"
+        why = why or "a Parquet file begins and ends with the bytes PAR1"
+        return IncomingError("unreadable_file", f"The file is not a Parquet file: {why}.")
+    if looks == "parquet":
+        message = f"The file is a Parquet file, not {file_format}: send it with format parquet."
+        return IncomingError("unreadable_file", message)
+    if looks == "empty":
+        return IncomingError("empty_file", "The file holds only blank lines: there are no rows to load.")
+    if file_format == "json" and looks != "json":
+        message = "The file is not JSON lines (one JSON object per line): its first line is not an object."
+        return IncomingError("unreadable_file", message)
+    return None
+
+
+def unreadable_reason(exc: BaseException, uri: str) -> str:
+    """Why Spark could not read a file, for its sender: the first line of Spark's own message, without the Java
+    class, the JVM's call names (`o3929.load`) or the file's place in the warehouse."""
+    java = getattr(exc, "java_exception", None)
+    text = (java.getMessage() if java is not None else None) or str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("at ", "An error"))]
+    first = lines[0] if lines else ""
+    first = re.sub(r"\b(?:java|scala|org\.apache)\.[\w.$]+(?:Exception|Error)\b:?\s*", "", first)
+    first = re.sub(r"\bo\d+\.\w+\b", "", first)
+    for place in (uri, uri.removeprefix("file:"), "file:" + uri):
+        first = first.replace(place, "the file")
+    first = re.sub(r"(?:file:|s3a?://)\S+", "the file", first)
+    return first[:300].strip(" .:") or "it is damaged or not in this format"
+
+
 def file_frame(
     spark: SparkSession, uri: str, file_format: str, columns: Sequence[Column], *, deferred: bool = False
 ) -> DataFrame:
@@ -90,7 +147,8 @@ def file_frame(
         frame = reader.format(file_format).load(uri)
         incoming = frame.columns
     except Exception as exc:  # a file Spark cannot read is the user's error, not ours
-        raise IncomingError("unreadable_file", f"The {file_format} file cannot be read: {str(exc)[:300]}") from None
+        message = f"The file cannot be read as {file_format}: {unreadable_reason(exc, uri)}."
+        raise IncomingError("unreadable_file", message) from None
     return checked_frame(frame, incoming, columns, deferred=deferred)
 
 

@@ -1,6 +1,6 @@
 """Key matching on the driver, with Arrow, for key loads small enough to hold their keys in memory.
 
-A key load (README.md#write-strategies) must find which segments may hold an incoming key, and which of their rows do.
+A key load (docs/api.md#write-strategies) must find which segments may hold an incoming key, and which of their rows do.
 For a load of up to some million keys, that is cheaper on the driver than as Spark jobs: Spark reads and checks the
 incoming rows once and sends their keys (with the check flags) here as Arrow; the segments are pruned key by key against
 the catalog's per-segment min/max; the candidate segments' key columns are read from their Parquet files (only those

@@ -1,4 +1,4 @@
-"""A load's Spark and Arrow work (README.md#write-strategies): the incoming rows in the table's schema, the segments
+"""A load's Spark and Arrow work (docs/api.md#write-strategies): the incoming rows in the table's schema, the segments
 they replace or whose rows they update or delete, and the files written, as plain results. The service checks the load
 against the table first and records the outcome in the catalog (services/load_changes.py).
 

@@ -1,4 +1,4 @@
-"""Small key loads done in this process with pyarrow, with no Spark job (README.md#write-strategies): the incoming
+"""Small key loads done in this process with pyarrow, with no Spark job (docs/api.md#write-strategies): the incoming
 rows read and checked here (`incoming_rows`), the rows `insert`, `update`, `upsert` and `delete_insert` write
 (`keyed_rows`), both as the Spark path gives them; `loads._key_change_here` matches the keys (`keymatch`) and
 writes the files (`writes.write_segments_here`, delta files and copy-on-write copies as the driver path writes

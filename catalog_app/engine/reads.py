@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from catalog_app.engine.frames import arrow_frame, empty_frame, struct_type
-from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, SegmentRead, in_schema
-from catalog_app.engine.types import arrow_type, json_value, spark_type
+from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, SegmentRead
+from catalog_app.engine.types import arrow_type, json_value, python_value, spark_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
 # What reading files here with pyarrow raises when the warehouse cannot be read from this process (credentials).
@@ -142,19 +142,18 @@ PAGE_BATCH_ROWS = 4096  # rows decoded at a time when a page is read here (a row
 
 def read_page_here(
     warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead], *, offset: int, limit: int
-) -> list[list[Any]] | None:
+) -> list[list[Any]]:
     """The page `read_page` gives, read in this process with pyarrow: row groups before the page are skipped by
     their row counts less their deleted positions, and the rest decoded a batch at a time, only until the page is
-    full. No Spark job and no queue, so a preview answers at once whatever the workers are doing. Only for segments
-    written in the `current` schema; None if one was written in an older one (Spark projects it)."""
-    if not in_schema(segments, current):
-        return None
-    names, schema = [c.name for c in current], pa.schema([(c.name, arrow_type(c.type)) for c in current])
+    full. No Spark job and no queue, so a preview answers at once whatever the workers are doing. A segment
+    written in an older schema is projected onto the current one as Spark projects it (`projected_here`)."""
+    schema = _arrow_schema(current)
     parts: list[pa.Table] = []
     before = seen = 0  # live rows before the first part kept, and before what is read next
     for segment in segments:
         deleted = deleted_positions(warehouse, segment.deltas).to_numpy() if segment.deltas else None
         filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
+        names = [c.name for c in segment.columns]
         with filesystem.open_input_file(path) as handle:
             source, start = pq.ParquetFile(handle, buffer_size=2**20), 0  # buffered: a column chunk read in pieces
             for index in range(source.metadata.num_row_groups):
@@ -172,7 +171,8 @@ def read_page_here(
                     live = int(mask.sum())
                     if seen + live > offset:
                         before = before if parts else seen
-                        parts.append(pa.Table.from_batches([batch]).select(names).filter(pa.array(mask)).cast(schema))
+                        rows = pa.Table.from_batches([batch]).select(names).filter(pa.array(mask))
+                        parts.append(projected_here(rows, segment.columns, current))
                     seen += live
                     if seen >= offset + limit:
                         break
@@ -181,6 +181,52 @@ def read_page_here(
         if seen >= offset + limit:
             break
     return _json_rows(pa.concat_tables(parts).slice(offset - before, limit) if parts else schema.empty_table())
+
+
+def read_rows_here(warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead]) -> pa.Table:
+    """All live rows of `segments` in the `current` schema, read in this process with pyarrow, in the order
+    `read_page` gives them: what `read_segments` reads, for a table small enough to hold here (the caller bounds
+    its rows)."""
+    parts = []
+    for segment in segments:
+        filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
+        rows = pq.read_table(path, columns=[c.name for c in segment.columns], filesystem=filesystem)
+        if segment.deltas:
+            keep = np.ones(rows.num_rows, dtype=bool)
+            keep[deleted_positions(warehouse, segment.deltas).to_numpy()] = False
+            rows = rows.filter(pa.array(keep))
+        parts.append(projected_here(rows, segment.columns, current))
+    return pa.concat_tables(parts) if parts else _arrow_schema(current).empty_table()
+
+
+def projected_here(rows: pa.Table, written: Sequence[Column], current: Sequence[Column]) -> pa.Table:
+    """Rows of a segment written with `written`, in the `current` schema: `_projection` in Arrow. Matched by
+    column id (a renamed column keeps its data), an added column reads as its default, a widened one is cast up
+    (every widening `types.is_widening` allows is exact in Arrow too)."""
+    by_id = {column.id: column for column in written}
+    arrays = []
+    for column in current:
+        if column.id in by_id:
+            arrays.append(rows.column(by_id[column.id].name).cast(arrow_type(column.type)))
+        else:
+            arrays.append(_default_array(column, rows.num_rows))
+    return pa.Table.from_arrays(arrays, schema=_arrow_schema(current))
+
+
+def _default_array(column: Column, size: int) -> pa.Array:
+    """A column added after a segment was written, as Spark reads it there: its default (`F.lit(default)` cast
+    to the column's type) on every row."""
+    kind = arrow_type(column.type)
+    if column.default is None:
+        return pa.nulls(size, kind)
+    value = column.default
+    if column.type != "binary":  # a string cast to binary in Spark is its UTF-8 bytes (none is allowed yet)
+        value = python_value(value, column.type)
+    return pa.array([value] * size, kind if column.type != "binary" else pa.string()).cast(kind)
+
+
+def _arrow_schema(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([(c.name, arrow_type(c.type)) for c in columns])
 
 
 def deleted_positions(warehouse: Warehouse, deltas: Sequence[str]) -> pa.Array:

@@ -4,10 +4,10 @@ kept as an Arrow file per pair of states so that every later page is a slice of 
 A table with a primary key is compared by key: a key only before is deleted, only after inserted, on both sides with
 some cell different updated (the changed cells named). A table without one is compared as a multiset of rows: a row
 held more often after than before is added (as many times), less often deleted. Only the segments whose rows can
-differ are read (the caller passes them); both sides are read in one schema, the `current` columns, and only when
-every segment was written in it (else None: a worker's Spark projects older schemas). A segment on both sides
-(only its deletes changed) is read once, and only the rows live on one side only are kept: a row live on both is the
-same row, unchanged.
+differ are read (the caller passes them); both sides are read in one schema, the `current` columns (a segment
+written in an older one is projected onto it by column id, as Spark projects it: `reads.projected_here`). A segment
+on both sides (only its deletes changed) is read once, and only the rows live on one side only are kept: a row live
+on both is the same row, unchanged.
 
 The first page is answered before the whole diff is laid out: `changes_of` finds which rows changed and counts
 them, `Changes.rows` lays out only the rows of one page, and `kept_write_later` lays out and keeps the whole diff
@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from catalog_app.engine.reads import deleted_positions
-from catalog_app.engine.segments import Column, SegmentRead, in_schema
+from catalog_app.engine.reads import deleted_positions, projected_here
+from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
@@ -45,34 +45,13 @@ _NONE = -1  # a position on the side a changed row is not on
 logger = logging.getLogger(__name__)
 
 
-def read_rows_here(warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead]) -> pa.Table | None:
-    """Every live row of `segments` (their delta files applied), or None if one was written in another schema."""
-    if not in_schema(segments, current):
-        return None
-    names = [c.name for c in current]
-    schema = pa.schema([(c.name, arrow_type(c.type)) for c in current])
-    parts = []
-    for segment in segments:
-        filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
-        rows = pq.read_table(path, columns=names, filesystem=filesystem).select(names).cast(schema)
-        if segment.deltas:
-            keep = np.ones(rows.num_rows, dtype=bool)
-            keep[deleted_positions(warehouse, segment.deltas).to_numpy()] = False
-            rows = rows.filter(pa.array(keep))
-        parts.append(rows)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
 def read_sides_here(
     warehouse: Warehouse, current: Sequence[Column], before: Sequence[SegmentRead], after: Sequence[SegmentRead]
-) -> tuple[pa.Table, pa.Table] | None:
-    """The rows live in `before`'s segments and not in `after`'s, and the reverse (their delta files applied), or
-    None if a segment was written in another schema. A segment on both sides is read once and gives only the rows
-    its deletes on one side removed and not on the other; a segment whose rows no side keeps is not read. The
-    segments are read in parallel (pyarrow decodes without the GIL)."""
-    if not in_schema([*before, *after], current):
-        return None
-    names = [c.name for c in current]
+) -> tuple[pa.Table, pa.Table]:
+    """The rows live in `before`'s segments and not in `after`'s, and the reverse (their delta files applied), in
+    the `current` schema (a segment written in an older one projected as Spark projects it). A segment on both
+    sides is read once and gives only the rows its deletes on one side removed and not on the other; a segment
+    whose rows no side keeps is not read. The segments are read in parallel (pyarrow decodes without the GIL)."""
     schema = pa.schema([(c.name, arrow_type(c.type)) for c in current])
     theirs = {s.id: s for s in after}
     ours = {s.id for s in before}
@@ -82,8 +61,10 @@ def read_sides_here(
         b, a = pair
         segment = b or a
         filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
+        names = [c.name for c in segment.columns]
         if b is None or a is None:  # on one side only: every live row
-            rows = pq.read_table(path, columns=names, filesystem=filesystem).select(names).cast(schema)
+            rows = pq.read_table(path, columns=names, filesystem=filesystem).select(names)
+            rows = projected_here(rows, segment.columns, current)
             rows = _kept(rows, ~_deleted(warehouse, segment.deltas, rows.num_rows))
             return (rows, None) if b is not None else (None, rows)
         source = pq.ParquetFile(path, filesystem=filesystem)
@@ -91,7 +72,7 @@ def read_sides_here(
         only_before, only_after = gone_after & ~gone_before, gone_before & ~gone_after
         if not only_before.any() and not only_after.any():
             return None, None
-        rows = source.read(columns=names).select(names).cast(schema)
+        rows = projected_here(source.read(columns=names).select(names), segment.columns, current)
         return _kept(rows, only_before), _kept(rows, only_after)
 
     if len(jobs) > 1:

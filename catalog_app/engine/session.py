@@ -32,7 +32,7 @@ class SparkConfig:
     driver_memory: str = "2g"
     shuffle_partitions: int = 8
     # On a cluster only (a local master has one JVM and ignores them): how much of the cluster this application
-    # takes. See README "Sharing a Spark cluster".
+    # takes. See docs/operations.md#sharing-a-spark-cluster.
     dynamic_allocation: bool = True
     executor_idle_timeout: str = "30s"
     cached_idle_timeout: str = "120s"

@@ -36,6 +36,7 @@ MAX_EXPRESSIONS = 5_000
 MESSAGE_TOO_LARGE = f"The statement is too large: it has more than {MAX_EXPRESSIONS} expressions."
 POSITION = re.compile(r"line (\d+), pos (\d+)")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+MAX_SELECT_ROWS = 10_000  # rows a SELECT shows at most, whatever limit it asks
 
 
 def error_message(exc: Exception) -> str:

@@ -1,4 +1,4 @@
-"""Write strategies (README.md#write-strategies) as pure DataFrame transforms; no Django.
+"""Write strategies (docs/api.md#write-strategies) as pure DataFrame transforms; no Django.
 
 `target` holds the table rows of the segments that may match (with SEGMENT_ID and POSITION), `incoming` the
 checked incoming rows in the table's schema. A strategy gives a `Plan`: the target positions it replaces and

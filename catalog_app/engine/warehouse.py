@@ -28,6 +28,16 @@ def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(uri)
 
 
+def path_remove(uri: str) -> None:
+    """Remove a file or a folder with everything in it (no Spark needed); nothing there is not an error."""
+    filesystem, path = arrow_filesystem(uri)
+    found = filesystem.get_file_info(path)
+    if found.type == pafs.FileType.Directory:
+        filesystem.delete_dir(path)
+    elif found.type == pafs.FileType.File:
+        filesystem.delete_file(path)
+
+
 def data_folder(base: str, tag: str) -> str:
     """The folder (from the warehouse root) of the segments one job run writes."""
     return f"{base}/data/{tag}"

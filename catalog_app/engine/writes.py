@@ -164,21 +164,26 @@ def describe_segments(warehouse, base, target, columns, partition_ids) -> list[W
     (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
     keep) is left out of that file's stats: never pruned on. Such a partition column's value is read from the
     file itself."""
-    stat_columns = [c for c in columns if has_statistics(c.type)]
-    by_id = {c.id: c for c in columns}
-    described = []
-    for path, size, footer in _written_files(warehouse, base, target):
-        if footer.num_rows == 0:  # Spark writes an empty file for an empty frame: no segment
-            continue
-        chunks = _column_chunks(footer)
-        stats = {str(c.id): stat for c in stat_columns if (stat := _column_stats(chunks.get(c.id))) is not None}
-        partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
-        for i in partition_ids:
-            if str(i) not in partition_values:
-                partition_values |= _only_value(warehouse, path, by_id[i])
-        group = _GROUP_IN_PATH.search(path)
-        described.append(WrittenFile(path, footer.num_rows, size, stats, partition_values, group=group and group[1]))
+    described = [
+        segment_described(warehouse, path, size, footer, columns, partition_ids)
+        for path, size, footer in _written_files(warehouse, base, target)
+        if footer.num_rows  # Spark writes an empty file for an empty frame: no segment
+    ]
     return sorted(described, key=lambda written: written.path)
+
+
+def segment_described(warehouse, path: str, size: int, footer, columns, partition_ids) -> WrittenFile:
+    """One segment file as the catalog records it, from its footer (see `describe_segments`); also what an
+    engine's Iceberg commit adds (engine/iceberg_writes.py)."""
+    chunks = _column_chunks(footer)
+    stats = {str(c.id): stat for c in columns if has_statistics(c.type) and (stat := _column_stats(chunks.get(c.id)))}
+    by_id = {c.id: c for c in columns}
+    partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
+    for i in partition_ids:
+        if str(i) not in partition_values:
+            partition_values |= _only_value(warehouse, path, by_id[i])
+    group = _GROUP_IN_PATH.search(path)
+    return WrittenFile(path, footer.num_rows, size, stats, partition_values, group=group and group[1])
 
 
 def _only_value(warehouse: Warehouse, path: str, column: Column) -> dict[str, Any]:

@@ -7,7 +7,16 @@ from django.db.models import Max, QuerySet
 
 from catalog_app.engine.iceberg import TableCommit, TableFile
 from catalog_app.engine.segments import Column
-from catalog_app.models import Catalog, Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, SchemaVersion
+from catalog_app.models import (
+    Catalog,
+    Commit,
+    DataFile,
+    ExpiredCommit,
+    FileEntry,
+    ObjectKind,
+    ObjectVersion,
+    SchemaVersion,
+)
 from catalog_app.selectors.objects import objects_at
 from catalog_app.selectors.refs import Chain, ResolvedRef, ref_resolve
 from lakeui.errors import NotFoundError
@@ -88,13 +97,14 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
         .values_list(
             "seq", "commit_id", "removed", "schema_version_id", "file_id", "file__kind", "file__path",
             "file__row_count", "file__size_bytes", "file__partition_values", "file__segment_id",
-            "file__schema_version_id",
+            "file__schema_version_id", "file__stats",
         )
     )  # fmt: skip
     schema_ids = {e[3] or e[11] for e in entries} - {None}
     schemas = {i: _columns(c) for i, c in SchemaVersion.objects.filter(id__in=schema_ids).values_list("id", "columns")}
     commit_ids = {v[1] for v in versions} | {e[1] for e in entries}
     times = dict(Commit.objects.filter(id__in=commit_ids).values_list("id", "created_at"))
+    expired = set(ExpiredCommit.objects.filter(commit_id__in=commit_ids).values_list("commit_id", flat=True))
     seqs = sorted({v[0]: None for v in versions} | {e[0]: None for e in entries})
     commit_of = {v[0]: v[1] for v in versions} | {e[0]: e[1] for e in entries}
     by_seq: dict[int, list[tuple]] = {}
@@ -120,16 +130,22 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
         history.append(
             TableCommit(
                 commit_id=commit_id, seq=seq, timestamp_ms=int(times[commit_id].timestamp() * 1000), columns=columns,
-                partition_by=partition_by, added=tuple(added), removed=tuple(removed),
+                partition_by=partition_by, added=tuple(added), removed=tuple(removed), expired=commit_id in expired,
             )
         )  # fmt: skip
     return history
 
 
 def _table_file(entry: tuple, schemas: dict) -> TableFile:
-    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema = entry
+    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats = entry
     if kind == DataFile.Kind.DELTA:
         return TableFile(id=str(file_id), path=path, row_count=rows, size_bytes=size, segment_id=str(segment_id))
     schema = schemas.get(entry_schema or file_schema, ())
     return TableFile(id=str(file_id), path=path, row_count=rows, size_bytes=size,
-                     partition_values=dict(partition_values or {}), written=schema)  # fmt: skip
+                     partition_values=dict(partition_values or {}), written=schema, stats=stats or {})  # fmt: skip
+
+
+def expiry_generation(catalog_id) -> int:
+    """How many commits retention expired in the catalog: part of the key of a table's served metadata, so a table
+    whose history lost snapshots is served anew (rows are never deleted: the count only rises)."""
+    return ExpiredCommit.objects.filter(catalog_id=catalog_id).count()

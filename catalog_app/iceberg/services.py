@@ -13,7 +13,7 @@ from catalog_app.engine.iceberg import (
     table_uri,
 )
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.iceberg.selectors import table_commits, table_head
+from catalog_app.iceberg.selectors import expiry_generation, table_commits, table_head
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import Chain
 from lakeui.errors import ApplicationError
@@ -36,17 +36,19 @@ def iceberg_table_load(chain: Chain, *, table: ObjectVersion) -> LoadedTable:
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     base = f"{table.catalog_id}/{table.object_id}"
     seq, head_commit = table_head(chain, table_id=table.object_id)
-    key = f"{base}@{seq}"
+    expired = expiry_generation(table.catalog_id)  # retention changed which snapshots are served (docs/retention.md)
+    name = f"{head_commit}-x{expired}" if expired else head_commit
+    key = f"{base}@{seq}@{expired}"
     loaded = _KEPT.get(key)
     if loaded is not None:
         return loaded
-    content = metadata_read(warehouse, base, head_commit)
+    content = metadata_read(warehouse, base, name)
     if content is not None:
-        loaded = LoadedTable(location=table_uri(warehouse, metadata_path(base, head_commit)), metadata_json=content)
+        loaded = LoadedTable(location=table_uri(warehouse, metadata_path(base, name)), metadata_json=content)
     else:
         commits = [c for c in table_commits(chain, table_id=table.object_id) if c.seq <= seq]
         try:
-            written = table_metadata_write(warehouse, base, str(table.object_id), commits)
+            written = table_metadata_write(warehouse, base, str(table.object_id), commits, key=name)
         except NotRepresentable as refusal:
             message = MESSAGE_NOT_REPRESENTABLE.format(name=table.name, reason=refusal)
             raise ApplicationError("iceberg_not_representable", message, status=406) from None

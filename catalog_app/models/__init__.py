@@ -12,6 +12,7 @@ from catalog_app.models.catalog import (
 )
 from catalog_app.models.data import DataFile, FileEntry
 from catalog_app.models.lookups import AnyOf  # noqa: F401  (registers `__any`)
+from catalog_app.models.retention import ExpiredCommit, ReclaimedFile, RetentionRule
 
 __all__ = [
     "ROLE_ORDER",
@@ -20,12 +21,15 @@ __all__ = [
     "CatalogRole",
     "Commit",
     "DataFile",
+    "ExpiredCommit",
     "FileEntry",
     "Line",
     "ObjectKind",
     "ObjectVersion",
     "Operation",
     "ProtectedBranch",
+    "ReclaimedFile",
+    "RetentionRule",
     "Role",
     "SchemaVersion",
     "Tag",

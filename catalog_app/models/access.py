@@ -1,5 +1,5 @@
 """Who may do what in a catalog: roles per user, and protected branch patterns
-(README.md#roles-and-protected-branches)."""
+(docs/api.md#roles-and-protected-branches)."""
 
 from django.conf import settings
 from django.db import models
@@ -44,6 +44,8 @@ class ProtectedBranch(models.Model):
     required_approvals = models.PositiveSmallIntegerField(default=1)
     # External checks (checks_app) a merge request into the branch needs, by name, succeeded on its source head.
     required_checks = models.JSONField(default=list, blank=True)
+    # Merge requests into the branch merge only through its merge queue (merge_app QueueEntry, docs/merge-queue.md).
+    require_queue = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -81,6 +81,7 @@ class Protection:
     patterns: list[str]
     required_approvals: int
     required_checks: list[str]  # external checks (checks_app) that must succeed on a merge request's source head
+    require_queue: bool = False  # merge requests merge only through the branch's merge queue (any rule asks it)
 
 
 def branch_protection(*, catalog: Catalog, branch: str) -> Protection | None:
@@ -92,4 +93,5 @@ def branch_protection(*, catalog: Catalog, branch: str) -> Protection | None:
         patterns=[rule.pattern for rule in rules],
         required_approvals=max(rule.required_approvals for rule in rules),
         required_checks=sorted({name for rule in rules for name in rule.required_checks or []}),
+        require_queue=any(rule.require_queue for rule in rules),
     )

@@ -9,7 +9,7 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
-from catalog_app.models import Branch, Catalog, Commit, Line, Operation, Tag
+from catalog_app.models import Branch, Catalog, Commit, ExpiredCommit, Line, Operation, Tag
 from catalog_app.names import COMMIT_ID_PREFIX
 from lakeui.errors import ApplicationError, NotFoundError
 
@@ -131,7 +131,7 @@ def commit_at(chain: Chain, at: datetime) -> Commit:
             .first()
         )
         if commit is not None:
-            return commit
+            return commit_unexpired(commit, chain)
     raise NotFoundError("no_commit_at", f"The ref has no commit at or before {at.isoformat()}.")
 
 
@@ -150,7 +150,61 @@ def commit_get(*, catalog: Catalog, commit_id: str) -> Commit:
         raise NotFoundError("commit_not_found", f"There is no commit {commit_id!r}.")
     if len(matches) > 1:
         raise ApplicationError("ambiguous_commit", f"Commit id prefix {commit_id!r} names several commits.")
-    return matches[0]
+    return commit_unexpired(matches[0], None)
+
+
+def commit_unexpired(commit: Commit, chain: Chain | None) -> Commit:
+    """The commit, unless retention expired it (docs/retention.md): then `410 history_expired` naming the oldest
+    point kept: of `chain` (the ref read at a time), or for a commit named by id, the oldest kept commit after it
+    on its own line (where its branch's kept history starts)."""
+    if not ExpiredCommit.objects.filter(commit_id=commit.id).exists():
+        return commit
+    oldest = history_oldest_kept(chain) if chain is not None else _kept_after(commit)
+    named = f"{oldest.id} ({oldest.created_at.isoformat()})" if oldest is not None else "none"
+    raise ApplicationError(
+        "history_expired",
+        f"Commit {commit.id} made at {commit.created_at.isoformat()} was removed from time travel by the catalog's "
+        f"retention rules; the oldest point kept is {named}.",
+        status=410,
+        details={"commit": commit.id, "oldest_kept": _point(oldest)},
+    )
+
+
+def commits_expired(commit_ids: list[str | None]) -> list[str]:
+    """Which of these commits retention expired: an audit log naming one says so (its metadata is kept)."""
+    named = [commit_id for commit_id in commit_ids if commit_id]
+    return sorted(ExpiredCommit.objects.filter(commit_id__in=named).values_list("commit_id", flat=True))
+
+
+def _point(commit: Commit | None) -> dict | None:
+    return None if commit is None else {"commit": commit.id, "created_at": commit.created_at.isoformat()}
+
+
+def _expired_ids(catalog_id) -> QuerySet:
+    return ExpiredCommit.objects.filter(catalog_id=catalog_id).values("commit_id")
+
+
+def _kept_after(commit: Commit) -> Commit | None:
+    return (
+        Commit.objects.filter(line_id=commit.line_id, seq__gt=commit.seq)
+        .exclude(id__in=_expired_ids(commit.catalog_id))
+        .order_by("seq")
+        .first()
+    )
+
+
+def history_oldest_kept(chain: Chain) -> Commit | None:
+    """Where the chain's unbroken time travel starts: the commit after its newest expired commit (its oldest
+    commit when none expired)."""
+    newer: Commit | None = chain.commit
+    for line_id, upto in chain.segments:
+        in_segment = Commit.objects.filter(line_id=line_id, seq__lte=upto)
+        expired = in_segment.filter(id__in=_expired_ids(chain.commit.catalog_id)).order_by("-seq").first()
+        if expired is not None:
+            after = in_segment.filter(seq__gt=expired.seq).order_by("seq").first()
+            return after or newer
+        newer = in_segment.order_by("seq").first() or newer
+    return newer
 
 
 def branch_list(*, catalog: Catalog) -> QuerySet[Branch]:

@@ -4,10 +4,12 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.db.models import Exists, OuterRef
+
 from catalog_app.engine.reads import deleted_count
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import DataFile, FileEntry, ObjectVersion, SchemaVersion
+from catalog_app.models import DataFile, FileEntry, ObjectVersion, ReclaimedFile, SchemaVersion
 from catalog_app.selectors.objects import SchemaRow, newest_on_chain
 from catalog_app.selectors.refs import Chain
 
@@ -256,8 +258,11 @@ def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, wareh
 
 
 def data_file_paths(catalog_id: uuid.UUID | str) -> set[str]:
-    """The paths of every data file any commit of the catalog references, on whichever branch."""
-    return set(DataFile.objects.filter(catalog_id=catalog_id).values_list("path", flat=True))
+    """The paths of every data file any commit of the catalog references, on whichever branch, less the files
+    retention reclaimed (no kept commit references them) that no commit made since references again."""
+    again = FileEntry.objects.filter(file_id=OuterRef(OuterRef("pk")), seq__gt=OuterRef("upto_seq"))
+    reclaimed = ReclaimedFile.objects.filter(file_id=OuterRef("pk")).filter(~Exists(again))
+    return set(DataFile.objects.filter(catalog_id=catalog_id).exclude(Exists(reclaimed)).values_list("path", flat=True))
 
 
 def _column_dict(column: Column) -> dict:

@@ -70,6 +70,7 @@ def protected_branch_create(
     pattern: str,
     required_approvals: int = 1,
     required_checks: list[str] | None = None,
+    require_queue: bool = False,
     created_by: AbstractBaseUser,
 ) -> ProtectedBranch:
     check_ref_name(pattern.replace("*", "x").replace("?", "x").replace("[", "x").replace("]", "x"), "Pattern")
@@ -85,7 +86,8 @@ def protected_branch_create(
             "invalid_input", "required_checks are check names (letters, digits, spaces, _ . : / -).",
             details={"field": "required_checks"},
         )  # fmt: skip
-    defaults = {"required_approvals": required_approvals, "required_checks": checks, "created_by": created_by}
+    defaults = {"required_approvals": required_approvals, "required_checks": checks, "created_by": created_by,
+                "require_queue": bool(require_queue)}  # fmt: skip
     rule, _ = ProtectedBranch.objects.update_or_create(catalog=catalog, pattern=pattern, defaults=defaults)
     return rule
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from catalog_app.engine import pruning
-from catalog_app.engine.incoming import FILE_FORMATS, catalog_value
+from catalog_app.engine.incoming import FILE_FORMATS, PARQUET_MAGIC, catalog_value, upload_problem
 from catalog_app.engine.predicate_parser import parse_assignments, parse_predicate
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
@@ -50,6 +50,7 @@ from lakeui.jobs.services import job_create, job_run_sync
 MAX_PAGE_SIZE = 1000
 # Spark's OFFSET is a 32-bit int: page * page_size must stay below 2**31.
 MAX_PAGE = 1_000_000
+UPLOAD_SNIFF_BYTES = 64 * 1024
 MESSAGE_STAGING_EMPTY = "The staging location {staged} holds no Parquet files; write the data there first."
 
 
@@ -186,18 +187,35 @@ def catalog_gc_submit(*, catalog: Catalog, grace_hours: float, user) -> Job:
 
 
 def upload_store(*, catalog: Catalog, table: ObjectVersion, upload: UploadedFile, file_format: str) -> StoredFiles:
-    """Save an uploaded file where the workers read it: the table's staging folder in the warehouse."""
+    """Save an uploaded file where the workers read it: the table's staging folder in the warehouse, marked for
+    removal once its load has an outcome (`staged`, see catalog_app/job_kinds.py)."""
     if file_format not in FILE_FORMATS:
         raise ApplicationError("unsupported_format", f"format must be one of {FILE_FORMATS}.")
     if "://" in settings.LAKEUI_WAREHOUSE:
         raise ApplicationError("upload_unsupported", "Uploads need a local warehouse; load from a query instead.")
+    upload_check(upload, file_format)
     relative = f"{catalog.id}/{table.object_id}/staging/{uuid.uuid4().hex}.{file_format}"
     destination = Path(settings.LAKEUI_WAREHOUSE) / relative
     destination.parent.mkdir(parents=True, exist_ok=True)
     with destination.open("wb") as out:
         for chunk in upload.chunks():
             out.write(chunk)
-    return StoredFiles(path=relative, format=file_format)
+    return StoredFiles(path=relative, format=file_format, staged=True)
+
+
+def upload_check(upload: UploadedFile, file_format: str) -> None:
+    """The one check of an uploaded file before it is stored, for every entry point (the API, the load form, the
+    CLI and the Python client through the API): an empty file, or one that is not the format it is sent as, is a
+    400 saying what is wrong with it (engine.incoming.upload_problem)."""
+    size = upload.size or 0
+    upload.seek(0)
+    head = upload.read(UPLOAD_SNIFF_BYTES)
+    upload.seek(max(0, size - len(PARQUET_MAGIC)))
+    tail = upload.read(len(PARQUET_MAGIC))
+    upload.seek(0)
+    problem = upload_problem(size=size, head=head, tail=tail, file_format=file_format)
+    if problem is not None:
+        raise ApplicationError(problem.code, problem.message, details={"file": upload.name, "format": file_format})
 
 
 def table_rows_read(

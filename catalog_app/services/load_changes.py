@@ -1,4 +1,5 @@
-"""Loading incoming data into a table with one of the nine write strategies (README.md#write-strategies), as one commit.
+"""Loading incoming data into a table with one of the nine write strategies (docs/api.md#write-strategies), as one
+commit.
 
 The load is checked against the table here, its Spark and Arrow work is `engine.loads`, and its outcome is
 recorded here: the operations it amounts to in the merge rules' vocabulary (`update` of the segments touched,
@@ -13,9 +14,10 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from catalog_app import table_schema
-from catalog_app.engine import files, incoming
+from catalog_app.engine import incoming
 from catalog_app.engine import loads as engine_loads
 from catalog_app.engine.segments import SegmentRead
+from catalog_app.engine.warehouse import path_remove
 from catalog_app.job_specs import LoadSpec, Query, StoredFiles
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import commit_chain
@@ -84,11 +86,13 @@ def validity_columns(columns: list[dict], last_column_id: int, spec: LoadSpec) -
     return columns, changes
 
 
-def staged_remove(spark, warehouse, spec: LoadSpec) -> None:
-    """Remove a staged load's folder (see services/data_submit.staging_create): it has served its one load,
-    whatever the outcome. Uploads through the API are left to garbage collection."""
-    if isinstance(spec.source, StoredFiles) and spec.source.staged:
-        files.delete_folder(spark, warehouse.uri(spec.source.path))
+def staged_remove(warehouse, spec: LoadSpec) -> None:
+    """Remove a load's own files, whatever the outcome: an upload the web process stored
+    (services/data_submit.upload_store) or a staging folder a client wrote (data_submit.staging_create). Files a
+    caller in this process names (`upload` without `staged`, as benchmarks do) are the caller's."""
+    if not (isinstance(spec.source, StoredFiles) and spec.source.staged):
+        return
+    path_remove(warehouse.uri(spec.source.path))
 
 
 # --- the worker side --------------------------------------------------------------------------------------

@@ -49,9 +49,9 @@ def table_diff_read(
     """A page of the rows that differ from `source` (from) to `target` (to), with counts, for the table named
     `database`.`table` (or whose id is `table_id`) on either ref.
 
-    Read here with pyarrow when every segment to compare was written in the shown schema (the usual case), and kept
-    as an Arrow file per pair of commits, so a later page or a reload is a slice of that file; else (segments of an
-    older schema, a warehouse this process cannot read) a worker's Spark reads the page."""
+    Read here with pyarrow (segments written in an older schema projected onto the shown one by column id, as Spark
+    projects them), and kept as an Arrow file per pair of commits, so a later page or a reload is a slice of that
+    file; a warehouse this process cannot read, or a type Arrow cannot compare, is read by a worker's Spark."""
     found = None
     for side in (target, source):
         if table_id:
@@ -131,8 +131,6 @@ def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str
         key = _key_names(shown, columns)
         try:
             sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"])
-            if sides is None:
-                return None
             changes = row_diff.changes_of(*sides, key)
             listed = changes.rows(offset, page_size)
         except (*READ_ERRORS, NotImplementedError):  # credentials, or a type Arrow cannot compare: a worker reads

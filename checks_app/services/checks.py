@@ -7,24 +7,26 @@ published. A check whose tables are the same as in an earlier run of the same ve
 same schema) is not run again: the earlier result is recorded again, as `reused_from`.
 """
 
+import fnmatch
 import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
-from catalog_app.engine import sql
+from catalog_app.engine import quick_sql, sql
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Catalog, Commit, ObjectKind
 from catalog_app.names import CHECK_NAME, check_ref_name
 from catalog_app.selectors.objects import object_find
-from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
+from catalog_app.selectors.refs import Chain, branch_list, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import table_files
-from catalog_app.selectors.table_rows import select_frame
+from catalog_app.selectors.table_rows import select_frame, select_here
 from checks_app.models import Check, CheckRun
 from checks_app.selectors import check_run_dict
 from lakeui.errors import ApplicationError, ConflictError
@@ -73,9 +75,34 @@ def _statement_tables(*, catalog: Catalog, statement: object, branches: str, use
     interactive worker, the allowed plan nodes and functions), with no time travel and only tables that exist."""
     if not isinstance(statement, str) or not sql_reads_a_query(statement):
         raise ApplicationError("invalid_query", MESSAGE_NOT_SELECT, details={"field": "sql"})
+    query = quick_sql.parse(statement)
+    if query is not None and all(sql.IDENTIFIER.fullmatch(name) for name in (query.database, query.table)):
+        # In quick_sql's subset: a SELECT of one table, with nothing the console refuses; no Spark parse needed.
+        return tables_checked(catalog=catalog, tables={f"{query.database}.{query.table}"}, branches=branches)
     params = {"catalog_id": str(catalog.id), "statement": statement, "branches": branches}
     result = job_run_sync(kind=STATEMENT_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
     return result["tables"]
+
+
+def tables_checked(*, catalog: Catalog, tables: set[str], branches: str) -> list[str]:
+    """The tables (`db.table`) a check's statement reads, sorted; `table_not_found` if one is on no branch the
+    check guards (nor on the default branch)."""
+    heads = [
+        branch.head for branch in branch_list(catalog=catalog)
+        if branch.name == catalog.default_branch or fnmatch.fnmatchcase(branch.name, branches)
+    ]  # fmt: skip
+    chains = [commit_chain(head) for head in heads]
+    for name in sorted(tables):
+        database, _, table = name.partition(".")
+        if not any(_table_exists(chain, database, table) for chain in chains):
+            raise ApplicationError("table_not_found", f"No branch the check guards has a table {name!r}.")
+    return sorted(tables)
+
+
+def _table_exists(chain, database: str, table: str) -> bool:
+    db = object_find(chain, kind=ObjectKind.DATABASE, name=database)
+    version = db and object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=db.object_id)
+    return bool(version) and not version.dropped
 
 
 def sql_reads_a_query(statement: str) -> bool:
@@ -170,7 +197,7 @@ def run_fingerprint(chain: Chain, check: Check) -> str:
 
 
 def checks_run(
-    spark,
+    spark: Callable[[], Any],
     *,
     catalog: Catalog,
     checks: list[Check],
@@ -180,8 +207,9 @@ def checks_run(
     job=None,
     user: AbstractBaseUser | None = None,
 ) -> list[CheckRun]:
-    """Judge `commit` with each check (on a worker: `spark` is its session), record each run, and tell listeners
-    (`check.finished`)."""
+    """Judge `commit` with each check (on a worker: `spark` gives its session, called only for a check that
+    `select_here` cannot answer: a worker whose Spark has not started does not start it for a small table), record
+    each run, and tell listeners (`check.finished`)."""
     chain = commit_chain(commit)
     runs = []
     for check in checks:
@@ -211,11 +239,16 @@ def checks_run(
     return runs
 
 
-def _judge(spark, *, catalog: Catalog, chain: Chain, check: Check) -> dict[str, Any]:
+def _judge(spark: Callable[[], Any], *, catalog: Catalog, chain: Chain, check: Check) -> dict[str, Any]:
     """Run a check's statement at a commit: success when it returns at most `max_rows` rows; else the first rows."""
     started = time.monotonic()
+    here = select_here(chain=chain, statement=check.sql)
+    if here is not None:  # a small table, a statement quick_sql answers exactly: no Spark job
+        count = len(here.rows)
+        shown = {"columns": here.columns, "rows": here.rows[:FAILING_ROWS]} if count > check.max_rows else None
+        return _judged(check, count, shown, started)
     try:
-        frame = select_frame(spark, catalog=catalog, chain=chain, statement=check.sql,
+        frame = select_frame(spark(), catalog=catalog, chain=chain, statement=check.sql,
                              warehouse=Warehouse(settings.LAKEUI_WAREHOUSE))  # fmt: skip
         count = frame.count()
         shown = sql.selected_rows(frame.limit(FAILING_ROWS + 1), FAILING_ROWS) if count > check.max_rows else None
@@ -223,6 +256,10 @@ def _judge(spark, *, catalog: Catalog, chain: Chain, check: Check) -> dict[str, 
         return {"state": CheckRun.State.ERROR, "message": exc.message, "duration_ms": _ms(started)}
     except Exception as exc:
         return {"state": CheckRun.State.ERROR, "message": sql.error_message(exc), "duration_ms": _ms(started)}
+    return _judged(check, count, shown, started)
+
+
+def _judged(check: Check, count: int, shown: dict | None, started: float) -> dict[str, Any]:
     if shown is None:
         return {"state": CheckRun.State.SUCCESS, "row_count": count, "duration_ms": _ms(started)}
     return {

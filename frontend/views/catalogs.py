@@ -18,6 +18,7 @@ from catalog_app.selectors.refs import (
     tag_list,
     timestamp_parse,
 )
+from catalog_app.selectors.retention import storage_per_branch
 from catalog_app.services.refs import branch_create, catalog_create, tag_create
 from frontend.graph import MAX_COMMITS, graph_layout
 from frontend.views.common import back, get_catalog, ref_context, refused, ui_view
@@ -59,6 +60,8 @@ def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
     commits = commits_newest(catalog=found, limit=MAX_COMMITS + 1)
     graph = graph_layout(commits, branches, tags)
     context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph}
+    # On request only: it reads every branch's and tag's live files (docs/retention.md).
+    context["storage"] = storage_per_branch(catalog=found) if request.GET.get("storage") else None
     return render(request, "frontend/catalog.html", context)
 
 

@@ -1,4 +1,4 @@
-"""A catalog's SQL merge checks (README "Merge checks"): the list with each check's last run, a check's page with its
+"""A catalog's SQL merge checks (docs/api.md#merge-checks): the list with each check's last run, a check's page with its
 runs and a failed run's failing rows. Everyone who sees the catalog reads them, as the API lets them; only admins
 add, change, delete or run one now (the views ask for the role again, whatever the page showed). A refusal of the
 services (a statement the SQL console would not run, a table no guarded branch has, a name taken) is a message on

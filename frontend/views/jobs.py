@@ -107,7 +107,8 @@ def job_cancel_view(request: HttpRequest, job_id) -> HttpResponse:
 
 @ui_view
 def merge_index(request: HttpRequest, catalog: str) -> HttpResponse:
-    return _log_index(request, catalog, merge_list, "frontend/merges.html")
+    """The audit log list: merges, reverts and cherry-picks alike."""
+    return _log_index(request, catalog, lambda catalog: merge_list(catalog=catalog, kind=None), "frontend/merges.html")
 
 
 def _log_index(request: HttpRequest, catalog: str, listing, template: str) -> HttpResponse:

@@ -16,6 +16,7 @@ from catalog_app.selectors.refs import branch_list
 from checks_app.selectors import check_run_dict, check_run_get
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from frontend.views.diff import object_view
+from frontend.views.queue import queue_context
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.rules import CHOICES
@@ -172,6 +173,9 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         "resolutions": resolutions, "default_choice": resolutions.get("default", "fail"),
         "choices": [(c, CHOICE_LABELS[c]) for c in CHOICES],
         "is_author": merge_request.author_id == request.user.pk,
+        "has_approved": request.user.get_username() in status.approved_by,  # not offered Approve again
+        # The plan's one verdict counts the checks too: no conflicts but a failed or pending check is not mergeable.
+        "check_blockers": [blocker for blocker in status.blockers if blocker["code"] in CHECK_BLOCKERS],
         "is_open": is_open,
         "checks": _checks_view(found, merge_request, status),
         # An admin may merge through failed checks with a reason (merge_request_merge's `override_checks`).
@@ -180,8 +184,12 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         "diff_url": url_with(reverse("frontend:diff", args=[found.name]),
                              **{"from": merge_request.source, "to": merge_request.target}),
         "plan_job": merge_request.plan_job, "merge_job": merge_request.merge_job,
+        **queue_context(merge_request),
     }  # fmt: skip
     return render(request, "frontend/merge_request.html", context)
+
+
+CHECK_BLOCKERS = ("checks_failed", "checks_pending")
 
 
 def _refused(request: HttpRequest, error: ApplicationError) -> None:

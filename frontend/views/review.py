@@ -15,6 +15,7 @@ from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
 from catalog_app.services.table_diff import PAGE_SIZE, table_diff_read, tables_changed
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
+from merge_app.selectors.graph import branches_with_commit
 from merge_app.selectors.merges import merge_of_commit
 from merge_app.services.picks import pick_submit
 
@@ -109,8 +110,10 @@ def commit_page(request: HttpRequest, catalog: str, commit_id: str) -> HttpRespo
     ]  # fmt: skip
     context = {
         "catalog": found, "detail": detail, "commit": commit, "tables": tables,
-        "merge": merge_of_commit(commit=commit), "branches": list(branch_list(catalog=found)),
+        "merge": merge_of_commit(commit=commit),
     }  # fmt: skip
+    if commit.parent_id:  # a revert needs a branch that has the commit, a cherry-pick one that has not
+        context["revert_branches"], context["pick_branches"] = branches_with_commit(catalog=found, commit_id=commit.id)
     return render(request, "frontend/commit.html", context)
 
 

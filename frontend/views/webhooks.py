@@ -1,5 +1,5 @@
 """A catalog's webhooks, for its admins: add, change, delete, and each one's delivery log with a redeliver button
-(README "Webhooks"). Every view asks for the admin role, reads included, as the API does."""
+(docs/api.md#webhooks). Every view asks for the admin role, reads included, as the API does."""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -49,12 +49,17 @@ def webhook_index(request: HttpRequest, catalog: str) -> HttpResponse:
         return _page(request, "webhooks.html", {**context, "form": fields}, status=400)
     if "secret" in fields:
         messages.success(request, f"Webhook {webhook.id} added.")
-        return redirect("frontend:webhook", catalog=found.name, webhook_id=webhook.id)
-    # A secret LakeUI made is shown on this one answer (not through a message, which a cookie may carry).
-    return _detail(request, found, webhook, new_secret=webhook.secret)
+    else:  # a secret LakeUI made is shown once, on the page redirected to; kept in the session (stored
+        # server-side), not in a message, which a cookie may carry
+        request.session[_NEW_SECRET.format(id=webhook.id)] = webhook.secret
+    return redirect("frontend:webhook", catalog=found.name, webhook_id=webhook.id)  # the new webhook's own URL
 
 
-def _detail(request: HttpRequest, catalog, webhook, *, new_secret: str = "", status: int = 200) -> HttpResponse:
+_NEW_SECRET = "new-webhook-secret-{id}"
+
+
+def _detail(request: HttpRequest, catalog, webhook, *, status: int = 200) -> HttpResponse:
+    new_secret = request.session.pop(_NEW_SECRET.format(id=webhook.id), "")
     page = Paginator(delivery_list(webhook=webhook), PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"catalog": catalog, "webhook": webhook, "page": page, "new_secret": new_secret}
     return _page(request, "webhook.html", context, status=status)

@@ -4,23 +4,24 @@ import os
 from pathlib import Path
 
 from lakeui.settings.env import (
+    Env,
     celery_broker_config,
     database_config,
-    env_bool,
-    env_list,
     filesystem_broker_dirs,
     spark_conf,
     warehouse_location,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
+# Every variable read here is listed in docs/configuration.md (tests/lakeui/test_configuration_doc.py checks the list).
 ENV = os.environ
-VAR_DIR = Path(ENV.get("LAKEUI_VAR_DIR") or BASE_DIR / "var")
+env = Env(ENV)
+VAR_DIR = Path(env.str("LAKEUI_VAR_DIR", str(BASE_DIR / "var")))
 
-SECRET_KEY = ENV.get("SECRET_KEY", "")
-DEBUG = env_bool(ENV, "DEBUG", False)
-ALLOWED_HOSTS = env_list(ENV, "ALLOWED_HOSTS", [])
-CSRF_TRUSTED_ORIGINS = env_list(ENV, "CSRF_TRUSTED_ORIGINS", [])
+SECRET_KEY = env.str("SECRET_KEY", "")
+DEBUG = env.bool("DEBUG", False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -56,11 +57,11 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
-if env_bool(ENV, "LAKEUI_CACHED_READS", True):
+if env.bool("LAKEUI_CACHED_READS", True):
     # innermost: a read whose answer is kept (at a ref; the catalog list, a catalog, its branches and tags on
     # PostgreSQL), answered before the view (catalog_app/middleware.py)
     MIDDLEWARE.append("catalog_app.middleware.CachedReadMiddleware")
-if env_bool(ENV, "LAKEUI_WORKER_HEADER", False):  # benchmarks/api_reads.py counts the answers per worker
+if env.bool("LAKEUI_WORKER_HEADER", False):  # benchmarks/api_reads.py counts the answers per worker
     MIDDLEWARE.insert(0, "lakeui.middleware.WorkerHeaderMiddleware")
 
 ROOT_URLCONF = "lakeui.urls"
@@ -89,7 +90,7 @@ CACHES = {
     "reads": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "lakeui-reads",
-        "OPTIONS": {"MAX_ENTRIES": int(ENV.get("LAKEUI_READ_CACHE_ENTRIES") or 1000)},
+        "OPTIONS": {"MAX_ENTRIES": env.int("LAKEUI_READ_CACHE_ENTRIES", 1000)},
     },
 }
 
@@ -148,49 +149,58 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Data engine -----------------------------------------------------------------------------------------
-SPARK_MASTER = ENV.get("SPARK_MASTER") or "local[*]"
-SPARK_DRIVER_MEMORY = ENV.get("SPARK_DRIVER_MEMORY") or "2g"
+SPARK_MASTER = env.str("SPARK_MASTER", "local[*]")
+SPARK_DRIVER_MEMORY = env.str("SPARK_DRIVER_MEMORY", "2g")
 # On a cluster (SPARK_MASTER not local) every worker process is a Spark application of its own: each takes only its
-# share (README "Sharing a Spark cluster"). Executors come and go with the work (dynamic allocation with shuffle
-# tracking: no external shuffle service needed) and go back to the cluster after this long idle; a jobs-worker
+# share (docs/operations.md#sharing-a-spark-cluster). Executors come and go with the work (dynamic allocation with
+# shuffle tracking: no external shuffle service needed) and go back to the cluster after this long idle; a jobs-worker
 # process holds at most LAKEUI_SPARK_MAX_CORES cores, an interactive one LAKEUI_SPARK_INTERACTIVE_MAX_CORES.
-LAKEUI_SPARK_DYNAMIC_ALLOCATION = env_bool(ENV, "LAKEUI_SPARK_DYNAMIC_ALLOCATION", True)
-LAKEUI_SPARK_EXECUTOR_IDLE_TIMEOUT = ENV.get("LAKEUI_SPARK_EXECUTOR_IDLE_TIMEOUT") or "30s"
+LAKEUI_SPARK_DYNAMIC_ALLOCATION = env.bool("LAKEUI_SPARK_DYNAMIC_ALLOCATION", True)
+LAKEUI_SPARK_EXECUTOR_IDLE_TIMEOUT = env.str("LAKEUI_SPARK_EXECUTOR_IDLE_TIMEOUT", "30s")
 # An executor holding cached blocks or shuffle files still referenced is given back after this long idle too
 # (Spark's default is never, which would pin it to a long-lived driver): Spark recomputes what it needs again.
-LAKEUI_SPARK_CACHED_IDLE_TIMEOUT = ENV.get("LAKEUI_SPARK_CACHED_IDLE_TIMEOUT") or "120s"
-LAKEUI_SPARK_EXECUTOR_CORES = int(ENV.get("LAKEUI_SPARK_EXECUTOR_CORES") or 1)
-LAKEUI_SPARK_EXECUTOR_MEMORY = ENV.get("LAKEUI_SPARK_EXECUTOR_MEMORY") or "1g"
-LAKEUI_SPARK_MAX_CORES = int(ENV.get("LAKEUI_SPARK_MAX_CORES") or 4)
-LAKEUI_SPARK_INTERACTIVE_MAX_CORES = int(ENV.get("LAKEUI_SPARK_INTERACTIVE_MAX_CORES") or 1)
+LAKEUI_SPARK_CACHED_IDLE_TIMEOUT = env.str("LAKEUI_SPARK_CACHED_IDLE_TIMEOUT", "120s")
+LAKEUI_SPARK_EXECUTOR_CORES = env.int("LAKEUI_SPARK_EXECUTOR_CORES", 1)
+LAKEUI_SPARK_EXECUTOR_MEMORY = env.str("LAKEUI_SPARK_EXECUTOR_MEMORY", "1g")
+LAKEUI_SPARK_MAX_CORES = env.int("LAKEUI_SPARK_MAX_CORES", 4)
+LAKEUI_SPARK_INTERACTIVE_MAX_CORES = env.int("LAKEUI_SPARK_INTERACTIVE_MAX_CORES", 1)
 # More Spark settings for every worker process, `key=value` pairs separated by commas (a YARN queue, Kubernetes
 # images, ...); they win over LakeUI's own.
 LAKEUI_SPARK_CONF = spark_conf(ENV, "LAKEUI_SPARK_CONF")
 # Which worker this process is: `jobs` or `interactive`. Unset, a worker serving only LAKEUI_INTERACTIVE_QUEUE is
 # the interactive one (lakeui.jobs.tasks.worker_kind), any other the jobs worker.
-LAKEUI_WORKER_KIND = ENV.get("LAKEUI_WORKER_KIND") or ""
+LAKEUI_WORKER_KIND = env.str("LAKEUI_WORKER_KIND", "")
 LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
 # Key loads of up to this many incoming rows, into candidate segments of up to this many rows, match keys on the
 # driver with Arrow (catalog_app/engine/keymatch.py); larger ones match them in Spark jobs.
-LAKEUI_DRIVER_MATCH_ROWS = int(ENV.get("LAKEUI_DRIVER_MATCH_ROWS") or 2_000_000)
+LAKEUI_DRIVER_MATCH_ROWS = env.int("LAKEUI_DRIVER_MATCH_ROWS", 2_000_000)
 
 # --- Jobs and Celery -------------------------------------------------------------------------------------
-# A running job writes a heartbeat; a delivery that finds a fresher heartbeat than this is a duplicate and
-# retries later, one that finds an older one takes the job over (its worker died).
-LAKEUI_JOB_STALE_AFTER = int(ENV.get("LAKEUI_JOB_STALE_AFTER") or 60)
+# A running job writes a heartbeat (every quarter of this); a delivery that finds a fresher heartbeat than this is a
+# duplicate and retries later, one that finds an older one takes the job over (its worker died). A dead worker's job
+# is sent again at most STALE_AFTER + RECOVER_EVERY (25 s) after its last heartbeat, whatever the job's size (not
+# the broker's visibility timeout, which is hours); a live worker whose heartbeats stall that long loses its claim
+# and writes nothing (lakeui.jobs.registry.ClaimLost). 20 s (was 60) keeps a merge killed mid-way within 2 minutes.
+LAKEUI_JOB_STALE_AFTER = env.int("LAKEUI_JOB_STALE_AFTER", 20)
 # Every worker looks this often for jobs whose worker died or whose message was lost and sends them again
 # (lakeui.jobs.services.job_recover); a job started this many times without finishing fails `worker_lost`.
-LAKEUI_JOB_RECOVER_EVERY = float(ENV.get("LAKEUI_JOB_RECOVER_EVERY") or max(1, LAKEUI_JOB_STALE_AFTER // 2))
-LAKEUI_JOB_MAX_ATTEMPTS = int(ENV.get("LAKEUI_JOB_MAX_ATTEMPTS") or 3)
-LAKEUI_HEALTH_TIMEOUT = int(ENV.get("LAKEUI_HEALTH_TIMEOUT") or 60)
+LAKEUI_JOB_RECOVER_EVERY = env.float("LAKEUI_JOB_RECOVER_EVERY", float(max(1, LAKEUI_JOB_STALE_AFTER // 4)))
+LAKEUI_JOB_MAX_ATTEMPTS = env.int("LAKEUI_JOB_MAX_ATTEMPTS", 3)
+LAKEUI_HEALTH_TIMEOUT = env.int("LAKEUI_HEALTH_TIMEOUT", 60)
 # Request limits: a larger body (not counting uploaded files) or more JSON rows in one load is a 413.
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(ENV.get("LAKEUI_MAX_BODY_BYTES") or 16 * 1024 * 1024)
-LAKEUI_MAX_ROWS = int(ENV.get("LAKEUI_MAX_ROWS") or 100_000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("LAKEUI_MAX_BODY_BYTES", 16 * 1024 * 1024)
+LAKEUI_MAX_ROWS = env.int("LAKEUI_MAX_ROWS", 100_000)
+# A SELECT (SQL console, SQL check) over one table of at most this many rows is answered in the process that asks,
+# with no Spark job, when catalog_app/engine/quick_sql.py can give Spark's answer exactly (0: always Spark).
+LAKEUI_QUICK_SQL_ROWS = env.int("LAKEUI_QUICK_SQL_ROWS", 20_000)
+LAKEUI_QUICK_SQL_BYTES = env.int("LAKEUI_QUICK_SQL_BYTES", 32 * 1024 * 1024)  # of its Parquet files, too
 # How long a read through a worker (table rows, SQL SELECT) may take before the API answers 504 with the job.
-LAKEUI_READ_TIMEOUT = int(ENV.get("LAKEUI_READ_TIMEOUT") or 120)
+LAKEUI_READ_TIMEOUT = env.int("LAKEUI_READ_TIMEOUT", 120)
+# A merge queue prepares (plans, materialises and checks) this many entries ahead at once (docs/merge-queue.md).
+LAKEUI_MERGE_QUEUE_DEPTH = env.int("LAKEUI_MERGE_QUEUE_DEPTH", 3)
 # A read on the interactive worker is stopped (its Spark jobs cancelled, the job failed `time_limit`) past this many
 # seconds: nobody waits for it any longer, and every preview would wait behind it.
-LAKEUI_INTERACTIVE_TIME_LIMIT = int(ENV.get("LAKEUI_INTERACTIVE_TIME_LIMIT") or LAKEUI_READ_TIMEOUT)
+LAKEUI_INTERACTIVE_TIME_LIMIT = env.int("LAKEUI_INTERACTIVE_TIME_LIMIT", LAKEUI_READ_TIMEOUT)
 
 # Time limits stay below the broker's visibility timeout, so a long job is never handed to a second worker
 # while the first is still within its limit.
@@ -207,11 +217,11 @@ CELERY_RESULT_BACKEND = _broker["result_backend"]
 CELERY_BROKER_TRANSPORT_OPTIONS = _broker["broker_transport_options"]
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _broker["result_backend_transport_options"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_DEFAULT_QUEUE = ENV.get("LAKEUI_QUEUE") or "lakeui"
+CELERY_TASK_DEFAULT_QUEUE = env.str("LAKEUI_QUEUE", "lakeui")
 # Reads a person waits for (a page of rows, a data diff, a SELECT, a key comparison, the health check) go to a
 # queue of their own, served by worker processes of their own: never behind a long load or merge.
-LAKEUI_INTERACTIVE_QUEUE = ENV.get("LAKEUI_INTERACTIVE_QUEUE") or f"{CELERY_TASK_DEFAULT_QUEUE}-interactive"
-LAKEUI_INTERACTIVE_CONCURRENCY = int(ENV.get("LAKEUI_INTERACTIVE_CONCURRENCY") or 1)
+LAKEUI_INTERACTIVE_QUEUE = env.str("LAKEUI_INTERACTIVE_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}-interactive")
+LAKEUI_INTERACTIVE_CONCURRENCY = env.int("LAKEUI_INTERACTIVE_CONCURRENCY", 1)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -221,30 +231,30 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 24 * 60 * 60
 CELERY_TASK_TRACK_STARTED = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_WORKER_CONCURRENCY = int(ENV.get("LAKEUI_WORKER_CONCURRENCY") or 1)
+CELERY_WORKER_CONCURRENCY = env.int("LAKEUI_WORKER_CONCURRENCY", 1)
 
-# --- Webhooks (hooks_app, README "Webhooks") ---------------------------------------------------------------
+# --- Webhooks (hooks_app, docs/api.md#webhooks) ---------------------------------------------------------------
 # The hosts webhook targets may name: `*` (any), a name (`ci.example.com`), a domain's names (`*.example.com`), or
 # addresses and networks (`10.0.0.5`, `10.0.0.0/8`). Whatever the name, every address a target resolves to must be
 # public (not loopback, private, link-local such as the cloud metadata 169.254.169.254, multicast or reserved) unless
 # it lies in an address or network listed here; checked when a webhook is saved and again at each delivery.
-LAKEUI_WEBHOOK_ALLOWED_HOSTS = env_list(ENV, "LAKEUI_WEBHOOK_ALLOWED_HOSTS", ["*"])
+LAKEUI_WEBHOOK_ALLOWED_HOSTS = env.list("LAKEUI_WEBHOOK_ALLOWED_HOSTS", default=["*"])
 # Seconds a delivery attempt may take (connect, and each read).
-LAKEUI_WEBHOOK_TIMEOUT = float(ENV.get("LAKEUI_WEBHOOK_TIMEOUT") or 10)
+LAKEUI_WEBHOOK_TIMEOUT = env.float("LAKEUI_WEBHOOK_TIMEOUT", 10.0)
 # Seconds to wait before each retry of a failed delivery: one more attempt than there are delays. Each stays below
 # CELERY_BROKER_VISIBILITY_TIMEOUT (a retry waits in the broker as a message with an ETA).
-LAKEUI_WEBHOOK_RETRY_DELAYS = [
-    float(delay) for delay in env_list(ENV, "LAKEUI_WEBHOOK_RETRY_DELAYS", ["10", "60", "300", "1800", "7200"])
-]
+LAKEUI_WEBHOOK_RETRY_DELAYS = env.list(
+    "LAKEUI_WEBHOOK_RETRY_DELAYS", cast=float, default=[10.0, 60.0, 300.0, 1800.0, 7200.0]
+)
 # The Celery queue of deliveries: by default the jobs queue; a queue of their own with its own small worker (e.g.
 # `celery -A lakeui worker -Q lakeui-hooks`) keeps them from waiting behind a long load.
-LAKEUI_WEBHOOK_QUEUE = ENV.get("LAKEUI_WEBHOOK_QUEUE") or CELERY_TASK_DEFAULT_QUEUE
+LAKEUI_WEBHOOK_QUEUE = env.str("LAKEUI_WEBHOOK_QUEUE", CELERY_TASK_DEFAULT_QUEUE)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": ENV.get("LOG_LEVEL") or "INFO"},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
     "loggers": {"py4j": {"level": "WARNING"}},
 }

@@ -1,14 +1,26 @@
-"""Pure functions that turn environment variables into settings.
+"""The environment read into settings with django-environ, and the settings built from several variables.
 
-They take the environment as a mapping so that tests can check every choice (PostgreSQL or SQLite, Redis or
-the filesystem broker) without reloading the settings module.
+`Env` is django-environ's reader (`env.int("LAKEUI_MAX_ROWS", 100_000)`, `env.list(...)`, `env.bool(...)`, its
+database URL parser) with LakeUI's three rules, which every variable of docs/configuration.md keeps:
+
+- a variable set to the empty string counts as unset and gives its default (as `VAR=` in a compose file means);
+- booleans are strict: 1/true/yes/on or 0/false/no/off, anything else refuses to start (django-environ would read
+  a typo as false);
+- a value is taken as written: django-environ would read a value starting with `$` as the name of another
+  variable, which would change a SECRET_KEY that starts with one;
+- a list's items are stripped and empty ones dropped (`a, b,` is `["a", "b"]`).
+
+A bad value is an `ImproperlyConfigured` naming the variable. The functions take the environment as a mapping so
+that tests can check every choice (PostgreSQL or SQLite, Redis or the filesystem broker) without reloading the
+settings module.
 """
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
-import dj_database_url
+import environ
 from django.core.exceptions import ImproperlyConfigured
 
 SQLITE_OPTIONS = {
@@ -19,23 +31,45 @@ SQLITE_OPTIONS = {
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
 SUPPORTED_DATABASE_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    if value is None or value == "":
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
+class Env(environ.Env):
+    """django-environ's reader over `environ` (the process's environment by default), with the rules above."""
+
+    def __init__(self, environ: Mapping[str, str] = os.environ, **scheme):
+        super().__init__(**scheme)
+        self.ENVIRON = environ
+
+    def get_value(self, var, cast=None, default=environ.Env.NOTSET, parse_default=False):
+        raw = self.ENVIRON.get(var, "")
+        if raw == "":
+            if default is self.NOTSET:
+                raise ImproperlyConfigured(f"{var} must be set")
+            return default
+        if cast is bool:
+            if raw.strip().lower() not in TRUE + FALSE:
+                raise ImproperlyConfigured(f"{var} must be true or false, not {raw!r}")
+            return raw.strip().lower() in TRUE
+        try:
+            return self.parse_value(raw, cast)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{var} has a value of the wrong kind: {raw!r} ({exc})") from exc
+
+    def list(self, var, cast=None, default=environ.Env.NOTSET) -> list:
+        if self.ENVIRON.get(var, "") == "":
+            return self.get_value(var, default=default)
+        items = [item.strip() for item in self.ENVIRON[var].split(",") if item.strip()]
+        try:
+            return [cast(item) for item in items] if cast else items
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{var} must be a comma-separated list of {cast.__name__}: {exc}") from exc
 
 
 def spark_conf(env: Mapping[str, str], name: str) -> dict[str, str]:
     """`key=value,key=value` as a dict of Spark settings (keys must start with `spark.`)."""
     conf = {}
-    for item in env_list(env, name, []):
+    for item in Env(env).list(name, default=[]):
         key, equals, value = item.partition("=")
         if not equals or not key.strip().startswith("spark."):
             raise ImproperlyConfigured(f"{name} must be spark.key=value pairs separated by commas, not {item!r}")
@@ -43,34 +77,31 @@ def spark_conf(env: Mapping[str, str], name: str) -> dict[str, str]:
     return conf
 
 
-def env_list(env: Mapping[str, str], name: str, default: list[str]) -> list[str]:
-    value = env.get(name)
-    if not value:
-        return default
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
 def database_config(env: Mapping[str, str], var_dir: Path) -> dict:
     """PostgreSQL (or an explicit SQLite file) from DATABASE_URL, else a SQLite file under var/."""
-    url = env.get("DATABASE_URL")
+    url = Env(env).str("DATABASE_URL", "")
     if not url:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(var_dir / "lakeui.sqlite3"),
             "OPTIONS": SQLITE_OPTIONS,
         }
-    config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
-    if config["ENGINE"] not in SUPPORTED_DATABASE_ENGINES:
+    config = Env.db_url_config(url)
+    if config.get("ENGINE") not in SUPPORTED_DATABASE_ENGINES:
         raise ImproperlyConfigured(f"DATABASE_URL must be postgres:// or sqlite://, not {urlparse(url).scheme}://")
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = dict(SQLITE_OPTIONS)
         config["CONN_MAX_AGE"] = 0
+    else:
+        # Connections are kept for a minute and checked before reuse (a restarted PostgreSQL costs no request).
+        config.setdefault("CONN_MAX_AGE", 60)
+        config.setdefault("CONN_HEALTH_CHECKS", True)
     return config
 
 
 def celery_broker_config(env: Mapping[str, str], var_dir: Path, *, visibility_timeout: int) -> dict:
     """Redis from REDIS_URL (broker and result backend), else kombu's filesystem transport under var/."""
-    url = env.get("REDIS_URL")
+    url = Env(env).str("REDIS_URL", "")
     if url:
         if urlparse(url).scheme not in ("redis", "rediss"):
             raise ImproperlyConfigured("REDIS_URL must be redis:// or rediss://")
@@ -111,7 +142,7 @@ def filesystem_broker_dirs(config: dict) -> list[Path]:
 
 def warehouse_location(env: Mapping[str, str], base_dir: Path) -> str:
     """An absolute path for a local warehouse; a URI with a scheme (s3a://, hdfs://, file://) is kept as given."""
-    value = env.get("LAKEUI_WAREHOUSE") or "var/warehouse"
+    value = Env(env).str("LAKEUI_WAREHOUSE", "var/warehouse")
     if "://" in value:
         return value
     path = Path(value)

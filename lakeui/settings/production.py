@@ -3,19 +3,19 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from lakeui.settings.base import *  # noqa: F403
-from lakeui.settings.base import ENV, env_bool, env_list
+from lakeui.settings.base import env
 
-DEBUG = env_bool(ENV, "DEBUG", False)
-SECRET_KEY = ENV.get("SECRET_KEY", "")
+DEBUG = env.bool("DEBUG", False)
+SECRET_KEY = env.str("SECRET_KEY", "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set in production")
-ALLOWED_HOSTS = env_list(ENV, "ALLOWED_HOSTS", [])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set in production")
 
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto. LAKEUI_HTTPS=false is only for a local
 # docker-compose trial over plain http (and then check --deploy warns, as it should).
-_https = env_bool(ENV, "LAKEUI_HTTPS", True)
+_https = env.bool("LAKEUI_HTTPS", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = _https
 SESSION_COOKIE_SECURE = _https

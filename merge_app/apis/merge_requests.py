@@ -28,6 +28,7 @@ from merge_app.services.merge_requests import (
     merge_request_status_post,
     merge_request_update,
 )
+from merge_app.services.queue import queue_status_posted
 
 
 class JobBriefSerializer(serializers.Serializer):
@@ -225,4 +226,5 @@ class MergeRequestChecksApi(APIView):
         data = validated(self.InputSerializer, request.data)
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         run = merge_request_status_post(merge_request=found, user=request.user, **data)
+        queue_status_posted(merge_request=found)
         return Response(check_run_dict(run), status=status.HTTP_201_CREATED)

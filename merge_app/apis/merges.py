@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.common import UserField, request_catalog, validated
-from catalog_app.selectors.refs import ref_resolve
+from catalog_app.selectors.refs import commits_expired, ref_resolve
 from catalog_app.services.table_diff import MAX_PAGE_SIZE, PAGE_SIZE, table_diff_read, tables_changed
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.errors import ApplicationError, NotFoundError
@@ -135,6 +135,10 @@ class MergeOutputSerializer(serializers.Serializer):
 class MergeDetailOutputSerializer(MergeOutputSerializer):
     report = serializers.DictField()
     log = serializers.DictField()
+    expired_commits = serializers.SerializerMethodField(help_text="Commits it names that retention expired")
+
+    def get_expired_commits(self, merge) -> list[str]:
+        return commits_expired([merge.commit_id, merge.source_head, merge.target_head, merge.base])
 
 
 class MergeListApi(PagedApi):
@@ -240,6 +244,13 @@ class RestoreOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class RestoreDetailOutputSerializer(RestoreOutputSerializer):
+    expired_commits = serializers.SerializerMethodField(help_text="Commits it names that retention expired")
+
+    def get_expired_commits(self, restore) -> list[str]:
+        return commits_expired([restore.commit_id, restore.point, restore.head_before])
+
+
 class RestoreListApi(PagedApi):
     class InputSerializer(serializers.Serializer):
         branch = serializers.CharField(max_length=255)
@@ -260,7 +271,7 @@ class RestoreListApi(PagedApi):
 
 
 class RestoreDetailApi(APIView):
-    @extend_schema(responses=RestoreOutputSerializer)
+    @extend_schema(responses=RestoreDetailOutputSerializer)
     def get(self, request, catalog, restore_id):
         restore = restore_get(catalog=request_catalog(request, catalog), restore_id=restore_id)
-        return Response(RestoreOutputSerializer(restore).data)
+        return Response(RestoreDetailOutputSerializer(restore).data)

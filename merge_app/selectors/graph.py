@@ -13,6 +13,7 @@ import heapq
 from dataclasses import dataclass
 
 from catalog_app.models import Commit
+from catalog_app.selectors.refs import branch_list
 
 SOURCE, TARGET, STALE = 1, 2, 4
 WINDOW = 512  # sequence numbers read ahead along a line (a line is a run of first parents, see catalog_app.models)
@@ -110,3 +111,16 @@ class CommitGraph:
             chain.append(current)
             current = self.node(current).parent
         return chain[::-1]
+
+
+def branches_with_commit(*, catalog, commit_id: str) -> tuple[list[str], list[str]]:
+    """The catalog's branches split by whether their history has the commit (where it can be reverted) or not
+    (where it can be cherry-picked), each in the catalog's order with its default branch first. One walk per
+    branch, from its head down to the commit's fork at most."""
+    graph = CommitGraph(catalog.id)
+    having, lacking = [], []
+    branches = sorted(branch_list(catalog=catalog), key=lambda b: (b.name != catalog.default_branch, b.name))
+    for branch in branches:
+        has = branch.head_id == commit_id or not graph.sides(commit_id, branch.head_id).source
+        (having if has else lacking).append(branch.name)
+    return having, lacking

@@ -12,8 +12,10 @@ from lakeui.jobs.models import Job
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
 
-def merge_list(*, catalog: Catalog, kind: str = Merge.Kind.MERGE) -> QuerySet[Merge]:
-    return Merge.objects.filter(catalog=catalog, kind=kind).select_related("requested_by").defer("report", "log")
+def merge_list(*, catalog: Catalog, kind: str | None = Merge.Kind.MERGE) -> QuerySet[Merge]:
+    """A catalog's merge logs of one kind, or of every kind (merges, reverts, cherry-picks) with kind None."""
+    found = Merge.objects.filter(catalog=catalog) if kind is None else Merge.objects.filter(catalog=catalog, kind=kind)
+    return found.select_related("requested_by").defer("report", "log")
 
 
 def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
@@ -21,6 +23,9 @@ def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
     if merge is None:
         raise NotFoundError("merge_not_found", f"There is no merge {merge_id} in catalog {catalog.name!r}.")
     return merge
+
+
+PICK_JOB_KIND = "commit_pick"  # merge_app.services.picks.PICK_JOB (a selector does not import services)
 
 
 def merge_of_job(job: Job) -> Merge | None:
@@ -53,7 +58,8 @@ def job_outcome(job: Job) -> dict[str, Any]:
     if catalog is not None and request_id is not None:
         merge_request = MergeRequest.objects.filter(id=request_id, catalog=catalog).first()
     restore = restore_of_job(job) if job.kind == "branch_restore" else None
-    return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore}
+    picks = merges_of_job(job) if job.kind == PICK_JOB_KIND else []
+    return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore, "picks": picks}
 
 
 def job_catalog_names(jobs) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """The events merge_app tells webhooks of (lakeui/events.py), each emitted inside the transaction of its change, so
-that a change that rolls back tells no one. Their payloads are described in README "Webhooks"."""
+that a change that rolls back tells no one. Their payloads are described in docs/api.md#webhooks."""
 
 from typing import Any
 

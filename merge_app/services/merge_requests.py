@@ -1,4 +1,4 @@
-"""Merge requests (README.md#merge-requests): open, plan, review, resolve, merge, close.
+"""Merge requests (docs/api.md#merge-requests): open, plan, review, resolve, merge, close.
 
 The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
 through many write paths, and no signal drives domain flow here, so the request is brought up to date lazily:
@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from catalog_app.models import Catalog
 from catalog_app.names import COMMIT_ID_PREFIX
+from catalog_app.selectors.access import branch_protection
 from catalog_app.services.commits import catalog_lock
 from checks_app.models import CheckRun
 from checks_app.services.checks import status_post
@@ -43,6 +44,7 @@ MAX_KEY_LENGTH = 1000
 MESSAGE_NOT_OPEN = "Merge request {number} is {state}."
 MESSAGE_SELF_APPROVAL = "You opened this merge request; another user must approve it."
 MESSAGE_EXISTS = "Merge request {number} already asks to merge {source!r} into {target!r}."
+MESSAGE_QUEUE_REQUIRED = "{target!r} takes merge requests only through its merge queue: queue the request instead."
 MESSAGE_NO_BRANCH = "There is no branch {name!r} in catalog {catalog!r}; a merge request needs two branches."
 
 
@@ -400,6 +402,9 @@ def merge_request_merge(
     may override failed checks with a reason (`override_checks`), which the audit log keeps."""
     if override_checks is not None:
         checks_override(catalog=merge_request.catalog, user=user, reason=override_checks)
+    protection = branch_protection(catalog=merge_request.catalog, branch=merge_request.target)
+    if protection is not None and protection.require_queue:
+        raise ConflictError("queue_required", MESSAGE_QUEUE_REQUIRED.format(target=merge_request.target))
     merge_request = merge_request_refresh(merge_request=merge_request, user=user)  # commits on its own
     with transaction.atomic():
         merge_request = _locked(merge_request)
@@ -414,14 +419,7 @@ def merge_request_merge(
             raise ApplicationError(first["code"], first["message"], status=first["status"],
                                    details={"blockers": blockers})  # fmt: skip
         resolution = resolution_of(merge_request)
-        audit = {
-            "resolution_choices": merge_request.resolutions.get("chosen", []),
-            "merge_request": {
-                "number": merge_request.number, "title": merge_request.title,
-                "author": merge_request.author.username if merge_request.author else None,
-                "approved_by": status.approved_by, "required_approvals": status.required_approvals,
-            }
-        }  # fmt: skip
+        audit = merge_request_audit(merge_request, status)
         job = merge_submit(
             catalog=merge_request.catalog, source=merge_request.source, target=merge_request.target, user=user,
             expected_heads=merge_request.plan_heads, via_merge_request=merge_request.id, resolution=resolution,
@@ -431,6 +429,18 @@ def merge_request_merge(
         merge_request.save(update_fields=["merge_job", "updated_at"])
         _event(merge_request, "merge_started", user, job=str(job.id), heads=merge_request.plan_heads)
     return job
+
+
+def merge_request_audit(merge_request: MergeRequest, status) -> dict[str, Any]:
+    """What a request's merge adds to its audit log: the request, its approvers, who chose each resolution."""
+    return {
+        "resolution_choices": merge_request.resolutions.get("chosen", []),
+        "merge_request": {
+            "number": merge_request.number, "title": merge_request.title,
+            "author": merge_request.author.username if merge_request.author else None,
+            "approved_by": status.approved_by, "required_approvals": status.required_approvals,
+        },
+    }  # fmt: skip
 
 
 def merge_request_merged(*, merge_request_id: int, merge: Merge) -> None:

@@ -12,6 +12,7 @@ one exception is a source partition overwrite meeting target segments that mix p
 overwritten partitions' rows from them.
 """
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from django.db import transaction
 from catalog_app.engine import dml
 from catalog_app.engine.frames import cache_scope
 from catalog_app.engine.reads import read_segments
-from catalog_app.engine.segments import Column, file_in_partitions
+from catalog_app.engine.segments import Column
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, Role, SchemaVersion
@@ -50,7 +51,8 @@ from lakeui.jobs.services import job_create, job_run_sync
 from lakeui.memory import gc_paused
 from merge_app import states
 from merge_app.models import Merge, VirtualBase
-from merge_app.planner import rewrites_of_source_rows
+from merge_app.plan import files as files_plan
+from merge_app.plan.files import FilePlan
 from merge_app.rules import DML, LEAVE_OUT, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
     REVERT,
@@ -289,7 +291,7 @@ def branch_merge(
                 if result is None:
                     merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
                 else:
-                    merge = _merged(planned, writer, result, user=user, job=job, extra=extra, started=started)
+                    merge = merge_recorded(planned, writer, result, user=user, job=job, extra=extra, started=started)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
@@ -310,11 +312,11 @@ def merge_commit(
         raise MergeRefused(diff)
     if diff.up_to_date:
         return merge_log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
-    commit = _merge_write(diff, writer, draft, user=user, job=job, extra=extra)
-    return _merged(diff, writer, commit, user=user, job=job, extra=extra, started=started)
+    commit = merge_write(diff, writer, draft, user=user, job=job, extra=extra)
+    return merge_recorded(diff, writer, commit, user=user, job=job, extra=extra, started=started)
 
 
-def _merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, user, job, extra) -> Commit:
+def merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, user, job, extra) -> Commit:
     """Stage the planned merge on `draft` and commit it."""
     writer.apply(draft)
     chooser = user.username if user is not None and user.is_authenticated else None
@@ -330,7 +332,7 @@ def _merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, 
     return draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
 
 
-def _merged(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
+def merge_recorded(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
     """Log a merge whose commit is on the target, and tell listeners."""
     merge = merge_log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
                       log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
@@ -345,8 +347,8 @@ def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job,
     advisory fails, unless an admin overrides it with a reason (`override`: reason and by, logged)."""
     with transaction.atomic():
         draft = commit_begin_detached(catalog=diff.catalog, parent=diff.target_head)
-        result = _merge_write(diff, writer, draft, user=user, job=None, extra=extra)
-    runs = checks_run(spark_session(), catalog=diff.catalog, checks=guards, commit=result,
+        result = merge_write(diff, writer, draft, user=user, job=None, extra=extra)
+    runs = checks_run(spark_session, catalog=diff.catalog, checks=guards, commit=result,
                       source_head=diff.source_head.id, target_head=diff.target_head.id, job=job, user=user)  # fmt: skip
     verdict = checks_verdict(runs=runs)
     extra["checks"] = [check_run_dict(run) for run in runs]
@@ -366,6 +368,30 @@ def checks_failed_error(merge: Merge) -> ConflictError:
     failed = [run["name"] for run in runs if not run["advisory"] and run["state"] in ("failure", "error")]
     details = {"merge": str(merge.id), "result": merge.log.get("checked_result")}
     return checks_error(failed=failed, pending=[], runs=runs, target=merge.target, details=details)
+
+
+def merge_result_checked(
+    *, catalog: Catalog, source: str, onto: Commit, target: str, resolution: dict | None, user, job, audit: dict
+) -> Merge:
+    """The merge queue's preparation of one entry (merge_app/services/queue.py): `source` merged onto `onto` (the
+    target's head, or the unpublished result of the entries ahead), the result written where no branch points and
+    judged by the SQL checks guarding the branch `target`, which it names. Nothing is published: returns the logged
+    plan (a dry run, `log.checked_result` the judged commit); raises `merge_conflict` or `checks_failed` (logged),
+    or `nothing_to_merge`."""
+    started = time.monotonic()
+    plan = merge_plan(catalog=catalog, source=source, target=onto.id, resolution=resolution, in_worker=True)
+    diff, extra = dataclasses.replace(plan.diff, target=target), dict(audit)  # named by the branch it will move
+    if not diff.mergeable:
+        merge = merge_log(diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started), log=extra)
+        raise merge_conflict_error(merge)
+    if diff.up_to_date:
+        raise ConflictError("nothing_to_merge", f"{source!r} has nothing to merge into {target!r}.")
+    writer = MergeWriter(diff, key_runs=plan.key_runs)
+    writer.prepare()
+    guards = checks_guarding(catalog=catalog, branch=target)
+    _checked(diff, writer, guards, user=user, job=job, extra=extra, override=None, dry_run=False)
+    return merge_log(diff, status=Merge.Status.PLANNED, user=user, job=job, dry_run=True,
+                     log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
 
 
 def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict[str, Any]:
@@ -470,6 +496,7 @@ class MergeWriter:
             "superseded_operations": [],
             "schema_versions": {"invisible": [], "discarded": []},
             "files": [],
+            "files_removed": [],  # the target's files the merge took out (the file plan's `removed`)
         }
     )
     # object id -> a key merge's written files, or a file-replayed table's plan and the delete files written for it
@@ -482,9 +509,8 @@ class MergeWriter:
         self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
         self.hows = {obj.object_id: _how(obj) for obj in self.merging}
         tables = [obj for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
-        named = {
-            t.object_id: files for t in tables if (files := _files_named(t, self.hows[t.object_id][0])) is not None
-        }
+        named = {t.object_id: files for t in tables
+                 if (files := files_plan.files_named(t, self.hows[t.object_id][0])) is not None}  # fmt: skip
         whole = [obj.object_id for obj in tables if obj.object_id not in named]
         read = self.diff.files
         self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
@@ -593,60 +619,29 @@ class MergeWriter:
 
     # --- table data: which files the target keeps, takes over and drops ----------------------------------
 
-    def _file_plan(self, obj: ObjectDiff) -> "_FilePlan":
-        """Which files the target drops, keeps and takes over for a table replayed by file."""
+    def _file_plan(self, obj: ObjectDiff) -> FilePlan:
+        """Which files the target drops, keeps and takes over for a table replayed by file (`plan.files`)."""
         base, src, dest = (
             self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("base", "source", "target")
         )
-        # The source's changes are its operations since the base
-        # (docs/merge-semantics.md#which-changes-a-merge-replays), not the difference of its files from the base's:
-        # where a merge on the source kept its own side (target_wins, a discard), its files differ from the base's by
-        # what it did not take, and that is no change to replay.
-        changed = {"added": set(), "removed": set()}
-        for op in obj.source_operations:
-            changed["added"] |= op.added
-            changed["removed"] |= op.removed | set(op.details.get("deltas_removed", []))
-        not_taken, not_removed = set(), set()
-        for pair in obj.discarded:
-            op = obj.source_operations[pair.source]
-            not_taken |= set(pair.decided.discarded)
-            if op.op == "compaction":  # dropped compaction: the target keeps the segments it would have replaced
-                not_removed |= op.removed | set(op.details.get("deltas_removed", []))
-        removed = {fid for fid in base if fid in changed["removed"] and fid not in src and fid not in not_removed}
-        contested = obj.source_wins.files if obj.source_wins else frozenset()  # the source's version of these
-        removed |= {fid for fid, f in dest.items() if fid not in src and _derived(f, contested)}
-        overwrites = [
-            overwritten_partitions(op, obj.object_id) for index, op in enumerate(obj.source_operations)
-            if op.op == "overwrite" and index not in {pair.source for pair in obj.discarded}
-        ]  # fmt: skip
-        # The rows the source still has stay, in the segments the target's copy-on-write deletes wrote of them.
-        source_rows = rewrites_of_source_rows(obj, src)[0] if overwrites else set()
-        for partitions in overwrites:
-            removed |= {
-                fid for fid, f in dest.items() if fid not in src and fid not in source_rows and _in_scope(f, partitions)
-            }  # fmt: skip
-        removed |= {fid for fid, f in dest.items() if f.kind == DataFile.Kind.DELTA and str(f.segment_id) in removed}
-        kept = [f for fid, f in dest.items() if fid not in src and fid not in removed]
-        added = [
-            f for fid, f in src.items()
-            if ((fid in changed["added"] and fid not in base) or _derived(f, contested)) and fid not in dest
-            and fid not in not_taken
-        ]  # fmt: skip
-        live_segments = {fid for fid, f in dest.items() if f.kind == DataFile.Kind.SEGMENT and fid not in removed}
-        live_segments |= {str(f.id) for f in added if f.kind == DataFile.Kind.SEGMENT}
-        added = [f for f in added if f.kind == DataFile.Kind.SEGMENT or str(f.segment_id) in live_segments]
-        partitions = [p for parts in overwrites if parts for p in parts]
-        return _FilePlan(removed=[dest[fid] for fid in sorted(removed & set(dest))], kept=kept, added=added,
-                         partitions=partitions)  # fmt: skip
+        overwrites = [overwritten_partitions(op, obj.object_id) for op in files_plan.replayed_overwrites(obj)]
+        return files_plan.object_file_plan(obj, base=base, source=src, target=dest, overwrites=overwrites)
 
     def _take_source_files(self, obj: ObjectDiff) -> None:
         """The target's files of the table become the source's, by reference: `source_wins` for a whole table
         without a key, or a primary-key table whose rows only the source changed since the base (its state is the
         merge's rows, whatever operations made it)."""
         src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
-        for fid in sorted(set(dest) - set(src)):
-            self.draft.remove_file(dest[fid])
+        self._remove(obj, [dest[fid] for fid in sorted(set(dest) - set(src))])
         self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
+
+    def _remove(self, obj: ObjectDiff, removed: list[FileRow]) -> None:
+        """Take the target's files out, and log each."""
+        for file in removed:
+            self.draft.remove_file(file)
+            self.log["files_removed"].append(
+                {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path, "rows": file.row_count}
+            )
 
     def _table_files(self, obj: ObjectDiff) -> None:
         plan, written = self.prepared[obj.object_id]  # planned on the same files before the commit lock
@@ -657,8 +652,7 @@ class MergeWriter:
                 "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
             }  # fmt: skip
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
-        for file in plan.removed:
-            self.draft.remove_file(file)
+        self._remove(obj, plan.removed)
         self._take_over(obj, plan.added)
 
     def _mixed_deletes(self, obj: ObjectDiff, kept: list[FileRow], partitions: list[dict[str, Any]]) -> list:
@@ -743,61 +737,11 @@ class MergeWriter:
 
 
 def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
-    """How the merge writes an object, and its state, name and parent after the merge."""
-    src = obj.source
-    if src.dropped:
-        return "dropped", obj.target.state, obj.target.name, obj.target.parent_id
-    if obj.change == "added_in_source":
-        return "created", dict(src.state), src.name, src.parent_id
-    if obj.resolution == SOURCE_WINS and obj.source_wins is None and not obj.keyed:
-        return "taken_from_source", dict(src.state), src.name, src.parent_id
+    """How the merge writes an object (`plan.files.how`), and its state, name and parent after the merge."""
+    src, how = obj.source, files_plan.how(obj, source_wins=SOURCE_WINS)
+    if how == "dropped":
+        return how, obj.target.state, obj.target.name, obj.target.parent_id
+    if how in ("created", "taken_from_source"):
+        return how, dict(src.state), src.name, src.parent_id
     name = states.name_merge(obj.base.name, src.name, obj.target.name)
-    return _how_rows(obj), dict(obj.merged_state), name, obj.target.parent_id
-
-
-def _how_rows(obj: ObjectDiff) -> str:
-    """How a table's rows merge: a primary-key table by state (docs/merge-semantics.md, "Primary-key tables"):
-    three-way by key when both sides changed its rows, else the rows of the side that changed them, as they are;
-    a table without a key by replaying the source's operations."""
-    if obj.kind != ObjectKind.TABLE or not obj.keyed:
-        return "replayed"
-    if obj.key_mode:
-        return "merged_by_key"
-    return "rows_taken" if obj.data_changed["source"] else "rows_kept"
-
-
-@dataclass(frozen=True)
-class _FilePlan:
-    removed: list[FileRow]  # the target's files the merge drops
-    kept: list[FileRow]  # the target's own files it keeps
-    added: list[FileRow]  # the source's files it takes over
-    partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
-
-
-def _files_named(obj: ObjectDiff, how: str) -> set[str] | None:
-    """The only files a table replayed by file needs to know on each side when the source's operations since the
-    base only add files (appends, merge-on-read deletes): those they add, and the segments their delete files are
-    on. Its file plan (`MergeWriter._file_plan`) is then the same as on the table's whole file sets, read at a cost
-    that follows the change, not the table. None when it needs those (the source removed or overwrote files, its
-    version is taken by `source_wins`, or the table merges otherwise: by key, taken or kept whole)."""
-    if how not in ("replayed", "created") or obj.source_wins is not None:
-        return None
-    named = set()
-    for op in obj.source_operations:
-        if op.op == Operation.Op.OVERWRITE or op.removed or op.details.get("deltas_removed"):
-            return None
-        named |= op.added | {segment for segment in op.details.get("deltas_on", {}).values() if segment}
-    return named
-
-
-def _derived(file: FileRow, files: frozenset[str]) -> bool:
-    """Whether a file is one of `files` or a delete file of one of them."""
-    return str(file.id) in files or (file.segment_id is not None and str(file.segment_id) in files)
-
-
-def _in_scope(file: FileRow, partitions: list[dict[str, Any]] | None) -> bool:
-    """Whether a segment is among those a source overwrite replaced: the whole table (None), or its partitions
-    (values by column id, see `overwritten_partitions`)."""
-    return file.kind == DataFile.Kind.SEGMENT and (
-        partitions is None or file_in_partitions(file.partition_values, partitions)
-    )
+    return how, dict(obj.merged_state), name, obj.target.parent_id

@@ -8,11 +8,13 @@ in any merge. Each adds one commit with no second parent, or changes nothing (al
 a range of picks is all or nothing. Both plan and write through the merge's own steps (`merges.keys_compared`,
 `merges.MergeWriter`) and are logged as merges of their kind.
 
-A pick holds the catalog's commit lock while it plans and writes (its work is the size of one commit): each
-commit of a range is planned on the head the previous one made, and the whole range commits or none of it.
+As a merge, a pick plans and writes before it takes the catalog's commit lock, and under it only checks the head
+and commits (`commits_pick`): each commit of a range is planned on the result of the one before, and the whole range
+commits or none of it.
 """
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -22,20 +24,23 @@ from catalog_app.engine.frames import cache_scope
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import CommitDraft, commit_begin
-from lakeui.errors import ApplicationError
+from catalog_app.services.commits import commit_begin, commit_begin_detached, commit_publish
+from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
 from merge_app.models import Merge
-from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, merge_diff_of, resolution_check
+from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, MergeDiff, merge_diff_of, resolution_check
 from merge_app.selectors.graph import CommitGraph
 from merge_app.services.merges import (
-    MergeRefused,
+    MESSAGE_KEPT_MOVING,
+    PLANS,
     MergeWriter,
     keys_compared,
     merge_commit,
     merge_conflict_error,
     merge_log,
+    merge_recorded,
+    merge_write,
 )
 
 PICK_JOB = "commit_pick"
@@ -115,39 +120,82 @@ def commits_pick(
     resolution: dict | None = None,
 ) -> list[Merge]:
     """Apply each commit in turn, each planned on the head the previous one made; a conflict refuses the lot
-    (409 `merge_conflict`, logged) and the branch stays as it was."""
-    done = []
-    try:
+    (409 `merge_conflict`, logged) and the branch stays as it was.
+
+    As a merge does, everything that reads or writes data (the plan, the key comparison, the writer's files) runs
+    before the catalog's commit lock is taken: each commit of the range is planned and written on a commit no
+    branch points to yet (`commit_begin_detached`, metadata only while its lock is held), made after the previous
+    one's. Under the lock the branch must still be at the head the range was planned on (else it is planned again);
+    then it moves along those commits, all of them or none (`commit_publish`)."""
+    for _ in range(PLANS):
+        planned = _picks_planned(catalog, kind=kind, branch=branch, commits=commits, user=user, job=job,
+                                 resolution=resolution)  # fmt: skip
         with transaction.atomic():
-            for index, commit_id in enumerate(commits):
-                draft = commit_begin(catalog=catalog, branch=branch)
-                explicit = ExplicitBase(kind=kind, commit=commit_by_id(commit_id))
-                # A job makes one commit (the commit fenced by its claim): the range's last, in the same transaction
-                # as the others; their logs name the job too.
-                last = index == len(commits) - 1
-                done.append(_pick(draft, explicit, branch=branch, user=user, job=job if last else None,
-                                  resolution=resolution))  # fmt: skip
-            Merge.objects.filter(id__in=[merge.id for merge in done]).update(job=job)
-    except MergeRefused as refused:
-        merge = merge_log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, log={"range": commits})
-        raise merge_conflict_error(merge) from None
+            done = _picks_published(catalog, planned, branch=branch, commits=commits, user=user, job=job)
+        if done is not None:
+            return done
+    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=commits[-1], target=branch, times=PLANS))
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One commit of a range, planned and written where no branch points: its diff, its writer (None when there is
+    nothing to write) and the commit it made (None if up to date)."""
+
+    diff: MergeDiff
+    writer: MergeWriter | None
+    result: Commit | None
+    started: float
+
+
+def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolution) -> list[_Planned]:
+    """Plan and write each commit of the range on the result of the one before, outside the commit lock. A conflict
+    refuses the lot (logged, 409 `merge_conflict`)."""
+    head = ref_resolve(catalog=catalog, ref=branch).commit
+    planned = []
+    for commit_id in commits:
+        started = time.monotonic()
+        explicit = ExplicitBase(kind=kind, commit=commit_by_id(commit_id))
+        source_head = explicit.source_head
+        diff = merge_diff_of(
+            catalog=catalog, source=explicit.commit.id, target=branch, source_head=source_head, target_head=head,
+            source_chain=commit_chain(source_head), target_chain=commit_chain(head), resolution=resolution,
+            explicit=explicit,
+        )  # fmt: skip
+        plan = keys_compared(diff)
+        if not plan.diff.mergeable:
+            merge = merge_log(plan.diff, status=Merge.Status.CONFLICT, user=user, job=job, log={"range": commits})
+            raise merge_conflict_error(merge)
+        writer = result = None
+        if not plan.diff.up_to_date:
+            writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
+            writer.prepare()
+            with transaction.atomic():
+                draft = commit_begin_detached(catalog=catalog, parent=head)
+                result = merge_write(plan.diff, writer, draft, user=user, job=None, extra={})
+            head = result
+        planned.append(_Planned(plan.diff, writer, result, started))
+    return planned
+
+
+def _picks_published(catalog: Catalog, planned: list[_Planned], *, branch, commits, user, job) -> list[Merge] | None:
+    """Under the commit lock: move the branch along the planned commits and log each pick, or None (nothing
+    changed) if the branch is no longer at the head the range was planned on. A job makes one commit (the commit
+    fenced by its claim): the range's last; the logs of the others name the job too."""
+    draft = commit_begin(catalog=catalog, branch=branch)
+    if draft.parent.id != planned[0].diff.target_head.id:
+        return None  # the commits made for the old head are left to garbage collection
+    done = []
+    made = [one.result for one in planned if one.result is not None]
+    for one in planned:
+        if one.result is None:
+            done.append(merge_commit(one.diff, None, draft, user=user, job=job, extra={}, started=one.started))
+            continue
+        last = one.result is made[-1]
+        commit_publish(catalog=catalog, branch=branch, commit=one.result, job=job if last else None)
+        done.append(merge_recorded(one.diff, one.writer, one.result, user=user, job=job, extra={}, started=one.started))
+    Merge.objects.filter(id__in=[merge.id for merge in done]).update(job=job)
     return done
-
-
-def _pick(draft: CommitDraft, explicit: ExplicitBase, *, branch: str, user, job, resolution) -> Merge:
-    started = time.monotonic()
-    source_head = explicit.source_head
-    diff = merge_diff_of(
-        catalog=draft.catalog, source=explicit.commit.id, target=branch, source_head=source_head,
-        target_head=draft.parent, source_chain=commit_chain(source_head), target_chain=draft.chain,
-        resolution=resolution, explicit=explicit,
-    )  # fmt: skip
-    plan = keys_compared(diff)
-    writer = None
-    if plan.diff.mergeable and not plan.diff.up_to_date:
-        writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
-        writer.prepare()
-    return merge_commit(plan.diff, writer, draft, user=user, job=job, extra={}, started=started)
 
 
 def pick_results(merges: list[Merge]) -> dict[str, Any]:

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
+from catalog_app.engine import sql
 from catalog_app.models import Catalog
-from catalog_app.selectors.refs import branch_get, ref_resolve, timestamp_parse
+from catalog_app.selectors.refs import branch_get, commit_chain, ref_resolve, timestamp_parse
+from catalog_app.selectors.table_rows import select_here
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError
 from lakeui.jobs.services import job_result, job_run_sync
@@ -250,7 +252,14 @@ def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limi
 
 
 def _select(context: Context, statement: str, limit: int) -> dict:
+    """A SELECT's first `limit` rows: answered here when the statement is one `select_here` answers exactly
+    (a small table, a statement in its subset), else by Spark on the interactive worker."""
     resolved = ref_resolve(catalog=context.catalog, ref=current_branch(context))
+    here = select_here(chain=commit_chain(resolved.commit), statement=statement)
+    if here is not None:
+        rows = here.rows[: min(limit, sql.MAX_SELECT_ROWS)]
+        return {"kind": "select", "ref": resolved.name, "commit": resolved.commit.id, "columns": here.columns,
+                "rows": rows, "truncated": len(here.rows) > len(rows)}  # fmt: skip
     params = {"commit": resolved.commit.id, "statement": statement, "limit": limit}
     result = job_run_sync(
         kind="sql_select", params=params, requested_by=context.user, timeout=settings.LAKEUI_READ_TIMEOUT

@@ -47,7 +47,7 @@ def token(user):
 
 @pytest.fixture
 def client(live_server, token):
-    with_client = Client(url=live_server.url, token=token)
+    with_client = Client(url=live_server.url, token=token, timeout=600)  # a loaded machine starts Spark slowly
     yield with_client
     with_client.close()
 
@@ -216,7 +216,9 @@ def test_roles_errors_and_unserved_endpoints(live_server, client, token, user):
     headers = {"Authorization": f"Bearer {token}"}
     config = requests.get(f"{base}/config", headers=headers).json()
     assert "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}" in config["endpoints"]
-    assert not any(e.startswith(("POST", "DELETE")) for e in config["endpoints"])
+    assert (
+        "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}" in config["endpoints"]
+    )  # writes: test_iceberg_writes
 
     main = iceberg(live_server, token, "main")
     with pytest.raises(NoSuchTableError):
@@ -231,10 +233,9 @@ def test_roles_errors_and_unserved_endpoints(live_server, client, token, user):
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "NoSuchTableException" and missing.json()["error"]["code"] == 404
 
-    # writes and views are not served: Iceberg's not-supported error, never a 500
-    for method, path in [("POST", "namespaces"), ("DELETE", "namespaces/shop/tables/orders"),
-                         ("POST", "namespaces/shop/tables/orders"), ("GET", "namespaces/shop/views"),
-                         ("POST", "transactions/commit")]:  # fmt: skip
+    # views and metrics are not served: Iceberg's not-supported error, never a 500
+    for method, path in [("GET", "namespaces/shop/views"), ("POST", "namespaces/shop/tables/orders/metrics"),
+                         ("POST", "namespaces/shop/views")]:  # fmt: skip
         answer = requests.request(method, f"{base}/{path}", headers=headers, json={})
         assert answer.status_code == 406, (method, path, answer.text)
         assert answer.json()["error"]["type"] == "UnsupportedOperationException"

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from catalog_app.engine import row_diff
+from catalog_app.engine import reads, row_diff
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
 
@@ -221,12 +221,12 @@ def test_a_segment_on_both_sides_gives_only_the_rows_one_side_deleted(tmp_path, 
     before, after = row_diff.read_sides_here(warehouse, columns, [shared_before, gone], [shared_after, added])
     assert sorted(before.column("id").to_pylist()) == [1, 2, 3]  # 0 and 3..8 of the shared segment: on both sides
     assert sorted(after.column("id").to_pylist()) == [2, 11]
-    every_before = row_diff.read_rows_here(warehouse, columns, [shared_before, gone])
-    every_after = row_diff.read_rows_here(warehouse, columns, [shared_after, added])
+    every_before = reads.read_rows_here(warehouse, columns, [shared_before, gone])
+    every_after = reads.read_rows_here(warehouse, columns, [shared_after, added])
     if not key:  # as multisets, `gone`'s row 3 is one of two 3s before and none after
         assert as_tuples(row_diff.diff_rows(before, after, key)) == reference(every_before, every_after, key)
     else:  # keys unique per side: compare without `gone` (a second id 3)
-        every_before = row_diff.read_rows_here(warehouse, columns, [shared_before])
+        every_before = reads.read_rows_here(warehouse, columns, [shared_before])
         before, after = row_diff.read_sides_here(warehouse, columns, [shared_before], [shared_after, added])
         assert as_tuples(row_diff.diff_rows(before, after, key)) == reference(every_before, every_after, key) == [
             ("delete", (1, 1, "a"), (None, None, None)), ("update", (2, 2, "a"), (2, -2, "a")),

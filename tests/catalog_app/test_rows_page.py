@@ -56,13 +56,45 @@ def test_a_page_read_from_the_files_is_the_page_spark_reads(spark, batch, monkey
     assert answers[-1][0]["rows"] == []
 
 
-def test_a_page_reaching_a_segment_of_an_older_schema_is_left_to_spark(spark):
+def test_segments_of_an_older_schema_are_projected_here_as_spark_projects_them(spark):
+    """Renamed, widened, added with a default (of each kind), dropped: the page read here is Spark's page, and a
+    SELECT answered here (quick_sql) is Spark's answer."""
+    from django.conf import settings
+
+    from catalog_app.engine.sql import selected_rows
+    from catalog_app.engine.warehouse import Warehouse
+    from catalog_app.selectors.table_rows import select_frame, select_here
+    from catalog_app.services.tables import column_drop, column_update
+
     catalog = make_catalog()
-    make_table(catalog, columns=COLUMNS[:3])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": [{"id": 1, "n": 2, "s": "a"}]})
-    column_add(
-        target=on(catalog), database="sales", table="orders", spec={"name": "extra", "type": "int", "default": 7}
+    make_table(catalog, columns=COLUMNS, properties={"write.mode": "merge-on-read"})
+    run_here(spark, catalog, {"strategy": "append_only", "rows": [row(i) for i in range(1, 11)]})
+    run_here(spark, catalog, {"where": "id % 4 = 0"}, kind="table_delete")
+    target = {"target": on(catalog), "database": "sales", "table": "orders"}
+    column_update(**target, column="s", changes={"name": "label"})
+    column_update(**target, column="n", changes={"type": "long"})
+    column_update(**target, column="x", changes={"type": "decimal(24,4)"})
+    column_drop(**target, column="raw")
+    for spec in [{"name": "extra", "type": "int", "default": 7}, {"name": "day", "type": "date", "default": "2024-02-29"},
+                 {"name": "at", "type": "timestamp", "default": "2024-01-02T03:04:05"},
+                 {"name": "price", "type": "decimal(10,2)", "default": "1.5"},
+                 {"name": "ratio", "type": "double", "default": 2}, {"name": "nothing", "type": "string"}]:  # fmt: skip
+        column_add(**target, spec=spec)
+    newer = {**row(11), "label": "new", "extra": 1, "price": "2.25"}
+    del newer["s"], newer["raw"]
+    run_here(spark, catalog, {"strategy": "append_only", "rows": [newer]})
+    answers = pages(spark, catalog, [(1, 50), (2, 3)])
+    for here, spark_page in answers:
+        assert here == spark_page
+    first = answers[0][0]
+    assert [c["name"] for c in first["columns"]][-6:] == ["extra", "day", "at", "price", "ratio", "nothing"]
+    assert first["rows"][0][-6:] == [7, "2024-02-29", "2024-01-02T03:04:05", "1.50", 2.0, None]
+    assert first["rows"][0][2] == "row 1 ✓" and first["rows"][-1][2] == "new"
+    chain, _ = table_version(catalog)
+    statement = "SELECT label, sum(n), max(x), min(day), count(extra) FROM sales.orders GROUP BY label ORDER BY label"
+    here = select_here(chain=chain, statement=statement)
+    frame = select_frame(spark, catalog=catalog, chain=chain, statement=statement,
+                         warehouse=Warehouse(settings.LAKEUI_WAREHOUSE))  # fmt: skip
+    assert here is not None and {"columns": here.columns, "rows": here.rows, "truncated": False} == selected_rows(
+        frame, 100
     )
-    chain, table = table_version(catalog)
-    assert rows_page(chain, table, page=1, page_size=10) is None
-    assert rows_page(chain, table, page=1, page_size=10, spark=spark)["rows"] == [[1, 2, "a", 7]]

@@ -1,6 +1,7 @@
 """`manage.py serve` (what `make run` starts) keeps serving when a worker dies: the dead worker is started again and
 finishes the job it held, while the web server answers throughout."""
 
+import contextlib
 import json
 import os
 import signal
@@ -148,3 +149,36 @@ def _in_groups(groups: set[int]) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) in groups:
             alive.append(int(entry.name))
     return alive
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_serve_started_with_sigint_ignored_stops_its_processes_on_sigint_or_sigterm(db, tmp_path, stop):
+    """A script that runs `make run` in the background starts it with SIGINT ignored (as a non-interactive shell
+    does): SIGINT stops it all the same, as SIGTERM does, and every process it started goes with it."""
+    port, queue = _free_port(), f"serve-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ, "DJANGO_SETTINGS_MODULE": "lakeui.settings.test",
+        "DATABASE_URL": database_url(dict(connection.settings_dict)), "LAKEUI_QUEUE": queue,
+        "LAKEUI_INTERACTIVE_QUEUE": f"{queue}-interactive", "WEB_CONCURRENCY": "1", "LAKEUI_WEB_THREADS": "1",
+    }  # fmt: skip
+    log = tmp_path / "serve.log"
+    with log.open("w") as output:
+        serve = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdout=output,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while log.read_text().count(" ready.") < 2 or len(_children(serve.pid)) < 3:
+            assert serve.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        groups = set(_children(serve.pid))
+        os.kill(serve.pid, stop)
+        assert serve.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        for group in {serve.pid, *_children(serve.pid)} if serve.poll() is None else ():  # each its own group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+    assert "Stopping the web server and the workers" in log.read_text()
+    assert len(groups) == 3 and not _in_groups(groups)

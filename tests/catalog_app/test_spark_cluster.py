@@ -2,7 +2,7 @@
 wheel, the jobs worker (two processes, two drivers) and the interactive worker (a third driver) on it at once. Each
 driver takes only its share and gives idle executors back, so two loads, a merge and previews all finish.
 
-Slow (a cluster and three drivers start): run with LAKEUI_CLUSTER_TESTS=1 (README "Sharing a Spark cluster")."""
+Slow (a cluster and three drivers start): run with LAKEUI_CLUSTER_TESTS=1 (docs/operations.md#sharing-a-spark-cluster)."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""The write strategies of README.md#write-strategies on real Spark: rows, counts, pruning, operations and refusals.
+"""The write strategies of docs/api.md#write-strategies on real Spark: rows, counts, pruning, operations and refusals.
 
 Most tests run the load job's work in this process (as the worker would, see `tests.support.data.run_here`);
 one goes end to end through the API and the real worker.

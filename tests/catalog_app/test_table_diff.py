@@ -127,17 +127,33 @@ def test_the_first_timestamp_is_listed(user_client):
     assert [(row["change"], row["after"]) for row in result["rows"]] == [("insert", [1, "0001-01-01T00:00:00"])]
 
 
-def test_segments_of_an_older_schema_are_diffed_by_a_worker_page_by_page(user_client):
-    """A column added on dev: main's segments were written without it, so Spark (a worker) projects them."""
+def test_segments_of_an_older_schema_are_diffed_here_without_a_worker(user_client):
+    """A column renamed, one widened and one added with a default on dev: every segment was written in the older
+    schema, and the web process projects them by column id as Spark does (no worker job), in under a second."""
+    import time
+
     from catalog_app.services.commits import WriteTarget
-    from catalog_app.services.tables import column_add
+    from catalog_app.services.tables import column_add, column_update
+    from lakeui.jobs.models import Job
 
     catalog = two_refs(primary_key=["id"])
-    column_add(target=WriteTarget(catalog=catalog, branch="dev"), database="sales", table="orders",
-               spec={"name": "note", "type": "string", "nullable": True})  # fmt: skip
+    dev = {"target": WriteTarget(catalog=catalog, branch="dev"), "database": "sales", "table": "orders"}
+    column_update(**dev, column="amount", changes={"name": "total", "type": "long"})
+    column_update(**dev, column="region", changes={"name": "area"})
+    column_add(**dev, spec={"name": "note", "type": "string", "default": "n/a"})
+    jobs = Job.objects.count()
     query = {"from": "main", "to": "dev", "table": "sales.orders", "page_size": 2}
+    started = time.monotonic()
     first = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
-    assert first["read_by"] == "worker" and first["counts"] == {"insert": 1, "update": 1, "delete": 1}
+    elapsed = time.monotonic() - started
+    assert (first["read_by"], Job.objects.count()) == ("web", jobs), first
+    assert elapsed < 1, elapsed
+    assert [(c["name"], c["type"]) for c in first["columns"]] == [
+        ("id", "long"), ("total", "long"), ("area", "string"), ("note", "string")]  # fmt: skip
+    assert first["counts"] == {"insert": 1, "update": 1, "delete": 1}
     assert (first["pages"], [r["change"] for r in first["rows"]]) == (2, ["update", "delete"])  # ids 1, 2
+    update = first["rows"][0]
+    assert (update["before"], update["after"]) == ([1, 10, "eu", "n/a"], [1, -1, "eu", "n/a"])
+    assert update["cells"] == ["total"]
     second = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2}).json()
-    assert [(r["change"], r["after"]) for r in second["rows"]] == [("insert", [4, 40, "eu", None])]
+    assert [(r["change"], r["after"]) for r in second["rows"]] == [("insert", [4, 40, "eu", "n/a"])]

@@ -1,5 +1,5 @@
 """The client's and the `lakeui check ...` / `lakeui mr check ...` commands' merge checks against a live server and
-the real workers (README "Merge checks"): a check kept by the catalog refuses a merge that fails it (the target
+the real workers (docs/api.md#merge-checks): a check kept by the catalog refuses a merge that fails it (the target
 unchanged), shows the rows it found, an external status a CI system posts gates a protected branch's merge request,
 and an admin's override with a reason merges and is kept in the audit log."""
 
@@ -117,7 +117,7 @@ def test_cli_check_commands_and_a_refused_merge(live_server, client, token):
     assert (check["name"], check["sql"], check["tables"]) == ("no negative amounts", NEGATIVE, ["shop.orders"])
     listed = run(live_server, token, "check", "list", "sales", columns=40)  # uncut without a terminal
     assert listed.returncode == 0 and NEGATIVE in listed.stdout and "…" not in listed.stdout, listed.stdout
-    assert re.search(r"│ no negative amounts\s+│ main\s+│ 0\s+│ False\s+│ 1\s+│ shop\.orders\s+│", listed.stdout)
+    assert re.search(r"│ no negative amounts\s+│ main\s+│ 0\s+│ false\s+│ 1\s+│ shop\.orders\s+│", listed.stdout)
     assert json.loads(run(live_server, token, "--json", "check", "show", "sales", str(check["id"])).stdout) == check
 
     tried = run(live_server, token, "check", "run", "sales", str(check["id"]), "--ref", "dev")
@@ -165,7 +165,7 @@ def test_cli_external_check_gates_a_protected_branch(live_server, client, token,
                     "--required-check", "ci/build")  # fmt: skip
     assert protected.returncode == 0, protected.stderr
     assert json.loads(protected.stdout)["required_checks"] == ["ci/build"]
-    assert re.search(r"main\s+│ 0\s+│ \['ci/build'\]", run(live_server, token, "branch", "protections", "sales").stdout)
+    assert re.search(r'main\s+│ 0\s+│ \["ci/build"\]', run(live_server, token, "branch", "protections", "sales").stdout)
     not_admin = run(live_server, bob_token, "branch", "protect", "sales", "dev")
     assert not_admin.returncode == 1 and "role_required" in not_admin.stderr, not_admin.stderr
     client.check_create("sales", "no negative amounts", "main", NEGATIVE)

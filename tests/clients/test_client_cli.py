@@ -192,17 +192,17 @@ def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, cele
     ]
 
     rows = run(live_server, token, "diff", "sales", "dev", "--into", "main", "--table", "shop.orders")
-    assert rows.returncode == 0, rows.stderr  # from dev ({2}) to main ({1, 2, 3}): main has 1 and 3 more
-    assert "shop.orders from dev to main: 2 inserted, 0 updated, 0 deleted" in rows.stdout, rows.stdout
-    assert re.search(r"insert\s+│ 1\s+│ 10\s", rows.stdout) and re.search(r"insert\s+│ 3\s+│ 30\s", rows.stdout)
+    assert rows.returncode == 0, rows.stderr  # what merging dev brings to main: dev deleted 1 since the ancestor
+    assert "shop.orders from the ancestor to dev: 0 added, 1 deleted, 0 changed" in rows.stdout, rows.stdout
+    assert re.search(r"deleted\s+│ 1\s+│ 10\s", rows.stdout), rows.stdout
 
     # Any two refs, every table, row by row; and, without a terminal, full values however narrow the columns.
     client.tag_create("sales", "before", before_delete["id"])
     both = run(live_server, token, "diff", "--rows", "sales", "before", "dev", columns=30)
     assert both.returncode == 0, both.stderr
     assert "from before to dev: 1 changed table(s)" in both.stdout, both.stdout
-    assert "shop.orders from before to dev: 0 inserted, 0 updated, 1 deleted" in both.stdout
-    assert re.search(r"delete\s+│ 1\s+│ 10\s", both.stdout) and "…" not in both.stdout
+    assert "shop.orders from before to dev: 0 added, 1 deleted, 0 changed" in both.stdout
+    assert re.search(r"deleted\s+│ 1\s+│ 10\s", both.stdout) and "…" not in both.stdout
     logged = run(live_server, token, "log", "sales", "dev", columns=30)
     assert _commits(client, "dev")[0]["id"] in logged.stdout and "…" not in logged.stdout, logged.stdout
     as_json = json.loads(run(live_server, token, "--json", "diff", "--rows", "sales", "before", "dev").stdout)

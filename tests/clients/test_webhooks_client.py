@@ -1,5 +1,5 @@
 """The client's and the `lakeui webhook ...` command's webhook calls against a live server and a real worker, which
-delivers to a local HTTP server; the client's signature check is the one README "Webhooks" tells receivers to do."""
+delivers to a local HTTP server; the client's signature check is the one docs/api.md#webhooks tells receivers to do."""
 
 import json
 import time

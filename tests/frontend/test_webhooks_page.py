@@ -39,10 +39,11 @@ def test_an_admin_adds_a_webhook_and_sees_its_secret_once(client):
     page = client.get(PAGES).content.decode()
     assert "No webhooks yet." in page and 'value="merge_request.approved"' in page
     added = post(client, PAGES, {"url": URL, "events": ["branch.created", "merge.completed"], "active": "on"})
-    assert added.status_code == 200
     webhook = Webhook.objects.get()
+    assert (added.status_code, added["Location"]) == (302, f"{PAGES}/{webhook.id}")  # its page at its own URL
     assert webhook.events == ["branch.created", "merge.completed"] and webhook.active
-    assert f'<code id="new-secret">{webhook.secret}</code>' in added.content.decode()
+    shown = client.get(added["Location"]).content.decode()
+    assert f'<code id="new-secret">{webhook.secret}</code>' in shown
     again = client.get(f"{PAGES}/{webhook.id}").content.decode()
     assert webhook.secret not in again and "new-secret" not in again
     assert webhook.secret not in client.get(PAGES).content.decode()

@@ -26,7 +26,7 @@ SECRET = "a-secret-for-the-tests"
 
 
 def verified(received) -> dict:
-    """The body of a request the receiver got, once its signature is checked as README "Webhooks" tells receivers."""
+    """The body of a request the receiver got, once its signature is checked as docs/api.md#webhooks tells receivers."""
     expected = "sha256=" + hmac.new(SECRET.encode(), received.body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(received.headers["x-lakeui-signature"], expected)
     assert received.headers["content-type"] == "application/json"

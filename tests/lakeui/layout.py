@@ -30,7 +30,7 @@ SPARK_ALLOWED = ("catalog_app.engine", "catalog_app.spark")  # the engine, and t
 ENGINE = "catalog_app.engine"
 ENGINE_FORBIDDEN = ("django", "rest_framework", "celery", "kombu")  # the engine is Django-free: plain values only
 # The merge planner and the rules it decides by are pure as the engine is: plain values in, a plan out.
-PURE = (ENGINE, "merge_app.planner", "merge_app.rules", "merge_app.semantics", "merge_app.states")
+PURE = (ENGINE, "merge_app.plan", "merge_app.planner", "merge_app.rules", "merge_app.semantics", "merge_app.states")
 # Interfaces: they take a request (views, APIs) or a job's params (job kinds, the task), call services and
 # selectors, and shape the answer; they run no ORM query of their own.
 INTERFACE_MODULES = (

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from lakeui.settings.env import celery_broker_config, database_config, warehouse_location
+from lakeui.settings.env import Env, celery_broker_config, database_config, spark_conf, warehouse_location
 
 VAR = Path("/srv/lakeui/var")
 
@@ -26,6 +27,26 @@ def test_no_database_url_selects_sqlite_under_var():
     assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
 
 
+def test_a_postgresql_connection_is_kept_a_minute_and_checked_before_reuse():
+    config = database_config({"DATABASE_URL": "postgresql://u:p%40ss@h/db?sslmode=require"}, VAR)
+    assert (config["PASSWORD"], config["OPTIONS"]) == ("p@ss", {"sslmode": "require"})
+    assert (config["CONN_MAX_AGE"], config["CONN_HEALTH_CHECKS"]) == (60, True)
+
+
+def test_an_explicit_sqlite_file_is_opened_per_request_with_the_lock_options():
+    config = database_config({"DATABASE_URL": "sqlite:////srv/lake.sqlite3"}, VAR)
+    assert (config["ENGINE"], config["NAME"], config["CONN_MAX_AGE"]) == (
+        "django.db.backends.sqlite3",
+        "/srv/lake.sqlite3",
+        0,
+    )
+    assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+
+
+def test_an_empty_database_url_is_the_embedded_default():
+    assert database_config({"DATABASE_URL": ""}, VAR)["NAME"] == str(VAR / "lakeui.sqlite3")
+
+
 def test_unsupported_database_is_refused():
     with pytest.raises(ImproperlyConfigured):
         database_config({"DATABASE_URL": "mysql://root@localhost/lakeui"}, VAR)
@@ -35,6 +56,15 @@ def test_redis_url_selects_redis_broker_and_backend():
     config = celery_broker_config({"REDIS_URL": "redis://127.0.0.1:6379/3"}, VAR, visibility_timeout=100)
     assert config["broker_url"] == config["result_backend"] == "redis://127.0.0.1:6379/3"
     assert config["broker_transport_options"]["visibility_timeout"] == 100
+
+
+def test_a_redis_url_of_another_scheme_is_refused():
+    assert (
+        celery_broker_config({"REDIS_URL": "rediss://r:6380/1"}, VAR, visibility_timeout=1)["broker_url"]
+        == "rediss://r:6380/1"
+    )
+    with pytest.raises(ImproperlyConfigured, match="REDIS_URL"):
+        celery_broker_config({"REDIS_URL": "amqp://guest@localhost//"}, VAR, visibility_timeout=1)
 
 
 def test_no_redis_url_selects_filesystem_transport_under_var():
@@ -75,6 +105,109 @@ def test_the_embedded_broker_never_shows_a_consumer_a_half_written_message(tmp_p
 def test_warehouse_is_absolute_or_a_uri():
     assert warehouse_location({}, Path("/app")) == "/app/var/warehouse"
     assert warehouse_location({"LAKEUI_WAREHOUSE": "s3a://bucket/wh"}, Path("/app")) == "s3a://bucket/wh"
+
+
+def test_an_empty_variable_gives_its_default():
+    env = Env({"LAKEUI_MAX_ROWS": "", "DEBUG": "", "ALLOWED_HOSTS": "", "LOG_LEVEL": ""})
+    assert env.int("LAKEUI_MAX_ROWS", 100_000) == 100_000
+    assert env.bool("DEBUG", True) is True
+    assert env.list("ALLOWED_HOSTS", default=["localhost"]) == ["localhost"]
+    assert env.str("LOG_LEVEL", "INFO") == "INFO"
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("TRUE", True), (" yes ", True), ("on", True),
+                                                 ("0", False), ("false", False), ("No", False), ("off", False)])  # fmt: skip
+def test_booleans_are_read_strictly(value, expected):
+    assert Env({"DEBUG": value}).bool("DEBUG", not expected) is expected
+
+
+@pytest.mark.parametrize("value", ["ture", "2", "y", "ok"])
+def test_a_boolean_that_is_not_one_refuses_to_start(value):
+    """django-environ alone reads a typo as false: LAKEUI_HTTPS=ture would turn HTTPS off."""
+    with pytest.raises(ImproperlyConfigured, match="LAKEUI_HTTPS must be true or false"):
+        Env({"LAKEUI_HTTPS": value}).bool("LAKEUI_HTTPS", True)
+
+
+def test_a_number_that_is_not_one_names_its_variable():
+    with pytest.raises(ImproperlyConfigured, match="LAKEUI_MAX_ROWS"):
+        Env({"LAKEUI_MAX_ROWS": "lots"}).int("LAKEUI_MAX_ROWS", 1)
+    with pytest.raises(ImproperlyConfigured, match="LAKEUI_WEBHOOK_RETRY_DELAYS"):
+        Env({"LAKEUI_WEBHOOK_RETRY_DELAYS": "10,soon"}).list("LAKEUI_WEBHOOK_RETRY_DELAYS", cast=float, default=[])
+
+
+def test_lists_are_stripped_and_typed():
+    env = Env({"ALLOWED_HOSTS": " a.example , b.example,, ", "LAKEUI_WEBHOOK_RETRY_DELAYS": "0.5, 2"})
+    assert env.list("ALLOWED_HOSTS", default=[]) == ["a.example", "b.example"]
+    assert env.list("LAKEUI_WEBHOOK_RETRY_DELAYS", cast=float, default=[]) == [0.5, 2.0]
+
+
+def test_a_value_starting_with_a_dollar_is_kept_as_written():
+    """django-environ alone reads `$NAME` as the value of the variable NAME: a secret key may start with `$`."""
+    env = Env({"SECRET_KEY": "$ecret-key-with-#-and-$", "ecret-key-with-#-and-$": "other"})
+    assert env.str("SECRET_KEY", "") == "$ecret-key-with-#-and-$"
+
+
+def test_spark_settings_are_spark_key_value_pairs():
+    assert spark_conf({"LAKEUI_SPARK_CONF": ""}, "LAKEUI_SPARK_CONF") == {}
+    assert spark_conf({"X": "spark.a=1=2, spark.b="}, "X") == {"spark.a": "1=2", "spark.b": ""}
+    with pytest.raises(ImproperlyConfigured, match=r"spark\.key=value"):
+        spark_conf({"X": "spark.a=1,b=2"}, "X")
+
+
+def _settings_in_a_subprocess(tmp_path, module: str, names: list[str], **env: str) -> dict:
+    """The values `names` take in `module` under exactly `env` (plus PATH), read in a new process."""
+    code = f"import json, {module} as s; print(json.dumps({{n: getattr(s, n) for n in {names!r}}}, default=str))"
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=settings.BASE_DIR,
+        env={"PATH": os.environ["PATH"], "LAKEUI_VAR_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+NAMES = ["DEBUG", "ALLOWED_HOSTS", "LAKEUI_MAX_ROWS", "DATA_UPLOAD_MAX_MEMORY_SIZE", "LAKEUI_JOB_STALE_AFTER",
+         "LAKEUI_JOB_RECOVER_EVERY", "LAKEUI_INTERACTIVE_TIME_LIMIT", "CELERY_TASK_DEFAULT_QUEUE",
+         "LAKEUI_INTERACTIVE_QUEUE", "LAKEUI_WEBHOOK_QUEUE", "LAKEUI_WEBHOOK_RETRY_DELAYS", "LAKEUI_WEBHOOK_TIMEOUT",
+         "LAKEUI_WEBHOOK_ALLOWED_HOSTS", "LAKEUI_SPARK_DYNAMIC_ALLOCATION", "SPARK_MASTER", "SPARK_DRIVER_MEMORY",
+         "CELERY_WORKER_CONCURRENCY", "LAKEUI_WAREHOUSE"]  # fmt: skip
+
+
+def test_the_defaults_with_nothing_set(tmp_path):
+    values = _settings_in_a_subprocess(tmp_path, "lakeui.settings.local", NAMES)
+    assert values == {
+        "DEBUG": True, "ALLOWED_HOSTS": ["127.0.0.1", "localhost", "[::1]"], "LAKEUI_MAX_ROWS": 100_000,
+        "DATA_UPLOAD_MAX_MEMORY_SIZE": 16 * 1024 * 1024, "LAKEUI_JOB_STALE_AFTER": 20, "LAKEUI_JOB_RECOVER_EVERY": 5.0,
+        "LAKEUI_INTERACTIVE_TIME_LIMIT": 120, "CELERY_TASK_DEFAULT_QUEUE": "lakeui",
+        "LAKEUI_INTERACTIVE_QUEUE": "lakeui-interactive", "LAKEUI_WEBHOOK_QUEUE": "lakeui",
+        "LAKEUI_WEBHOOK_RETRY_DELAYS": [10.0, 60.0, 300.0, 1800.0, 7200.0], "LAKEUI_WEBHOOK_TIMEOUT": 10.0,
+        "LAKEUI_WEBHOOK_ALLOWED_HOSTS": ["*"], "LAKEUI_SPARK_DYNAMIC_ALLOCATION": True, "SPARK_MASTER": "local[*]",
+        "SPARK_DRIVER_MEMORY": "2g", "CELERY_WORKER_CONCURRENCY": 1,
+        "LAKEUI_WAREHOUSE": str(settings.BASE_DIR / "var" / "warehouse"),
+    }  # fmt: skip
+
+
+def test_every_value_follows_its_variable_and_derived_defaults_follow_theirs(tmp_path):
+    values = _settings_in_a_subprocess(
+        tmp_path, "lakeui.settings.local", NAMES,
+        DEBUG="off", ALLOWED_HOSTS="lake.example, 10.0.0.5", LAKEUI_MAX_ROWS="5", LAKEUI_MAX_BODY_BYTES="1024",
+        LAKEUI_JOB_STALE_AFTER="10", LAKEUI_READ_TIMEOUT="7", LAKEUI_QUEUE="q", LAKEUI_WEBHOOK_RETRY_DELAYS="1,2.5",
+        LAKEUI_WEBHOOK_TIMEOUT="3", LAKEUI_WEBHOOK_ALLOWED_HOSTS="*.example.com,10.0.0.0/8",
+        LAKEUI_SPARK_DYNAMIC_ALLOCATION="false", SPARK_MASTER="spark://m:7077", SPARK_DRIVER_MEMORY="1g",
+        LAKEUI_WORKER_CONCURRENCY="3", LAKEUI_WAREHOUSE="s3a://bucket/wh",
+    )  # fmt: skip
+    assert values == {
+        "DEBUG": False, "ALLOWED_HOSTS": ["lake.example", "10.0.0.5"], "LAKEUI_MAX_ROWS": 5,
+        "DATA_UPLOAD_MAX_MEMORY_SIZE": 1024, "LAKEUI_JOB_STALE_AFTER": 10, "LAKEUI_JOB_RECOVER_EVERY": 2.0,
+        "LAKEUI_INTERACTIVE_TIME_LIMIT": 7, "CELERY_TASK_DEFAULT_QUEUE": "q", "LAKEUI_INTERACTIVE_QUEUE": "q-interactive",
+        "LAKEUI_WEBHOOK_QUEUE": "q", "LAKEUI_WEBHOOK_RETRY_DELAYS": [1.0, 2.5], "LAKEUI_WEBHOOK_TIMEOUT": 3.0,
+        "LAKEUI_WEBHOOK_ALLOWED_HOSTS": ["*.example.com", "10.0.0.0/8"], "LAKEUI_SPARK_DYNAMIC_ALLOCATION": False,
+        "SPARK_MASTER": "spark://m:7077", "SPARK_DRIVER_MEMORY": "1g", "CELERY_WORKER_CONCURRENCY": 3,
+        "LAKEUI_WAREHOUSE": "s3a://bucket/wh",
+    }  # fmt: skip
 
 
 def test_running_settings_follow_this_machines_environment():
@@ -134,3 +267,21 @@ def test_production_settings_require_a_secret_key(tmp_path):
     )
     assert run.returncode != 0
     assert "SECRET_KEY must be set" in run.stderr
+
+
+def test_production_over_plain_http_turns_the_https_settings_off(tmp_path):
+    names = ["SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "SECURE_HSTS_SECONDS", "DEBUG"]
+    env = {"SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "lake.example"}
+    assert _settings_in_a_subprocess(tmp_path, "lakeui.settings.production", names, **env) == {
+        "SECURE_SSL_REDIRECT": True,
+        "SESSION_COOKIE_SECURE": True,
+        "SECURE_HSTS_SECONDS": 365 * 24 * 60 * 60,
+        "DEBUG": False,
+    }
+    plain = _settings_in_a_subprocess(tmp_path, "lakeui.settings.production", names, LAKEUI_HTTPS="false", **env)
+    assert plain == {
+        "SECURE_SSL_REDIRECT": False,
+        "SESSION_COOKIE_SECURE": False,
+        "SECURE_HSTS_SECONDS": 0,
+        "DEBUG": False,
+    }

@@ -52,3 +52,20 @@ def test_demo_leaves_a_catalog_it_did_not_make_alone(capsys):
     call_command("lakeui_demo")
     assert "not seeding" in capsys.readouterr().out
     assert Catalog.objects.get(name="demo").branches.count() == 1
+
+
+@pytest.mark.django_db
+def test_demo_output_says_how_the_reviewer_and_any_other_user_get_an_api_token(capsys):
+    """The second user's token is printed with the admin's, and the command that makes any user's token, which
+    works as printed."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    call_command("lakeui_demo", "--no-catalog")
+    printed = capsys.readouterr().out
+    reviewer = get_user_model().objects.get(username="reviewer")
+    assert f"as reviewer: -H 'Authorization: Token {Token.objects.get(user=reviewer).key}'" in printed, printed
+    assert "any other user's token: .venv/bin/python manage.py drf_create_token USERNAME" in printed
+    get_user_model().objects.create_user(username="carol")
+    call_command("drf_create_token", "carol")
+    assert Token.objects.get(user__username="carol").key in capsys.readouterr().out

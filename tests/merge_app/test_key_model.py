@@ -33,7 +33,7 @@ from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
-from tests.support.merges import change
+from tests.support.merges import CONVERGE, change, converges
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -165,6 +165,7 @@ class Run:
 
     def __init__(self, seed: int, spark) -> None:
         self.random = random.Random(seed)
+        self.converging = random.Random(-seed)  # apart, so that checking convergence leaves the history as it was
         self.spark, self.seed = spark, seed
         self.log: list[str] = []
         self.catalog = make_catalog()
@@ -377,10 +378,20 @@ class Run:
             self.model.heads[target] = saved[target]
         self.count(expected if result.status == "merged" else result.status)
         self.check(target)
+        if self.converging.random() < CONVERGE:
+            self.log.append(f"(merge {target} back into {source} on copies: the same rows?)")
+            problem = converges(self.catalog, source=source, target=target, rows=self.rows_of)
+            assert problem is None, self.failure(problem)
         return False
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def rows_of(self, branch: str) -> list[tuple]:
+        """Both tables' rows on a branch."""
+        keyed = read(self.spark, self.catalog, branch, table="k").collect()
+        log = read(self.spark, self.catalog, branch, table="log").collect()
+        return sorted([("k", r["id"], r["amount"], r["region"]) for r in keyed] + [("log", r["rid"]) for r in log])
 
     def check(self, branch: str) -> None:
         found = [

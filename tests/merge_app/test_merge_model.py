@@ -11,6 +11,9 @@ or updated; a target overwrite discards the source's updates and deletes of olde
 overwrite replaces the target's rows. The cells whose verdict depends on files (a common segment, compactions,
 copy-on-write rewrites) may go either way; whatever the system does, if it merges, the rows must be the model's.
 Criss-cross histories merge from a virtual base: the bases merged into one another first, under the same rules.
+After a share of the merges (LAKEUI_MODEL_CONVERGE, 0.3), the target is merged back into the source on copies of
+the two branches: merges converge (DESIGN 4.7), so both must then hold the same rows, unless a merge in either
+history kept part of its target (`target_wins`, A4/A5 discards: see docs/merge-semantics.md#merges-converge).
 
     LAKEUI_MODEL_SEED=7 LAKEUI_MODEL_STEPS=1000 pytest tests/merge_app/test_merge_model.py
 
@@ -30,7 +33,7 @@ from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
-from tests.support.merges import change
+from tests.support.merges import CONVERGE, change, converges
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -318,6 +321,7 @@ class Run:
 
     def __init__(self, seed: int, spark) -> None:
         self.random = random.Random(seed)
+        self.converging = random.Random(-seed)  # apart, so that checking convergence leaves the history as it was
         self.spark = spark
         self.seed = seed
         self.log: list[str] = []
@@ -463,14 +467,29 @@ class Run:
             refused = None
         except ConflictError as error:
             result, refused = None, error
-        return self.outcome(target, expected, rows, saved, result, refused)
+        done = self.outcome(target, expected, rows, saved, result, refused)
+        if done and self.converging.random() < CONVERGE and not self.declined(source, target):
+            self.log.append(f"(merge {target} back into {source} on copies: the same rows?)")
+            problem = converges(self.catalog, source=source, target=target, rows=self.rows_of)
+            assert problem is None, self.failure(problem)
+        return done
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         self.log[-1] += f" -> {outcome}"
 
+    def declined(self, source: str, target: str) -> bool:
+        """Whether either history holds a merge that replayed less than its source's changes (`target_wins`, an
+        A4/A5 discard): merging back then does not converge (docs/merge-semantics.md#merges-converge), so the
+        invariant is checked on the other histories only."""
+        heads = (self.model.heads[source], self.model.heads[target])
+        return any(commit.partial for head in heads for commit in ancestors(head).values())
+
+    def rows_of(self, branch: str) -> list[tuple]:
+        return sorted((r["rid"], r["id"], r["amount"]) for r in read(self.spark, self.catalog, branch).collect())
+
     def check(self, branch: str) -> None:
-        actual = sorted((r["rid"], r["id"], r["amount"]) for r in read(self.spark, self.catalog, branch).collect())
+        actual = self.rows_of(branch)
         expected = sorted((r.rid, r.id, r.amount) for r in self.model.heads[branch].rows.values())
         assert actual == expected, self.failure(
             f"rows on {branch}: only in LakeUI {sorted(set(actual) - set(expected))}, "

@@ -74,6 +74,12 @@ MATRIX = {
     ("MergeRequestDetailApi", "get"): V, ("MergeRequestDetailApi", "patch"): E,
     ("MergeRequestReviewApi", "post"): A,
     ("MergeRequestMergeApi", "post"): E,
+    # The merge queue: an editor (the author; the service refuses others but admins) joins and leaves it.
+    ("MergeRequestQueueApi", "get"): V, ("MergeRequestQueueApi", "post"): E, ("MergeRequestQueueApi", "delete"): E,
+    ("BranchQueueApi", "get"): V,
+    # Retention is admin-only, its preview included; storage is read by whoever reads the catalog.
+    ("RetentionApi", "get"): ADMIN, ("RetentionApi", "put"): ADMIN, ("RetentionPreviewApi", "post"): ADMIN,
+    ("RetentionExpireApi", "post"): ADMIN, ("StorageApi", "get"): V,
     # Merge checks: everyone who sees the catalog reads them, admins keep them; CI posts statuses as an approver.
     ("MergeRequestChecksApi", "get"): V, ("MergeRequestChecksApi", "post"): A,
     ("CheckListApi", "get"): V, ("CheckListApi", "post"): ADMIN,

@@ -324,3 +324,79 @@ def test_a_revert_replaces_a_key_where_a_restore_brought_its_older_row_back(spar
     (done,) = revert(catalog, "main", back)
     assert done.status == "merged"
     assert table(spark, catalog, "main") == expect(6, 7, _6=3, _7=2)
+
+
+def test_a_revert_undoes_a_picked_copy_where_the_reverting_branch_is_merged_and_the_branches_converge(spark):
+    """The six-step history of issue 37 (docs/merge-semantics.md#a-revert-after-a-pick): rows X appended on b1 and
+    cherry-picked onto main, reverted on b1, b1 merged into main, main merged into b1. DESIGN 4.7: the revert undoes
+    its commit wherever the reverting branch is merged, the picked copy included; merges converge; the audit log says
+    what the merge did to the files. It said the delete was replayed while main kept X's segment, for good."""
+    from catalog_app.selectors.table_files import commit_file_changes
+    from tests.support.merges import table_at
+
+    catalog = start()
+    branch_create(catalog=catalog, name="b1", source="main")  # 1
+    insert(catalog, rows(4, 5), branch="b1")  # 2: X
+    load = head(catalog, "b1")
+    pick(catalog, "main", load)  # 3
+    assert table(spark, catalog, "main") == expect(1, 2, 3, 4, 5)
+    (reverted,) = revert(catalog, "b1", load)  # 4
+    assert table(spark, catalog, "b1") == expect(1, 2, 3)
+    (undo,) = [op for op in reverted.commit.operations.all() if op.op == "delete"]
+    merged = merge(catalog, source="b1", target="main")  # 5
+    assert merged.status == "merged"
+    assert table(spark, catalog, "main") == expect(1, 2, 3)
+    # the audit log says the delete was replayed, and the merge commit took out the segments it names
+    (logged,) = merged.log["objects"]
+    assert logged["operations"] == ["delete"]
+    files = commit_file_changes(merged.commit_id)[table_at(catalog, "main").object_id]
+    assert sorted(files["segments_removed"]) == sorted(undo.details["segments_removed"])
+    assert files["segments_added"] == [] and files["deltas_added"] == []
+    logged_out = [f["id"] for f in merged.log["files_removed"] if f["kind"] == "segment"]
+    assert sorted(logged_out) == sorted(files["segments_removed"])
+    assert merge(catalog, source="main", target="b1").status in ("up_to_date", "merged")  # 6
+    assert table(spark, catalog, "b1") == table(spark, catalog, "main") == expect(1, 2, 3)
+
+
+@pytest.mark.parametrize("primary_key", [None, ["id"]])
+def test_a_pick_runs_no_spark_while_the_catalog_lock_is_held(spark, monkeypatch, primary_key):
+    """Plan and prepare first, then lock, check the head, commit (docs/architecture.md): the key comparison and the
+    writer's files (Spark) run outside any transaction, so no row lock of the catalog is held meanwhile, and the
+    branch's lock is taken after the last of them returned."""
+    from django.db import transaction
+
+    from merge_app.services import picks
+    from merge_app.services.merges import MergeWriter
+
+    events = []
+
+    def spy(name, work):
+        def run(*args, **kwargs):
+            assert not transaction.get_connection().in_atomic_block, f"{name} ran inside a transaction"
+            answer = work(*args, **kwargs)
+            events.append(name)
+            return answer
+
+        return run
+
+    def locked(*args, **kwargs):
+        events.append("lock")
+        return commit_begin(*args, **kwargs)
+
+    commit_begin = picks.commit_begin
+    monkeypatch.setattr(picks, "keys_compared", spy("compared", picks.keys_compared))
+    monkeypatch.setattr(MergeWriter, "prepare", spy("prepared", MergeWriter.prepare))
+    monkeypatch.setattr(picks, "commit_begin", locked)
+    catalog = start(primary_key=primary_key)
+    insert(catalog, rows(4), branch="dev")
+    first = head(catalog, "dev")
+    upsert(catalog, "dev", 2, amount=7)
+    if primary_key:  # a keyed table changed on both sides: compared by key, on Spark
+        upsert(catalog, "main", 3, amount=9)
+    picked = pick(catalog, "main", first, head(catalog, "dev"))
+    assert [m.status for m in picked] == ["merged", "merged"]
+    assert events == ["compared", "prepared", "compared", "prepared", "lock"]
+    mains = expect(1, 2, 3, 4, _2=7, _3=9) if primary_key else expect(1, 2, 3, 4, _2=7)
+    assert table(spark, catalog, "main") == mains
+    assert head(catalog) == picked[-1].commit_id and picked[-1].commit.parent_id == picked[0].commit_id
+    assert picked[0].commit.parent_id == picked[0].target_head and picked[-1].target_head == picked[0].commit_id

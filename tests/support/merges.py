@@ -1,9 +1,13 @@
 """Helpers for merge tests: data changes run here on the test's Spark (the worker's code, in-process), merges
 through the service, and reading what a branch holds."""
 
+import os
+
 from catalog_app.selectors.objects import object_find
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.data_submit import table_data_submit
+from catalog_app.services.refs import branch_create, branch_delete
+from lakeui.errors import ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_execute
 from merge_app.models import Merge
@@ -34,3 +38,33 @@ def table_at(catalog, ref="main", database="sales", table="orders"):
     chain = ref_resolve(catalog=catalog, ref=ref).chain
     db = object_find(chain, kind="database", name=database)
     return None if db is None else object_find(chain, kind="table", name=table, parent_id=db.object_id)
+
+
+CONVERGE = float(os.environ.get("LAKEUI_MODEL_CONVERGE", "0.3"))  # the share of merges whose convergence is checked
+
+
+def converges(catalog, *, source: str, target: str, rows) -> str | None:
+    """DESIGN 4.7: after merging `source` into `target`, merging `target` back into `source` with nothing between
+    leaves both with the same rows. Checked on copies of the two branches (new names at the same heads, deleted
+    afterwards), so that the history being tested goes on as it was. `rows(branch)` reads a branch's rows as a
+    sorted list. Returns what went wrong, or None."""
+    copy_source, copy_target = f"converge-{source}", f"converge-{target}"
+    branch_create(catalog=catalog, name=copy_source, source=source)
+    branch_create(catalog=catalog, name=copy_target, source=target)
+    try:
+        try:
+            branch_merge(catalog=catalog, source=copy_target, target=copy_source)
+        except ConflictError as error:
+            return f"merging {target} back into {source} was refused ({error.code}: {error.message})"
+        back, there = rows(copy_source), rows(target)
+        if back != there:
+            only_back = sorted(set(back) - set(there))
+            only_there = sorted(set(there) - set(back))
+            return (
+                f"{target} merged back into {source} holds other rows than {target}: only after the merge back "
+                f"{only_back}, only on {target} {only_there}, {len(back)} vs {len(there)} rows"
+            )
+        return None
+    finally:
+        branch_delete(catalog=catalog, name=copy_source)
+        branch_delete(catalog=catalog, name=copy_target)

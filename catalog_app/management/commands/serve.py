@@ -121,7 +121,10 @@ class Command(BaseCommand):
             ),
             Supervised("web server", [python, "-m", "gunicorn", "lakeui.wsgi", *GUNICORN, "--bind", addrport]),
         ]  # fmt: skip
-        signal.signal(signal.SIGTERM, _interrupt)
+        # Both stop the stack, whatever was inherited: a shell running `make run` from a script (in the background)
+        # starts it with SIGINT ignored, and Python then leaves SIGINT ignored instead of raising KeyboardInterrupt.
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop, _interrupt)
         try:
             for process in processes:
                 process.start()
@@ -133,7 +136,8 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("Stopping the web server and the workers...")
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stopping short
+            for stop in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the stopping short
+                signal.signal(stop, signal.SIG_IGN)
             for process in processes:
                 process.terminate()
             deadline = time.monotonic() + STOP_TIMEOUT

@@ -30,6 +30,7 @@ DEMO_USERNAME = "admin"
 DEMO_PASSWORD = "lakeui-admin"  # the default of make run; set LAKEUI_ADMIN_PASSWORD anywhere else
 DEMO_REVIEWER = "reviewer"  # a second user, approver in the demo catalog: the approval gate can be tried
 DEMO_REVIEWER_PASSWORD = "lakeui-reviewer"  # set LAKEUI_REVIEWER_PASSWORD anywhere else
+TOKEN_COMMAND = ".venv/bin/python manage.py drf_create_token"  # DRF's: a user's API token, made if missing
 DEMO_CATALOG = "demo"
 DEMO_DESCRIPTION = "Demo catalog seeded by `manage.py lakeui_demo`: orders and customers, two branches to merge."
 DONE_TAG = "seeded"
@@ -80,6 +81,7 @@ class Command(BaseCommand):
             self.protect(user)
         shown = password if created else "as set when it was created"
         reviewer_shown = reviewer_password if reviewer_created else "as set when it was created"
+        reviewer_token, _ = Token.objects.get_or_create(user=reviewer)
         self.stdout.write(
             self.style.SUCCESS(
                 "\nLakeUI demo logins\n"
@@ -89,6 +91,8 @@ class Command(BaseCommand):
                 f"  demo:     http://127.0.0.1:8000/catalogs/{DEMO_CATALOG}  (diff: "
                 f"/catalogs/{DEMO_CATALOG}/diff?from=cleanup&to=main)\n"
                 f"  API:      curl -H 'Authorization: Token {token.key}' http://127.0.0.1:8000/api/v1/jobs\n"
+                f"            as {DEMO_REVIEWER}: -H 'Authorization: Token {reviewer_token.key}'; any other user's "
+                f"token: {TOKEN_COMMAND} USERNAME\n"
                 "  API docs: http://127.0.0.1:8000/api/docs\n"
             )
         )

@@ -15,30 +15,26 @@ from tests.support.data import load
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_rows_page_answers_while_long_jobs_hold_every_jobs_worker_process(celery_worker, user_client):
-    """A page of a segment written before a column was added is read by Spark: by the interactive worker."""
+def test_a_select_answers_while_long_jobs_hold_every_jobs_worker_process(celery_worker, user_client):
+    """A SELECT that Spark answers (an expression: outside catalog_app/engine/quick_sql.py's subset) is read by
+    the interactive worker while both jobs worker processes are busy."""
     catalog = make_catalog()
     make_table(catalog)
     load(catalog, [{"id": 1, "amount": 10, "region": "eu"}, {"id": 2, "amount": 20, "region": "us"}])
-    column_add(target=on(catalog), database="sales", table="orders", spec={"name": "note", "type": "int", "default": 0})
     long_jobs = [job_create(kind="test.until_cancelled", params={"max_seconds": 300}) for _ in range(2)]
     try:
         deadline = time.monotonic() + 60
         while Job.objects.filter(id__in=[j.id for j in long_jobs], status=Job.Status.RUNNING).count() < 2:
             assert time.monotonic() < deadline, "the jobs worker's two processes did not both take a long job"
             time.sleep(0.1)
-        rows = f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows"
-        page = user_client.get(rows)
-        assert page.status_code == 200, page.json()
-        assert sorted(page.json()["rows"]) == [[1, 10, "eu", 0], [2, 20, "us", 0]]
-        read = Job.objects.filter(kind="table_rows").latest("created_at")
+        statement = {"statement": "SELECT id, amount + 1 AS next FROM sales.orders ORDER BY id"}
+        answer = user_client.post(f"/api/v1/catalogs/{catalog.name}/sql", statement, format="json")
+        assert answer.status_code == 200, answer.json()
+        assert answer.json()["rows"] == [[1, 11], [2, 21]]
+        read = Job.objects.filter(kind="sql_select").latest("created_at")
         holder = Job.objects.get(id=long_jobs[0].id).worker
         assert read.worker.split("@")[0] != holder.split("@")[0]  # another worker served it
         assert all(Job.objects.get(id=j.id).status == Job.Status.RUNNING for j in long_jobs)  # still holding
-        reads = Job.objects.filter(kind="table_rows").count()
-        again = user_client.get(rows, HTTP_IF_NONE_MATCH=page.headers["ETag"])
-        assert again.status_code == 304
-        assert Job.objects.filter(kind="table_rows").count() == reads  # answered with no job at all
     finally:
         for job in long_jobs:
             job_cancel(job=Job.objects.get(id=job.id))
@@ -52,4 +48,9 @@ def test_a_rows_page_in_the_current_schema_is_read_from_the_files_with_no_job(ce
     page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
     assert page.status_code == 200, page.json()
     assert (page.json()["count"], page.json()["rows"]) == (2, [[1, 10, "eu"], [2, 20, "us"]])
+    assert not Job.objects.filter(kind="table_rows").exists()
+    # A segment written before a column was added is projected here too (reads.projected_here), with no job.
+    column_add(target=on(catalog), database="sales", table="orders", spec={"name": "note", "type": "int", "default": 0})
+    page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows").json()
+    assert page["rows"] == [[1, 10, "eu", 0], [2, 20, "us", 0]]
     assert not Job.objects.filter(kind="table_rows").exists()

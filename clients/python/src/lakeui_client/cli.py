@@ -35,6 +35,18 @@ def make_client() -> Client:
     return Client(url=url, token=token)
 
 
+NULL = "null"  # as the UI shows a null value
+
+
+def cell(value: object) -> str:
+    """A value as a table cell: JSON values as JSON (`false`, `{"dry_run": false}`), a null as the UI shows it."""
+    if value is None:
+        return NULL
+    if isinstance(value, dict | list | tuple | bool):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
 def emit(ctx: click.Context, data, columns: list[str]) -> None:
     if ctx.obj["json"]:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -42,7 +54,7 @@ def emit(ctx: click.Context, data, columns: list[str]) -> None:
     rows = data if isinstance(data, list) else [data]
     table = Table(*columns)
     for row in rows:
-        table.add_row(*(str(row.get(c, "")) for c in columns))
+        table.add_row(*(cell(row[c]) if c in row else "" for c in columns))
     out.print(table)
 
 
@@ -99,7 +111,7 @@ def branch_create(ctx, catalog, name, source):
     emit(ctx, make_client().branch_create(catalog, name, source=source), ["name", "head"])
 
 
-PROTECTION_COLUMNS = ["id", "pattern", "required_approvals", "required_checks"]
+PROTECTION_COLUMNS = ["id", "pattern", "required_approvals", "required_checks", "require_queue"]
 
 
 @branch.command("protect")
@@ -109,10 +121,12 @@ PROTECTION_COLUMNS = ["id", "pattern", "required_approvals", "required_checks"]
               help="Approvals a merge request into a matching branch needs")  # fmt: skip
 @click.option("--required-check", "required_checks", multiple=True,
               help="An external check (e.g. ci/build) that must succeed on the source head; repeatable")  # fmt: skip
+@click.option("--require-queue", is_flag=True, help="Merge requests merge only through the branch's merge queue")
 @click.pass_context
-def branch_protect(ctx, catalog, pattern, required_approvals, required_checks):
+def branch_protect(ctx, catalog, pattern, required_approvals, required_checks, require_queue):
     """Protect the branches matching PATTERN (main, release/*): written only by approved merge requests (admins)."""
-    rule = make_client().branch_protect(catalog, pattern, required_approvals, list(required_checks))
+    rule = make_client().branch_protect(catalog, pattern, required_approvals, list(required_checks),
+                                        require_queue=require_queue)  # fmt: skip
     emit(ctx, rule, PROTECTION_COLUMNS)
 
 
@@ -172,8 +186,9 @@ def job_wait(ctx, job_id):
 
 
 def waiting(ctx: click.Context, submit) -> dict:
-    """Run a job-returning call with a progress bar fed by the job's progress (none with --json)."""
-    if ctx.obj["json"]:
+    """Run a job-returning call with a progress bar fed by the job's progress (none with --json, nor without a
+    terminal: a bar drawn to a pipe leaves a blank line before an error)."""
+    if ctx.obj["json"] or not err.is_terminal:
         return submit(None)
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task("queued", total=100)
@@ -299,6 +314,7 @@ SHADES = {"ok": "green", "conflict": "bold red", "conditional": "yellow", "disca
 # #tables-without-a-primary-key).
 RULE_TABLES = {"database": "4.2 (databases)", "table": "4.3 (tables)"}
 CHANGES = {"insert": "green", "delete": "red", "update": "yellow"}
+CHANGE_LABELS = {"insert": "added", "delete": "deleted", "update": "changed"}  # the review pages' words
 
 
 def shade(pair: dict) -> str:
@@ -308,7 +324,7 @@ def shade(pair: dict) -> str:
 
 
 def painted(text: object, style: str | None) -> Text:
-    return Text(str(text), style=style or "")
+    return Text(cell(text), style=style or "")
 
 
 @cli.command()
@@ -326,21 +342,31 @@ def diff(ctx, catalog, source, other, target, table, rows, page):
     `lakeui diff --rows CATALOG A B` compares any two refs (branches, tags, commit ids) row by row, every table."""
     client = make_client()
     target = other or target or client.catalog(catalog)["default_branch"]
+    if table or rows:
+        # Two refs: from the first to the second. A merge (--into): what the source changed since the common
+        # ancestor, i.e. what merging it brings to the target (its rows "added" to it), as the review pages show it.
+        start, end = (source, target) if other else (client.diff(catalog, source, target)["base"], source)
     if table:
-        found = client.data_diff(catalog, source, target, table, page=page)
+        found = client.data_diff(catalog, start, end, table, page=page)
         if ctx.obj["json"]:
             return click.echo(json.dumps(found, indent=2, default=str))
-        return show_data_diff(found, source, target, table)
+        return show_data_diff(found, source if other else "the ancestor", end, table)
     if rows:
-        tables = client.diff_rows(catalog, source, target)
+        tables = client.diff_rows(catalog, start, end)
         if ctx.obj["json"]:
             return click.echo(json.dumps(tables, indent=2, default=str))
-        out.print(f"from [bold]{source}[/bold] to [bold]{target}[/bold]: {len(tables)} changed table(s)")
+        if other:
+            out.print(f"from [bold]{source}[/bold] to [bold]{target}[/bold]: {len(tables)} changed table(s)")
+        else:
+            out.print(
+                f"merging [bold]{source}[/bold] into [bold]{target}[/bold]: the rows {source} changed since the common "
+                f"ancestor {start[:12]}, {len(tables)} changed table(s)"
+            )
         for found in tables:
             if "rows" not in found or isinstance(found["rows"], str):
                 out.print(f"[bold]{found['table']}[/bold] {found['change']}")
                 continue
-            show_data_diff(found, source, target, found["table"])
+            show_data_diff(found, source if other else "the ancestor", end, found["table"])
         return None
     if other:
         raise click.UsageError("a second ref is for --rows (any two refs); a merge diff takes --into BRANCH")
@@ -397,8 +423,8 @@ def show_diff(found: dict) -> None:
 def show_data_diff(found: dict, source: str, target: str, table: str) -> None:
     counts = found["counts"]
     out.print(
-        f"[bold]{table}[/bold] from {source} to {target}: [green]{counts['insert']} inserted[/green], "
-        f"[yellow]{counts['update']} updated[/yellow], [red]{counts['delete']} deleted[/red]"
+        f"[bold]{table}[/bold] from {source} to {target}: [green]{counts['insert']} added[/green], "
+        f"[red]{counts['delete']} deleted[/red], [yellow]{counts['update']} changed[/yellow]"
     )
     names = [c["name"] for c in found["columns"]]
     rows = Table("change", *names)
@@ -409,10 +435,10 @@ def show_data_diff(found: dict, source: str, target: str, table: str) -> None:
             before = None if row["before"] is None else row["before"][i]
             after = None if row["after"] is None else row["after"][i]
             if name in row["cells"]:
-                cells.append(painted(f"{before} -> {after}", "bold yellow"))
+                cells.append(painted(f"{cell(before)} -> {cell(after)}", "bold yellow"))
             else:
                 cells.append(painted(before if row["after"] is None else after, style))
-        rows.add_row(painted(row["change"], style), *cells)
+        rows.add_row(painted(CHANGE_LABELS.get(row["change"], row["change"]), style), *cells)
     if found["rows"]:
         out.print(rows)
     if found.get("pages", 1) > 1:
@@ -566,6 +592,33 @@ def mr_check(ctx, catalog, number, name, state, url, description, head):
     request's author)."""
     posted = make_client().merge_request_check_post(catalog, number, name, state, url, description, head=head)
     emit(ctx, posted, ["name", "state", "commit", "url", "description"])
+
+
+QUEUE_COLUMNS = ["position", "number", "title", "source", "state", "rebuilds", "reason", "message"]
+
+
+def queue_rows(entries: list[dict]) -> list[dict]:
+    return [{**entry, "number": entry["merge_request"]["number"], "title": entry["merge_request"]["title"],
+             "source": entry["merge_request"]["source"]} for entry in entries]  # fmt: skip
+
+
+@mr.command("queue")
+@click.argument("catalog")
+@click.argument("number", type=int, required=False)
+@click.option("--leave", is_flag=True, help="Take the request out of the queue (its author or an admin)")
+@click.option("--branch", default=None, help="Show this branch's queue instead")
+@click.pass_context
+def mr_queue(ctx, catalog, number, leave, branch):
+    """Merge when ready: put request NUMBER in its target's merge queue (or take it out with --leave); with
+    --branch, show that branch's queue: each entry's position, state and, once it left, its reason."""
+    client = make_client()
+    if branch is not None:
+        shown = client.branch_queue(catalog, branch)
+        return emit(ctx, queue_rows(shown["entries"] + shown["recent"]), QUEUE_COLUMNS)
+    if number is None:
+        raise click.UsageError("Give a merge request NUMBER, or --branch to show a queue.")
+    entry = client.merge_request_dequeue(catalog, number) if leave else client.merge_request_queue(catalog, number)
+    emit(ctx, queue_rows([entry])[0], QUEUE_COLUMNS)
 
 
 @cli.group()
@@ -793,6 +846,75 @@ def check_run_show(ctx, catalog, run_id):
     show_run(ctx, make_client().check_run_get(catalog, run_id))
 
 
+@cli.group()
+def retention() -> None:
+    """Retention rules: how long branches and tags keep time travel (admins)."""
+
+
+RULE_COLUMNS = ["pattern", "keep_days", "keep_commits"]
+PLAN_COLUMNS = ["ref", "kind", "rule", "commits_expiring", "oldest_kept", "files_reclaimed", "bytes_reclaimed",
+                "must_keep", "kept_for_other_refs"]  # fmt: skip
+
+
+def rule_parse(spec: str) -> dict:
+    """`PATTERN`, `PATTERN=3d`, `PATTERN=50c` or `PATTERN=3d,50c`: keep everything, 3 days, 50 commits, or both."""
+    pattern, _, keep = spec.rpartition("=") if "=" in spec else (spec, "", "")
+    rule: dict = {"pattern": pattern}
+    for part in filter(None, keep.split(",")):
+        number, unit = part[:-1], part[-1:]
+        if not number.isdigit() or unit not in ("d", "c"):
+            raise click.BadParameter(f"{spec!r}: keep is like 3d (days), 50c (commits) or 3d,50c", param_hint="RULE")
+        rule["keep_days" if unit == "d" else "keep_commits"] = int(number)
+    if not pattern:
+        raise click.BadParameter(f"{spec!r}: the rule needs a pattern (scratch/*=3d)", param_hint="RULE")
+    return rule
+
+
+@retention.command("show")
+@click.argument("catalog")
+@click.pass_context
+def retention_show(ctx, catalog):
+    emit(ctx, make_client().retention(catalog), RULE_COLUMNS)
+
+
+@retention.command("set")
+@click.argument("catalog")
+@click.argument("rules", nargs=-1)
+@click.pass_context
+def retention_set(ctx, catalog, rules):
+    """Replace the rules with RULES, first match wins: `'scratch/*=3d' 'release/*=50c' main` (none: keep all)."""
+    emit(ctx, make_client().retention_set(catalog, [rule_parse(r) for r in rules]), RULE_COLUMNS)
+
+
+def show_plan(ctx: click.Context, plan: dict) -> None:
+    if ctx.obj["json"]:
+        return emit(ctx, plan, [])
+    rows = [{**ref, "rule": (ref["rule"] or {}).get("pattern", "(keep all)"),
+             "oldest_kept": (ref["oldest_kept"] or {}).get("created_at", ""), "must_keep": len(ref["must_keep"])}
+            for ref in plan["refs"]]  # fmt: skip
+    emit(ctx, rows, PLAN_COLUMNS)
+    out.print(f"{plan['commits_expiring']} commits expire; {plan['files_reclaimed']} files, "
+              f"{plan['bytes_reclaimed']} bytes reclaimed by GC after it")  # fmt: skip
+
+
+@retention.command("preview")
+@click.argument("catalog")
+@click.argument("rules", nargs=-1)
+@click.pass_context
+def retention_preview(ctx, catalog, rules):
+    """What an expiry would remove now, per branch and tag: by RULES if given, else by the saved rules."""
+    proposed = [rule_parse(r) for r in rules] if rules else None
+    show_plan(ctx, make_client().retention_preview(catalog, proposed))
+
+
+@retention.command("expire")
+@click.argument("catalog")
+@click.pass_context
+def retention_expire(ctx, catalog):
+    """Expire by the saved rules now (a job), then show what went; run `gc` to reclaim the files."""
+    show_plan(ctx, waiting(ctx, lambda show: make_client().retention_expire(catalog, progress=show))["result"])
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
@@ -810,6 +932,25 @@ def show_refusing_checks(error: LakeUIError) -> None:
         err.print(painted(f"  {run['name']}: {run['state']}{count}{where}", STATES.get(run.get("state"))))
 
 
+def field_errors(details: object, path: str = "") -> list[str]:
+    """A refusal's per-field details (`invalid_input`: `{field: [messages]}`, nested for nested fields) as lines."""
+    if isinstance(details, dict):
+        nested = ((value, f"{path}.{key}" if path else str(key)) for key, value in details.items())
+        return [line for value, where in nested for line in field_errors(value, where)]
+    if isinstance(details, list) and all(isinstance(item, str) for item in details):
+        return [f"{path or 'request'}: {item}" for item in details]
+    if isinstance(details, list):
+        return [line for i, item in enumerate(details) for line in field_errors(item, f"{path}[{i}]")]
+    return [f"{path or 'request'}: {details}"]
+
+
+def show_field_errors(error: LakeUIError) -> None:
+    """Under an `invalid_input` refusal ("see details for each field"), each field and what is wrong with it."""
+    if getattr(error, "code", None) == "invalid_input" and getattr(error, "details", None):
+        for line in field_errors(error.details):
+            err.print(Text(f"  {line}"))
+
+
 def main() -> None:
     warnings.showwarning = show_warning
     try:
@@ -825,6 +966,7 @@ def main() -> None:
             click.echo(json.dumps(refusal, indent=2, default=str), err=True)
         else:
             err.print(Text.assemble(("error: ", "red"), str(error)))
+            show_field_errors(error)
             show_refusing_checks(error)
         sys.exit(1)
     except httpx.HTTPError as error:

@@ -477,6 +477,24 @@ class Client:
         body = {"name": name, "state": state, "url": url, "description": description, "head": head}
         return self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/checks", json=body)
 
+    def merge_request_queue(self, catalog: str, number: int) -> dict:
+        """ "Merge when ready": put an approved request in its target's merge queue; the entry (`position`,
+        `state`). It merges once it is first in line and its result passed the target's checks."""
+        return self.request("POST", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/queue")
+
+    def merge_request_dequeue(self, catalog: str, number: int) -> dict:
+        """Take a request out of the merge queue (its author or an admin); the entry, `reason` "dequeued"."""
+        return self.request("DELETE", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/queue")
+
+    def merge_request_queue_entry(self, catalog: str, number: int) -> dict:
+        """The request's newest queue entry: its position (None once it left), state, and reason if it left."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/queue")
+
+    def branch_queue(self, catalog: str, branch: str) -> dict:
+        """A branch's merge queue: `entries` in line (position, state, checked_with) and `recent` ones that
+        left it (merged, or taken out with a `reason`)."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/branches/{_q(branch)}/queue")
+
     # access and maintenance
     def roles(self, catalog: str) -> list[dict]:
         return list(self.pages(f"catalogs/{_q(catalog)}/roles"))
@@ -492,14 +510,22 @@ class Client:
         return list(self.pages(f"catalogs/{_q(catalog)}/protected-branches"))
 
     def branch_protect(
-        self, catalog: str, pattern: str, required_approvals: int = 1, required_checks: list[str] | None = None
+        self,
+        catalog: str,
+        pattern: str,
+        required_approvals: int = 1,
+        required_checks: list[str] | None = None,
+        *,
+        require_queue: bool = False,
     ) -> dict:
         """Protect the branches matching `pattern`: written only by approved merge requests, which also need each
-        external check named in `required_checks` to succeed on their source head."""
+        external check named in `required_checks` to succeed on their source head; with `require_queue`, they merge
+        only through the branch's merge queue."""
         body = {
             "pattern": pattern,
             "required_approvals": required_approvals,
             "required_checks": list(required_checks or []),
+            "require_queue": require_queue,
         }
         return self.request("POST", f"catalogs/{_q(catalog)}/protected-branches", json=body)
 
@@ -581,6 +607,24 @@ class Client:
     def check_run_get(self, catalog: str, run_id: str) -> dict:
         """One run with its first 100 failing rows (`columns`, `failing_rows`)."""
         return self.request("GET", f"catalogs/{_q(catalog)}/check-runs/{_q(run_id)}")
+
+    # retention: admins (docs/retention.md)
+    def retention(self, catalog: str) -> list[dict]:
+        """The catalog's retention rules, `[{pattern, keep_days, keep_commits}]` (empty: keep everything)."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/retention")["rules"]
+
+    def retention_set(self, catalog: str, rules: list[dict]) -> list[dict]:
+        """Replace the rules. Nothing expires until `retention_expire` (or the scheduled run)."""
+        return self.request("PUT", f"catalogs/{_q(catalog)}/retention", json={"rules": rules})["rules"]
+
+    def retention_preview(self, catalog: str, rules: list[dict] | None = None) -> dict:
+        """What an expiry by `rules` (default: the saved ones) would remove now, per ref; changes nothing."""
+        body = {"rules": rules} if rules is not None else {}
+        return self.request("POST", f"catalogs/{_q(catalog)}/retention/preview", json=body)
+
+    def retention_expire(self, catalog: str, *, wait: bool = True, progress: Progress = None) -> dict:
+        """Expire by the saved rules (a job): with `wait`, the finished job, whose result is the plan carried out."""
+        return self._maybe_wait(self.request("POST", f"catalogs/{_q(catalog)}/retention/expire"), wait, progress)
 
     def gc(self, catalog: str, grace_hours: float = 24, *, wait: bool = True) -> dict:
         """Remove the warehouse files no commit references and older than `grace_hours`."""

@@ -67,7 +67,7 @@ def write_table(
     **fields: Any,
 ) -> dict:
     """Write `df` as Parquet to a staging location of the warehouse and load it into `table` on `branch` with one
-    load job of `strategy` (any of README.md#write-strategies; its fields such as `watermark` or `partition_column` as
+    load job of `strategy` (any of docs/api.md#write-strategies; its fields such as `watermark` or `partition_column` as
     keyword arguments). Columns are matched by name and checked against the table's schema by the job. Returns the job
     (its `result` has the counts); with `wait`, a failed load raises `JobFailed` with the API's code. `expected_head`:
     the branch head your data was based on; if the branch has moved since, the load is refused (`ConflictError`, code

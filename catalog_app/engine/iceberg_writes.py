@@ -1,0 +1,295 @@
+"""What an engine's Iceberg commit names, read and checked without Django: the live files of the snapshot it
+commits (its manifest list), and each data file it wrote, checked against the table's schema and described as a
+segment from its Parquet footer (statistics included, no pass over the data, no copy).
+
+The catalog (catalog_app/iceberg/writes.py) turns the difference between that snapshot and the table's state on
+the branch into LakeUI operations.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.manifest import DataFileContent, read_manifest_list
+
+from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
+from catalog_app.engine.types import arrow_type
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
+from catalog_app.engine.writes import _field_ids, segment_described
+
+MAX_NAMED = 5  # doubled keys named in a refusal
+
+
+class FileRefused(Exception):
+    """A file the commit names that the table cannot take: the message says which and why (Iceberg's 400)."""
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """The live files of an Iceberg snapshot, by location."""
+
+    data: dict[str, int] = field(default_factory=dict)  # location: record count
+    position_deletes: dict[str, int] = field(default_factory=dict)
+    equality_deletes: dict[str, int] = field(default_factory=dict)
+    equality_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)  # equality delete file: its field ids
+
+
+def snapshot_files(manifest_list: str, allowed: Sequence[str]) -> SnapshotFiles:
+    """Every live file the snapshot's manifest list names (entries marked deleted are left out). Its manifests must
+    be under one of the `allowed` locations."""
+    io = PyArrowFileIO()
+    files = SnapshotFiles()
+    for manifest in read_manifest_list(io.new_input(manifest_list)):
+        if not manifest.manifest_path.startswith(tuple(allowed)) or "/../" in manifest.manifest_path:
+            raise FileRefused(f"Manifest {manifest.manifest_path!r} is not under the table's locations.")
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            data_file = entry.data_file
+            kind = {
+                DataFileContent.DATA: files.data,
+                DataFileContent.POSITION_DELETES: files.position_deletes,
+                DataFileContent.EQUALITY_DELETES: files.equality_deletes,
+            }[data_file.content]
+            kind[data_file.file_path] = data_file.record_count
+            if data_file.content == DataFileContent.EQUALITY_DELETES:
+                files.equality_ids[data_file.file_path] = tuple(data_file.equality_ids or ())
+    return files
+
+
+def _footer(warehouse: Warehouse, path: str):
+    filesystem, location = arrow_filesystem(warehouse.uri(path))
+    try:
+        size = filesystem.get_file_info(location).size
+        with filesystem.open_input_file(location) as handle:
+            return size, pq.ParquetFile(handle).metadata
+    except FileNotFoundError:
+        raise FileRefused(f"Data file {path!r} does not exist.") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise FileRefused(f"Data file {path!r} is not a Parquet file: {str(exc)[:200]}") from None
+
+
+def _same_type(found: pa.DataType, wanted: pa.DataType) -> bool:
+    plain = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+    found, wanted = plain.get(found, found), plain.get(wanted, wanted)
+    if pa.types.is_timestamp(found) and pa.types.is_timestamp(wanted):
+        return found.unit == wanted.unit and (found.tz is None) == (wanted.tz is None)
+    return found == wanted
+
+
+def data_file_checked(
+    warehouse: Warehouse, path: str, columns: Sequence[Column], partition_ids: Sequence[int], record_count: int
+) -> WrittenFile:
+    """The data file at `path` (from the warehouse root) as a new segment of a table of `columns`: a Parquet file
+    whose every column carries the field id of a column of the table with its name and type, holding every NOT
+    NULL column without a null, one value per partition column, and as many rows as the commit says. Raises
+    FileRefused otherwise."""
+    size, footer = _footer(warehouse, path)
+    schema = footer.schema.to_arrow_schema()
+    by_id = {c.id: c for c in columns}
+    present = set()
+    for arrow_field, field_id in zip(schema, _field_ids(footer), strict=True):
+        if field_id is None:
+            raise FileRefused(f"Data file {path!r}: column {arrow_field.name!r} carries no Iceberg field id.")
+        column = by_id.get(field_id)
+        if column is None:
+            raise FileRefused(
+                f"Data file {path!r}: field id {field_id} ({arrow_field.name!r}) is no column of the table."
+            )
+        if arrow_field.name != column.name:
+            raise FileRefused(
+                f"Data file {path!r}: field id {field_id} is named {arrow_field.name!r}, not {column.name!r} as in "
+                "the table's current schema; write with the current schema."
+            )
+        if not _same_type(arrow_field.type, arrow_type(column.type)):
+            raise FileRefused(
+                f"Data file {path!r}: column {column.name!r} (field id {field_id}) holds {arrow_field.type}, but the "
+                f"column is {column.type}."
+            )
+        present.add(field_id)
+    if footer.num_rows != record_count:
+        raise FileRefused(f"Data file {path!r} holds {footer.num_rows} rows, not {record_count} as the commit says.")
+    described = segment_described(warehouse, path, size, footer, columns, partition_ids)
+    for column in columns:
+        if column.nullable:
+            continue
+        if column.id not in present:
+            raise FileRefused(f"Data file {path!r} lacks the NOT NULL column {column.name!r}.")
+        nulls = (described.stats.get(str(column.id)) or {}).get("nulls")
+        if nulls is None:
+            nulls = _read(warehouse, path, [column.name]).column(0).null_count
+        if nulls:
+            raise FileRefused(f"Data file {path!r} holds {nulls} nulls in the NOT NULL column {column.name!r}.")
+    for column_id in partition_ids:
+        stat = described.stats.get(str(column_id))
+        if str(column_id) not in described.partition_values or (stat is not None and stat["min"] != stat["max"]):
+            name = by_id[column_id].name
+            raise FileRefused(f"Data file {path!r} holds rows of several partitions (column {name!r}).")
+    return described
+
+
+def _read(warehouse: Warehouse, path: str, names: list[str] | None) -> pa.Table:
+    filesystem, location = arrow_filesystem(warehouse.uri(path))
+    return pq.read_table(location, columns=names, filesystem=filesystem)
+
+
+def _live_keys(
+    warehouse: Warehouse, segment: SegmentRead, key_ids: Sequence[int], names: list[str], lost: Sequence[int]
+) -> pa.Table:
+    """The key columns of a segment's live rows (its delta files' positions and `lost` left out), named as the
+    table names them now."""
+    written = {c.id: c.name for c in segment.columns}
+    rows = _read(warehouse, segment.path, [written[i] for i in key_ids]).rename_columns(names)
+    gone = sorted(deleted_positions(warehouse, segment) | set(lost))
+    if gone:
+        keep = pc.invert(pc.is_in(pa.array(range(rows.num_rows), pa.int64()), value_set=pa.array(gone, pa.int64())))
+        rows = rows.filter(keep)
+    return rows
+
+
+def keys_doubled(
+    warehouse: Warehouse,
+    new_paths: Sequence[str],
+    live: Sequence[SegmentRead],
+    columns: Sequence[Column],
+    key_ids: Sequence[int],
+    lost: Mapping[str, Sequence[int]],
+) -> list[tuple]:
+    """Keys that the new files hold twice, or that the live segments' rows (less the positions `lost` by segment
+    id) hold already: a few, sorted."""
+    by_id = {c.id: c for c in columns}
+    names = [by_id[i].name for i in key_ids]
+    new = [_read(warehouse, p, names) for p in new_paths]
+    if not new:
+        return []
+    new_keys = pa.concat_tables(new)
+    old = [
+        _live_keys(warehouse, s, key_ids, names, lost.get(s.id, ())).cast(new_keys.schema)
+        for s in live
+        if all(i in {c.id for c in s.columns} for i in key_ids)
+    ]
+    every = pa.concat_tables([new_keys, *old])
+    counted = every.group_by(names).aggregate([([], "count_all")])
+    doubled = counted.filter(pc.greater(counted.column("count_all"), 1)).select(names).to_pylist()
+    return sorted(tuple(row[n] for n in names) for row in doubled)[:MAX_NAMED]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """How the new files of a copy-on-write commit relate to the segments it removed, row by row (a multiset match
+    of whole rows): the removed segments' live rows no new file holds (lost: a positional delete), and the rows of
+    each new file that are not rows of a removed segment (its new rows: an insert)."""
+
+    lost: dict[str, list[int]]  # removed segment id: positions of its lost rows
+    new_rows: dict[str, list[int] | None]  # new file path: positions of its new rows (None: every row)
+
+
+def _rows(table: pa.Table, columns: Sequence[Column]) -> list[tuple]:
+    values = [
+        table.column(c.name).to_pylist() if c.name in table.column_names else [c.default] * table.num_rows
+        for c in columns
+    ]
+    return list(zip(*values, strict=True)) if values else []
+
+
+def _segment_rows(warehouse: Warehouse, segment: SegmentRead, columns: Sequence[Column]) -> list[tuple]:
+    """A segment's rows (all positions) in the current schema, matched by column id."""
+    written = {c.id: c.name for c in segment.columns}
+    present = [c for c in columns if c.id in written]
+    table = _read(warehouse, segment.path, [written[c.id] for c in present]).rename_columns([c.name for c in present])
+    return _rows(table, columns)
+
+
+def deleted_positions(warehouse: Warehouse, segment: SegmentRead) -> set[int]:
+    return {p for d in segment.deltas for p in _read(warehouse, d, ["pos"]).column(0).to_pylist()}
+
+
+def rewrite_matched(
+    warehouse: Warehouse, removed: Sequence[SegmentRead], new_paths: Sequence[str], columns: Sequence[Column]
+) -> Rewrite:
+    """Match the live rows of the `removed` segments with the rows of the new files (see `Rewrite`). An append
+    (nothing removed) reads no rows: every row of its files is new."""
+    if not removed:
+        return Rewrite({}, {path: None for path in new_paths})
+    pool: dict[tuple, list[tuple[str, int]]] = {}
+    lost: dict[str, set[int]] = {}
+    for segment in removed:
+        gone = deleted_positions(warehouse, segment)
+        live = lost.setdefault(segment.id, set())
+        for position, row in enumerate(_segment_rows(warehouse, segment, columns)):
+            if position not in gone:
+                pool.setdefault(row, []).append((segment.id, position))
+                live.add(position)
+    new_rows: dict[str, list[int]] = {}
+    for path in new_paths:
+        fresh = []
+        for position, row in enumerate(_rows(_read(warehouse, path, None), columns)):
+            matches = pool.get(row)
+            if matches:
+                segment_id, kept = matches.pop()
+                lost[segment_id].discard(kept)
+            else:
+                fresh.append(position)
+        new_rows[path] = fresh
+    return Rewrite({s: sorted(p) for s, p in lost.items()}, new_rows)
+
+
+def positions_write(warehouse: Warehouse, folder: str, segment_id: str, positions: Sequence[int]) -> WrittenFile:
+    """A LakeUI delta file deleting `positions` of a segment, under `folder` (a delta folder, see
+    warehouse.delta_folder): a few numbers, never rows."""
+    path = f"{folder}/__segment={segment_id}/part-00000.parquet"
+    filesystem, location = arrow_filesystem(warehouse.uri(path))
+    filesystem.create_dir(location.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(pa.table({"pos": pa.array(sorted(positions), pa.int64())}), location, filesystem=filesystem)
+    size = filesystem.get_file_info(location).size
+    return WrittenFile(path, len(positions), size, segment_id=segment_id)
+
+
+def rows_take(warehouse: Warehouse, path: str, positions: Sequence[int], columns: Sequence[Column]) -> pa.Table:
+    """Some rows of a new file, in the table's current schema (to be written as a segment of their own)."""
+    table = _read(warehouse, path, None).take(pa.array(positions, pa.int64()))
+    return pa.table(
+        {
+            c.name: table.column(c.name)
+            if c.name in table.column_names
+            else pa.nulls(table.num_rows, arrow_type(c.type))
+            for c in columns
+        }
+    )
+
+
+def position_deletes_read(warehouse: Warehouse, path: str) -> dict[str, list[int]]:
+    """An Iceberg position delete file's positions, by the data file location they delete from."""
+    rows = _read(warehouse, path, ["file_path", "pos"])
+    by_file: dict[str, list[int]] = {}
+    for location, position in zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True):
+        by_file.setdefault(location, []).append(position)
+    return by_file
+
+
+def equality_deletes_match(
+    warehouse: Warehouse, path: str, key_ids: Sequence[int], columns: Sequence[Column], live: Sequence[SegmentRead]
+) -> dict[str, list[int]]:
+    """The positions, by segment id, of the live rows whose key an equality delete file names (its columns found by
+    field id): a delete by key."""
+    _, footer = _footer(warehouse, path)
+    by_id = {c.id: c for c in columns}
+    named = dict(zip(_field_ids(footer), footer.schema.to_arrow_schema().names, strict=True))
+    if any(i not in named for i in key_ids):
+        raise FileRefused(f"Equality delete file {path!r} lacks a key column.")
+    names = [by_id[i].name for i in key_ids]
+    keys = _read(warehouse, path, [named[i] for i in key_ids]).rename_columns(names)
+    wanted = set(zip(*[keys.column(n).to_pylist() for n in names], strict=True))
+    found: dict[str, list[int]] = {}
+    for segment in live:
+        written = {c.id: c.name for c in segment.columns}
+        if any(i not in written for i in key_ids):
+            continue
+        rows = _read(warehouse, segment.path, [written[i] for i in key_ids])
+        gone = deleted_positions(warehouse, segment)
+        values = zip(*[rows.column(i).to_pylist() for i in range(len(key_ids))], strict=True)
+        hits = [p for p, key in enumerate(values) if key in wanted and p not in gone]
+        if hits:
+            found[segment.id] = hits
+    return found

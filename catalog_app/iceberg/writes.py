@@ -1,0 +1,614 @@
+"""The write half of the Iceberg REST catalog: an engine's create, drop, rename and commit at a branch become
+ordinary LakeUI commits (databases.py and tables.py services, and the data operations a LakeUI job records), never
+a copy of data. DESIGN.md section 5, "Other engines write any branch".
+
+The engine writes its data files itself into the write location loadTable hands out for the table on that branch
+(`<warehouse>/<catalog id>/<table id>/writes/<branch id>/`, given as the `write.data.path` and
+`write.metadata.path` properties). A commit names the snapshot it made; what that snapshot holds, compared with the
+table's files on the branch, is what the commit does:
+
+- new data files, nothing removed: an `insert` of those files as segments (statistics from their footers);
+- live files removed and new ones added (copy-on-write, `delete`/`overwrite` with a filter): each removed segment's
+  rows that no new file holds become a positional `delete` of that segment (a delta file of positions), the new
+  files' rows that are no removed segment's row an `insert` (a new file holding only such rows is taken as it is;
+  the new rows of a file that also rewrote old ones are written as a segment of their own), and a rewrite of a
+  file's remaining rows is nothing at all, as it changes no row;
+- every live row removed and new files added: an `overwrite`.
+
+Requirements are checked against the table's metadata on the branch (as loadTable serves it): the table's snapshot
+id is its newest commit on the branch, so a commit to a table that did not move goes through even if other tables
+of the branch did, and one to a table that moved answers 409 `CommitFailedException` (engines retry).
+"""
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from catalog_app import table_schema
+from catalog_app.engine import iceberg_writes
+from catalog_app.engine.iceberg import table_uri
+from catalog_app.engine.iceberg_writes import FileRefused
+from catalog_app.engine.segments import Column
+from catalog_app.engine.types import decimal_digits
+from catalog_app.engine.warehouse import Warehouse, delta_folder
+from catalog_app.engine.writes import write_segments_here
+from catalog_app.iceberg.selectors import namespace_get, namespace_table_get
+from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
+from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
+from catalog_app.names import check_properties
+from catalog_app.selectors.refs import ResolvedRef, branch_get, commit_chain
+from catalog_app.selectors.table_files import TableFiles, table_columns, table_files, table_has_rows
+from catalog_app.services.commits import CommitDraft, commit_begin
+from catalog_app.services.tables import column_id_next
+from lakeui.errors import ApplicationError, ConflictError
+
+Op = Operation.Op
+TABLE = ObjectKind.TABLE
+WRITES = "writes"
+RESERVED_PROPERTIES = ("write.data.path", "write.metadata.path", "lakeui.", "format-version")
+ICEBERG_TYPES = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "long",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "binary",
+    "date": "date",
+    "timestamptz": "timestamp",
+}
+MESSAGE_READ_ONLY = "{ref!r} is a {kind}: it is read-only; commit to a branch (/iceberg/{{catalog}}/{{branch}})."
+MESSAGE_MOVED = (
+    "Table {name!r} changed on branch {branch!r} since it was read ({what}); load it again and retry the commit."
+)
+
+
+def iceberg_branch(resolved: ResolvedRef) -> Branch:
+    """The branch a write names: a tag or a commit id answers Iceberg's 403 ForbiddenException."""
+    if resolved.kind != "branch" or resolved.branch is None:
+        raise ApplicationError(
+            "read_only_ref", MESSAGE_READ_ONLY.format(ref=resolved.name, kind=resolved.kind), status=403
+        )
+    return resolved.branch
+
+
+def write_folder(*, catalog_id, table_id, branch_id) -> str:
+    """The folder (from the warehouse root) an engine writes the table's files into on that branch, named by ids."""
+    return f"{catalog_id}/{table_id}/{WRITES}/{branch_id}"
+
+
+def loaded_for_branch(loaded: LoadedTable, *, table: ObjectVersion, branch: Branch) -> bytes:
+    """loadTable's metadata at a branch: as served at any ref, plus where an engine writes on this branch."""
+    metadata = json.loads(loaded.metadata_json)
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    folder = write_folder(catalog_id=table.catalog_id, table_id=table.object_id, branch_id=branch.id)
+    properties = {k: v for k, v in metadata["properties"].items() if k != "lakeui.read-only"}
+    properties |= {k: str(v) for k, v in (table.state.get("properties") or {}).items()}
+    properties |= {
+        "write.data.path": table_uri(warehouse, f"{folder}/data"),
+        "write.metadata.path": table_uri(warehouse, f"{folder}/metadata"),
+        "lakeui.branch": branch.name,
+    }
+    metadata["properties"] = properties
+    identifiers = table.state.get("primary_key") or []
+    for schema in metadata["schemas"]:
+        if schema["schema-id"] == metadata["current-schema-id"]:
+            schema["identifier-field-ids"] = list(identifiers)
+    return json.dumps({"metadata-location": loaded.location, "metadata": metadata, "config": {}}).encode()
+
+
+# --- create table: an Iceberg schema and spec as LakeUI columns ------------------------------------------------
+
+
+def lakeui_type(iceberg: Any, name: str) -> str:
+    if isinstance(iceberg, str) and iceberg in ICEBERG_TYPES:
+        return ICEBERG_TYPES[iceberg]
+    if isinstance(iceberg, str) and iceberg.replace(" ", "").startswith("decimal("):
+        try:
+            precision, scale = decimal_digits(iceberg.replace(" ", ""))
+            return f"decimal({precision},{scale})"
+        except ValueError:
+            pass
+    why = (
+        "a timestamp without time zone: use timestamptz"
+        if iceberg == "timestamp"
+        else f"type {json.dumps(iceberg)[:100]} is not one LakeUI tables hold"
+    )
+    raise ApplicationError(
+        "invalid_schema", f"Column {name!r}: {why} (LakeUI types: {', '.join(ICEBERG_TYPES)}, decimal(p, s))."
+    )
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A createTable request in LakeUI's terms (services.tables.table_create)."""
+
+    columns: list[dict]
+    partition_by: list[str]
+    primary_key: list[str]
+    properties: dict[str, str]
+
+
+def table_spec(body: dict) -> TableSpec:
+    """The columns, identity partitions, key (identifier fields) and properties of a createTable body; 400 for
+    what LakeUI tables cannot hold (nested types, other transforms, a location of the engine's choosing)."""
+    if body.get("location"):
+        raise ApplicationError(
+            "invalid_input", "LakeUI chooses table locations (by ids, per branch); create the table without one."
+        )
+    schema = body.get("schema") or {}
+    fields = schema.get("fields") or []
+    if not isinstance(fields, list) or not fields:
+        raise ApplicationError("invalid_schema", "The schema needs at least one field.")
+    names = {}
+    columns = []
+    for field in fields:
+        name = str(field.get("name", ""))
+        columns.append(
+            {
+                "name": name,
+                "type": lakeui_type(field.get("type"), name),
+                "nullable": not field.get("required", False),
+                **({"comment": field["doc"]} if field.get("doc") else {}),
+            }
+        )
+        names[field.get("id")] = name
+    key = [names[i] for i in schema.get("identifier-field-ids") or [] if i in names]
+    partition_by = []
+    for part in (body.get("partition-spec") or {}).get("fields") or []:
+        if part.get("transform") != "identity" or part.get("source-id") not in names:
+            raise ApplicationError(
+                "invalid_partition_spec",
+                f"Partition field {part.get('name')!r}: LakeUI partitions by identity transforms of columns only.",
+            )
+        partition_by.append(names[part["source-id"]])
+    properties = {k: v for k, v in (body.get("properties") or {}).items() if k != "format-version"}
+    _check_reserved(properties)
+    return TableSpec(columns, partition_by, key, check_properties(properties))
+
+
+def _check_reserved(keys) -> None:
+    reserved = [k for k in keys if k.startswith(RESERVED_PROPERTIES)]
+    if reserved:
+        raise ApplicationError("invalid_properties", f"Properties {reserved} are LakeUI's to set.")
+
+
+# --- commit a table ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableCommitRequest:
+    namespace: str
+    name: str
+    requirements: list[dict]
+    updates: list[dict]
+
+
+def iceberg_tables_commit(
+    *, catalog: Catalog, branch: str, author: AbstractBaseUser | None, requests: list[TableCommitRequest]
+) -> tuple[Commit, list[ObjectVersion]]:
+    """Commit one table (`POST .../tables/{t}`) or several (`POST /v1/transactions/commit`) as one LakeUI commit:
+    all or nothing. Files written for a refused commit stay orphans for garbage collection."""
+    if not requests:
+        raise ApplicationError("invalid_input", "A commit names at least one table.")
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    tag = uuid.uuid4().hex
+    with transaction.atomic():
+        draft = commit_begin(catalog=catalog, branch=branch)
+        tables = []
+        for request in requests:
+            tables.append(_table_commit(draft, request, warehouse=warehouse, tag=tag))
+        names = ", ".join(f"{r.namespace}.{r.name}" for r in requests)
+        try:
+            commit = draft.commit(author=author, message=f"Iceberg commit to {names}")
+        except ApplicationError as nothing:  # every requirement met, nothing changed: no commit
+            if nothing.code != "empty_commit":
+                raise
+            commit = draft.parent
+    return commit, tables
+
+
+def iceberg_table_at_branch(
+    *, catalog: Catalog, branch: str, table: ObjectVersion, commit: Commit | None = None
+) -> bytes:
+    """loadTable's answer for `table` at the branch's head (or at `commit`, the one a write just made)."""
+    found = branch_get(catalog=catalog, name=branch)
+    loaded = iceberg_table_load(commit_chain(commit or found.head), table=table)
+    return loaded_for_branch(loaded, table=table, branch=found)
+
+
+def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse: Warehouse, tag: str) -> ObjectVersion:
+    database = namespace_get(draft.chain, name=request.namespace)
+    table = namespace_table_get(draft.chain, database=database, name=request.name)
+    metadata = json.loads(iceberg_table_load(draft.chain, table=table).metadata_json)
+    _requirements_check(metadata, request.requirements, table=table, branch=draft.branch.name)
+    state = dict(table.state)
+    snapshots: dict[int, dict] = {}
+    added_schemas: list[dict] = []
+    main: int | None = None
+    for update in request.updates:
+        action = update.get("action")
+        if action == "assign-uuid":
+            if update.get("uuid") != metadata["table-uuid"]:
+                raise ApplicationError("invalid_update", "A LakeUI table keeps its uuid (its table id).")
+        elif action == "upgrade-format-version":
+            if int(update.get("format-version", 2)) != 2:
+                raise ApplicationError("invalid_update", "LakeUI serves Iceberg format version 2.")
+        elif action == "set-properties":
+            _check_reserved(update.get("updates") or {})
+            state["properties"] = {**state["properties"], **check_properties(update.get("updates") or {})}
+        elif action == "remove-properties":
+            state["properties"] = {
+                k: v for k, v in state["properties"].items() if k not in (update.get("removals") or [])
+            }
+        elif action == "add-schema":
+            added_schemas.append(update.get("schema") or {})
+        elif action == "set-current-schema":
+            wanted = update.get("schema-id")
+            known = (
+                added_schemas[-1:]
+                if wanted == -1
+                else [x for x in [*added_schemas, *metadata["schemas"]] if x.get("schema-id") == wanted]
+            )
+            if not known:
+                raise ApplicationError("invalid_update", f"set-current-schema names no schema ({wanted}).")
+            state = _schema_apply(draft, table, state, known[-1])
+        elif action == "add-snapshot":
+            snapshot = update.get("snapshot") or {}
+            snapshots[snapshot.get("snapshot-id")] = snapshot
+        elif action == "set-snapshot-ref":
+            if update.get("ref-name") != "main" or update.get("type", "branch") != "branch":
+                raise ApplicationError(
+                    "invalid_update",
+                    "A LakeUI table has one Iceberg branch, main: the LakeUI branch of the catalog URI. Create a "
+                    "LakeUI branch and point the catalog at it instead.",
+                )
+            main = update.get("snapshot-id")
+        elif action in (
+            "add-sort-order",
+            "set-default-sort-order",
+            "set-statistics",
+            "remove-statistics",
+            "set-partition-statistics",
+            "remove-partition-statistics",
+        ):
+            continue  # advice to readers LakeUI does not keep
+        else:
+            raise ApplicationError(
+                "unsupported_update", f"LakeUI does not take the Iceberg update {str(action)[:60]!r} yet.", status=406
+            )
+    if state["properties"] != table.state["properties"]:
+        old = table.state["properties"]
+        changed = {k: v for k, v in state["properties"].items() if old.get(k) != v}
+        unset = [k for k in old if k not in state["properties"]]
+        details = {"set": changed, "unset": unset, "previous": {k: old.get(k) for k in [*changed, *unset]}}
+        draft.operation(object_id=table.object_id, kind=TABLE, op=Op.ALTER_PROPERTIES, details=details)
+    data = main is not None and main != metadata.get("current-snapshot-id")
+    if state == table.state and not data:
+        return table
+    new_schema = state["columns"] if state["columns"] != table.state["columns"] else None
+    if new_schema is not None and data:
+        raise ApplicationError("invalid_update", "Commit a schema change and data in two commits.")
+    version = draft.put(
+        kind=TABLE,
+        object_id=table.object_id,
+        name=table.name,
+        parent_id=table.parent_id,
+        state=state,
+        new_schema=new_schema,
+    )
+    if data:
+        if main not in snapshots:
+            raise ApplicationError(
+                "invalid_update",
+                f"set-snapshot-ref names snapshot {main}, which the commit does "
+                "not add; LakeUI keeps one line of snapshots per branch.",
+            )
+        _data_commit(draft, table, snapshots[main], warehouse=warehouse, tag=tag)
+    return version
+
+
+def _schema_apply(draft: CommitDraft, table: ObjectVersion, state: dict, schema: dict) -> dict:
+    """An Iceberg schema made current, as LakeUI's column operations by field id (in the order the merge rules
+    replay them): drops, then renames, widenings and nullability changes, then additions (new ids are LakeUI's
+    own next column ids: ids are never reused on any branch)."""
+    columns = list(state["columns"])
+    by_id = {c["id"]: c for c in columns}
+    fields = schema.get("fields") or []
+    wanted = {f.get("id"): f for f in fields}
+    has_rows = table_has_rows(draft.chain, table_id=table.object_id)
+    details: list[dict] = []
+    protected = {*state["partition_by"], *state["primary_key"]}
+    for column in list(columns):
+        if column["id"] not in wanted:
+            columns, detail = table_schema.column_drop(columns, column["name"], protected_ids=protected)
+            details.append(detail)
+    for field in fields:
+        column = by_id.get(field.get("id"))
+        if column is None:
+            continue
+        changes = {"name": field.get("name"), "type": lakeui_type(field.get("type"), str(field.get("name"))),
+                   "nullable": not field.get("required", False)}  # fmt: skip
+        changes = {k: v for k, v in changes.items() if v != column[k]}
+        if changes:
+            columns, altered = table_schema.column_alter(columns, column["name"], changes, table_has_rows=has_rows)
+            details += altered
+    last = state["last_column_id"]
+    for field in fields:
+        if field.get("id") in by_id:
+            continue
+        last = max(last, column_id_next(table), last + 1)
+        spec = {"name": field.get("name"), "type": lakeui_type(field.get("type"), str(field.get("name"))),
+                "nullable": not field.get("required", False)}  # fmt: skip
+        columns, detail = table_schema.column_add(columns, spec, column_id=last, table_has_rows=has_rows)
+        details.append(detail)
+    for detail in details:
+        draft.operation(object_id=table.object_id, kind=TABLE, op=Op.ALTER_COLUMN, details=detail)
+    return {**state, "columns": columns, "last_column_id": last}
+
+
+def _requirements_check(metadata: dict, requirements: list[dict], *, table: ObjectVersion, branch: str) -> None:
+    """Iceberg's requirements against the table as loadTable serves it on the branch now: 409 if one fails."""
+    current_schema = metadata["current-schema-id"]
+    for requirement in requirements:
+        kind = requirement.get("type")
+        if kind == "assert-ref-snapshot-id":
+            wanted = requirement.get("snapshot-id")
+            have = metadata.get("current-snapshot-id") if requirement.get("ref") == "main" else None
+            ok, what = wanted == have, f"its snapshot is {have}, not {wanted}"
+        elif kind == "assert-table-uuid":
+            ok, what = requirement.get("uuid") == metadata["table-uuid"], "another table of that name"
+        elif kind == "assert-current-schema-id":
+            ok, what = requirement.get("current-schema-id") == current_schema, "its schema changed"
+        elif kind == "assert-last-assigned-field-id":
+            ok, what = requirement.get("last-assigned-field-id") == metadata["last-column-id"], "its columns changed"
+        elif kind == "assert-default-spec-id":
+            ok, what = requirement.get("default-spec-id") == metadata["default-spec-id"], "its partitioning changed"
+        elif kind == "assert-last-assigned-partition-id":
+            ok = requirement.get("last-assigned-partition-id") == metadata["last-partition-id"]
+            what = "its partitioning changed"
+        elif kind == "assert-default-sort-order-id":
+            ok, what = True, ""
+        elif kind == "assert-create":
+            ok, what = False, "it exists already"
+        else:
+            raise ApplicationError("invalid_requirement", f"Unknown Iceberg requirement {str(kind)[:60]!r}.")
+        if not ok:
+            raise ConflictError("commit_failed", MESSAGE_MOVED.format(name=table.name, branch=branch, what=what))
+
+
+def _relative(warehouse: Warehouse, location: str) -> str | None:
+    """A location under the warehouse as the catalog keeps paths (from the warehouse root); None elsewhere."""
+    root = table_uri(warehouse, "").rstrip("/") + "/"
+    if location.startswith("file://"):
+        location = location[len("file://") :]
+    if not location.startswith(root) or "/../" in location or "/./" in location:
+        return None
+    return location[len(root) :]
+
+
+def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, warehouse: Warehouse, tag: str) -> None:
+    """The snapshot's files against the table's live files on the branch, recorded as LakeUI operations."""
+    folder = write_folder(catalog_id=table.catalog_id, table_id=table.object_id, branch_id=draft.branch.id)
+    base = f"{table.catalog_id}/{table.object_id}"
+    manifest_list = _relative(warehouse, snapshot.get("manifest-list") or "")
+    if manifest_list is None or not manifest_list.startswith((f"{folder}/", f"{base}/iceberg/")):
+        raise ApplicationError(
+            "invalid_snapshot",
+            "The snapshot's manifest list is not under the table's write "
+            f"location on this branch ({table_uri(warehouse, folder)}).",
+        )
+    allowed = [table_uri(warehouse, f"{folder}/"), table_uri(warehouse, f"{base}/iceberg/")]
+    try:
+        named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed)
+    except FileRefused as exc:
+        raise ApplicationError("invalid_snapshot", str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise ApplicationError(
+            "invalid_snapshot", f"The snapshot's manifests cannot be read: {str(exc)[:200]}"
+        ) from None
+    files = table_files(draft.chain, table_id=table.object_id)
+    live = {table_uri(warehouse, s.path): s for s in files.segments}
+    try:
+        deleted = _engine_deletes(named, files, live, table, warehouse=warehouse, base=base, folder=folder)
+    except FileRefused as exc:
+        raise ApplicationError("invalid_delete_file", str(exc)) from None
+    removed = [s for uri, s in live.items() if uri not in named.data]
+    added = []
+    columns = table_columns(table)
+    for location, records in named.data.items():
+        if location in live:
+            continue
+        path = _relative(warehouse, location)
+        if path is None or not path.startswith(f"{folder}/data/"):
+            raise ApplicationError(
+                "file_outside_location",
+                f"Data file {location!r} is not under the table's write "
+                f"location on this branch ({table_uri(warehouse, folder)}/data).",
+            )
+        added.append((path, records))
+    taken = set(DataFile.objects.filter(path__in=[p for p, _ in added]).values_list("path", flat=True))
+    if taken:
+        raise ApplicationError("file_committed", f"Data files already committed: {sorted(taken)[:5]}.")
+    try:
+        written = [
+            iceberg_writes.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added
+        ]
+        _record(draft, table, files, columns, removed, written, deleted, warehouse=warehouse, tag=tag)
+    except FileRefused as exc:
+        raise ApplicationError("invalid_data_file", str(exc)) from None
+
+
+def _engine_deletes(named, files: TableFiles, live: dict, table, *, warehouse, base, folder) -> dict[str, set[int]]:
+    """The positions, by segment id, that the snapshot's new delete files delete: position delete files naming live
+    segments, and equality delete files by the table's primary key (a delete by key; refused on a table without a
+    key or by other columns, as LakeUI identifies rows by key or by position only)."""
+    served = {
+        table_uri(warehouse, f"{base}/iceberg/deletes/{d.id}.parquet") for ds in files.deltas.values() for d in ds
+    }
+    reads = {r.id: r for r in files.reads()}
+    segment_of = {uri: str(s.id) for uri, s in live.items()}
+    deleted: dict[str, set[int]] = {}
+    new_files = [p for p in [*named.position_deletes, *named.equality_deletes] if p not in served]
+    for location in new_files:
+        path = _relative(warehouse, location)
+        if path is None or not path.startswith(f"{folder}/"):
+            raise FileRefused(f"Delete file {location!r} is not under the table's write location on this branch.")
+        if location in named.position_deletes:
+            for target, positions in iceberg_writes.position_deletes_read(warehouse, path).items():
+                if target not in segment_of:
+                    raise FileRefused(f"Position delete file {location!r} names {target!r}, no live file of the table.")
+                deleted.setdefault(segment_of[target], set()).update(positions)
+            continue
+        key = table.state.get("primary_key") or []
+        if not key or set(named.equality_ids[location]) != set(key):
+            raise FileRefused(
+                f"Equality delete file {location!r} is refused: LakeUI takes equality deletes only by the table's "
+                "primary key (its identifier fields); write position deletes or copy-on-write instead."
+            )
+        found = iceberg_writes.equality_deletes_match(warehouse, path, key, table_columns(table), list(reads.values()))
+        for segment_id, positions in found.items():
+            deleted.setdefault(segment_id, set()).update(positions)
+    for segment_id, positions in deleted.items():
+        positions -= iceberg_writes.deleted_positions(warehouse, reads[segment_id])
+    return {s: p for s, p in deleted.items() if p}
+
+
+def _record(
+    draft, table, files: TableFiles, columns: list[Column], removed, written, engine_deleted, *, warehouse, tag
+) -> None:
+    base = f"{table.catalog_id}/{table.object_id}"
+    schema_version_id = table.state["schema_version_id"]
+    reads = {s.id: r for s, r in zip(files.segments, files.reads(), strict=True)}
+    removed_ids = {s.id for s in removed}
+    kept = [s for s in files.segments if s.id not in removed_ids]
+    rewrite = iceberg_writes.rewrite_matched(
+        warehouse, [reads[s.id] for s in removed], [w.path for w in written], columns
+    )
+    lost = {s: set(p) for s, p in rewrite.lost.items()}
+    for segment_id, positions in engine_deleted.items():
+        lost.setdefault(segment_id, set()).update(positions)
+    new_segments = []
+    extra_rows = []
+    for file in written:
+        fresh = rewrite.new_rows[file.path]
+        if fresh is None or len(fresh) == file.row_count:
+            new_segments.append(file)  # only new rows: taken as it is
+        elif fresh:
+            extra_rows.append(iceberg_writes.rows_take(warehouse, file.path, fresh, columns))
+    if extra_rows:
+        new_segments += write_segments_here(
+            warehouse,
+            base,
+            pa.concat_tables(extra_rows),
+            columns,
+            partition_ids=table.state["partition_by"],
+            tag=f"iceberg-{tag}",
+        )
+    key_ids = table.state.get("primary_key") or []
+    if key_ids:
+        doubled = iceberg_writes.keys_doubled(
+            warehouse, [f.path for f in new_segments], list(reads.values()), columns, key_ids, lost
+        )
+        if doubled:
+            raise FileRefused(f"The commit would hold these keys twice: {doubled}; nothing was committed.")
+    live_rows = {str(s.id): s.row_count - _deleted_count(warehouse, reads[s.id]) for s in removed}
+    every_row = not kept and all(len(lost[str(s.id)]) == live_rows[str(s.id)] for s in removed)
+    deleted_rows = sum(len(p) for p in lost.values())
+    if removed and every_row and new_segments:
+        segments = _data_files(draft, table, new_segments, schema_version_id)
+        gone = [f for s in removed for f in [s, *files.deltas.get(s.id, [])]]
+        for file in gone:
+            draft.remove_file(file)
+        _operation(
+            draft,
+            table,
+            Op.OVERWRITE,
+            segments_added=segments,
+            segments_removed=removed,
+            rows_inserted=sum(f.row_count for f in new_segments),
+            rows_deleted=deleted_rows,
+        )
+        return
+    if deleted_rows:
+        emptied = [s for s in removed if len(lost[str(s.id)]) == live_rows[str(s.id)]]
+        for segment in emptied:
+            for file in [segment, *files.deltas.get(segment.id, [])]:
+                draft.remove_file(file)
+        partly = [s for s in files.segments if s not in emptied and lost.get(str(s.id))]
+        deltas = [
+            iceberg_writes.positions_write(warehouse, delta_folder(base, f"iceberg-{tag}"), str(s.id), lost[str(s.id)])
+            for s in partly
+        ]
+        delta_files = _data_files(draft, table, deltas, None, kind=DataFile.Kind.DELTA)
+        _operation(
+            draft,
+            table,
+            Op.DELETE,
+            deltas_added=delta_files,
+            segments_removed=emptied,
+            segments_touched=partly,
+            rows_deleted=deleted_rows,
+        )
+    if new_segments:
+        segments = _data_files(draft, table, new_segments, schema_version_id)
+        _operation(draft, table, Op.INSERT, segments_added=segments, rows_inserted=sum(f.row_count for f in segments))
+
+
+def _deleted_count(warehouse, read) -> int:
+    return len(iceberg_writes.deleted_positions(warehouse, read)) if read.deltas else 0
+
+
+def _data_files(draft, table, written, schema_version_id, *, kind=DataFile.Kind.SEGMENT) -> list[DataFile]:
+    files = [
+        DataFile(
+            catalog=draft.catalog,
+            table_id=table.object_id,
+            kind=kind,
+            path=w.path,
+            row_count=w.row_count,
+            size_bytes=w.size_bytes,
+            stats=w.stats,
+            partition_values=w.partition_values,
+            schema_version_id=schema_version_id if kind == DataFile.Kind.SEGMENT else None,
+            segment_id=uuid.UUID(w.segment_id) if w.segment_id else None,
+        )
+        for w in written
+    ]
+    for file in files:
+        draft.add_file(file)
+    return files
+
+
+def _operation(
+    draft,
+    table,
+    op,
+    *,
+    segments_added=(),
+    segments_removed=(),
+    segments_touched=(),
+    deltas_added=(),
+    rows_inserted=0,
+    rows_deleted=0,
+) -> None:
+    details = {
+        "segments_added": [str(f.id) for f in segments_added],
+        "deltas_added": [str(f.id) for f in deltas_added],
+        "segments_removed": [str(f.id) for f in segments_removed],
+        "deltas_removed": [],
+        "segments_touched": [str(f.id) for f in segments_touched],
+        "rows_inserted": rows_inserted,
+        "rows_updated": 0,
+        "rows_deleted": rows_deleted,
+        "segments_written": len(segments_added),
+        "delta_files_written": len(deltas_added),
+        "source": "iceberg",
+    }
+    draft.operation(object_id=table.object_id, kind=TABLE, op=op, details=details)

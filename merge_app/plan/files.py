@@ -1,0 +1,166 @@
+"""The file-level outcome of a merge of a table without a key (docs/architecture.md#the-path-of-a-merge): which of
+the target's files the merge drops, which it keeps and which of the source's it takes over, decided from plain
+values (each side's live files by id, the source's operations since the base, the pairs the rules discarded).
+
+Pure: no ORM, no Spark. The writer (`merge_app/services/merges.py`, `MergeWriter`) reads the files, applies this
+plan and logs it, so what the audit log says a merge did to the files is what it did.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from catalog_app.engine.segments import file_in_partitions
+from merge_app.planner import ObjectDiff, Pair, rewrites_of_source_rows
+from merge_app.rules import Op
+
+SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
+
+
+class File(Protocol):
+    """What the plan needs of a file: a `catalog_app.selectors.table_files.FileRow` or a DataFile."""
+
+    id: Any
+    kind: str
+    segment_id: Any
+    partition_values: dict
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    removed: list  # the target's files the merge drops
+    kept: list  # the target's own files it keeps
+    added: list  # the source's files it takes over
+    partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
+
+
+def file_plan(
+    *,
+    base: Mapping[str, File],
+    source: Mapping[str, File],
+    target: Mapping[str, File],
+    operations: Sequence[Op],
+    discarded: Sequence[Pair],
+    contested: frozenset[str] = frozenset(),
+    overwrites: Sequence[list[dict[str, Any]] | None] = (),
+    source_rows: Iterable[str] = (),
+) -> FilePlan:
+    """Which files the target drops, keeps and takes over for a table replayed by file. `base`, `source`, `target`:
+    each side's live files by id (as text); `operations`: the source's since the base, `discarded` the pairs that
+    discarded (some of) their files; `contested`: the files a table's `source_wins` takes the source's version of;
+    `overwrites`: the partitions each source overwrite that is replayed replaced (None: the whole table);
+    `source_rows`: the target's segments a copy-on-write delete wrote of rows the source still has.
+
+    The source's changes are its operations since the base (docs/merge-semantics.md#which-changes-a-merge-replays),
+    not the difference of its files from the base's: where a merge on the source kept its own side (target_wins, a
+    discard), its files differ from the base's by what it did not take, and that is no change to replay. What the
+    source took out is taken out of the target's files wherever the target got them: from the base, or by a
+    cherry-pick of the source's (a revert of the picked commit takes out the picked copy, DESIGN 4.7)."""
+    added_by, removed_by = set(), set()
+    for op in operations:
+        added_by |= op.added
+        removed_by |= op.removed | set(op.details.get("deltas_removed", []))
+    not_taken, not_removed = set(), set()
+    for pair in discarded:
+        op = operations[pair.source]
+        not_taken |= set(pair.decided.discarded)
+        # An operation discarded whole (a dropped compaction, an A4/A5 update or delete of older rows) is not
+        # replayed, so the target keeps the files it would have replaced, wherever the target got them; the audit
+        # log lists it as discarded and the writer records no operation for it.
+        if op.op == "compaction" or set(pair.decided.discarded) >= op.added:
+            not_removed |= op.removed | set(op.details.get("deltas_removed", []))
+    held = set(base) | set(target)
+    removed = {fid for fid in held if fid in removed_by and fid not in source and fid not in not_removed}
+    removed |= {fid for fid, f in target.items() if fid not in source and derived(f, contested)}
+    kept_rows = set(source_rows)
+    for partitions in overwrites:
+        removed |= {
+            fid for fid, f in target.items()
+            if fid not in source and fid not in kept_rows and in_scope(f, partitions)
+        }  # fmt: skip
+    removed |= {fid for fid, f in target.items() if f.kind == DELTA and str(f.segment_id) in removed}
+    kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
+    added = [
+        f for fid, f in source.items()
+        if ((fid in added_by and fid not in base) or derived(f, contested)) and fid not in target
+        and fid not in not_taken
+    ]  # fmt: skip
+    live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed}
+    live_segments |= {str(f.id) for f in added if f.kind == SEGMENT}
+    added = [f for f in added if f.kind == SEGMENT or str(f.segment_id) in live_segments]
+    partitions = [p for parts in overwrites if parts for p in parts]
+    return FilePlan(removed=[target[fid] for fid in sorted(removed & set(target))], kept=kept, added=added,
+                    partitions=partitions)  # fmt: skip
+
+
+def object_file_plan(
+    obj: ObjectDiff,
+    *,
+    base: Mapping[str, File],
+    source: Mapping[str, File],
+    target: Mapping[str, File],
+    overwrites: Sequence[list[dict[str, Any]] | None],
+) -> FilePlan:
+    """`file_plan` of a planned object (`planner.ObjectDiff`): its source operations, discarded pairs and
+    `source_wins` scope. `overwrites`: the partitions of each of its source overwrites that are replayed."""
+    return file_plan(
+        base=base, source=source, target=target, operations=obj.source_operations, discarded=obj.discarded,
+        contested=obj.source_wins.files if obj.source_wins else frozenset(), overwrites=overwrites,
+        source_rows=rewrites_of_source_rows(obj, source)[0] if overwrites else (),
+    )  # fmt: skip
+
+
+def replayed_overwrites(obj: ObjectDiff) -> list[Op]:
+    """The source's overwrites of a table the merge replays (not discarded)."""
+    discarded = {pair.source for pair in obj.discarded}
+    return [op for index, op in enumerate(obj.source_operations) if op.op == "overwrite" and index not in discarded]
+
+
+def how(obj: ObjectDiff, *, source_wins: str) -> str:
+    """How the merge writes an object: `dropped`, `created`, `taken_from_source` (a table without a key whose whole
+    version `source_wins` takes), or how its rows merge (`how_rows`)."""
+    if obj.source.dropped:
+        return "dropped"
+    if obj.change == "added_in_source":
+        return "created"
+    if obj.resolution == source_wins and obj.source_wins is None and not obj.keyed:
+        return "taken_from_source"
+    return how_rows(obj)
+
+
+def how_rows(obj: ObjectDiff) -> str:
+    """How a table's rows merge: a primary-key table by state (docs/merge-semantics.md, "Primary-key tables"):
+    three-way by key when both sides changed its rows, else the rows of the side that changed them, as they are;
+    a table without a key by replaying the source's operations."""
+    if obj.kind != "table" or not obj.keyed:
+        return "replayed"
+    if obj.key_mode:
+        return "merged_by_key"
+    return "rows_taken" if obj.data_changed["source"] else "rows_kept"
+
+
+def files_named(obj: ObjectDiff, how: str) -> set[str] | None:
+    """The only files a table replayed by file needs to know on each side when the source's operations since the
+    base only add files (appends, merge-on-read deletes): those they add, and the segments their delete files are
+    on. Its file plan is then the same as on the table's whole file sets, read at a cost that follows the change,
+    not the table. None when it needs those (the source removed or overwrote files, its version is taken by
+    `source_wins`, or the table merges otherwise: by key, taken or kept whole)."""
+    if how not in ("replayed", "created") or obj.source_wins is not None:
+        return None
+    named = set()
+    for op in obj.source_operations:
+        if op.op == "overwrite" or op.removed or op.details.get("deltas_removed"):
+            return None
+        named |= op.added | {segment for segment in op.details.get("deltas_on", {}).values() if segment}
+    return named
+
+
+def derived(file: File, files: frozenset[str]) -> bool:
+    """Whether a file is one of `files` or a delete file of one of them."""
+    return str(file.id) in files or (file.segment_id is not None and str(file.segment_id) in files)
+
+
+def in_scope(file: File, partitions: list[dict[str, Any]] | None) -> bool:
+    """Whether a segment is among those a source overwrite replaced: the whole table (None), or its partitions
+    (values by column id, see `merge_app.selectors.diff.overwritten_partitions`)."""
+    return file.kind == SEGMENT and (partitions is None or file_in_partitions(file.partition_values, partitions))

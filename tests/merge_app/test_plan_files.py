@@ -1,0 +1,190 @@
+"""The file-level outcome of a merge of a table without a key (`merge_app.plan.files`), on plain values: no
+database, no Spark. Table-driven cases for each rule the plan follows, the histories that went wrong (issue 37's
+revert after a pick), and thousands of random three-way histories checked against a row-level reference: no file
+lost, none doubled, and what the source took out is out wherever the target got it."""
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from merge_app.plan.files import file_plan
+from merge_app.planner import Pair
+from merge_app.rules import DISCARDED, Op, Verdict
+
+pytestmark = []  # no database
+
+
+@dataclass(frozen=True)
+class F:
+    id: str
+    kind: str = "segment"
+    segment_id: str | None = None
+    partition_values: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def files(*specs) -> dict[str, F]:
+    """`s1` a segment, `d1@s1` a delete file on s1, `s1:eu` a segment of partition region=eu."""
+    out = {}
+    for spec in specs:
+        if "@" in spec:
+            name, segment = spec.split("@")
+            out[name] = F(name, "delta", segment)
+        else:
+            name, _, region = spec.partition(":")
+            out[name] = F(name, partition_values={"2": region} if region else {})
+    return out
+
+
+def op(kind, *, added=(), removed=(), deltas=(), **details) -> Op:
+    detail = {"segments_added": list(added), "segments_removed": list(removed), "deltas_added": list(deltas)}
+    return Op("c", 0, kind, detail | details)
+
+
+def outcome(plan) -> tuple[list[str], list[str], list[str]]:
+    return (
+        sorted(str(f.id) for f in plan.removed),
+        sorted(str(f.id) for f in plan.kept),
+        sorted(str(f.id) for f in plan.added),
+    )
+
+
+CASES = {
+    # name: (base, source, target, source operations, (removed, kept, added))
+    "an append is taken over": (["s1"], ["s1", "s2"], ["s1"], [op("insert", added=["s2"])], ([], [], ["s2"])),
+    "a delete of a base segment takes it out": (
+        ["s1", "s2"],
+        ["s2"],
+        ["s1", "s2"],
+        [op("delete", removed=["s1"])],
+        (["s1"], [], []),
+    ),
+    "the target's own appends stay": (["s1"], ["s1"], ["s1", "t1"], [], ([], ["t1"], [])),
+    "a delete file lands on a segment the target holds": (
+        ["s1"],
+        ["s1", "d1@s1"],
+        ["s1"],
+        [op("delete", deltas=["d1"])],
+        ([], [], ["d1"]),
+    ),
+    "a delete file on a segment the target took out is not taken": (
+        ["s1"],
+        ["s1", "d1@s1"],
+        [],
+        [op("delete", deltas=["d1"])],
+        ([], [], []),
+    ),
+    "a segment taken out takes its delete files with it": (
+        ["s1", "d0@s1"],
+        ["s2"],
+        ["s1", "d0@s1", "d9@s1"],
+        [op("update", removed=["s1"], added=["s2"])],
+        (["d0", "d9", "s1"], [], ["s2"]),
+    ),
+    # issue 37: X appended on b1 (s9), picked onto main (same file), reverted on b1; b1 merged into main. The
+    # insert is held by both (the pick) and is no change; the revert's delete takes the picked copy out.
+    "a revert takes out the picked copy": (
+        ["s1"],
+        ["s1"],
+        ["s1", "s9"],
+        [op("delete", removed=["s9"], reverts=["c", 0, "insert"])],
+        (["s9"], [], []),
+    ),
+    "a whole overwrite replaces the target's own rows": (
+        ["s1"],
+        ["s5"],
+        ["s1", "t1"],
+        [op("overwrite", removed=["s1"], added=["s5"])],
+        (["s1", "t1"], [], ["s5"]),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_file_plan_case(name):
+    base, source, target, operations, expected = CASES[name]
+    overwrites = [None for o in operations if o.op == "overwrite"]
+    plan = file_plan(base=files(*base), source=files(*source), target=files(*target), operations=operations,
+                     discarded=[], overwrites=overwrites)  # fmt: skip
+    assert outcome(plan) == expected
+
+
+def test_a_partition_overwrite_replaces_only_its_partitions():
+    target = files("s1:eu", "s2:us", "t1:eu")
+    plan = file_plan(base=files("s1:eu", "s2:us"), source=files("s2:us", "s5:eu"), target=target,
+                     operations=[op("overwrite", removed=["s1"], added=["s5"])], discarded=[],
+                     overwrites=[[{"2": "eu"}]])  # fmt: skip
+    assert outcome(plan) == (["s1", "t1"], [], ["s5"])  # s2 stays: both hold it
+    assert plan.partitions == [{"2": "eu"}]
+
+
+def test_a_discarded_compaction_leaves_the_segments_it_would_have_replaced():
+    compaction = op("compaction", removed=["s1", "s2"], added=["c1"])
+    dropped = Pair(0, 0, "C*", Verdict(DISCARDED, "C*", "the target changed them", discarded=("c1",)))
+    plan = file_plan(base=files("s1", "s2"), source=files("c1"), target=files("s1", "s2", "d1@s1"),
+                     operations=[compaction], discarded=[dropped])  # fmt: skip
+    assert outcome(plan) == ([], ["d1", "s1", "s2"], [])
+
+
+def test_an_update_discarded_whole_leaves_the_segment_it_rewrote_wherever_the_target_got_it():
+    """Unkeyed model seed 57: the target overwrote the table (A4: the source's update of an older row discarded),
+    then received the updated row's segment again by a merge; the discarded update took it out all the same."""
+    update = op("update", removed=["s3"], added=["u3"])
+    dropped = Pair(0, 0, "A4", Verdict(DISCARDED, "A4", "the target overwrote the rows", discarded=("u3",)))
+    plan = file_plan(base=files("s1", "s3"), source=files("s1", "u3"), target=files("o1", "s3"),
+                     operations=[update], discarded=[dropped])  # fmt: skip
+    assert outcome(plan) == ([], ["o1", "s3"], [])
+
+
+def test_source_wins_takes_the_sources_version_of_the_contested_files():
+    plan = file_plan(base=files("s1"), source=files("s1", "d1@s1"), target=files("s1", "d2@s1"),
+                     operations=[op("delete", deltas=["d1"])], discarded=[], contested=frozenset({"s1"}))  # fmt: skip
+    assert outcome(plan) == (["d2"], [], ["d1"])
+
+
+# --- random three-way histories -------------------------------------------------------------------------------
+
+
+def random_history(rng: random.Random):
+    """A base of segments; the source appends, deletes whole segments and reverts some of its appends; the target
+    appends, deletes, and holds cherry-picked copies of some of the source's appends (the same files). Returns the
+    plan's inputs as the diff selector gives them (an operation both sides hold is no change of either) and the
+    files the target must hold after the merge: the union of both sides' changes, each file once."""
+    base = [f"b{i}" for i in range(rng.randint(0, 5))]
+    source, target = set(base), set(base)
+    operations, picked = [], set()
+    for n in range(rng.randint(0, 6)):
+        roll = rng.random()
+        if roll < 0.4:
+            new = f"s{n}"
+            source.add(new)
+            if rng.random() < 0.4:  # picked onto the target: held by both, no change of either
+                target.add(new)
+                picked.add(new)
+            else:
+                operations.append(op("insert", added=[new]))
+        elif roll < 0.7 and source:
+            gone = rng.choice(sorted(source))
+            source.discard(gone)  # a delete of a whole segment, or a revert of an append (picked or not)
+            operations.append(op("delete", removed=[gone]))
+    for n in range(rng.randint(0, 4)):
+        if rng.random() < 0.6:
+            target.add(f"t{n}")
+        elif own := sorted(target - picked - source):
+            target.discard(rng.choice(own))  # a segment the source no longer has either: no conflict
+    removed_by_source = {f for o in operations for f in o.removed}
+    expected = (target | (source - set(base))) - removed_by_source
+    return files(*base), files(*sorted(source)), files(*sorted(target)), operations, expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_histories_lose_and_double_no_file(seed):
+    rng = random.Random(seed)
+    for _ in range(1000):
+        base, source, target, operations, expected = random_history(rng)
+        plan = file_plan(base=base, source=source, target=target, operations=operations, discarded=[])
+        after = [str(f.id) for f in plan.kept] + [str(f.id) for f in plan.added]
+        held = [fid for fid in target if fid in source and fid not in {str(f.id) for f in plan.removed}]
+        result = after + held
+        assert len(result) == len(set(result)), (base, source, target, operations)
+        assert set(result) == expected, (sorted(base), sorted(source), sorted(target), operations)
