@@ -159,12 +159,16 @@ def test_two_requests_passing_alone_but_not_together_the_second_leaves_with_chec
     branch_with_rows(catalog, "one", "orders", 3)
     branch_with_rows(catalog, "two", "orders", 4)
     before = head(catalog)
-    protect(catalog, user)
+    protect(catalog, user, required_checks=["ci/build"])  # the first waits, prepared, until CI reports on it
     add_check(clients["alice"], catalog, name="at most 3 orders", sql="SELECT id FROM sales.orders", max_rows=3)
     first, second = opened(clients, catalog, "one"), opened(clients, catalog, "two")
     queued(clients, catalog, first)
+    queue_until(clients["bob"], catalog, lambda q: q["entries"][0]["state"] == "prepared")
     queued(clients, catalog, second)
 
+    queue_until(clients["bob"], catalog, lambda q: len(q["entries"]) == 1)
+    assert entry(first).state == QueueEntry.State.PREPARED
+    post_status(clients, catalog, first)
     queue_until(clients["bob"], catalog, lambda q: not q["entries"])
     assert entry(first).state == QueueEntry.State.MERGED
     out = entry(second)
