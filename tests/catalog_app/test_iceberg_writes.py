@@ -264,7 +264,7 @@ def table_change(table, transaction) -> dict:
     return json.loads(request.model_dump_json())
 
 
-def test_schema_updates_upsert_and_a_multi_table_transaction(live_server, client, token, celery_worker):
+def test_schema_updates_upsert_and_a_multi_table_transaction(live_server, client, token):
     main, orders = keyed_orders(live_server, client, token)
 
     # add, rename, widen, drop: alter_column operations by field id
