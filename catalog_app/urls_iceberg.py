@@ -14,6 +14,7 @@ urlpatterns = [
     re_path(NAMESPACE + r"$", iceberg.IcebergNamespaceDetailApi.as_view()),
     re_path(NAMESPACE + r"/tables$", iceberg.IcebergTableListApi.as_view()),
     re_path(NAMESPACE + r"/tables/(?P<table>[^/]+)$", iceberg.IcebergTableLoadApi.as_view()),
+    re_path(NAMESPACE + r"/register$", iceberg.IcebergTableRegisterApi.as_view()),
     re_path(ROOT + r"tables/rename$", iceberg.IcebergTableRenameApi.as_view()),
     re_path(ROOT + r"transactions/commit$", iceberg.IcebergTransactionCommitApi.as_view()),
     re_path(ROOT + r".*$", iceberg.IcebergUnsupportedApi.as_view()),

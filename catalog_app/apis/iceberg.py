@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.common import request_catalog
+from catalog_app.iceberg.register import iceberg_table_register
 from catalog_app.iceberg.selectors import (
     iceberg_ref,
     namespace_get,
@@ -55,6 +56,7 @@ ENDPOINTS = [
     "POST /v1/{prefix}/namespaces/{namespace}/tables",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
 ]
@@ -261,6 +263,22 @@ class IcebergTableLoadApi(IcebergApi):
         return HttpResponse(status=204)
 
 
+class IcebergTableRegisterApi(IcebergApi):
+    def post(self, request, catalog, ref, namespace):
+        """registerTable: an Iceberg table lying under a folder tables are registered from, as a LakeUI table of the
+        branch whose segments are its data files where they lie (catalog_app/iceberg/register.py)."""
+        body = self.body(request)
+        if body.get("overwrite"):
+            raise ApplicationError("unsupported", "register with overwrite is not served: drop the table first.",
+                                   status=406)  # fmt: skip
+        target = self.target(request, catalog, ref)
+        table = iceberg_table_register(
+            target=target, database=_namespace(namespace), name=str(body.get("name", "")),
+            metadata_location=body.get("metadata-location"),
+        )  # fmt: skip
+        return _loaded_response(target, table)
+
+
 def _loaded_response(target: WriteTarget, table, commit=None) -> HttpResponse:
     body = iceberg_table_at_branch(catalog=target.catalog, branch=target.branch, table=table, commit=commit)
     return HttpResponse(body, content_type="application/json")
@@ -302,7 +320,7 @@ class IcebergTransactionCommitApi(IcebergApi):
 
 
 class IcebergUnsupportedApi(IcebergApi):
-    """Every other endpoint of the Iceberg REST catalog (views, metrics, register): not served."""
+    """Every other endpoint of the Iceberg REST catalog (views, metrics): not served."""
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         return _unsupported(request)

@@ -6,14 +6,16 @@ The catalog (catalog_app/iceberg/writes.py) turns the difference between that sn
 the branch into LakeUI operations.
 """
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.manifest import DataFileContent, read_manifest_list
+from pyiceberg.manifest import DataFileContent, FileFormat, read_manifest_list
+from pyiceberg.serializers import FromInputFile
 
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.types import arrow_type
@@ -155,21 +157,25 @@ def keys_doubled(
     columns: Sequence[Column],
     key_ids: Sequence[int],
     lost: Mapping[str, Sequence[int]],
+    *,
+    live_too: bool = False,
 ) -> list[tuple]:
     """Keys that the new files hold twice, or that the live segments' rows (less the positions `lost` by segment
-    id) hold already: a few, sorted."""
+    id) hold already: a few, sorted. Without new files, none (the live rows were checked when committed), unless
+    `live_too` (rows registered from another catalog, which checked no key)."""
     by_id = {c.id: c for c in columns}
     names = [by_id[i].name for i in key_ids]
     new = [_read(warehouse, p, names) for p in new_paths]
-    if not new:
+    if not new and not live_too:
         return []
-    new_keys = pa.concat_tables(new)
     old = [
-        _live_keys(warehouse, s, key_ids, names, lost.get(s.id, ())).cast(new_keys.schema)
+        _live_keys(warehouse, s, key_ids, names, lost.get(s.id, ()))
         for s in live
         if all(i in {c.id for c in s.columns} for i in key_ids)
     ]
-    every = pa.concat_tables([new_keys, *old])
+    if not new and not old:
+        return []
+    every = pa.concat_tables([t.cast((new or old)[0].schema) for t in [*new, *old]])
     counted = every.group_by(names).aggregate([([], "count_all")])
     doubled = counted.filter(pc.greater(counted.column("count_all"), 1)).select(names).to_pylist()
     return sorted(tuple(row[n] for n in names) for row in doubled)[:MAX_NAMED]
@@ -293,3 +299,60 @@ def equality_deletes_match(
         if hits:
             found[segment.id] = hits
     return found
+
+
+# --- register: an Iceberg table of another catalog, read where it lies ----------------------------------------
+
+
+@dataclass(frozen=True)
+class ForeignFile:
+    location: str  # as the table's manifests name it
+    record_count: int
+    sequence_number: int  # its data sequence number: an equality delete applies to data files older than itself
+    equality_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ForeignTable:
+    """The current state of an Iceberg table another catalog wrote: its schema, partition spec and properties as
+    Iceberg's REST createTable names them, and the live files of its current snapshot."""
+
+    schema: dict
+    partition_spec: dict
+    properties: dict[str, str]
+    data: list[ForeignFile]
+    position_deletes: list[ForeignFile]
+    equality_deletes: list[ForeignFile]
+
+
+def foreign_table_read(metadata_location: str, allowed: Callable[[str], bool]) -> ForeignTable:
+    """Read the table whose metadata file is `metadata_location`: every file its current snapshot names (manifest
+    list, manifests, data and delete files) must be a location `allowed` accepts, checked before it is opened, and
+    every data file Parquet. Raises FileRefused otherwise."""
+    io = PyArrowFileIO()
+    metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+    schema = json.loads(metadata.schema().model_dump_json(by_alias=True))
+    spec = json.loads(metadata.spec().model_dump_json(by_alias=True))
+    table = ForeignTable(schema, spec, dict(metadata.properties), [], [], [])
+    snapshot = metadata.current_snapshot()
+    if snapshot is None:
+        return table
+    if not allowed(snapshot.manifest_list):
+        raise FileRefused(f"Manifest list {snapshot.manifest_list!r} is not under a folder tables are registered from.")
+    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
+        if not allowed(manifest.manifest_path):
+            raise FileRefused(f"Manifest {manifest.manifest_path!r} is not under a folder tables are registered from.")
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            data_file = entry.data_file
+            if not allowed(data_file.file_path):
+                raise FileRefused(f"File {data_file.file_path!r} is not under a folder tables are registered from.")
+            if data_file.file_format != FileFormat.PARQUET:
+                raise FileRefused(f"File {data_file.file_path!r} is {data_file.file_format}; LakeUI reads Parquet.")
+            found = ForeignFile(data_file.file_path, data_file.record_count, entry.sequence_number or 0,
+                                tuple(data_file.equality_ids or ()))  # fmt: skip
+            {
+                DataFileContent.DATA: table.data,
+                DataFileContent.POSITION_DELETES: table.position_deletes,
+                DataFileContent.EQUALITY_DELETES: table.equality_deletes,
+            }[data_file.content].append(found)
+    return table

@@ -7,7 +7,7 @@ its delta files' positions is subtracted.
 """
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import reduce
 from typing import Any
 
@@ -92,7 +92,8 @@ def _many_segments_rows(spark, warehouse: Warehouse, base: str, current, segment
     parts = []
     for written, group in by_schema.items():
         frame = spark.read.schema(struct_type(written)).parquet(*[warehouse.uri(s.path) for s in group])
-        path = _relative_path(F.col("_metadata.file_path"), base).alias("_path")
+        elsewhere = {s.path.rsplit("/", 1)[0] for s in group if not s.path.startswith(f"{base}/")}
+        path = _relative_path(F.col("_metadata.file_path"), base, elsewhere).alias("_path")
         parts.append(frame.select(*_projection(written, current), path, F.col("_metadata.row_index").alias(POSITION)))
     rows = reduce(DataFrame.unionByName, parts)
     files = arrow_frame(
@@ -111,9 +112,14 @@ def _many_segments_rows(spark, warehouse: Warehouse, base: str, current, segment
     return rows
 
 
-def _relative_path(path_column: SparkColumn, base: str) -> SparkColumn:
-    """The part of a file URI from `base` (`<catalog id>/<table id>`) on: the path as the catalog stores it."""
-    return F.regexp_extract(path_column, f"({re.escape(base)}/.*)$", 1)
+def _relative_path(path_column: SparkColumn, base: str, elsewhere: Collection[str] = ()) -> SparkColumn:
+    """The part of a file URI from `base` (`<catalog id>/<table id>`) on: the path as the catalog stores it. A
+    segment registered where another catalog wrote it (catalog_app/iceberg/register.py) lies outside `base`: its
+    path is its folder (one of `elsewhere`, from the warehouse root) and its file name."""
+    pattern = f"{re.escape(base)}/.*"
+    if elsewhere:
+        pattern += "|(?:" + "|".join(re.escape(folder) for folder in sorted(elsewhere)) + ")/[^/]+"
+    return F.regexp_extract(path_column, f"({pattern})$", 1)
 
 
 def read_page(

@@ -171,6 +171,9 @@ LAKEUI_SPARK_CONF = spark_conf(ENV, "LAKEUI_SPARK_CONF")
 # the interactive one (lakeui.jobs.tasks.worker_kind), any other the jobs worker.
 LAKEUI_WORKER_KIND = env.str("LAKEUI_WORKER_KIND", "")
 LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
+# Folders under the warehouse (from its root) that hold Iceberg tables of other catalogs, which Iceberg's `register`
+# brings onto a branch without copying (catalog_app/iceberg/register.py); their files are never garbage collected.
+LAKEUI_ICEBERG_REGISTER_ROOTS = env.list("LAKEUI_ICEBERG_REGISTER_ROOTS", default=["external"])
 # Key loads of up to this many incoming rows, into candidate segments of up to this many rows, match keys on the
 # driver with Arrow (catalog_app/engine/keymatch.py); larger ones match them in Spark jobs.
 LAKEUI_DRIVER_MATCH_ROWS = env.int("LAKEUI_DRIVER_MATCH_ROWS", 2_000_000)

@@ -91,3 +91,27 @@ def test_a_rewrite_is_matched_row_by_row(tmp_path):
     assert sorted(matched.lost["s"]) in ([1, 2], [1, 3])  # key 2, and one of the two rows of key 3
     assert matched.new_rows == {new: [1]}
     assert rewrite_matched(warehouse, [], [new], COLUMNS).new_rows == {new: None}  # an append reads no rows
+
+
+def test_spark_reads_registered_segments_among_many(spark, tmp_path):
+    """A read of more than SMALL_READ segments finds each row's segment from its file's path: a segment registered
+    where another catalog wrote it (outside `<catalog>/<table>/`) is found too, with its delta file applied."""
+    from catalog_app.engine.iceberg_writes import positions_write
+    from catalog_app.engine.reads import SMALL_READ, read_segments
+    from catalog_app.engine.segments import SEGMENT_ID
+
+    warehouse, base = Warehouse(str(tmp_path)), "cat/table"
+    segments = []
+    for i in range(SMALL_READ + 2):
+        folder = f"{base}/data/t{i}" if i % 2 else f"external/other/shop/t/data/p={i}"
+        (tmp_path / folder).mkdir(parents=True)
+        path = write(tmp_path, f"{folder}/part-{i}.parquet",
+                     pa.table({"id": pa.array([10 * i, 10 * i + 1], pa.int64()), "region": [f"r{i}"] * 2}))  # fmt: skip
+        deltas = ()
+        if i == 4:  # a registered segment's deletes live in the table's own folder
+            deltas = (positions_write(warehouse, f"{base}/deltas/x", f"s{i}", [1]).path,)
+        segments.append(SegmentRead(id=f"s{i}", path=path, columns=COLUMNS, deltas=deltas, order=i))
+    frame = read_segments(spark, warehouse, base, list(COLUMNS), segments, positions=True)
+    got = sorted((r["id"], r[SEGMENT_ID]) for r in frame.collect())
+    wanted = sorted((10 * i + p, f"s{i}") for i in range(SMALL_READ + 2) for p in (0, 1) if (i, p) != (4, 1))
+    assert got == wanted

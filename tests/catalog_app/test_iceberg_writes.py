@@ -5,6 +5,9 @@ refusals (tags, commit ids, protected branches, viewers, bad files) with nothing
 # ruff: noqa: F811 (pytest fixtures imported from test_iceberg_rest and named as arguments)
 
 import json
+import os
+import time
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,6 +23,7 @@ from pyiceberg.exceptions import (
     ForbiddenError,
     NamespaceAlreadyExistsError,
     NoSuchTableError,
+    TableAlreadyExistsError,
 )
 from pyiceberg.expressions import EqualTo, LessThan
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
@@ -33,7 +37,7 @@ from rest_framework.authtoken.models import Token
 from catalog_app.models import DataFile as LakeFile
 
 # The live server's token and client fixtures are test_iceberg_rest's (imported, so tests name them as arguments).
-from tests.catalog_app.test_iceberg_rest import api_rows, client, iceberg, iceberg_rows, token  # noqa: F401
+from tests.catalog_app.test_iceberg_rest import api_rows, client, iceberg, iceberg_rows, json_rows, token  # noqa: F401
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -394,23 +398,104 @@ def table_uri_of(table) -> str:
     return task.file.file_path
 
 
-@pytest.mark.xfail(
-    reason="register is not served (406): a segment's path must lie under its own table's folder "
-    "(<catalog id>/<table id>/, catalog_app/engine/reads.py _relative_path), which another catalog's files do not, "
-    "so a zero-copy import needs segments addressed by their full location first",
-    strict=True,
-)
-def test_a_table_written_by_sqlcatalog_is_registered_without_copying(live_server, client, token, tmp_path):
-    sql = pytest.importorskip("pyiceberg.catalog.sql")
-    local = sql.SqlCatalog("local", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}")
+def external_catalog(name: str):
+    """pyiceberg's own SqlCatalog (SQLite), its warehouse a fresh folder under the folder tables are registered from
+    (LAKEUI_ICEBERG_REGISTER_ROOTS' default, `external`)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    folder = Path(os.path.abspath(settings.LAKEUI_WAREHOUSE)) / "external" / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    return SqlCatalog(name, uri=f"sqlite:///{folder}/catalog.db", warehouse=f"file://{folder}"), folder
+
+
+def test_a_table_written_by_sqlcatalog_is_registered_without_copying(live_server, client, token, celery_worker):
+    local, folder = external_catalog("local")
     local.create_namespace("shop")
     table = local.create_table("shop.events", KEYLESS)
     table.append(rows(range(10)).cast(KEYLESS.as_arrow()))
-    table.delete(LessThan("id", 3))
+    table.delete(LessThan("id", 3))  # copy-on-write: a rewritten file of 7 rows
+    table = local.load_table("shop.events")
+    table.append(rows(range(10, 13)).cast(KEYLESS.as_arrow()))
+    # and a position delete file of the table's own (pyiceberg writes none itself, it reads them): id 11's row
+    table = local.load_table("shop.events")
+    newest = next(t.file.file_path for t in table.scan(row_filter=EqualTo("id", 11)).plan_files())
+    positions = folder / "shop" / "events" / "data" / "positions.parquet"
+    pq.write_table(pa.table({"file_path": [newest], "pos": pa.array([1], pa.int64())}, schema=pa.schema([
+        pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": b"2147483546"}),
+        pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"})])), positions)  # fmt: skip
+    append_files(table, positions, content=DataFileContent.POSITION_DELETES)
+    expected = [(i, i, "eu") for i in [*range(3, 10), 10, 12]]
+    assert iceberg_rows_of(local.load_table("shop.events")) == sorted(expected, key=repr)
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+
     client.catalog_create("lake")
     main = iceberg(live_server, token, "main")
     main.create_namespace("shop")
     registered = main.register_table("shop.events", local.load_table("shop.events").metadata_location)
-    assert [r[0] for r in api_rows(client, "main", "shop.events")[1]] == list(range(3, 10))
+    assert api_rows(client, "main", "shop.events")[1] == sorted(expected, key=repr)
     assert iceberg_rows(main, "shop.events")[1] == api_rows(client, "main", "shop.events")[1]
-    assert registered.scan().to_arrow().num_rows == 7
+    assert registered.scan().to_arrow().num_rows == 9
+    # one commit: the table created, its data files inserted where they lie, the position delete as a delete
+    [commit, *_] = client.commits("lake", "main")
+    assert commit["message"].startswith("Register Iceberg table shop.events")
+    assert commit_page_counts(client, commit["id"]) == {"rows_inserted": 10, "rows_deleted": 1}
+    segments = LakeFile.objects.filter(kind=LakeFile.Kind.SEGMENT)
+    data_files = sorted(str(p) for p in folder.rglob("*.parquet") if p.name != "positions.parquet")
+    live = sorted(t.file.file_path.removeprefix("file://") for t in local.load_table("shop.events").scan().plan_files())
+    assert sorted(str(Path(os.path.abspath(settings.LAKEUI_WAREHOUSE)) / s.path) for s in segments) == live
+    assert len(live) == 2 and len(data_files) == 3  # the file the rewrite replaced is not registered
+    catalog_id = client.catalog("lake")["id"]
+    copied = [p for p in (Path(settings.LAKEUI_WAREHOUSE) / catalog_id).rglob("*.parquet") if "/deltas/" not in str(p)]
+    assert copied == [] or all("/iceberg/" in str(p) for p in copied)  # no data file copied (served deletes aside)
+
+    # a branch of it takes writes as any table does, and GC collects none of the registered files
+    client.branch_create("lake", "dev", source="main")
+    iceberg(live_server, token, "dev").load_table("shop.events").delete(EqualTo("id", 12))
+    assert [r[0] for r in api_rows(client, "dev", "shop.events")[1]] == [10, 3, 4, 5, 6, 7, 8, 9]
+    assert len(api_rows(client, "main", "shop.events")[1]) == 9
+    time.sleep(1.5)
+    job = client.gc("lake", grace_hours=1 / 3600)
+    # it ran: the engine's rewrite of the registered file held no new row, so it is no segment and is collected
+    assert job["status"] == "succeeded" and job["result"]["files_removed"] >= 1, job
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
+    assert len(api_rows(client, "main", "shop.events")[1]) == 9
+
+    # registered once: the same files again are refused
+    with pytest.raises(TableAlreadyExistsError, match="registered once"):
+        main.register_table("shop.again", local.load_table("shop.events").metadata_location)
+
+
+def iceberg_rows_of(table) -> list[tuple]:
+    return json_rows(table.scan().to_arrow())[1]
+
+
+def test_register_refuses_what_is_not_where_tables_are_registered_from(live_server, client, token):
+    client.catalog_create("lake")
+    main = iceberg(live_server, token, "main")
+    main.create_namespace("shop")
+    orders = main.create_table("shop.orders", SCHEMA)
+    orders.append(rows(range(3)))
+    head = client.commits("lake", "main")[0]["id"]
+    # a LakeUI table's own metadata (its catalog's folder), a path climbing out, a file outside the warehouse
+    outside = Path(os.path.abspath(settings.LAKEUI_WAREHOUSE)).parent / "elsewhere.metadata.json"
+    for location in (main.load_table("shop.orders").metadata_location,
+                     f"file://{os.path.abspath(settings.LAKEUI_WAREHOUSE)}/external/../{client.catalog('lake')['id']}/x.json",
+                     f"file://{outside}"):  # fmt: skip
+        with pytest.raises(ForbiddenError, match="LAKEUI_ICEBERG_REGISTER_ROOTS"):
+            main.register_table("shop.copy", location)
+    # a table under the folder whose files escape it: refused before any is opened
+    local, folder = external_catalog("escape")
+    local.create_namespace("shop")
+    local.create_table("shop.t", KEYLESS).append(rows([1]).cast(KEYLESS.as_arrow()))
+    metadata = json.loads(Path(local.load_table("shop.t").metadata_location.removeprefix("file://")).read_text())
+    for snapshot in metadata["snapshots"]:
+        snapshot["manifest-list"] = f"file://{outside}"
+    forged = folder / "forged.metadata.json"
+    forged.write_text(json.dumps(metadata))
+    with pytest.raises(BadRequestError, match="not under a folder tables are registered from"):
+        main.register_table("shop.forged", f"file://{forged}")
+    # a tag is read-only
+    client.tag_create("lake", "v1", "main")
+    with pytest.raises(ForbiddenError):
+        iceberg(live_server, token, "v1").register_table("shop.t", local.load_table("shop.t").metadata_location)
+    assert client.commits("lake", "main")[0]["id"] == head

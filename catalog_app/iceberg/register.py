@@ -1,0 +1,195 @@
+"""Iceberg's `register` at a branch: an existing Iceberg table (another catalog's, written by any engine) becomes a
+LakeUI table without copying a data file. DESIGN.md section 5, "Other engines write any branch".
+
+The table must lie under one of the folders LAKEUI_ICEBERG_REGISTER_ROOTS names (from the warehouse root, never a
+catalog's own folder): its metadata file, manifests, data and delete files alike, each checked before it is opened.
+One LakeUI commit creates the table (its schema, identity partitions, identifier fields as the primary key) and
+inserts its current snapshot's data files as segments where they lie, their statistics read from the footers; its
+position deletes, and its equality deletes by the primary key, become LakeUI delta files (positions only, written
+in the table's own folder). Registered files are never garbage collected: GC lists only a catalog's own folder
+(catalog_app/engine/gc.py), and nothing else deletes a segment's file.
+
+A file belongs to one LakeUI table (a data file's path is unique in the catalog store): registering the same
+Iceberg table twice is refused. Registering needs the Iceberg field ids to be 1, 2, ... in schema order (as LakeUI
+numbers columns) and each file written with the current column names; a table whose columns were dropped or renamed
+is refused with a message that says so.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import transaction
+
+from catalog_app import table_schema
+from catalog_app.engine import iceberg_writes
+from catalog_app.engine.iceberg_writes import FileRefused, ForeignFile, ForeignTable
+from catalog_app.engine.segments import SegmentRead
+from catalog_app.engine.warehouse import Warehouse, delta_folder
+from catalog_app.iceberg.writes import RESERVED_PROPERTIES, _data_files, _operation, _relative, table_spec
+from catalog_app.models import DataFile, ObjectKind, ObjectVersion, Operation
+from catalog_app.names import check_identifier
+from catalog_app.selectors.table_files import table_columns
+from catalog_app.services.commits import WriteTarget
+from catalog_app.services.databases import name_free
+from catalog_app.services.tables import _partition_and_key
+from lakeui.errors import ApplicationError, ConflictError
+
+TABLE = ObjectKind.TABLE
+Op = Operation.Op
+MESSAGE_NOT_ALLOWED = (
+    "{location!r} is not under a folder of the warehouse that tables are registered from ({roots}); an operator "
+    "names those folders in LAKEUI_ICEBERG_REGISTER_ROOTS."
+)
+
+
+def register_roots() -> list[str]:
+    """The folders (from the warehouse root) tables are registered from: never a catalog's folder (named by its id),
+    whose files LakeUI owns and collects."""
+    roots = []
+    for root in settings.LAKEUI_ICEBERG_REGISTER_ROOTS:
+        root = root.strip().strip("/")
+        parts = root.split("/")
+        if not root or any(p in ("", ".", "..") for p in parts) or _is_uuid(parts[0]):
+            raise ApplicationError(
+                "register_misconfigured", f"LAKEUI_ICEBERG_REGISTER_ROOTS names {root!r}, which is no folder tables "
+                "can be registered from.", status=500,
+            )  # fmt: skip
+        roots.append(root)
+    return roots
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def registered_path(warehouse: Warehouse, location: str, roots: list[str]) -> str | None:
+    """A location as the catalog keeps paths (from the warehouse root) if it lies under one of `roots`; else None."""
+    relative = _relative(warehouse, location)
+    if relative is None or any(p in ("", ".", "..") for p in relative.split("/")):
+        return None
+    return relative if any(relative.startswith(f"{root}/") for root in roots) else None
+
+
+def iceberg_table_register(*, target: WriteTarget, database: str, name: str, metadata_location: str) -> ObjectVersion:
+    """Register the Iceberg table whose metadata file is `metadata_location` as `database.name` on the target's
+    branch: one commit, all or nothing (400 for a file that is not where it may be, not Parquet or not of the
+    schema; 409 for files registered already)."""
+    check_identifier(name, "Table")
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    roots = register_roots()
+    if not isinstance(metadata_location, str) or registered_path(warehouse, metadata_location, roots) is None:
+        raise ApplicationError(
+            "register_not_allowed",
+            MESSAGE_NOT_ALLOWED.format(location=str(metadata_location)[:300], roots=", ".join(roots)), status=403,
+        )  # fmt: skip
+    try:
+        foreign = iceberg_writes.foreign_table_read(
+            metadata_location, lambda location: registered_path(warehouse, location, roots) is not None
+        )
+    except FileRefused as exc:
+        raise ApplicationError("invalid_registration", str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise ApplicationError(
+            "invalid_registration", f"The table's metadata cannot be read: {str(exc)[:300]}"
+        ) from None
+    spec = _spec(foreign, name)
+    paths = {f.location: registered_path(warehouse, f.location, roots) for f in foreign.data}
+    taken = set(DataFile.objects.filter(path__in=list(paths.values())).values_list("path", flat=True))
+    if taken:
+        raise ConflictError(
+            "file_registered", f"Files of this table are a LakeUI table's already: {sorted(taken)[:3]}; a file is "
+            "registered once (branch or tag the table that holds them instead).",
+        )  # fmt: skip
+    with transaction.atomic():
+        draft = target.begin()
+        db = draft.get(ObjectKind.DATABASE, database)
+        name_free(draft, kind=TABLE, name=name, parent_id=db.object_id)
+        columns = table_schema.columns_create(spec.columns)
+        partition_ids, key_ids = _partition_and_key(columns, spec.partition_by, spec.primary_key)
+        state = {
+            "columns": columns, "last_column_id": len(columns), "partition_by": partition_ids,
+            "primary_key": key_ids, "properties": spec.properties, "comment": "",
+        }  # fmt: skip
+        table = draft.put(kind=TABLE, object_id=uuid.uuid4(), name=name, parent_id=db.object_id, state=state,
+                          new_schema=columns)  # fmt: skip
+        draft.operation(object_id=table.object_id, kind=TABLE, op=Op.CREATE, details={"name": name, **state})
+        try:
+            _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots)
+        except FileRefused as exc:
+            raise ApplicationError("invalid_registration", str(exc)) from None
+        target.finish(draft, f"Register Iceberg table {database}.{name} from {metadata_location}")
+    return table
+
+
+def _spec(foreign: ForeignTable, name: str):
+    fields = foreign.schema.get("fields") or []
+    if [f.get("id") for f in fields] != list(range(1, len(fields) + 1)):
+        raise ApplicationError(
+            "invalid_registration", "Registering needs the table's field ids to be 1, 2, ... in schema order, as "
+            f"LakeUI numbers columns; this table's are {[f.get('id') for f in fields][:20]} (columns were dropped "
+            "or reordered).",
+        )  # fmt: skip
+    properties = {k: v for k, v in foreign.properties.items() if not k.startswith(RESERVED_PROPERTIES)}
+    return table_spec({"name": name, "schema": foreign.schema, "partition-spec": foreign.partition_spec,
+                       "properties": properties})  # fmt: skip
+
+
+def _files_register(draft, table: ObjectVersion, foreign: ForeignTable, paths: dict[str, str], *, warehouse, roots):
+    """The snapshot's data files as segments where they lie (an insert), its deletes as LakeUI delta files (a
+    delete)."""
+    columns = table_columns(table)
+    state = table.state
+    written = [
+        iceberg_writes.data_file_checked(warehouse, paths[f.location], columns, state["partition_by"], f.record_count)
+        for f in foreign.data
+    ]
+    segments = _data_files(draft, table, written, None)  # the commit gives them the table's new schema version
+    if not segments:
+        return
+    _operation(draft, table, Op.INSERT, segments_added=segments, rows_inserted=sum(s.row_count for s in segments))
+    by_location = {f.location: s for f, s in zip(foreign.data, segments, strict=True)}
+    reads = {s.id: SegmentRead(id=str(s.id), path=s.path, columns=tuple(columns)) for s in segments}
+    lost: dict[str, set[int]] = {}
+    for delete in foreign.position_deletes:
+        for location, positions in iceberg_writes.position_deletes_read(warehouse, _path(warehouse, delete,
+                                                                                       roots)).items():  # fmt: skip
+            segment = by_location.get(location)
+            if segment is not None:  # a file the snapshot no longer holds: nothing to delete
+                lost.setdefault(str(segment.id), set()).update(positions)
+    key = state.get("primary_key") or []
+    for delete in foreign.equality_deletes:
+        if not key or set(delete.equality_ids) != set(key):
+            raise FileRefused(
+                f"Equality delete file {delete.location!r}: LakeUI takes equality deletes only by the table's "
+                "primary key (its identifier fields); rewrite the table's deletes as position deletes first."
+            )
+        older = [reads[by_location[f.location].id] for f in foreign.data if f.sequence_number < delete.sequence_number]
+        found = iceberg_writes.equality_deletes_match(warehouse, _path(warehouse, delete, roots), key, columns, older)
+        for segment_id, positions in found.items():
+            lost.setdefault(segment_id, set()).update(positions)
+    if key:
+        doubled = iceberg_writes.keys_doubled(warehouse, [], list(reads.values()), columns, key,
+                                              {s: sorted(p) for s, p in lost.items()}, live_too=True)  # fmt: skip
+        if doubled:
+            raise FileRefused(f"The table holds these keys of its identifier fields twice: {doubled}.")
+    lost = {s: p for s, p in lost.items() if p}
+    if not lost:
+        return
+    base = f"{table.catalog_id}/{table.object_id}"
+    tag = f"register-{uuid.uuid4().hex}"
+    deltas = [iceberg_writes.positions_write(warehouse, delta_folder(base, tag), s, sorted(p)) for s, p in lost.items()]
+    delta_files = _data_files(draft, table, deltas, None, kind=DataFile.Kind.DELTA)
+    touched = [s for s in segments if str(s.id) in lost]
+    _operation(draft, table, Op.DELETE, deltas_added=delta_files, segments_touched=touched,
+               rows_deleted=sum(len(p) for p in lost.values()))  # fmt: skip
+
+
+def _path(warehouse: Warehouse, file: ForeignFile, roots: list[str]) -> str:
+    path = registered_path(warehouse, file.location, roots)
+    if path is None:  # foreign_table_read checked every location already
+        raise FileRefused(f"File {file.location!r} is not under a folder tables are registered from.")
+    return path
