@@ -494,6 +494,26 @@ def test_register_refuses_what_is_not_where_tables_are_registered_from(live_serv
     forged.write_text(json.dumps(metadata))
     with pytest.raises(BadRequestError, match="not under a folder tables are registered from"):
         main.register_table("shop.forged", f"file://{forged}")
+    # equality deletes: by the identifier fields, a delete by key; by another column, refused
+    keyed = local.create_table("shop.keyed", SCHEMA)
+    keyed.append(rows(range(5)))
+    by_key = folder / "keys.parquet"
+    pq.write_table(pa.table({"id": pa.array([1, 3], pa.int64())}, schema=pa.schema([
+        pa.field("id", pa.int64(), False, {b"PARQUET:field_id": b"1"})])), by_key)  # fmt: skip
+    append_files(local.load_table("shop.keyed"), by_key, content=DataFileContent.EQUALITY_DELETES, equality_ids=[1])
+    main.register_table("shop.keyed", local.load_table("shop.keyed").metadata_location)
+    assert [r[0] for r in api_rows(client, "main", "shop.keyed")[1]] == [0, 2, 4]
+    assert iceberg_rows(main, "shop.keyed")[1] == api_rows(client, "main", "shop.keyed")[1]
+    head = client.commits("lake", "main")[0]["id"]
+    by_amount = folder / "amounts.parquet"
+    pq.write_table(pa.table({"amount": pa.array([2], pa.int32())}, schema=pa.schema([
+        pa.field("amount", pa.int32(), True, {b"PARQUET:field_id": b"2"})])), by_amount)  # fmt: skip
+    other = local.create_table("shop.other", SCHEMA)
+    other.append(rows(range(3)))
+    append_files(local.load_table("shop.other"), by_amount, content=DataFileContent.EQUALITY_DELETES,
+                 equality_ids=[2])  # fmt: skip
+    with pytest.raises(BadRequestError, match="primary key"):
+        main.register_table("shop.other", local.load_table("shop.other").metadata_location)
     # a tag is read-only
     client.tag_create("lake", "v1", "main")
     with pytest.raises(ForbiddenError):
