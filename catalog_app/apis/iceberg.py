@@ -29,6 +29,7 @@ from catalog_app.iceberg.writes import (
     TableCommitRequest,
     iceberg_branch,
     iceberg_table_at_branch,
+    iceberg_table_stage,
     iceberg_tables_commit,
     loaded_for_branch,
     table_spec,
@@ -207,12 +208,13 @@ class IcebergTableListApi(IcebergApi):
 
     def post(self, request, catalog, ref, namespace):
         """createTable: a table of the schema's columns (ids as LakeUI numbers them, 1 up), identity partitions,
-        identifier fields as the primary key; answered with its metadata and write location on the branch."""
+        identifier fields as the primary key; answered with its metadata and write location on the branch. With
+        `stage-create`, only the metadata: a later commit asserting `assert-create` creates the table."""
         body = self.body(request)
-        if body.get("stage-create"):
-            raise ApplicationError("unsupported", "stage-create is not served: create the table, then commit.",
-                                   status=406)  # fmt: skip
         target = self.target(request, catalog, ref)
+        if body.get("stage-create"):
+            staged = iceberg_table_stage(target=target, database=_namespace(namespace), body=body)
+            return HttpResponse(staged, content_type="application/json")
         spec = table_spec(body)
         table = table_create(
             target=target, database=_namespace(namespace), name=str(body.get("name", "")), columns=spec.columns,

@@ -20,18 +20,23 @@ import uuid
 from django.conf import settings
 from django.db import transaction
 
-from catalog_app import table_schema
 from catalog_app.engine import iceberg_writes
 from catalog_app.engine.iceberg_writes import FileRefused, ForeignFile, ForeignTable
 from catalog_app.engine.segments import SegmentRead
 from catalog_app.engine.warehouse import Warehouse, delta_folder
-from catalog_app.iceberg.writes import RESERVED_PROPERTIES, _data_files, _operation, _relative, table_spec
+from catalog_app.iceberg.writes import (
+    RESERVED_PROPERTIES,
+    _data_files,
+    _operation,
+    _relative,
+    ids_in_order,
+    table_put_new,
+    table_spec,
+)
 from catalog_app.models import DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.names import check_identifier
 from catalog_app.selectors.table_files import table_columns
 from catalog_app.services.commits import WriteTarget
-from catalog_app.services.databases import name_free
-from catalog_app.services.tables import _partition_and_key
 from lakeui.errors import ApplicationError, ConflictError
 
 TABLE = ObjectKind.TABLE
@@ -107,16 +112,7 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
     with transaction.atomic():
         draft = target.begin()
         db = draft.get(ObjectKind.DATABASE, database)
-        name_free(draft, kind=TABLE, name=name, parent_id=db.object_id)
-        columns = table_schema.columns_create(spec.columns)
-        partition_ids, key_ids = _partition_and_key(columns, spec.partition_by, spec.primary_key)
-        state = {
-            "columns": columns, "last_column_id": len(columns), "partition_by": partition_ids,
-            "primary_key": key_ids, "properties": spec.properties, "comment": "",
-        }  # fmt: skip
-        table = draft.put(kind=TABLE, object_id=uuid.uuid4(), name=name, parent_id=db.object_id, state=state,
-                          new_schema=columns)  # fmt: skip
-        draft.operation(object_id=table.object_id, kind=TABLE, op=Op.CREATE, details={"name": name, **state})
+        table = table_put_new(draft, database=db, name=name, spec=spec, object_id=uuid.uuid4())
         try:
             _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots)
         except FileRefused as exc:
@@ -126,13 +122,7 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
 
 
 def _spec(foreign: ForeignTable, name: str):
-    fields = foreign.schema.get("fields") or []
-    if [f.get("id") for f in fields] != list(range(1, len(fields) + 1)):
-        raise ApplicationError(
-            "invalid_registration", "Registering needs the table's field ids to be 1, 2, ... in schema order, as "
-            f"LakeUI numbers columns; this table's are {[f.get('id') for f in fields][:20]} (columns were dropped "
-            "or reordered).",
-        )  # fmt: skip
+    ids_in_order(foreign.schema)
     properties = {k: v for k, v in foreign.properties.items() if not k.startswith(RESERVED_PROPERTIES)}
     return table_spec({"name": name, "schema": foreign.schema, "partition-spec": foreign.partition_spec,
                        "properties": properties})  # fmt: skip

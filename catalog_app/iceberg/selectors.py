@@ -62,8 +62,12 @@ def namespace_table_list(chain: Chain, *, database: ObjectVersion) -> QuerySet[O
     return objects_at(chain, kind=ObjectKind.TABLE, parent_id=database.object_id)
 
 
+def namespace_table_find(chain: Chain, *, database: ObjectVersion, name: str) -> ObjectVersion | None:
+    return _live_named(chain, kind=ObjectKind.TABLE, name=name, parent_id=database.object_id)
+
+
 def namespace_table_get(chain: Chain, *, database: ObjectVersion, name: str) -> ObjectVersion:
-    table = _live_named(chain, kind=ObjectKind.TABLE, name=name, parent_id=database.object_id)
+    table = namespace_table_find(chain, database=database, name=name)
     if table is None:
         raise NotFoundError("table_not_found", f"Table does not exist: {database.name}.{name}")
     return table

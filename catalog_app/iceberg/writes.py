@@ -21,6 +21,7 @@ of the branch did, and one to a table that moved answers 409 `CommitFailedExcept
 """
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -38,14 +39,15 @@ from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits
 from catalog_app.engine.warehouse import Warehouse, delta_folder
 from catalog_app.engine.writes import write_segments_here
-from catalog_app.iceberg.selectors import namespace_get, namespace_table_get
+from catalog_app.iceberg.selectors import namespace_get, namespace_table_find, namespace_table_get
 from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
 from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
-from catalog_app.names import check_properties
+from catalog_app.names import check_identifier, check_properties
 from catalog_app.selectors.refs import ResolvedRef, branch_get, commit_chain
 from catalog_app.selectors.table_files import TableFiles, table_columns, table_files, table_has_rows
-from catalog_app.services.commits import CommitDraft, commit_begin
-from catalog_app.services.tables import column_id_next
+from catalog_app.services.commits import CommitDraft, WriteTarget, commit_begin
+from catalog_app.services.databases import name_free
+from catalog_app.services.tables import _partition_and_key, column_id_next
 from lakeui.errors import ApplicationError, ConflictError
 
 Op = Operation.Op
@@ -173,10 +175,159 @@ def table_spec(body: dict) -> TableSpec:
     return TableSpec(columns, partition_by, key, check_properties(properties))
 
 
+def ids_in_order(schema: dict) -> None:
+    """LakeUI numbers a new table's columns 1, 2, ... in schema order: files written with another numbering could not
+    be read by field id."""
+    ids = [f.get("id") for f in schema.get("fields") or []]
+    if ids != list(range(1, len(ids) + 1)):
+        raise ApplicationError(
+            "invalid_schema", f"The schema's field ids must be 1, 2, ... in order, as LakeUI numbers columns; they "
+            f"are {ids[:20]}.",
+        )  # fmt: skip
+
+
+def table_put_new(draft: CommitDraft, *, database: ObjectVersion, name: str, spec: TableSpec, object_id: uuid.UUID):
+    """Stage a new table in `draft` (the create operation included), as services.tables.table_create does, for a
+    commit that also writes its data (a staged create, a register)."""
+    check_identifier(name, "Table")
+    name_free(draft, kind=TABLE, name=name, parent_id=database.object_id)
+    columns = table_schema.columns_create(spec.columns)
+    partition_ids, key_ids = _partition_and_key(columns, spec.partition_by, spec.primary_key)
+    state = {
+        "columns": columns, "last_column_id": len(columns), "partition_by": partition_ids, "primary_key": key_ids,
+        "properties": spec.properties, "comment": "",
+    }  # fmt: skip
+    table = draft.put(kind=TABLE, object_id=object_id, name=name, parent_id=database.object_id, state=state,
+                      new_schema=columns)  # fmt: skip
+    draft.operation(object_id=object_id, kind=TABLE, op=Op.CREATE, details={"name": name, **state})
+    return table
+
+
 def _check_reserved(keys) -> None:
     reserved = [k for k in keys if k.startswith(RESERVED_PROPERTIES)]
     if reserved:
         raise ApplicationError("invalid_properties", f"Properties {reserved} are LakeUI's to set.")
+
+
+# --- stage-create: a table created by the commit that writes its first data ------------------------------------
+
+
+def iceberg_table_stage(*, target: WriteTarget, database: str, body: dict) -> bytes:
+    """createTable with `stage-create`: the metadata of a table that does not exist yet, with a fresh table uuid and
+    the write location on the branch that uuid names; nothing is stored. The table exists once a commit asserting
+    `assert-create` (with that uuid) creates it, with whatever data the engine wrote meanwhile, in one commit."""
+    spec = table_spec(body)
+    name = str(body.get("name", ""))
+    check_identifier(name, "Table")
+    branch = branch_get(catalog=target.catalog, name=target.branch)
+    chain = commit_chain(branch.head)
+    found = namespace_get(chain, name=database)
+    if namespace_table_find(chain, database=found, name=name) is not None:
+        raise ApplicationError("name_exists", f"Table already exists: {database}.{name}", status=409)
+    table_id = uuid.uuid4()
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    folder = write_folder(catalog_id=target.catalog.id, table_id=table_id, branch_id=branch.id)
+    columns = table_schema.columns_create(spec.columns)
+    by_name = {c["name"]: c["id"] for c in columns}
+    fields = body["schema"]["fields"]
+    schema = {
+        "type": "struct", "schema-id": 0, "identifier-field-ids": [by_name[n] for n in spec.primary_key],
+        "fields": [{**f, "id": by_name[f["name"]]} for f in fields],
+    }  # fmt: skip
+    parts = [{"source-id": by_name[n], "field-id": 1000 + i, "name": n, "transform": "identity"}
+             for i, n in enumerate(spec.partition_by)]  # fmt: skip
+    metadata = {
+        "format-version": 2, "table-uuid": str(table_id),
+        "location": table_uri(warehouse, f"{target.catalog.id}/{table_id}"), "last-sequence-number": 0,
+        "last-updated-ms": int(time.time() * 1000), "last-column-id": len(columns), "current-schema-id": 0,
+        "schemas": [schema], "default-spec-id": 0, "partition-specs": [{"spec-id": 0, "fields": parts}],
+        "last-partition-id": 999 + len(parts), "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "properties": {**spec.properties, "write.data.path": table_uri(warehouse, f"{folder}/data"),
+                       "write.metadata.path": table_uri(warehouse, f"{folder}/metadata"), "lakeui.branch": branch.name},
+        "snapshots": [], "refs": {}, "snapshot-log": [], "metadata-log": [],
+    }  # fmt: skip
+    return json.dumps({"metadata-location": None, "metadata": metadata, "config": {}}).encode()
+
+
+def _table_create_commit(
+    draft: CommitDraft, database: ObjectVersion, request: "TableCommitRequest", *, warehouse: Warehouse, tag: str
+) -> ObjectVersion:
+    """A commit asserting `assert-create`: the table its updates describe (as a staged create's transaction sends
+    them: uuid, schema, partition spec, location, properties), created with the data its snapshot adds."""
+    if any(r.get("type") != "assert-create" for r in request.requirements):
+        raise ApplicationError("invalid_requirement", "A commit that creates a table asserts only assert-create.")
+    table_id, location = uuid.uuid4(), None
+    schemas: list[dict] = []
+    specs: list[dict] = []
+    schema = spec = main = None
+    properties: dict[str, str] = {}
+    snapshots: dict[int, dict] = {}
+    for update in request.updates:
+        action = update.get("action")
+        if action == "assign-uuid":
+            table_id = _fresh_table_id(update.get("uuid"))
+        elif action == "upgrade-format-version":
+            if int(update.get("format-version", 2)) != 2:
+                raise ApplicationError("invalid_update", "LakeUI serves Iceberg format version 2.")
+        elif action == "add-schema":
+            schemas.append(update.get("schema") or {})
+        elif action == "set-current-schema":
+            schema = _chosen(schemas, update.get("schema-id"), "schema-id", "set-current-schema")
+        elif action == "add-spec":
+            specs.append(update.get("spec") or {})
+        elif action == "set-default-spec":
+            spec = _chosen(specs, update.get("spec-id"), "spec-id", "set-default-spec")
+        elif action == "set-location":
+            location = update.get("location")
+        elif action == "set-properties":
+            properties |= update.get("updates") or {}
+        elif action == "remove-properties":
+            properties = {k: v for k, v in properties.items() if k not in (update.get("removals") or [])}
+        elif action == "add-snapshot":
+            snapshot = update.get("snapshot") or {}
+            snapshots[snapshot.get("snapshot-id")] = snapshot
+        elif action == "set-snapshot-ref":
+            if update.get("ref-name") != "main" or update.get("type", "branch") != "branch":
+                raise ApplicationError("invalid_update", "A LakeUI table has one Iceberg branch, main.")
+            main = update.get("snapshot-id")
+        elif action in ("add-sort-order", "set-default-sort-order", "set-statistics", "set-partition-statistics"):
+            continue
+        else:
+            raise ApplicationError(
+                "unsupported_update", f"LakeUI does not take the Iceberg update {str(action)[:60]!r} yet.", status=406
+            )
+    if schema is None:
+        raise ApplicationError("invalid_update", "A commit that creates a table names its schema (add-schema).")
+    if location not in (None, table_uri(warehouse, f"{draft.catalog.id}/{table_id}")):
+        raise ApplicationError("invalid_input", "LakeUI chooses table locations (by ids); create without one.")
+    ids_in_order(schema)
+    kept = {k: v for k, v in properties.items() if not k.startswith(RESERVED_PROPERTIES)}
+    body = {"name": request.name, "schema": schema, "partition-spec": spec or {}, "properties": kept}
+    table = table_put_new(draft, database=database, name=request.name, spec=table_spec(body), object_id=table_id)
+    if main is not None:
+        if main not in snapshots:
+            raise ApplicationError("invalid_update", f"set-snapshot-ref names snapshot {main}, which is not added.")
+        _data_commit(draft, table, snapshots[main], warehouse=warehouse, tag=tag)
+    return table
+
+
+def _chosen(added: list[dict], wanted, key: str, action: str) -> dict:
+    found = added[-1:] if wanted == -1 else [x for x in added if x.get(key) == wanted]
+    if not found:
+        raise ApplicationError("invalid_update", f"{action} names {key} {wanted}, which the commit does not add.")
+    return found[-1]
+
+
+def _fresh_table_id(value) -> uuid.UUID:
+    """The uuid a staged create handed out: a new table's id, so no object of any catalog may have it already."""
+    try:
+        table_id = uuid.UUID(str(value))
+    except ValueError:
+        raise ApplicationError("invalid_update", f"assign-uuid: {str(value)[:60]!r} is no uuid.") from None
+    if ObjectVersion.objects.filter(object_id=table_id).exists():
+        raise ApplicationError("invalid_update", "assign-uuid names the uuid of an existing object.")
+    return table_id
 
 
 # --- commit a table ----------------------------------------------------------------------------------------
@@ -225,6 +376,9 @@ def iceberg_table_at_branch(
 
 def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse: Warehouse, tag: str) -> ObjectVersion:
     database = namespace_get(draft.chain, name=request.namespace)
+    creates = any(r.get("type") == "assert-create" for r in request.requirements)
+    if creates and namespace_table_find(draft.chain, database=database, name=request.name) is None:
+        return _table_create_commit(draft, database, request, warehouse=warehouse, tag=tag)
     table = namespace_table_get(draft.chain, database=database, name=request.name)
     metadata = json.loads(iceberg_table_load(draft.chain, table=table).metadata_json)
     _requirements_check(metadata, request.requirements, table=table, branch=draft.branch.name)
@@ -484,7 +638,7 @@ def _record(
     draft, table, files: TableFiles, columns: list[Column], removed, written, engine_deleted, *, warehouse, tag
 ) -> None:
     base = f"{table.catalog_id}/{table.object_id}"
-    schema_version_id = table.state["schema_version_id"]
+    schema_version_id = table.state.get("schema_version_id")  # a table this commit creates: given at the commit
     reads = {s.id: r for s, r in zip(files.segments, files.reads(), strict=True)}
     removed_ids = {s.id for s in removed}
     kept = [s for s in files.segments if s.id not in removed_ids]

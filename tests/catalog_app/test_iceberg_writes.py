@@ -20,6 +20,7 @@ from lakeui_client import Client
 from pyiceberg.catalog.rest import CommitTableRequest, TableIdentifier
 from pyiceberg.exceptions import (
     BadRequestError,
+    CommitFailedException,
     ForbiddenError,
     NamespaceAlreadyExistsError,
     NoSuchTableError,
@@ -396,6 +397,35 @@ def table_uri_of(table) -> str:
     """The location of the table's one data file."""
     [task] = table.scan().plan_files()
     return task.file.file_path
+
+
+def test_a_staged_create_is_committed_with_its_data(live_server, client, token):
+    client.catalog_create("lake")
+    main = iceberg(live_server, token, "main")
+    main.create_namespace("shop")
+    spec = PartitionSpec(PartitionField(source_id=3, field_id=1000, transform=IdentityTransform(), name="region"))
+    staged = main.create_table_transaction("shop.orders", SCHEMA, partition_spec=spec)
+    assert main.list_tables("shop") == []  # staged: nothing stored yet
+    staged.append(rows(range(5)))
+    orders = staged.commit_transaction()
+    # one commit: the table created and its first files inserted where the engine wrote them
+    assert api_rows(client, "main", "shop.orders")[1] == [(i, i, "eu") for i in range(5)]
+    assert iceberg_rows(main, "shop.orders")[1] == api_rows(client, "main", "shop.orders")[1]
+    head = client.commits("lake", "main")[0]["id"]
+    assert [o["op"] for o in client.commit("lake", head)["operations"]] == ["create", "insert"]
+    table = client.table("lake", "main", "shop.orders")
+    assert (table["primary_key"], table["partition_by"]) == (["id"], ["region"])
+    assert all("/writes/" in f.path for f in LakeFile.objects.filter(kind=LakeFile.Kind.SEGMENT))
+    assert orders.metadata.table_uuid == main.load_table("shop.orders").metadata.table_uuid
+
+    # two staged creates of one name: the first commit creates it, the other answers 409; a name taken is refused
+    first, second = (main.create_table_transaction("shop.events", KEYLESS) for _ in range(2))
+    first.commit_transaction()
+    with pytest.raises(CommitFailedException):
+        second.commit_transaction()
+    with pytest.raises(TableAlreadyExistsError):
+        main.create_table_transaction("shop.events", KEYLESS)
+    assert main.list_tables("shop") == [("shop", "events"), ("shop", "orders")]
 
 
 def external_catalog(name: str):
