@@ -39,24 +39,48 @@ class SnapshotFiles:
     equality_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)  # equality delete file: its field ids
 
 
-def snapshot_files(manifest_list: str, allowed: Sequence[str]) -> SnapshotFiles:
+# The live files of manifests LakeUI wrote, by location: they are named by a hash of their content and never
+# rewritten (catalog_app/engine/iceberg.py), and an engine's snapshot lists every one of the table's manifests again,
+# so a commit reads only the manifests the engine wrote itself.
+_ENTRIES: dict[str, tuple[tuple[DataFileContent, str, int, tuple[int, ...]], ...]] = {}
+ENTRIES_MAX = 4096
+
+
+def manifest_entries_remember(location: str, data_files: Sequence) -> None:
+    """The files of a manifest LakeUI just wrote at `location` (pyiceberg DataFiles), for the commits that list it."""
+    if len(_ENTRIES) >= ENTRIES_MAX:
+        _ENTRIES.pop(next(iter(_ENTRIES)))
+    _ENTRIES[location] = tuple(
+        (f.content, f.file_path, f.record_count, tuple(f.equality_ids or ())) for f in data_files
+    )
+
+
+def snapshot_files(manifest_list: str, allowed: Sequence[str], immutable: str | None = None) -> SnapshotFiles:
     """Every live file the snapshot's manifest list names (entries marked deleted are left out). Its manifests must
-    be under one of the `allowed` locations."""
+    be under one of the `allowed` locations; those under `immutable` (LakeUI's own) are read once per process."""
     io = PyArrowFileIO()
     files = SnapshotFiles()
+    kinds = {
+        DataFileContent.DATA: files.data,
+        DataFileContent.POSITION_DELETES: files.position_deletes,
+        DataFileContent.EQUALITY_DELETES: files.equality_deletes,
+    }
     for manifest in read_manifest_list(io.new_input(manifest_list)):
-        if not manifest.manifest_path.startswith(tuple(allowed)) or "/../" in manifest.manifest_path:
-            raise FileRefused(f"Manifest {manifest.manifest_path!r} is not under the table's locations.")
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
-            data_file = entry.data_file
-            kind = {
-                DataFileContent.DATA: files.data,
-                DataFileContent.POSITION_DELETES: files.position_deletes,
-                DataFileContent.EQUALITY_DELETES: files.equality_deletes,
-            }[data_file.content]
-            kind[data_file.file_path] = data_file.record_count
-            if data_file.content == DataFileContent.EQUALITY_DELETES:
-                files.equality_ids[data_file.file_path] = tuple(data_file.equality_ids or ())
+        path = manifest.manifest_path
+        if not path.startswith(tuple(allowed)) or "/../" in path:
+            raise FileRefused(f"Manifest {path!r} is not under the table's locations.")
+        entries = _ENTRIES.get(path) if immutable and path.startswith(immutable) else None
+        if entries is None:
+            live = [entry.data_file for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)]
+            if immutable and path.startswith(immutable):
+                manifest_entries_remember(path, live)
+                entries = _ENTRIES[path]
+            else:
+                entries = tuple((f.content, f.file_path, f.record_count, tuple(f.equality_ids or ())) for f in live)
+        for content, location, record_count, equality_ids in entries:
+            kinds[content][location] = record_count
+            if content == DataFileContent.EQUALITY_DELETES:
+                files.equality_ids[location] = equality_ids
     return files
 
 

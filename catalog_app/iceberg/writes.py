@@ -44,7 +44,7 @@ from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
 from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.names import check_identifier, check_properties
 from catalog_app.selectors.refs import ResolvedRef, branch_get, commit_chain
-from catalog_app.selectors.table_files import TableFiles, table_columns, table_files, table_has_rows
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_has_rows, tables_file_rows
 from catalog_app.services.commits import CommitDraft, WriteTarget, commit_begin
 from catalog_app.services.databases import name_free
 from catalog_app.services.tables import _partition_and_key, column_id_next
@@ -560,14 +560,16 @@ def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, wa
         )
     allowed = [table_uri(warehouse, f"{folder}/"), table_uri(warehouse, f"{base}/iceberg/")]
     try:
-        named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed)
+        served = table_uri(warehouse, f"{base}/iceberg/manifests") + "/"  # LakeUI's own: content-addressed
+        named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed, immutable=served)
     except FileRefused as exc:
         raise ApplicationError("invalid_snapshot", str(exc)) from None
     except (OSError, ValueError) as exc:
         raise ApplicationError(
             "invalid_snapshot", f"The snapshot's manifests cannot be read: {str(exc)[:200]}"
         ) from None
-    files = table_files(draft.chain, table_id=table.object_id)
+    # plain values, not models: a commit to a table of thousands of files reads them all
+    files = tables_file_rows(draft.chain, table_ids=[table.object_id]).get(table.object_id, NO_FILES)
     live = {table_uri(warehouse, s.path): s for s in files.segments}
     try:
         deleted = _engine_deletes(named, files, live, table, warehouse=warehouse, base=base, folder=folder)
