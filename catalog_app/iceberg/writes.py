@@ -386,6 +386,7 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
     snapshots: dict[int, dict] = {}
     added_schemas: list[dict] = []
     main: int | None = None
+    current: dict | None = None
     for update in request.updates:
         action = update.get("action")
         if action == "assign-uuid":
@@ -413,6 +414,7 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
             if not known:
                 raise ApplicationError("invalid_update", f"set-current-schema names no schema ({wanted}).")
             state = _schema_apply(draft, table, state, known[-1])
+            current = known[-1]
         elif action == "add-snapshot":
             snapshot = update.get("snapshot") or {}
             snapshots[snapshot.get("snapshot-id")] = snapshot
@@ -433,6 +435,11 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
             "remove-partition-statistics",
         ):
             continue  # advice to readers LakeUI does not keep
+        elif action in ("add-spec", "set-default-spec", "remove-partition-specs"):
+            raise ApplicationError(
+                "unsupported_update", "LakeUI does not change a table's partitioning through Iceberg: change it with "
+                "LakeUI's API (PATCH .../tables/{table} with partition_by), then load the table again.", status=406,
+            )  # fmt: skip
         else:
             raise ApplicationError(
                 "unsupported_update", f"LakeUI does not take the Iceberg update {str(action)[:60]!r} yet.", status=406
@@ -448,7 +455,7 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
         return table
     new_schema = state["columns"] if state["columns"] != table.state["columns"] else None
     if new_schema is not None and data:
-        raise ApplicationError("invalid_update", "Commit a schema change and data in two commits.")
+        _ids_agree(new_schema, current or {})
     version = draft.put(
         kind=TABLE,
         object_id=table.object_id,
@@ -464,8 +471,23 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
                 f"set-snapshot-ref names snapshot {main}, which the commit does "
                 "not add; LakeUI keeps one line of snapshots per branch.",
             )
-        _data_commit(draft, table, snapshots[main], warehouse=warehouse, tag=tag)
+        if new_schema is not None:  # data in the new schema: its segments take the version the commit records
+            version.state = {k: v for k, v in version.state.items() if k != "schema_version_id"}
+        _data_commit(draft, version if new_schema is not None else table, snapshots[main], warehouse=warehouse,
+                     tag=tag)  # fmt: skip
     return version
+
+
+def _ids_agree(columns: list[dict], schema: dict) -> None:
+    """Data written in a schema this commit changes: LakeUI numbers an added column itself (ids are never reused on
+    any branch), so the engine's files must carry the ids LakeUI gave, or the data waits for a commit of its own."""
+    given = {c["name"]: c["id"] for c in columns}
+    differ = [f.get("name") for f in schema.get("fields") or [] if given.get(f.get("name")) != f.get("id")]
+    if differ:
+        raise ApplicationError(
+            "invalid_update", f"Columns {differ[:5]} get other ids on this branch than the engine's schema gives "
+            "them (LakeUI numbers new columns itself): commit the schema change first, load the table, then write.",
+        )  # fmt: skip
 
 
 def _schema_apply(draft: CommitDraft, table: ObjectVersion, state: dict, schema: dict) -> dict:

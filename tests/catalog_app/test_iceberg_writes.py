@@ -324,6 +324,34 @@ def test_schema_updates_upsert_and_a_multi_table_transaction(live_server, client
     assert len(client.commits("lake", "main")) == before + 1
 
 
+def test_a_schema_change_and_data_in_one_commit(live_server, client, token):
+    main, _ = keyed_orders(live_server, client, token)
+    client.branch_create("lake", "dev", source="main")
+    with main.load_table("shop.orders").transaction() as transaction:
+        with transaction.update_schema() as update:
+            update.add_column("note", StringType())
+        transaction.append(pa.Table.from_pylist([{"id": 50, "amount": 5, "region": "eu", "note": "new"}],
+                                                schema=transaction.table_metadata.schema().as_arrow()))  # fmt: skip
+    head = client.commits("lake", "main")[0]["id"]
+    assert [o["op"] for o in client.commit("lake", head)["operations"]] == ["alter_column", "insert"]
+    names, rows_now = api_rows(client, "main", "shop.orders")
+    assert names == ["id", "amount", "region", "note"] and (50, 5, "eu", "new") in rows_now and len(rows_now) == 6
+    assert iceberg_rows(main, "shop.orders") == (names, rows_now)
+
+    # on dev the engine numbers its new column 4, but LakeUI gave id 4 to main's column (ids are never reused on
+    # any branch): refused with the reason, nothing committed
+    dev = iceberg(live_server, token, "dev")
+    before = client.commits("lake", "dev")[0]["id"]
+    transaction = dev.load_table("shop.orders").transaction()
+    with transaction.update_schema() as update:
+        update.add_column("other", StringType())
+    transaction.append(pa.Table.from_pylist([{"id": 60, "amount": 6, "region": "eu", "other": "x"}],
+                                            schema=transaction.table_metadata.schema().as_arrow()))  # fmt: skip
+    with pytest.raises(BadRequestError, match="commit the schema change first"):
+        transaction.commit_transaction()
+    assert client.commits("lake", "dev")[0]["id"] == before
+
+
 def upsert(catalog, name: str, changed: list[dict]) -> None:
     table = catalog.load_table(name)
     table.upsert(pa.Table.from_pylist(changed, schema=table.schema().as_arrow()))
