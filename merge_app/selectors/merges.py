@@ -67,6 +67,18 @@ def job_catalog_names(jobs) -> dict[str, str]:
     return catalog_names(ids={str(job.params["catalog_id"]) for job in jobs if (job.params or {}).get("catalog_id")})
 
 
+KEYS_JOB_KIND = "merge_keys"  # merge_app.services.keys.KEYS_JOB
+
+
+def keys_job_get(*, catalog: Catalog, job_id: uuid.UUID) -> Job:
+    """A key comparison job of the catalog's diffs: whoever reads the catalog follows it, whoever started it (the
+    diff page polls it; the job is shared by every reader of the same heads)."""
+    job = Job.objects.filter(id=job_id, kind=KEYS_JOB_KIND, params__catalog_id=str(catalog.id)).first()
+    if job is None:
+        raise NotFoundError("job_not_found", f"There is no key comparison {job_id} in catalog {catalog.name!r}.")
+    return job
+
+
 def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:
     """A primary-key table's stored key comparison at these heads."""
     return KeyComparison.objects.get(table_id=table_id, base=base, source_head=source_head, target_head=target_head)
