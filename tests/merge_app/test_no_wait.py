@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from catalog_app.services.access import catalog_role_grant
-from catalog_app.services.refs import branch_create
+from catalog_app.services.refs import branch_create, tag_create
 from lakeui.celery import app as celery_app
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_send
@@ -26,7 +26,7 @@ from merge_app.services.keys import KEYS_JOB
 from merge_app.services.sql import sql_job_result
 from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table
-from tests.support.merges import change, insert
+from tests.support.merges import change, insert, merge
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -187,3 +187,31 @@ def test_the_sql_console_follows_the_job_of_its_statement(user, settings):
     assert f"commit <code>{head(catalog)[:12]}</code>" in shown
     missing = client.get("/catalogs/lake/sql", {"job": "not-a-job"})
     assert missing.status_code == 404
+
+
+def test_a_criss_cross_diff_answers_with_its_bases_then_from_the_virtual_base(user, user_client, settings):
+    """Until the key comparison job has made the virtual base, only the heads and the merge bases are known."""
+    catalog = make_catalog(user=user)
+    make_table(catalog)
+    insert(catalog, [{"id": 1, "amount": 1, "region": "eu"}])
+    branch_create(catalog=catalog, name="dev", source="main")
+    insert(catalog, [{"id": 5, "amount": 5, "region": "eu"}])
+    insert(catalog, [{"id": 6, "amount": 6, "region": "eu"}], branch="dev")
+    bases = {head(catalog, "main"), head(catalog, "dev")}
+    tag_create(catalog=catalog, name="main-then", ref="main", created_by=user)
+    merge(catalog, source="dev", target="main")
+    merge(catalog, source="main-then", target="dev")  # each side merged the other's then-head
+    insert(catalog, [{"id": 7, "amount": 7, "region": "eu"}], branch="dev")
+    queue = NoWorker(settings, "LAKEUI_INTERACTIVE_QUEUE")
+
+    api = f"/api/v1/catalogs/{catalog.name}/diff"
+    response, took = timed(lambda: user_client.get(api, {"from": "dev", "to": "main"}))
+    assert response.status_code == 200 and took < AT_ONCE, (response.status_code, took)
+    report = response.json()
+    assert (report["base"], set(report["bases"]), report["objects"], report["complete"]) == (None, bases, [], False)
+    assert report["target"]["head"] == head(catalog) and report["job"]["status"] == "queued"
+
+    assert queue.release(Job.objects.get(id=report["job"]["id"])).status == "succeeded"
+    done = user_client.get(api, {"from": "dev", "to": "main"}).json()
+    assert (done["complete"], done["virtual_base"], done["mergeable"]) == (True, True, True)
+    assert done["base"] not in bases and [obj["name"] for obj in done["objects"]] == ["sales.orders"]
