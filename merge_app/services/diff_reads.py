@@ -12,12 +12,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q
 from django.utils import timezone
 
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import ref_resolve
 from lakeui.jobs.models import Job
+from lakeui.jobs.selectors import job_started_for
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import KeysSpec
 from merge_app.selectors.diff import BasesNotMerged, MergeDiff, diff_as_dict, merge_diff
@@ -101,6 +101,5 @@ def keys_job_for(*, catalog: Catalog, source_head: str, target_head: str, user: 
     of which finds the comparison stored and does nothing."""
     params = KeysSpec(catalog_id=str(catalog.id), source=source_head, target=target_head).to_params()
     recent = timezone.now() - timedelta(seconds=KEYS_JOB_REUSED_FOR)
-    same = Job.objects.filter(kind=KEYS_JOB, **{f"params__{name}": value for name, value in params.items()})
-    found = same.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=recent)).order_by("-created_at").first()
+    found = job_started_for(kind=KEYS_JOB, params=params, finished_since=recent)
     return found if found is not None else job_create(kind=KEYS_JOB, params=params, requested_by=user)
