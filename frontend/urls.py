@@ -30,6 +30,7 @@ urlpatterns = [
     path(f"{TABLE}/restore", browser.table_restore, name="table-restore"),
     path(f"{TABLE}/load", browser.table_load, name="table-load"),
     path(f"{CAT}/diff", diff.diff_page, name="diff"),
+    path(f"{CAT}/diff/jobs/<uuid:job_id>.json", diff.diff_job_status, name="diff-job-status"),
     path(f"{CAT}/merge", diff.merge_new, name="merge-new"),
     path(f"{CAT}/merges", jobs.merge_index, name="merges"),
     path(f"{CAT}/merges/<uuid:merge_id>", jobs.merge_detail, name="merge"),

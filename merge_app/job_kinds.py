@@ -1,4 +1,5 @@
-"""The merge job kinds: glue from the job's plain parameters to the merge services."""
+"""The merge job kinds: glue from the job's typed spec (job_specs.py, read back from its params) to the merge
+services."""
 
 from typing import Any
 
@@ -7,6 +8,7 @@ from catalog_app.selectors.refs import catalog_by_id
 from catalog_app.spark import spark_session
 from lakeui.jobs.registry import Progress, job_kind
 from lakeui.jobs.selectors import job_of_run
+from merge_app.job_specs import KeysSpec, MergeRequestPlanSpec, MergeSpec, PickSpec, QueueSpec, RestoreSpec
 from merge_app.models import Merge
 from merge_app.selectors.merge_requests import merge_request_by_id
 from merge_app.selectors.merges import merge_of_job, merges_of_job, restore_of_job
@@ -27,6 +29,7 @@ from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_res
 
 @job_kind(MERGE_JOB)
 def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    spec = MergeSpec.from_params(params)
     job = job_of_run(progress.job_id)
     done = merge_of_job(job)
     if done is not None:  # delivered again after it finished: report the first run's outcome, never merge twice
@@ -36,12 +39,11 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
             raise checks_failed_error(done)
         return merge_result(done)
     progress.report(10, "Comparing the branches")
-    request_id = params.get("merge_request")
+    request_id = spec.merge_request
     merge = branch_merge(
-        catalog=catalog_by_id(params["catalog_id"]), source=params["source"], target=params["target"],
-        dry_run=params.get("dry_run", False), user=job.requested_by, job=job,
-        expected_heads=params.get("expected_heads"), resolution=params.get("resolution"),
-        via_merge_request=request_id, audit=params.get("audit"), override=params.get("override_checks"),
+        catalog=catalog_by_id(spec.catalog_id), source=spec.source, target=spec.target, dry_run=spec.dry_run,
+        user=job.requested_by, job=job, expected_heads=spec.expected_heads, resolution=spec.resolution,
+        via_merge_request=request_id, audit=spec.audit, override=spec.override_checks,
         on_merged=None if request_id is None else (
             lambda merge: merge_request_merged(merge_request_id=request_id, merge=merge)
         ),
@@ -52,26 +54,31 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 @job_kind(PLAN_JOB)
 def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """The dry-run merge of a merge request; its report becomes the request's plan."""
+    spec = MergeRequestPlanSpec.from_params(params)
     job = job_of_run(progress.job_id)
-    merge_request = merge_request_by_id(params["merge_request_id"])
+    merge_request = merge_request_by_id(spec.merge_request_id)
     merge = merge_of_job(job)
     if merge is None:
         progress.report(10, "Planning the merge")
         merge = branch_merge(
-            catalog=catalog_by_id(params["catalog_id"]), source=merge_request.source,
-            target=merge_request.target, dry_run=True, user=job.requested_by, job=job,
-            resolution=params.get("resolution"),
+            catalog=catalog_by_id(spec.catalog_id), source=merge_request.source, target=merge_request.target,
+            dry_run=True, user=job.requested_by, job=job, resolution=spec.resolution,
         )  # fmt: skip
-    merge_request_plan_store(merge_request_id=merge_request.id, merge=merge, resolution=params.get("resolution"))
+    merge_request_plan_store(merge_request_id=merge_request.id, merge=merge, resolution=spec.resolution)
     return {**merge_result(merge), "merge_request": merge_request.number}
 
 
 @job_kind(KEYS_JOB, interactive=True)
 @cache_scope()
 def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows)."""
-    diff = merge_diff_with_bases(catalog=catalog_by_id(params["catalog_id"]), source=params["source"],
-                                 target=params["target"], resolution=None, user=None, in_worker=True)  # fmt: skip
+    """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows); in a
+    criss-cross history, make the virtual base first. A comparison stored already (a second job started for the
+    same heads) is not made again."""
+    spec = KeysSpec.from_params(params)
+    diff = merge_diff_with_bases(catalog=catalog_by_id(spec.catalog_id), source=spec.source, target=spec.target,
+                                 resolution=None, in_worker=True)  # fmt: skip
+    if not diff.pending:
+        return {"tables": 0}
     progress.report(20, "Comparing keys on Spark")
     runs = key_runs(spark_session(), diff)
     return {"tables": len(runs)}
@@ -80,28 +87,30 @@ def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 @job_kind(PICK_JOB)
 def pick_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """A revert or a cherry-pick (of one commit or a range)."""
+    spec = PickSpec.from_params(params)
     job = job_of_run(progress.job_id)
     done = merges_of_job(job)
     if done:  # delivered again after it finished: report the first run's outcome, never apply twice
         return pick_results(done)
-    progress.report(10, "Reverting" if params["kind"] == "revert" else "Cherry-picking")
+    progress.report(10, "Reverting" if spec.kind == "revert" else "Cherry-picking")
     merges = commits_pick(
-        catalog=catalog_by_id(params["catalog_id"]), kind=params["kind"], branch=params["branch"],
-        commits=params["commits"], user=job.requested_by, job=job, resolution=params.get("resolution"),
+        catalog=catalog_by_id(spec.catalog_id), kind=spec.kind, branch=spec.branch, commits=list(spec.commits),
+        user=job.requested_by, job=job, resolution=spec.resolution,
     )  # fmt: skip
     return pick_results(merges)
 
 
 @job_kind(RESTORE_JOB)
 def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    spec = RestoreSpec.from_params(params)
     job = job_of_run(progress.job_id)
     done = restore_of_job(job)
     if done is not None:  # delivered again after it finished: never restore twice
         return restore_result(done)
     progress.report(10, "Restoring")
     restore = branch_restore(
-        catalog=catalog_by_id(params["catalog_id"]), branch=params["branch"], point=params["point"],
-        database=params.get("database"), table=params.get("table"), user=job.requested_by, job=job,
+        catalog=catalog_by_id(spec.catalog_id), branch=spec.branch, point=spec.point, database=spec.database,
+        table=spec.table, user=job.requested_by, job=job,
     )  # fmt: skip
     return restore_result(restore)
 
@@ -110,5 +119,6 @@ def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 @cache_scope()
 def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Work a branch's merge queue (services/queue.py) while it is asked to."""
+    spec = QueueSpec.from_params(params)
     job = job_of_run(progress.job_id)
-    return queue_run(catalog=catalog_by_id(params["catalog_id"]), target=params["target"], job=job)
+    return queue_run(catalog=catalog_by_id(spec.catalog_id), target=spec.target, job=job)

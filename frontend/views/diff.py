@@ -1,11 +1,13 @@
 """The side-by-side diff of two refs, from the one diff report the merge uses, with each changed object's
-conflict rule table and its applicable cells colored; and the merge / dry-run buttons."""
+conflict rule table and its applicable cells colored; and the merge / dry-run buttons. The page answers at once:
+while primary-key tables are compared by key on a worker it shows them pending and polls the comparison's job,
+then reloads."""
 
 import json
 from dataclasses import dataclass, field
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -13,10 +15,12 @@ from django.views.decorators.http import require_POST
 from catalog_app.models import Role
 from catalog_app.selectors.refs import branch_list, tag_list
 from frontend.views.common import back, get_catalog, refused, ui_view, url_with
-from lakeui.errors import ApplicationError
+from frontend.views.jobs import job_state
+from lakeui.errors import ApplicationError, NotFoundError
 from merge_app.rules import CONFLICT, DISCARDED, NOTES, OK, RULE_TABLES
-from merge_app.selectors.diff import diff_as_dict
-from merge_app.services.merges import merge_plan, merge_submit
+from merge_app.selectors.merges import keys_job_get
+from merge_app.services.diff_reads import merge_diff_read
+from merge_app.services.merges import merge_submit
 
 CHANGES = ("added_in_source", "added_in_target", "changed_in_source", "changed_in_target", "changed_in_both")
 VERDICTS = ("ok", "conflict", "discarded", "not_merged")
@@ -163,16 +167,17 @@ def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
     }  # fmt: skip
     if source:
         try:
-            report = diff_as_dict(merge_plan(catalog=found, source=source, target=target, user=request.user).diff)
+            read = merge_diff_read(catalog=found, source=source, target=target, user=request.user)
         except ApplicationError as error:
             refused(request, error)
         else:
+            report = read.as_dict()
             objects = [object_view(obj) for obj in report["objects"]]
             shown = [
                 obj for obj in objects
                 if (not change or obj["change"] == change) and (not verdict or obj["verdict"] == verdict)
             ]  # fmt: skip
-            context.update(report=report, objects=shown, hidden=len(objects) - len(shown))
+            context.update(report=report, objects=shown, hidden=len(objects) - len(shown), keys_job=read.job)
             # A merge target must be a branch: a tag or a commit is offered no merge (the service refuses it too).
             context["target_not_branch"] = target not in {b.name for b in context["branches"]}
     return render(request, "frontend/diff.html", context)
@@ -196,3 +201,15 @@ def merge_new(request: HttpRequest, catalog: str) -> HttpResponse:
     what = "Dry run" if dry_run else "Merge"
     messages.success(request, f"{what} of {source} into {target} submitted.")
     return redirect("frontend:job", job_id=job.id)
+
+
+@ui_view
+def diff_job_status(request: HttpRequest, catalog: str, job_id) -> HttpResponse:
+    """The key comparison job's state as JSON, for the diff page's progress bar: anyone who reads the catalog may
+    follow it, whoever started it."""
+    found = get_catalog(request, catalog)
+    try:
+        job = keys_job_get(catalog=found, job_id=job_id)
+    except NotFoundError as error:
+        return JsonResponse(error.as_dict(), status=404)
+    return JsonResponse(job_state(job))

@@ -1,5 +1,8 @@
+from datetime import datetime
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from lakeui.errors import NotFoundError
 from lakeui.jobs.models import Job
@@ -26,3 +29,19 @@ def job_get(*, user: AbstractBaseUser, job_id: str) -> Job:
     if job is None:
         raise NotFoundError("job_not_found", f"There is no job {job_id}.")
     return job
+
+
+def _with_params(kind: str, params: dict[str, Any]) -> QuerySet[Job]:
+    return Job.objects.filter(kind=kind, **{f"params__{name}": value for name, value in params.items()})
+
+
+def job_started_for(*, kind: str, params: dict[str, Any], finished_since: datetime) -> Job | None:
+    """The newest job of `kind` whose params hold these values, not finished or finished since `finished_since`:
+    one already started for the same input, to follow instead of starting another."""
+    same = _with_params(kind, params).filter(Q(finished_at__isnull=True) | Q(finished_at__gte=finished_since))
+    return same.order_by("-created_at").first()
+
+
+def job_of_kind(*, job_id: object, kind: str, params: dict[str, Any]) -> Job | None:
+    """The job `job_id` if it is of `kind` and its params hold these values (a job a page shares by its input)."""
+    return _with_params(kind, params).filter(id=job_id).first()

@@ -15,9 +15,10 @@ from lakeui.api.pagination import PagedApi, paginated
 from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.models import Merge
-from merge_app.selectors.diff import MergeDiff, diff_as_dict
+from merge_app.rules import PENDING
 from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
-from merge_app.services.merges import merge_plan, merge_submit
+from merge_app.services.diff_reads import DiffRead, job_brief, merge_diff_read
+from merge_app.services.merges import merge_submit
 from merge_app.services.picks import pick_submit
 from merge_app.services.restores import restore_submit
 
@@ -29,16 +30,20 @@ class DiffApi(APIView):
             OpenApiParameter("to", str, required=True, description="The target: the branch they would merge into"),
         ],
         responses=OpenApiTypes.OBJECT,
-    )
+        description="The merge diff, answered at once. `complete` false: primary-key tables changed on both sides "
+        "are `pending` (their key comparison runs on a worker), or, in a criss-cross history whose virtual base is "
+        "not made yet, only the heads and `bases` are known; `job` is the key comparison to follow. Read the diff "
+        "again once it has finished (each read is metadata only and starts no second job).",
+    )  # fmt: skip
     def get(self, request, catalog):
-        return Response(diff_as_dict(diff_read(request, request_catalog(request, catalog))))
+        return Response(diff_read(request, request_catalog(request, catalog)).as_dict())
 
 
-def diff_read(request, catalog) -> MergeDiff:
+def diff_read(request, catalog) -> DiffRead:
     source, target = request.query_params.get("from"), request.query_params.get("to")
     if not source or not target:
         raise ApplicationError("invalid_input", "Give the two refs to compare as ?from=<source>&to=<target>.")
-    return merge_plan(catalog=catalog, source=source, target=target, user=request.user).diff
+    return merge_diff_read(catalog=catalog, source=source, target=target, user=request.user)
 
 
 class DiffKeysApi(APIView):
@@ -50,19 +55,31 @@ class DiffKeysApi(APIView):
         ],
         responses=OpenApiTypes.OBJECT,
         description="The conflicting keys of a primary-key table: each with the ancestor's, the source's and the "
-        "target's row and the cells that conflict.",
+        "target's row and the cells that conflict. While the table's key comparison runs on a worker: 202 with "
+        "`complete` false, no results and the `job` to follow; ask again once it has finished.",
     )  # fmt: skip
     def get(self, request, catalog):
-        diff = diff_read(request, request_catalog(request, catalog))
+        read = diff_read(request, request_catalog(request, catalog))
         name = request.query_params.get("table", "")
-        table = next((obj for obj in diff.objects if obj.name == name and obj.key_mode), None)
+        if read.diff is None:  # a criss-cross history whose virtual base is being made: no table is known yet
+            return _comparing(read)
+        table = next((obj for obj in read.diff.objects if obj.name == name and obj.key_mode), None)
+        if table is not None and table.verdict == PENDING:
+            return _comparing(read)
         if table is None or table.keys is None:
             raise NotFoundError("table_not_compared", f"{name!r} is not a primary-key table changed on both sides.")
+        diff = read.diff
         stored = key_comparison_get(
             table_id=table.object_id, base=diff.base.id, source_head=diff.source_head.id,
             target_head=diff.target_head.id,
         )  # fmt: skip
         return paginated(request, self, stored.conflicts)
+
+
+def _comparing(read: DiffRead) -> Response:
+    """202: the key comparison is running; a page with no results, and the job to follow."""
+    body = {"count": 0, "next": None, "previous": None, "results": [], "complete": False, "job": job_brief(read.job)}
+    return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
 class DiffRowsApi(APIView):

@@ -1,12 +1,13 @@
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.common import request_catalog, validated
 from catalog_app.models import Role
-from merge_app.services.sql import sql_execute, sql_reads_only
+from lakeui.jobs.apis import JobOutputSerializer
+from merge_app.services.sql import Submitted, sql_execute, sql_reads_only
 
 
 class SqlApi(APIView):
@@ -24,14 +25,20 @@ class SqlApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses=OpenApiTypes.OBJECT,
-        description="SELECT answers {kind: select, ref, commit, columns, rows, truncated}; CREATE BRANCH, USE BRANCH "
-        "and MERGE BRANCH answer {kind, branch | source and target, commit, ...}.",
-    )
+        responses={200: OpenApiTypes.OBJECT, 202: JobOutputSerializer},
+        description="SELECT answers {kind: select, ref, commit, columns, rows, truncated}; CREATE BRANCH and USE "
+        "BRANCH answer {kind, branch, commit}. MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as "
+        "jobs: 202 with the job (as POST .../merges answers) and `sql`, what the statement asked for ({kind, source "
+        "and target | branch, ...}); the statement's result is `sql` with the job's `result` once it has finished "
+        "(GET /api/v1/jobs/{id}).",
+    )  # fmt: skip
     def post(self, request, catalog):
         data = validated(self.InputSerializer, request.data)
         result = sql_execute(
             catalog=request_catalog(request, catalog), statement=data["statement"], ref=data.get("branch"),
             user=request.user, limit=data["limit"],
         )  # fmt: skip
+        if isinstance(result, Submitted):
+            body = {**JobOutputSerializer(result.job).data, "sql": result.statement}
+            return Response(body, status=status.HTTP_202_ACCEPTED)
         return Response(result)

@@ -9,6 +9,7 @@ from catalog_app.selectors.commits import catalog_names
 from catalog_app.selectors.refs import catalog_find, merge_commit_ids
 from lakeui.errors import NotFoundError
 from lakeui.jobs.models import Job
+from lakeui.jobs.selectors import job_of_kind
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
 
@@ -65,6 +66,18 @@ def job_outcome(job: Job) -> dict[str, Any]:
 def job_catalog_names(jobs) -> dict[str, str]:
     """The names of the catalogs a page of jobs ran in (by the id their params name), in one query."""
     return catalog_names(ids={str(job.params["catalog_id"]) for job in jobs if (job.params or {}).get("catalog_id")})
+
+
+KEYS_JOB_KIND = "merge_keys"  # merge_app.services.keys.KEYS_JOB
+
+
+def keys_job_get(*, catalog: Catalog, job_id: uuid.UUID) -> Job:
+    """A key comparison job of the catalog's diffs: whoever reads the catalog follows it, whoever started it (the
+    diff page polls it; the job is shared by every reader of the same heads)."""
+    job = job_of_kind(job_id=job_id, kind=KEYS_JOB_KIND, params={"catalog_id": str(catalog.id)})
+    if job is None:
+        raise NotFoundError("job_not_found", f"There is no key comparison {job_id} in catalog {catalog.name!r}.")
+    return job
 
 
 def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:

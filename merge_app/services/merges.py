@@ -47,7 +47,7 @@ from checks_app.selectors import check_run_dict, checks_guarding, checks_verdict
 from checks_app.services.checks import checks_error, checks_run
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_create, job_run_sync
+from lakeui.jobs.services import job_create
 from lakeui.memory import gc_paused
 from merge_app import states
 from merge_app.models import Merge, VirtualBase
@@ -98,19 +98,18 @@ def merge_plan(
     user: AbstractBaseUser | None = None,
     in_worker: bool = False,
 ) -> MergePlan:
-    """The one plan step of the diff page, the API diff, merge-request plans, dry runs and merges. Primary-key
-    tables changed on both sides are compared by key: here on Spark when this process is a worker (`in_worker`:
-    the merge needs the rows), else by a job on the interactive worker, waited for up to LAKEUI_READ_TIMEOUT,
-    unless a comparison for these heads is stored. Raises `branch_moved` when a head is not the expected one."""
-    diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution, user=user,
+    """The one plan step of merge-request plans, dry runs and merges (and, through `merge_diff_read`, of the diff
+    page and the API diff). Primary-key tables changed on both sides are compared by key: here on Spark when this
+    process is a worker (`in_worker`: the merge needs the rows). Elsewhere nothing waits for a worker: a table whose
+    comparison is stored for these heads takes it, one not compared yet stays pending, and a criss-cross history
+    whose virtual base is not made yet raises `BasesNotMerged` (`merge_diff_read` answers both with the job that
+    makes them). Raises `branch_moved` when a head is not the expected one. `user` is who asks (unused by the plan
+    itself)."""
+    diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution,
                                  in_worker=in_worker)  # fmt: skip
     _check_heads(diff, expected_heads)
     if in_worker:
         return keys_compared(diff)
-    if diff.pending:
-        params = {"catalog_id": str(catalog.id), "source": diff.source_head.id, "target": diff.target_head.id}
-        job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
-        return MergePlan(merge_diff_again(diff))
     return MergePlan(diff)
 
 
@@ -123,19 +122,17 @@ def keys_compared(diff: MergeDiff) -> MergePlan:
 
 
 def merge_diff_with_bases(
-    *, catalog: Catalog, source: str, target: str, resolution: dict | None, user, in_worker: bool
+    *, catalog: Catalog, source: str, target: str, resolution: dict | None, in_worker: bool, user=None
 ) -> MergeDiff:
     """The diff of two refs; in a criss-cross history their merge bases are merged into one virtual base first
-    (`bases_merge`): here when this process is a worker, else by the key comparison's job on the interactive
-    worker."""
+    (`bases_merge`) when this process is a worker. Elsewhere a virtual base not made yet raises `BasesNotMerged`:
+    the web never waits for the worker that makes it (`merge_diff_read`)."""
     try:
         return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
     except BasesNotMerged as unmerged:
-        if in_worker:
-            bases_merge(catalog=catalog, bases=unmerged.bases)
-        else:
-            params = {"catalog_id": str(catalog.id), "source": source, "target": target}
-            job_run_sync(kind=keys.KEYS_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
+        if not in_worker:
+            raise
+        bases_merge(catalog=catalog, bases=unmerged.bases)
     return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
 
 

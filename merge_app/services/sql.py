@@ -11,11 +11,15 @@ tables of a ref, parsed by Spark's parser; the branch commands are parsed here b
 
 Names are branch, tag or commit names (letters, digits, `_ . / -`) or `quoted` with backticks. A statement that
 does not parse is a 400 `syntax_error` with the position (0-based character offset) where it goes wrong.
+
+MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs: they are answered at once with the job
+(`Submitted`), whose result is the statement's once it has finished (`sql_job_result`); nothing here waits for it.
 """
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -26,7 +30,9 @@ from catalog_app.selectors.refs import branch_get, commit_chain, ref_resolve, ti
 from catalog_app.selectors.table_rows import select_here
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError
-from lakeui.jobs.services import job_result, job_run_sync
+from lakeui.jobs.models import Job
+from lakeui.jobs.services import job_run_sync
+from merge_app.job_specs import MergeSpec, PickSpec, RestoreSpec
 from merge_app.models import SqlSession
 from merge_app.services.merges import merge_submit
 from merge_app.services.picks import pick_submit
@@ -34,7 +40,6 @@ from merge_app.services.restores import restore_submit
 
 QUERY = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.IGNORECASE)
 MAX_STATEMENT = 100_000
-COMMAND_WAIT = 60  # seconds MERGE BRANCH and RESTORE wait for their job (metadata only: quick) before a 504
 TOKEN = re.compile(
     r"\s*(?:(?P<quoted>`[^`]*`)|(?P<string>'[^']*')|(?P<word>[A-Za-z0-9_./:-]+)|(?P<end>;?\s*$)|(?P<bad>.))"
 )
@@ -112,6 +117,15 @@ class _Parser:
 
 
 @dataclass(frozen=True)
+class Submitted:
+    """A statement that runs as a job, answered at once: the job, and what the statement asked for (`kind` and its
+    refs). Its result, once the job has finished, is `statement` with the job's result (`sql_job_result`)."""
+
+    job: Job
+    statement: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Context:
     catalog: Catalog
     user: AbstractBaseUser
@@ -151,14 +165,13 @@ def _use_branch(parser: _Parser, context: Context) -> dict:
     return {"kind": "use_branch", "branch": branch.name, "commit": branch.head_id}
 
 
-def _merge_branch(parser: _Parser, context: Context) -> dict:
+def _merge_branch(parser: _Parser, context: Context) -> Submitted:
     source = parser.name("the source branch")
     target = parser.name("the target branch") if parser.keyword("TO") else current_branch(context)
     dry_run = parser.keyword("DRY", "RUN")
     parser.end()
     job = merge_submit(catalog=context.catalog, source=source, target=target, dry_run=dry_run, user=context.user)
-    result = job_result(job, timeout=COMMAND_WAIT)
-    return {"kind": "merge_branch", "source": source, "target": target, **result}
+    return Submitted(job, {"kind": "merge_branch", "source": source, "target": target})
 
 
 def _point(parser: _Parser) -> dict:
@@ -170,12 +183,12 @@ def _point(parser: _Parser) -> dict:
     raise parser.error("TIMESTAMP or COMMIT")
 
 
-def _restore(context: Context, **params) -> dict:
+def _restore(context: Context, **params) -> Submitted:
     job = restore_submit(catalog=context.catalog, user=context.user, **params)
-    return {"kind": "restore", **{k: v for k, v in params.items() if v}, **job_result(job, timeout=COMMAND_WAIT)}
+    return Submitted(job, {"kind": "restore", **{k: v for k, v in params.items() if v}})
 
 
-def _restore_table(parser: _Parser, context: Context) -> dict:
+def _restore_table(parser: _Parser, context: Context) -> Submitted:
     position = parser.peek().position
     database, _, table = parser.name("a table as database.table").partition(".")
     if not table or "." in table:
@@ -189,17 +202,17 @@ def _restore_table(parser: _Parser, context: Context) -> dict:
     return _restore(context, branch=branch, database=database, table=table, **point)
 
 
-def _restore_branch(parser: _Parser, context: Context) -> dict:
+def _restore_branch(parser: _Parser, context: Context) -> Submitted:
     branch = parser.name("a branch name")
     point = _point(parser)
     parser.end()
     return _restore(context, branch=branch, **point)
 
 
-def _pick(kind: str) -> Callable[[_Parser, Context], dict]:
+def _pick(kind: str) -> Callable[[_Parser, Context], Submitted]:
     """REVERT COMMIT / CHERRY-PICK COMMIT: one commit (a cherry-pick also a range 'from'..'to') onto a branch."""
 
-    def command(parser: _Parser, context: Context) -> dict:
+    def command(parser: _Parser, context: Context) -> Submitted:
         commit, start, end = parser.string("a commit id in quotes"), None, None
         if kind == "cherry_pick" and parser.keyword(".."):
             start, commit, end = commit, None, parser.string("the range's last commit in quotes")
@@ -208,12 +221,12 @@ def _pick(kind: str) -> Callable[[_Parser, Context], dict]:
         job = pick_submit(catalog=context.catalog, kind=kind, branch=branch, commit=commit, start=start, end=end,
                           user=context.user)  # fmt: skip
         picked = {"commit": commit} if commit else {"from": start, "to": end}
-        return {"kind": kind, "branch": branch, **picked, **job_result(job, timeout=COMMAND_WAIT)}
+        return Submitted(job, {"kind": kind, "branch": branch, **picked})
 
     return command
 
 
-COMMANDS: dict[tuple[str, str], Callable[[_Parser, Context], dict]] = {
+COMMANDS: dict[tuple[str, str], Callable[[_Parser, Context], dict | Submitted]] = {
     ("CREATE", "BRANCH"): _create_branch,
     ("USE", "BRANCH"): _use_branch,
     ("MERGE", "BRANCH"): _merge_branch,
@@ -232,7 +245,8 @@ def sql_reads_only(statement: str) -> bool:
     return bool(QUERY.match(statement) or READ_ONLY.match(statement))
 
 
-def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limit: int = 1000) -> dict:
+def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limit: int = 1000) -> dict | Submitted:
+    """A statement's result; a command that runs as a job is answered with it at once (`Submitted`)."""
     if not statement.strip() or len(statement) > MAX_STATEMENT:
         raise ApplicationError("invalid_query", f"The statement must be 1 to {MAX_STATEMENT} characters.")
     context = Context(catalog=catalog, user=user, branch=ref)
@@ -249,6 +263,25 @@ def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limi
         "RESTORE, REVERT COMMIT or CHERRY-PICK COMMIT.",
         details={"position": first.position},
     )
+
+
+def sql_job_result(job: Job) -> dict[str, Any]:
+    """What a statement run as a job answers once the job has finished, as the statement's job (merge, restore,
+    revert or cherry-pick) names it: the statement's kind and refs, then the job's result. For the SQL console,
+    which follows the job it submitted."""
+    params = job.params or {}
+    if job.kind == MergeSpec.KIND:
+        merge = MergeSpec.from_params(params)
+        statement = {"kind": "merge_branch", "source": merge.source, "target": merge.target}
+    elif job.kind == RestoreSpec.KIND:
+        restore = RestoreSpec.from_params(params)
+        statement = {"kind": "restore", "branch": restore.branch, "database": restore.database, "table": restore.table}
+    elif job.kind == PickSpec.KIND:
+        pick = PickSpec.from_params(params)
+        statement = {"kind": pick.kind, "branch": pick.branch, "commits": list(pick.commits)}
+    else:
+        raise ApplicationError("invalid_input", f"Job {job.id} is not one a SQL statement runs.")
+    return {**{k: v for k, v in statement.items() if v is not None}, **(job.result or {})}
 
 
 def _select(context: Context, statement: str, limit: int) -> dict:

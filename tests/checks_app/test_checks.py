@@ -22,6 +22,7 @@ from merge_app.models import Merge
 from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.merges import change, insert
+from tests.support.sql import sql_followed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -114,9 +115,8 @@ def test_failing_check_refuses_a_direct_merge_until_the_source_is_fixed(clients,
     assert not Branch.objects.filter(head=result).exists() and result.parent_id == main_before
 
     # SQL's MERGE BRANCH is refused the same way.
-    answer = clients["bob"].post(f"/api/v1/catalogs/{catalog.name}/sql",
-                                 {"statement": "MERGE BRANCH dev TO main"}, format="json")  # fmt: skip
-    assert answer.json()["code"] == "checks_failed", answer.json()
+    status, answer = sql_followed(clients["bob"], catalog, "MERGE BRANCH dev TO main")
+    assert (status, answer["code"]) == (409, "checks_failed"), answer
     assert head(catalog) == main_before
 
     change(catalog, "table_update", {"set": {"amount": "5"}, "where": "amount < 0"}, branch="dev")

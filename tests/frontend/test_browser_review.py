@@ -26,8 +26,10 @@ def test_review_pages_show_the_changed_rows_in_the_browser(page, user):
     sign_in(page, "alice", "alice-password")
 
     # The diff page: below each table's rule cells, the rows each side changed since the base.
-    page.goto("/catalogs/lake/diff?from=dev&to=main", timeout=JOB_TIMEOUT)  # the key comparison runs on the worker
+    # The page answers at once, the key comparison running on the worker; it polls the job and reloads when done.
+    page.goto("/catalogs/lake/diff?from=dev&to=main")
     orders = table_card(page, "Table sales.orders")
+    expect(orders.locator(".key-conflict td.conflict-cell")).to_have_text(["-1", "99"], timeout=JOB_TIMEOUT)
     source = orders.locator("details.changed-rows", has_text="Source dev vs base")
     target = orders.locator("details.changed-rows", has_text="Target main vs base")
     expect(source.locator("td.cell-changed")).to_have_text("10 → -1")

@@ -4,6 +4,7 @@ refusals shown as messages. Metadata only (no Spark); the browser test walks the
 import html as html_lib
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -656,12 +657,20 @@ def test_primary_key_conflicts_side_by_side_with_a_choice_per_key(client, user, 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
 def test_the_diff_page_shows_a_primary_key_table_compared_by_key(client, user):
-    """The page runs the key comparison (on the worker) instead of showing the table as pending."""
+    """The page answers at once with the table pending and the key comparison's job to follow (it polls it and
+    reloads); once the job has run on the worker, the page shows the keys compared."""
     key_conflict(user)
     client.force_login(user)
+    first = client.get("/catalogs/lake/diff", {"from": "dev", "to": "main"})
+    assert "Comparing keys…" in text(first)
+    [status_url] = re.findall(r'data-job-status="([^"]+)" data-reload', first.content.decode())
+    deadline = time.monotonic() + 240
+    while not client.get(status_url).json()["finished"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
     page = client.get("/catalogs/lake/diff", {"from": "dev", "to": "main"})
     html, words = page.content.decode(), text(page)
-    assert "pending" not in words
+    assert "pending" not in words and "Comparing keys" not in words
     assert "Compared by key: 1 key changed on both sides, 0 merged cell by cell, 1 conflicting" in words
     assert "Key id = 1: source update, target update" in words
     assert re.findall(r'<td class="conflict-cell">([^<]*)</td>', html) == ["-1", "-2"]

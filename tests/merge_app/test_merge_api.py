@@ -19,6 +19,7 @@ from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change, insert
+from tests.support.sql import sql_followed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -133,11 +134,9 @@ def test_sql_create_use_and_merge_branch(spark, user_client):
     insert(catalog, rows(2), branch="feature/x")
     used = user_client.post(url, {"statement": "use branch main;"}, format="json")
     assert used.json() == {"kind": "use_branch", "branch": "main", "commit": head(catalog)}
-    merged = user_client.post(url, {"statement": "MERGE BRANCH `feature/x`"}, format="json")
-    assert merged.status_code == 200, merged.json()
-    assert (merged.json()["target"], merged.json()["status"], merged.json()["commit"]) == (
-        "main", "merged", head(catalog),
-    )  # fmt: skip
+    status, merged = sql_followed(user_client, catalog, "MERGE BRANCH `feature/x`")  # 202, then its job
+    assert status == 200, merged
+    assert (merged["target"], merged["status"], merged["commit"]) == ("main", "merged", head(catalog))
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [1, 2]
 
 

@@ -15,6 +15,7 @@ from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change, insert, merge
+from tests.support.sql import sql_followed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -225,9 +226,9 @@ def test_revert_and_cherry_pick_through_the_api_with_their_audit_logs(spark, use
     assert user_client.get(f"{url}/merges").json()["results"] == []
     # SQL: the revert reverted (and a range that does not parse)
     statement = f"REVERT COMMIT '{reverts[0]['commit']}' ON BRANCH main"
-    answer = user_client.post(f"{url}/sql", {"statement": statement}, format="json")
-    assert answer.status_code == 200, answer.json()
-    assert answer.json()["kind"] == "revert" and answer.json()["status"] == "merged"
+    status, answer = sql_followed(user_client, catalog, statement)
+    assert status == 200, answer
+    assert answer["kind"] == "revert" and answer["status"] == "merged"
     assert table(spark, catalog, "main") == expect(1, 2, 3, 4)
     bad = user_client.post(f"{url}/sql", {"statement": f"CHERRY-PICK COMMIT '{fix}'.. ON BRANCH main"}, format="json")
     assert bad.status_code == 400 and bad.json()["code"] == "syntax_error"

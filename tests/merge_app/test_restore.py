@@ -14,6 +14,7 @@ from merge_app.services.restores import branch_restore, restore_point
 from tests.support.catalogs import COLUMNS, head, make_catalog, make_table, on
 from tests.support.data import files_at, read
 from tests.support.merges import change, insert, merge, table_at
+from tests.support.sql import sql_followed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,12 +140,11 @@ def test_restore_api_and_sql(spark, user_client, celery_worker):
     point = head(catalog)
     insert(catalog, rows(2))
     url = f"/api/v1/catalogs/{catalog.name}"
-    response = user_client.post(f"{url}/sql", {"statement": f"RESTORE TABLE sales.orders TO COMMIT '{point}'"},
-                                format="json")  # fmt: skip
-    assert response.status_code == 200, response.json()
-    assert response.json()["commit"] == head(catalog)
+    status, restored = sql_followed(user_client, catalog, f"RESTORE TABLE sales.orders TO COMMIT '{point}'")
+    assert status == 200, restored
+    assert (restored["kind"], restored["commit"]) == ("restore", head(catalog))
     assert ids(spark, catalog) == [1]
-    audit = user_client.get(f"{url}/restores/{response.json()['restore']}").json()
+    audit = user_client.get(f"{url}/restores/{restored['restore']}").json()
     assert (audit["point"], audit["table"], audit["commit"]) == (point, "orders", head(catalog))
     bad = user_client.post(f"{url}/restores", {"branch": "main", "timestamp": "x", "commit": point}, format="json")
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")

@@ -316,10 +316,31 @@ class Client:
         return list(self.pages(f"catalogs/{_q(catalog)}/cherry-picks"))
 
     # diffs
-    def diff(self, catalog: str, source: str, target: str) -> dict:
+    def diff(self, catalog: str, source: str, target: str, *, wait: bool = True) -> dict:
         """The merge diff of `source` into `target`: every changed object, each side's operations and the verdict
-        of each source x target operation pair with its rule cell (`rule_table`, `row`, `column`, `cell`)."""
-        return self.request("GET", f"catalogs/{_q(catalog)}/diff", params={"from": source, "to": target})
+        of each pair by the rule tables. The server answers at once; while primary-key tables are compared by key
+        on a worker the report is not `complete` and names the `job`: with `wait`, read again until it is."""
+
+        def read() -> dict:
+            return self.request("GET", f"catalogs/{_q(catalog)}/diff", params={"from": source, "to": target})
+
+        return self._complete(read) if wait else read()
+
+    def _complete(self, read: Callable[[], dict], *, interval: float = 0.5) -> dict:
+        """`read()` again until its answer is `complete` (a diff whose key comparison `job` has finished); the
+        job's failure raises as a failed job's would. Each read is metadata only and starts no second job."""
+        finished = 0
+        while True:
+            body = read()
+            job = body.get("job") if isinstance(body, dict) else None
+            if not job or body.get("complete", True):
+                return body
+            if job["status"] in FINISHED - {"succeeded"}:
+                raise from_job(job)
+            finished += job["status"] == "succeeded"
+            if finished > 1:  # finished, yet the diff is still incomplete: show what is known
+                return body
+            time.sleep(interval)
 
     def data_diff(
         self, catalog: str, source: str, target: str, table: str, *, page: int = 1, page_size: int = 50
@@ -351,7 +372,9 @@ class Client:
     def diff_keys(self, catalog: str, source: str, target: str, table: str) -> list[dict]:
         """A primary-key table's conflicting keys, each with the ancestor's, the source's and the target's row."""
         params = {"from": source, "to": target, "table": table}
-        return list(self.pages(f"catalogs/{_q(catalog)}/diff/keys", **params))
+        path = f"catalogs/{_q(catalog)}/diff/keys"
+        self._complete(lambda: self.request("GET", path, params={**params, "page_size": 1}))  # compared first
+        return list(self.pages(path, **params))
 
     # restores
     def restore(
@@ -631,9 +654,20 @@ class Client:
         job = self.request("POST", f"catalogs/{_q(catalog)}/gc", json={"grace_hours": grace_hours})
         return self._maybe_wait(job, wait)
 
-    def sql(self, catalog: str, statement: str, branch: str | None = None, limit: int = 1000) -> dict:
+    def sql(
+        self, catalog: str, statement: str, branch: str | None = None, limit: int = 1000, *, wait: bool = True,
+        progress: Progress = None,
+    ) -> dict:  # fmt: skip
+        """Run a statement. MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the
+        server answers with at once (202: the job, and `sql`, what the statement asked for): with `wait`, the
+        statement's result once the job has finished (`sql` with the job's result), as the other statements
+        answer; a refused job raises as a refused request would (`JobConflict` for a merge conflict)."""
         body = {"statement": statement, "limit": limit, **({"branch": branch} if branch else {})}
-        return self.request("POST", f"catalogs/{_q(catalog)}/sql", json=body)
+        answer = self.request("POST", f"catalogs/{_q(catalog)}/sql", json=body)
+        if not wait or not isinstance(answer, dict) or "sql" not in answer or "id" not in answer:
+            return answer
+        job = self.wait(answer["id"], progress=progress)
+        return {**answer["sql"], **(job.get("result") or {})}
 
     # jobs
     def job(self, job_id: str) -> dict:
