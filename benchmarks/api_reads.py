@@ -350,10 +350,10 @@ async def open_loop(port: int, token: str, targets, rate: float, connections: in
     ordered = _order(targets, 0)
 
     async def one(due: float, name: str, path: str) -> None:
-        conn = await pool.get()
         measured = due >= warm_until
-        if measured:
+        if measured:  # the generator's own delay (a free connection may take longer: that is the server's queue)
             run.lags.append(time.perf_counter() - due)
+        conn = await pool.get()
         try:
             status = await conn.get(path, token, run, measured)
         except (OSError, asyncio.IncompleteReadError):
@@ -472,13 +472,31 @@ def workers_of(spec: str) -> int:
     return gunicorn_conf.workers
 
 
+async def prime(port: int, token: str, targets, connections: int) -> None:
+    """Every path read twice over `connections` connections (each worker has made most answers once), so the
+    phases measure a server in use, not one answering each path for the first time."""
+    paths = [path for _, path in targets] * 2
+    run = Run("prime")
+
+    async def reader(offset: int) -> None:
+        conn = Connection(port)
+        try:
+            for path in paths[offset::connections]:
+                await conn.get(path, token, run, False)
+        finally:
+            conn.close()
+
+    await asyncio.gather(*[reader(n) for n in range(connections)])
+
+
 def measure(spec: str, token: str, targets, spread: Spread | None, catalog: str, args) -> list[Run]:
-    """One server of configuration `spec`, each phase run against it in turn."""
+    """One server of configuration `spec`, primed, each phase run against it in turn."""
     runs = []
     port = free_port()
     server = serve(port, spec)
     try:
         wait_until_up(port, server, workers_of(spec), token)
+        asyncio.run(prime(port, token, targets, args.clients))
         for phase in args.phases:
             run = Run(spec, phase)
             writer = Writer(catalog, args.writer_rate, spread) if phase.endswith("+writer") else None

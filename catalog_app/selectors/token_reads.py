@@ -41,13 +41,16 @@ def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | No
         return None
     users, catalogs = len(_fields["user"]), len(_fields["catalog"])
     user = get_user_model().from_db(connection.alias, _fields["user"], row[:users])
-    found, granted, state = row[users], *row[users + catalogs : users + catalogs + 2]
+    found, granted, state = row[users], *row[users + catalogs :]
+    head = None
+    if kind == REF and state is not None and " " in state:  # a branch: "commit line seq"
+        state, line, seq = state.split(" ")
+        head = (int(line), int(seq))
     if found is None:
         return TokenRead(user=user, catalog=None, role=None, state=state if kind == CATALOGS else None)
     place = Catalog.from_db(connection.alias, _fields["catalog"], row[users : users + catalogs])
     role = Role.ADMIN if _admin_of(user, place) else granted  # as catalog_with_role (selectors/access.py)
-    line, seq = row[users + catalogs + 2 :] if kind == REF else (None, None)
-    return TokenRead(user=user, catalog=place, role=role, state=state, head=None if line is None else (line, seq))
+    return TokenRead(user=user, catalog=place, role=role, state=state, head=head)
 
 
 def catalog_state(
@@ -139,16 +142,14 @@ def _query(kind: str) -> tuple[str, object]:
         users, catalogs = get_user_model()._meta.concrete_fields, Catalog._meta.concrete_fields
         quote = connection.ops.quote_name
         columns = [f"u.{quote(field.column)}" for field in users] + [f"c.{quote(field.column)}" for field in catalogs]
-        commits, joins = Commit._meta.db_table, ""
-        if kind == REF:  # a branch's head (with its line and seq), else a tag's commit, else a commit by its full id
-            state = "coalesce(s.head, s.tagged, s.named), h.line_id, h.seq"
-            joins = (
-                f" LEFT JOIN LATERAL (SELECT"
-                f" (SELECT b.head_id FROM {Branch._meta.db_table} b WHERE b.catalog_id = c.id AND b.name = %s) head,"
-                f" (SELECT g.commit_id FROM {Tag._meta.db_table} g WHERE g.catalog_id = c.id AND g.name = %s) tagged,"
+        commits, branches, tags = Commit._meta.db_table, Branch._meta.db_table, Tag._meta.db_table
+        if kind == REF:  # a branch's head with its line and seq (as text), else a tag's commit, else a commit by id
+            state = (
+                f"coalesce((SELECT h.id || ' ' || h.line_id || ' ' || h.seq FROM {branches} b"
+                f" JOIN {commits} h ON h.id = b.head_id WHERE b.catalog_id = c.id AND b.name = %s),"
+                f" (SELECT g.commit_id FROM {tags} g WHERE g.catalog_id = c.id AND g.name = %s),"
                 f" (SELECT m.id FROM {commits} m WHERE m.catalog_id = c.id AND m.id = %s AND NOT EXISTS"
-                f" (SELECT 1 FROM {ExpiredCommit._meta.db_table} e WHERE e.commit_id = m.id)) named) s ON true"
-                f" LEFT JOIN {commits} h ON h.id = s.head"
+                f" (SELECT 1 FROM {ExpiredCommit._meta.db_table} e WHERE e.commit_id = m.id)))"
             )
         else:
             state = _states().get(kind, "NULL")
@@ -157,13 +158,13 @@ def _query(kind: str) -> tuple[str, object]:
             f" (SELECT r.role FROM {CatalogRole._meta.db_table} r WHERE r.catalog_id = c.id AND r.user_id = u.id),"
             f" {state}"
             f" FROM {Token._meta.db_table} t JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id"
-            f" LEFT JOIN {Catalog._meta.db_table} c ON c.name = %s{joins} WHERE t.key = %s"
+            f" LEFT JOIN {Catalog._meta.db_table} c ON c.name = %s WHERE t.key = %s"
         )
         _fields["user"] = [field.attname for field in users]
         _fields["catalog"] = [field.attname for field in catalogs]
     if kind == REF:  # a commit named by its full id only (a prefix may name several: the normal way says so)
         full = settings.LAKEUI_READ_CARRY  # off: a commit id is read the normal way, as before
         commit = lambda ref: ref if full and ref and FULL_COMMIT_ID.fullmatch(ref) else None  # noqa: E731
-        return _sql[kind], lambda ref, catalog, key: [catalog, ref, ref, commit(ref), key]
+        return _sql[kind], lambda ref, catalog, key: [ref, ref, commit(ref), catalog, key]
     named = kind in (BRANCH, TAG)
     return _sql[kind], lambda ref, catalog, key: [*([ref] if named else []), catalog, key]
