@@ -6,9 +6,10 @@ paths, with and without a writer committing, against the numbers before the chan
         [--phases closed,closed+writer,open,open+writer] [--rate 300] [--writer-rate 2] [--compare]
 
 Seeds a catalog, starts the API as `manage.py serve` and the Docker image serve it (gunicorn with
-lakeui/gunicorn_conf.py, DEBUG off) on a free loopback port, waits until every worker answers, and runs the phases
-against it, one after another, with an API token over keep-alive HTTP/1.1 connections (asyncio, one process on the
-same machine; a connection is opened again when the server closes it):
+lakeui/gunicorn_conf.py, DEBUG off) on a free loopback port, waits until every worker answers, reads every path
+twice (a server in use, not one answering each path for the first time), and runs the phases against it, one after
+another, with an API token over keep-alive HTTP/1.1 connections (asyncio, one process on the same machine; a
+connection is opened again when the server closes it):
 
 - `closed`: C clients, each sending one GET after another (a closed loop: a client waits for its answer, so its
   latency includes its wait behind the others, and p50 is about C / throughput).
@@ -27,10 +28,11 @@ tags and the catalog), each client reading them in its own order.
 
 Each `--server` is a server configuration: `default` (the product's) or gunicorn options and environment over it,
 comma-separated (`workers=4,threads=2,preload,LAKEUI_READ_CARRY=0`: upper case is an environment variable).
-`--compare` adds BEFORE (the read path as it was before its answers were carried across commits and read at commit
-ids: `LAKEUI_READ_CARRY=0`). Configurations alternate (A B A B ...), so a shared machine's load falls on each alike;
-each is run `--repeat` times and its figures are the medians of its runs, with the ratios of every configuration to
-the first.
+`--compare` adds BEFORE (the read path as it was before issue 40: no answer carried across commits, reads at a
+commit id, a branch and a tag made each time, catalog answers moving with every commit, the token's query planned
+each time: `LAKEUI_READ_CARRY=0,LAKEUI_READ_PREPARED=0`). Configurations alternate (A B A B ...), so a shared
+machine's load falls on each alike; each is run `--repeat` times and its figures are the medians of its runs, with
+the ratios of every configuration to the first.
 
 Per run and phase it prints the throughput, p50/p95/p99/max, the server's and the generator's CPU per request, how
 busy the machine was and its load average, and how the requests spread over the gunicorn workers. Uses DATABASE_URL
@@ -71,7 +73,7 @@ from catalog_app.services.tables import table_create, table_update  # noqa: E402
 COLUMNS = [{"name": "id", "type": "long", "nullable": False}, {"name": "v", "type": "string"}]
 WORKER_HEADER = "lakeui-worker:"  # lakeui/middleware.py WorkerHeaderMiddleware, lower case as read here
 TICKS = os.sysconf("SC_CLK_TCK")
-BEFORE = "LAKEUI_READ_CARRY=0"
+BEFORE = "LAKEUI_READ_CARRY=0,LAKEUI_READ_PREPARED=0"
 # What a UI and engines read, and how often (weights): a table's metadata most, then its history and schema.
 SPREAD_MIX = {
     "table": 30, "history": 12, "tables": 10, "commits": 10, "database": 5, "databases": 5, "branch": 5,

@@ -34,9 +34,7 @@ def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | No
     query (plain SQL, values bound: the ORM would take longer to build it than the database to answer). None if
     there is no such token."""
     sql, params = _query(kind)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params(ref, catalog, key))
-        row = cursor.fetchone()
+    row = _fetch(f"lakeui_token_{kind}", sql, params(ref, catalog, key))
     if row is None:
         return None
     users, catalogs = len(_fields["user"]), len(_fields["catalog"])
@@ -76,6 +74,23 @@ def catalog_state(
         cursor.execute(sql, [*([name] if kind in (BRANCH, TAG) else []), catalog, user.pk])
         row = cursor.fetchone()
     return None if row is None else row[0]
+
+
+def _fetch(name: str, sql: str, params: list) -> tuple | None:
+    """The query's one row. On PostgreSQL (LAKEUI_READ_PREPARED) as a statement prepared once per connection: every
+    API read runs it, and planning it took several times as long as running it."""
+    with connection.cursor() as cursor:
+        if not settings.LAKEUI_READ_PREPARED or connection.vendor != "postgresql":
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+        raw = connection.connection  # a new connection (a restart, CONN_MAX_AGE) prepares it again
+        prepared = raw.__dict__.setdefault("lakeui_prepared", set())
+        if name not in prepared:
+            numbered = iter(range(1, len(params) + 1))
+            raw.execute(f"PREPARE {name} AS {re.sub('%s', lambda _: f'${next(numbered)}', sql)}")  # not logged
+            prepared.add(name)
+        cursor.execute(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
+        return cursor.fetchone()
 
 
 FULL_COMMIT_ID = re.compile(r"[0-9a-f]{32}")  # as commit_get looks a commit up by its id (names.COMMIT_ID_PREFIX)

@@ -64,6 +64,9 @@ if env.bool("LAKEUI_CACHED_READS", True):
 # Kept answers carried across commits that did not change what they read, and the answers of reads at a commit id,
 # a branch and a tag kept too (lakeui/api/conditional.py); off only to measure the read path as it was before.
 LAKEUI_READ_CARRY = env.bool("LAKEUI_READ_CARRY", True)
+# The query every API read by token runs first, prepared once per database connection (catalog_app/selectors/
+# token_reads.py); off behind a pooler that hands a session's statements to other connections (transaction mode).
+LAKEUI_READ_PREPARED = env.bool("LAKEUI_READ_PREPARED", True)
 if env.bool("LAKEUI_WORKER_HEADER", False):  # benchmarks/api_reads.py counts the answers per worker
     MIDDLEWARE.insert(0, "lakeui.middleware.WorkerHeaderMiddleware")
 
