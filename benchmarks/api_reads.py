@@ -474,21 +474,28 @@ def workers_of(spec: str) -> int:
     return gunicorn_conf.workers
 
 
-async def prime(port: int, token: str, targets, connections: int) -> None:
-    """Every path read twice over `connections` connections (each worker has made most answers once), so the
-    phases measure a server in use, not one answering each path for the first time."""
-    paths = [path for _, path in targets] * 2
+async def prime(port: int, token: str, targets, connections: int, workers: int, passes: int = 8) -> None:
+    """Every path read until each worker has answered it (at most `passes` times), so the phases measure a server in
+    use, each of whose processes keeps its own answers, not one answering each path for the first time."""
+    answered: dict[str, set[str]] = defaultdict(set)
     run = Run("prime")
 
-    async def reader(offset: int) -> None:
+    async def reader(paths: list[str]) -> None:
         conn = Connection(port)
         try:
-            for path in paths[offset::connections]:
-                await conn.get(path, token, run, False)
+            for path in paths:
+                await conn.get(path, token, run, True)
+                answered[path].add(conn.worker)
+                conn.worker = None  # the worker of its next answer (the same connection may be served by another)
         finally:
             conn.close()
 
-    await asyncio.gather(*[reader(n) for n in range(connections)])
+    for shift in range(passes):
+        left = [path for _, path in targets if len(answered[path]) < workers]
+        if not left:
+            break
+        left = left[shift % len(left) :] + left[: shift % len(left)]  # each path on another connection than before
+        await asyncio.gather(*[reader(left[n::connections]) for n in range(connections)])
 
 
 def measure(spec: str, token: str, targets, spread: Spread | None, catalog: str, args) -> list[Run]:
@@ -498,7 +505,7 @@ def measure(spec: str, token: str, targets, spread: Spread | None, catalog: str,
     server = serve(port, spec)
     try:
         wait_until_up(port, server, workers_of(spec), token)
-        asyncio.run(prime(port, token, targets, args.clients))
+        asyncio.run(prime(port, token, targets, args.clients, workers_of(spec)))
         for phase in args.phases:
             run = Run(spec, phase)
             writer = Writer(catalog, args.writer_rate, spread) if phase.endswith("+writer") else None
