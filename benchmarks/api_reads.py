@@ -1,32 +1,49 @@
-"""Metadata reads through the API at 50 concurrent clients on loopback (docs/README.md#targets: p99 under 100 ms).
+"""Metadata reads through the API on loopback (docs/benchmarks.md#api-reads): closed and open loop, over a spread of
+paths, with and without a writer committing, against the numbers before the change in the same run.
 
-    python benchmarks/api_reads.py [--clients 50] [--seconds 15] [--warmup 3] [--repeat 3] [--tables 50]
-                                   [--server SPEC ...]
+    python benchmarks/api_reads.py [--clients 50] [--seconds 15] [--warmup 3] [--repeat 3] [--server SPEC ...]
+        [--spread] [--databases 4] [--tables 300] [--branches 8] [--tags 6] [--commit-refs 6] [--paths 500]
+        [--phases closed,closed+writer,open,open+writer] [--rate 300] [--writer-rate 2] [--compare]
 
-Seeds a catalog (a database with N tables, a few branches and a tag, a few hundred commits), starts the API as
-`manage.py serve` and the Docker image serve it (gunicorn with lakeui/gunicorn_conf.py) on a free loopback port,
-and runs C clients, each a keep-alive HTTP/1.1 connection sending one GET after another (a closed loop, token
-authentication; a client reconnects when the server closes) over the catalog's metadata endpoints: catalogs, a
-catalog, branches, tags, the commit log, databases, tables, a table, its history.
+Seeds a catalog, starts the API as `manage.py serve` and the Docker image serve it (gunicorn with
+lakeui/gunicorn_conf.py, DEBUG off) on a free loopback port, waits until every worker answers, reads every path
+twice (a server in use, not one answering each path for the first time), and runs the phases against it, one after
+another, with an API token over keep-alive HTTP/1.1 connections (asyncio, one process on the same machine; a
+connection is opened again when the server closes it):
 
-Each `--server` is a server configuration: `default` (the product's) or gunicorn options over it, comma-separated
-(`workers=4,threads=2,worker-connections=13,preload`). With several, the runs alternate (A B A B ...) so a shared
-machine's load falls on each alike; each is run `--repeat` times and its figures are the medians of its runs.
+- `closed`: C clients, each sending one GET after another (a closed loop: a client waits for its answer, so its
+  latency includes its wait behind the others, and p50 is about C / throughput).
+- `open`: GETs sent at a fixed arrival rate (`--rate` per second) over C connections, whatever the answers do; each
+  latency is taken from the time the request was due, not from when a connection was free to send it, so a server
+  that falls behind shows the queue it builds (the generator's own delay in sending is printed as `lag`).
+- `+writer`: the same while another process commits `--writer-rate` times a second on `main` (each commit sets a
+  property of one table, chosen at random: a table's metadata at a head that did not change it stays the same).
 
-Per run it prints the throughput, p50/p95/p99, how the requests and connections spread over the gunicorn worker
-processes (each answer names its worker in a header the benchmark turns on, LAKEUI_WORKER_HEADER), the CPU per
-request of the server and of the load generator, how busy the machine was and its load average. Then per
-configuration the medians, per endpoint too (beside each endpoint's queries on a first read and on a repeat of the
-same state, a commit or the rows read, counted in this process with the default settings), and whether p99 is
-under 100 ms. The load generator (asyncio, one process) runs on the same machine.
+Without `--spread` the paths are the 9 of the first benchmark (catalogs, a catalog, branches, tags, the commit log,
+databases, tables, a table, its history at `main`). With `--spread` the catalog has `--tables` tables over
+`--databases` databases, `--branches` branches forked along its history (some with commits of their own), `--tags`
+tags and `--commit-refs` commit ids read as refs, and `--paths` distinct paths are drawn from the mix a UI and
+engines make (SPREAD_MIX: a table's metadata and its history and schema most, table lists, the commit log, branches,
+tags and the catalog), each client reading them in its own order.
 
-Uses DATABASE_URL when set (e.g. postgres://.../lakeui_bench, the PostgreSQL of the machine, as in production),
-else a throwaway SQLite file.
+Each `--server` is a server configuration: `default` (the product's) or gunicorn options and environment over it,
+comma-separated (`workers=4,threads=2,preload,LAKEUI_READ_CARRY=0`: upper case is an environment variable).
+`--compare` adds BEFORE (the read path as it was before issue 40: no answer carried across commits, reads at a
+commit id, a branch and a tag made each time, catalog answers moving with every commit, the token's query planned
+each time: `LAKEUI_READ_CARRY=0,LAKEUI_READ_PREPARED=0`). Configurations alternate (A B A B ...), so a shared
+machine's load falls on each alike; each is run `--repeat` times and its figures are the medians of its runs, with
+the ratios of every configuration to the first.
+
+Per run and phase it prints the throughput, p50/p95/p99/max, the server's and the generator's CPU per request, how
+busy the machine was and its load average, and how the requests spread over the gunicorn workers. Uses DATABASE_URL
+when set (e.g. postgres://.../lakeui_bench, as in production), else a throwaway SQLite file.
 """
 
 import argparse
 import asyncio
+import multiprocessing
 import os
+import random
 import signal
 import socket
 import statistics
@@ -42,25 +59,52 @@ from setup import ROOT, django_setup
 django_setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, connections  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
+from catalog_app.models import Catalog, Commit  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
 from catalog_app.services.databases import database_create, database_update  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create, tag_create  # noqa: E402
-from catalog_app.services.tables import table_create  # noqa: E402
+from catalog_app.services.tables import table_create, table_update  # noqa: E402
 
 COLUMNS = [{"name": "id", "type": "long", "nullable": False}, {"name": "v", "type": "string"}]
 WORKER_HEADER = "lakeui-worker:"  # lakeui/middleware.py WorkerHeaderMiddleware, lower case as read here
 TICKS = os.sysconf("SC_CLK_TCK")
+BEFORE = "LAKEUI_READ_CARRY=0,LAKEUI_READ_PREPARED=0"
+# What a UI and engines read, and how often (weights): a table's metadata most, then its history and schema.
+SPREAD_MIX = {
+    "table": 30, "history": 12, "tables": 10, "commits": 10, "database": 5, "databases": 5, "branch": 5,
+    "branches": 5, "tags": 3, "tag": 3, "catalog": 4, "catalogs": 3,
+}  # fmt: skip
+REF_MIX = {"main": 40, "branch": 35, "tag": 15, "commit": 10}  # which refs the reads at a ref name
+PHASES = ("closed", "closed+writer", "open", "open+writer")
+TARGETS = {"closed": 100, "closed+writer": 150, "open": 50}  # p99, ms (issue 40)
+
+
+@dataclass
+class Spread:
+    databases: int
+    tables: dict[str, int]  # ref -> how many tables it holds (t0 ... t{n-1}, table ti in database db{i % databases})
+    refs: dict[str, list[str]]  # REF_MIX kind -> names
+
+    def table(self, ref: str, rng: random.Random) -> tuple[str, str]:
+        """A table the ref holds, and its database."""
+        index = rng.randrange(self.tables[ref])
+        return f"db{index % self.databases}", f"t{index}"
+
+
+def _user_and_token():
+    user, _ = get_user_model().objects.get_or_create(username="bench_api")
+    token, _ = Token.objects.get_or_create(user=user)
+    return user, token
 
 
 def seed(tables: int) -> tuple[str, str]:
     """A catalog with one database of `tables` tables and some history; the name and an API token."""
-    user, _ = get_user_model().objects.get_or_create(username="bench_api")
-    token, _ = Token.objects.get_or_create(user=user)
+    user, token = _user_and_token()
     catalog = catalog_create(name=f"bench_api_{uuid.uuid4().hex[:6]}", created_by=user)
     main = WriteTarget(catalog=catalog, branch="main", author=user)
     database_create(target=main, name="db")
@@ -74,6 +118,42 @@ def seed(tables: int) -> tuple[str, str]:
     return catalog.name, token.key
 
 
+def seed_spread(args, rng: random.Random) -> tuple[str, str, Spread]:
+    """A catalog of `--tables` tables over `--databases` databases, with branches forked and tags set along its
+    history (half the branches with commits of their own) and commit ids of its last commits to read at; the name,
+    a token and the spread."""
+    user, token = _user_and_token()
+    catalog = catalog_create(name=f"bench_spread_{uuid.uuid4().hex[:6]}", created_by=user)
+    main = WriteTarget(catalog=catalog, branch="main", author=user)
+    for index in range(args.databases):
+        database_create(target=main, name=f"db{index}")
+    spread = Spread(databases=args.databases, tables={"main": args.tables}, refs={"branch": [], "tag": []})
+    every = max(1, args.tables // max(1, args.branches + args.tags))
+    for index in range(args.tables):
+        table_create(target=main, database=f"db{index % args.databases}", name=f"t{index}", columns=COLUMNS)
+        if index % every == every - 1:
+            kind = "branch" if len(spread.refs["branch"]) < args.branches else "tag"
+            if len(spread.refs[kind]) < (args.branches if kind == "branch" else args.tags):
+                name = f"feature_{len(spread.refs[kind])}" if kind == "branch" else f"v{len(spread.refs[kind])}"
+                create = branch_create if kind == "branch" else tag_create
+                create(catalog=catalog, name=name, created_by=user, **{"source" if kind == "branch" else "ref": "main"})
+                spread.refs[kind].append(name)
+                spread.tables[name] = index + 1
+    for index in range(100):  # history: properties set on tables of main
+        database, table = spread.table("main", rng)
+        table_update(target=main, database=database, name=table, set_properties={"n": str(index)})
+    for branch in spread.refs["branch"][::2]:  # half the branches with commits of their own
+        target = WriteTarget(catalog=catalog, branch=branch, author=user)
+        for index in range(5):
+            database, table = spread.table(branch, rng)
+            table_update(target=target, database=database, name=table, set_properties={"b": str(index)})
+    log = list(Commit.objects.filter(catalog=catalog, line__branch__name="main").order_by("-seq")[:100])
+    spread.refs["commit"] = [log[int(len(log) * i / args.commit_refs)].id for i in range(args.commit_refs)]
+    spread.tables.update(dict.fromkeys(spread.refs["commit"], args.tables))
+    spread.refs = {"main": ["main"], **{kind: names or ["main"] for kind, names in spread.refs.items()}}
+    return catalog.name, token.key, spread
+
+
 def paths(catalog: str) -> dict[str, str]:
     base, ref = f"/api/v1/catalogs/{catalog}", f"/api/v1/catalogs/{catalog}/refs/main"
     return {
@@ -81,6 +161,32 @@ def paths(catalog: str) -> dict[str, str]:
         "commits": f"{ref}/commits", "databases": f"{ref}/databases", "tables": f"{ref}/databases/db/tables",
         "table": f"{ref}/databases/db/tables/t7", "history": f"{ref}/databases/db/tables/t7/history",
     }  # fmt: skip
+
+
+def spread_path(kind: str, catalog: str, spread: Spread, rng: random.Random) -> str:
+    base = f"/api/v1/catalogs/{catalog}"
+    name = rng.choice(spread.refs[rng.choices(list(REF_MIX), weights=list(REF_MIX.values()))[0]])
+    database, table = spread.table(name, rng)
+    ref = f"{base}/refs/{name}"
+    return {
+        "catalogs": "/api/v1/catalogs", "catalog": base, "branches": f"{base}/branches", "tags": f"{base}/tags",
+        "branch": f"{base}/branches/{rng.choice(spread.refs['branch'] + ['main'])}",
+        "tag": f"{base}/tags/{rng.choice(spread.refs['tag'])}", "commits": f"{ref}/commits",
+        "databases": f"{ref}/databases", "database": f"{ref}/databases/{database}",
+        "tables": f"{ref}/databases/{database}/tables", "table": f"{ref}/databases/{database}/tables/{table}",
+        "history": f"{ref}/databases/{database}/tables/{table}/history",
+    }[kind]  # fmt: skip
+
+
+def spread_paths(catalog: str, spread: Spread, count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`count` distinct paths drawn from SPREAD_MIX."""
+    found: dict[str, str] = {}
+    for _ in range(count * 50):
+        if len(found) >= count:
+            break
+        kind = rng.choices(list(SPREAD_MIX), weights=list(SPREAD_MIX.values()))[0]
+        found.setdefault(spread_path(kind, catalog, spread, rng), kind)
+    return [(kind, path) for path, kind in found.items()]
 
 
 def free_port() -> int:
@@ -148,7 +254,9 @@ def machine_ticks() -> tuple[int, int]:
 @dataclass
 class Run:
     spec: str
+    phase: str = "closed"
     timings: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    lags: list[float] = field(default_factory=list)  # open loop: how late the generator sent each request
     failures: list[str] = field(default_factory=list)
     requests_by_worker: Counter = field(default_factory=Counter)
     connections_by_worker: Counter = field(default_factory=Counter)
@@ -157,6 +265,7 @@ class Run:
     machine_busy: float = 0.0
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     seconds: float = 0.0
+    commits: list[float] = field(default_factory=list)  # the writer's commit times
 
     @property
     def everything(self) -> list[float]:
@@ -185,33 +294,129 @@ async def get(reader, writer, path: str, token: str) -> tuple[int, str, bool]:
     return int(lines[0].split()[1]), worker, closes
 
 
-async def client(port: int, token: str, targets: list[tuple[str, str]], offset: int, until: float, warm_until: float,
-                 run: Run) -> None:  # fmt: skip
-    index, connection_worker = offset, None
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+class Connection:
+    """A keep-alive connection, opened again when the server closes it; it notes which worker it reached."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.reader, self.writer, self.worker = port, None, None, None
+
+    async def get(self, path: str, token: str, run: Run, measured: bool) -> int:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            self.worker = None
+        status, worker, closes = await get(self.reader, self.writer, path, token)
+        if measured:
+            run.requests_by_worker[worker] += 1
+            if self.worker is None:
+                self.worker = worker
+                run.connections_by_worker[worker] += 1
+        if closes:  # a sync worker: one request per connection
+            self.close()
+        return status
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+def _order(targets: list[tuple[str, str]], seed: int) -> list[tuple[str, str]]:
+    ordered = list(targets)
+    random.Random(seed).shuffle(ordered)
+    return ordered
+
+
+async def closed_client(port: int, token: str, targets, offset: int, until: float, warm_until: float, run: Run) -> None:
+    """One client of the closed loop: one GET after another, each timed from its send."""
+    conn, ordered, index = Connection(port), _order(targets, offset), 0
     try:
         while (now := time.perf_counter()) < until:
-            name, path = targets[index % len(targets)]
+            name, path = ordered[index % len(ordered)]
             index += 1
-            status, worker, closes = await get(reader, writer, path, token)
+            status = await conn.get(path, token, run, now >= warm_until)
             if status != 200:
                 run.failures.append(f"{name}: {status}")
             if now >= warm_until:
                 run.timings[name].append(time.perf_counter() - now)
-                run.requests_by_worker[worker] += 1
-                if connection_worker is None:
-                    connection_worker = worker
-                    run.connections_by_worker[worker] += 1
-            if closes:  # a sync worker: one request per connection
-                writer.close()
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                connection_worker = None
     finally:
-        writer.close()
+        conn.close()
 
 
-async def load(port: int, server_pid: int, token: str, catalog: str, args, run: Run) -> None:
-    targets = list(paths(catalog).items())
+async def open_loop(port: int, token: str, targets, rate: float, connections: int, start: float, warm_until: float,
+                    until: float, run: Run) -> None:  # fmt: skip
+    """GETs due at a fixed rate from `start`, over a pool of `connections`; each timed from when it was due (a
+    request waits for a free connection, and that wait is part of its time, as a server's queue is)."""
+    pool: asyncio.Queue = asyncio.Queue()
+    for _ in range(connections):
+        pool.put_nowait(Connection(port))
+    ordered = _order(targets, 0)
+
+    async def one(due: float, name: str, path: str) -> None:
+        measured = due >= warm_until
+        if measured:  # the generator's own delay (a free connection may take longer: that is the server's queue)
+            run.lags.append(time.perf_counter() - due)
+        conn = await pool.get()
+        try:
+            status = await conn.get(path, token, run, measured)
+        except (OSError, asyncio.IncompleteReadError):
+            conn.close()
+            status = 0
+        pool.put_nowait(conn)
+        if status != 200:
+            run.failures.append(f"{name}: {status}")
+        if measured:
+            run.timings[name].append(time.perf_counter() - due)
+
+    tasks, index = set(), 0
+    while (due := start + index / rate) < until:
+        if (wait := due - time.perf_counter()) > 0:
+            await asyncio.sleep(wait)
+        name, path = ordered[index % len(ordered)]
+        task = asyncio.create_task(one(due, name, path))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        index += 1
+    if tasks:
+        await asyncio.gather(*list(tasks))
+    while not pool.empty():
+        pool.get_nowait().close()
+
+
+def writer_main(catalog: str, rate: float, spread: Spread, stop, times) -> None:
+    """The writer's process: a commit on `main` every 1/rate s (a property of a random table), each timed."""
+    connections.close_all()  # this process's own connections, not the parent's
+    user, _ = _user_and_token()
+    target = WriteTarget(catalog=Catalog.objects.get(name=catalog), branch="main", author=user)
+    rng, index, began = random.Random(7), 0, time.perf_counter()
+    while not stop.is_set():
+        database, table = spread.table("main", rng)
+        start = time.perf_counter()
+        table_update(target=target, database=database, name=table, set_properties={"w": str(index)})
+        times.put(time.perf_counter() - start)
+        index += 1
+        stop.wait(max(0.0, began + index / rate - time.perf_counter()))
+
+
+class Writer:
+    """The writer process for a phase `+writer`: started before the phase's warm-up, stopped after it."""
+
+    def __init__(self, catalog: str, rate: float, spread: Spread) -> None:
+        context = multiprocessing.get_context("fork")
+        self.stop, self.times = context.Event(), context.Queue()
+        connections.close_all()  # not shared with the child
+        self.process = context.Process(target=writer_main, args=(catalog, rate, spread, self.stop, self.times))
+        self.process.start()
+
+    def finish(self) -> list[float]:
+        self.stop.set()
+        self.process.join(timeout=30)
+        found = []
+        while not self.times.empty():
+            found.append(self.times.get())
+        return found
+
+
+async def load(port: int, server_pid: int, token: str, targets, phase: str, args, run: Run) -> None:
     start = time.perf_counter()
     warm_until, until = start + args.warmup, start + args.warmup + args.seconds
 
@@ -227,8 +432,11 @@ async def load(port: int, server_pid: int, token: str, catalog: str, args, run: 
         run.machine_busy = (busy - machine[0]) / max(1, total - machine[1])
         run.load = os.getloadavg()
 
-    clients = [client(port, token, targets, n, until, warm_until, run) for n in range(args.clients)]
-    await asyncio.gather(meter(), *clients)
+    if phase.startswith("open"):
+        generators = [open_loop(port, token, targets, args.rate, args.clients, start, warm_until, until, run)]
+    else:
+        generators = [closed_client(port, token, targets, n, until, warm_until, run) for n in range(args.clients)]
+    await asyncio.gather(meter(), *generators)
 
 
 def wait_until_up(port: int, process: subprocess.Popen, workers: int, token: str, timeout: float = 90) -> None:
@@ -266,26 +474,62 @@ def workers_of(spec: str) -> int:
     return gunicorn_conf.workers
 
 
-def measure(spec: str, catalog: str, token: str, args) -> Run:
-    run = Run(spec)
+async def prime(port: int, token: str, targets, connections: int, workers: int, passes: int = 8) -> None:
+    """Every path read until each worker has answered it (at most `passes` times), so the phases measure a server in
+    use, each of whose processes keeps its own answers, not one answering each path for the first time."""
+    answered: dict[str, set[str]] = defaultdict(set)
+    run = Run("prime")
+
+    async def reader(paths: list[str]) -> None:
+        conn = Connection(port)
+        try:
+            for path in paths:
+                await conn.get(path, token, run, True)
+                answered[path].add(conn.worker)
+                conn.worker = None  # the worker of its next answer (the same connection may be served by another)
+        finally:
+            conn.close()
+
+    for shift in range(passes):
+        left = [path for _, path in targets if len(answered[path]) < workers]
+        if not left:
+            break
+        left = left[shift % len(left) :] + left[: shift % len(left)]  # each path on another connection than before
+        await asyncio.gather(*[reader(left[n::connections]) for n in range(connections)])
+
+
+def measure(spec: str, token: str, targets, spread: Spread | None, catalog: str, args) -> list[Run]:
+    """One server of configuration `spec`, primed, each phase run against it in turn."""
+    runs = []
     port = free_port()
     server = serve(port, spec)
     try:
         wait_until_up(port, server, workers_of(spec), token)
-        asyncio.run(load(port, server.pid, token, catalog, args, run))
+        asyncio.run(prime(port, token, targets, args.clients, workers_of(spec)))
+        for phase in args.phases:
+            run = Run(spec, phase)
+            writer = Writer(catalog, args.writer_rate, spread) if phase.endswith("+writer") else None
+            try:
+                asyncio.run(load(port, server.pid, token, targets, phase, args, run))
+            finally:
+                if writer is not None:
+                    run.commits = writer.finish()
+            runs.append(run)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    return run
+    return runs
 
 
-def queries_per_read(catalog: str, token: str) -> dict[str, tuple[int, int]]:
-    """Each endpoint's queries, on a first read and on a repeat of the same state (in this process, as the web
-    process runs them: token authentication, the same catalog)."""
+def queries_per_read(token: str, targets: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
+    """One path of each endpoint: its queries on a first read and on a repeat of the same state (in this process, as
+    the web process runs them: token authentication, the same catalog)."""
     client = Client(HTTP_AUTHORIZATION=f"Token {token}", HTTP_ACCEPT="application/json")
     counts = {}
     with override_settings(ALLOWED_HOSTS=["*"]):
-        for name, path in paths(catalog).items():
+        for name, path in targets:
+            if name in counts:
+                continue
             runs = []
             for _ in range(2):
                 with CaptureQueriesContext(connection) as captured:
@@ -325,12 +569,17 @@ def imbalance(counts: Counter) -> float:
 
 def run_line(run: Run) -> str:
     every, total = figures(run.everything), len(run.everything)
+    extra = ""
+    if run.lags:
+        extra += f" | generator lag p99 {percentile(run.lags, 0.99) * 1000:.1f} ms"
+    if run.commits:
+        extra += f" | {len(run.commits)} commits, median {statistics.median(run.commits) * 1000:.0f} ms"
     return (
         f"{total / run.seconds:6.0f} req/s  p50 {every['p50']:5.1f}  p95 {every['p95']:5.1f}  p99 {every['p99']:5.1f}"
         f"  max {every['max']:6.1f} ms | server {run.server_cpu * 1000 / max(1, total):.2f} ms CPU/req, client "
         f"{run.client_cpu * 1000 / max(1, total):.2f} | machine {run.machine_busy:.0%} busy, load "
         f"{run.load[0]:.2f} | requests by worker {spread(run.requests_by_worker)}, connections "
-        f"{spread(run.connections_by_worker)}" + (f" | {len(run.failures)} not 200" if run.failures else "")
+        f"{spread(run.connections_by_worker)}" + extra + (f" | {len(run.failures)} not 200" if run.failures else "")
     )
 
 
@@ -344,48 +593,98 @@ def endpoint_line(name: str, runs: list[Run], queries: tuple[int, int] | None = 
     )
 
 
+def summary(runs: list[Run]) -> dict[str, float]:
+    """The medians of a configuration's runs of one phase."""
+    every = [figures(run.everything) for run in runs]
+    return {
+        "rate": statistics.median(len(run.everything) / run.seconds for run in runs),
+        **{key: statistics.median(f[key] for f in every) for key in ("p50", "p95", "p99", "max")},
+        "cpu": statistics.median(run.server_cpu * 1000 / max(1, len(run.everything)) for run in runs),
+        "load": statistics.median(run.load[0] for run in runs),
+        "commits": statistics.median([statistics.median(run.commits) * 1000 for run in runs if run.commits] or [0]),
+        "failures": sum(len(run.failures) for run in runs),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--clients", type=int, default=50, help="closed loop: clients; open loop: connections")
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--warmup", type=float, default=3)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each server configuration (medians)")
-    parser.add_argument("--tables", type=int, default=50)
+    parser.add_argument("--tables", type=int, default=None, help="50 (300 with --spread)")
     parser.add_argument("--server", action="append", help="`default` or gunicorn options (repeat to compare)")
+    parser.add_argument("--compare", action="store_true", help=f"add the configuration before the change: {BEFORE}")
+    parser.add_argument("--spread", action="store_true", help="many tables, databases and refs (SPREAD_MIX)")
+    parser.add_argument("--databases", type=int, default=4)
+    parser.add_argument("--branches", type=int, default=8)
+    parser.add_argument("--tags", type=int, default=6)
+    parser.add_argument("--commit-refs", type=int, default=6)
+    parser.add_argument("--paths", type=int, default=500, help="distinct paths drawn with --spread")
+    parser.add_argument("--phases", default=None, help=f"comma-separated of {','.join(PHASES)}")
+    parser.add_argument("--rate", type=float, default=300, help="open loop: requests per second")
+    parser.add_argument("--writer-rate", type=float, default=2, help="+writer: commits per second on main")
     args = parser.parse_args()
-    specs = args.server or ["default"]
+    args.tables = args.tables or (300 if args.spread else 50)
+    args.phases = (args.phases or (",".join(PHASES) if args.spread else "closed")).split(",")
+    if not set(args.phases) <= set(PHASES) or (not args.spread and any("writer" in p for p in args.phases)):
+        parser.error(f"--phases: of {', '.join(PHASES)} (a writer needs --spread)")
+    specs = (args.server or ["default"]) + ([BEFORE] if args.compare else [])
     vendor = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite"
     print(
-        f"{args.clients} clients, {args.seconds:.0f} s per run (after {args.warmup:.0f} s warm-up), {args.repeat} "
-        f"runs per configuration, {vendor}, {os.cpu_count()} cores shared with the load generator; load average "
-        f"{' '.join(f'{value:.2f}' for value in os.getloadavg())}",
+        f"{args.clients} clients, {args.seconds:.0f} s per run and phase (after {args.warmup:.0f} s warm-up), "
+        f"{args.repeat} runs per configuration, {vendor}, {os.cpu_count()} cores shared with the load generator; "
+        f"load average {' '.join(f'{value:.2f}' for value in os.getloadavg())}",
         flush=True,
     )
-    catalog, token = seed(args.tables)
-    queries = queries_per_read(catalog, token)
-    runs: dict[str, list[Run]] = defaultdict(list)
+    rng = random.Random(40)
+    if args.spread:
+        catalog, token, layout = seed_spread(args, rng)
+        targets = spread_paths(catalog, layout, args.paths, rng)
+        print(
+            f"spread: {args.tables} tables in {args.databases} databases, refs {layout.refs['branch']}, "
+            f"{layout.refs['tag']}, {len(layout.refs['commit'])} commit ids; {len(targets)} distinct paths "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(Counter(k for k, _ in targets).items()))})",
+            flush=True,
+        )
+    else:
+        (catalog, token), layout = seed(args.tables), None
+        targets = list(paths(catalog).items())
+    queries = queries_per_read(token, targets)
+    runs: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for round_ in range(args.repeat):
         for spec in specs:
-            run = measure(spec, catalog, token, args)
-            runs[spec].append(run)
-            print(f"run {round_ + 1} [{spec}] {run_line(run)}", flush=True)
+            for run in measure(spec, token, targets, layout, catalog, args):
+                runs[(spec, run.phase)].append(run)
+                print(f"run {round_ + 1} [{spec}] {run.phase:<13} {run_line(run)}", flush=True)
+    names = sorted({name for name, _ in targets}, key=lambda name: -sum(1 for n, _ in targets if n == name))
     for spec in specs:
-        done = runs[spec]
-        every = [len(run.everything) / run.seconds for run in done]
-        cpu = statistics.median(run.server_cpu * 1000 / max(1, len(run.everything)) for run in done)
-        by_request = statistics.median(imbalance(run.requests_by_worker) for run in done)
-        by_connection = statistics.median(imbalance(run.connections_by_worker) for run in done)
-        print(f"\n[{spec}] medians of {len(done)} runs: {statistics.median(every):,.0f} requests/s "
-              f"({min(every):,.0f}-{max(every):,.0f}); server {cpu:.2f} ms CPU per request; per worker max/mean "
-              f"{by_request:.2f} of the requests, {by_connection:.2f} of the connections; load average "
-              f"{statistics.median(run.load[0] for run in done):.2f}")  # fmt: skip
-        for name in paths(catalog):
-            print("  " + endpoint_line(name, done, queries[name]))
-        print("  " + endpoint_line("all", done))
-        p99 = statistics.median(figures(run.everything)["p99"] for run in done)
-        failures = sum(len(run.failures) for run in done)
-        print(f"  p99 {p99:.1f} ms (median of the runs): {'under' if p99 < 100 else 'NOT under'} the 100 ms target"
-              + (f"; {failures} answers not 200, first {done[0].failures[:3]}" if failures else ""))  # fmt: skip
+        for phase in args.phases:
+            done = runs[(spec, phase)]
+            by_request = statistics.median(imbalance(run.requests_by_worker) for run in done)
+            figures_ = summary(done)
+            print(f"\n[{spec}] {phase}: medians of {len(done)} runs: {figures_['rate']:,.0f} requests/s; server "
+                  f"{figures_['cpu']:.2f} ms CPU per request; per worker max/mean {by_request:.2f} of the requests; "
+                  f"load average {figures_['load']:.2f}")  # fmt: skip
+            for name in names:
+                print("  " + endpoint_line(name, done, queries.get(name)))
+            print("  " + endpoint_line("all", done))
+    print("\nphase           configuration                      req/s      p50      p95      p99   target  commits")
+    for phase in args.phases:
+        first = summary(runs[(specs[0], phase)])
+        for spec in specs:
+            f = summary(runs[(spec, phase)])
+            target = TARGETS.get(phase if phase != "open" or args.rate == 300 else "")
+            verdict = "-" if target is None else ("met" if f["p99"] < target else "NOT met") + f" <{target}"
+            print(
+                f"{phase:<15} {spec[:32]:<32} {f['rate']:7,.0f} {f['p50']:8.1f} {f['p95']:8.1f} {f['p99']:8.1f} "
+                f"{verdict:>9} {f['commits']:6.0f} ms" + (f"  {f['failures']} not 200" if f["failures"] else "")
+            )
+            if spec != specs[0]:
+                print(
+                    f"{'':<15} {'  ratio ' + specs[0][:20] + ' / this':<32} {first['rate'] / f['rate']:7.2f} "
+                    f"{first['p50'] / f['p50']:8.2f} {first['p95'] / f['p95']:8.2f} {first['p99'] / f['p99']:8.2f}"
+                )
 
 
 if __name__ == "__main__":

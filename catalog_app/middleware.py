@@ -3,20 +3,34 @@ catalog list, a catalog, its branches and its tags."""
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from rest_framework.views import APIView
 
-from catalog_app.apis.catalogs import BranchListApi, CatalogDetailApi, CatalogListApi, TagListApi
+from catalog_app.apis.catalogs import (
+    BranchDetailApi,
+    BranchListApi,
+    CatalogDetailApi,
+    CatalogListApi,
+    TagDetailApi,
+    TagListApi,
+)
 from catalog_app.apis.permissions import CatalogRolePermission, required_role
 from catalog_app.selectors.access import role_at_least
-from catalog_app.selectors.token_reads import BRANCHES, CATALOG, CATALOGS, REF, TAGS, token_read
+from catalog_app.selectors.objects import versions_on_line
+from catalog_app.selectors.token_reads import BRANCH, BRANCHES, CATALOG, CATALOGS, REF, TAG, TAGS, token_read
 from lakeui.api.authentication import QuickTokenAuthentication
-from lakeui.api.conditional import KNOWN_STATE, TOKEN_USER, kept_answer
+from lakeui.api.conditional import KNOWN_STATE, TOKEN_USER, carried, kept_answer
 
 PREFIX = "/api/v1/catalogs"
 # The reads not at a ref answered here, each marking the state it reads the same way (its view's state_read).
 STATE_READS = {CatalogListApi: CATALOGS, CatalogDetailApi: CATALOG, BranchListApi: BRANCHES, TagListApi: TAGS}
+NAMED_READS = {BranchDetailApi: (BRANCH, "branch"), TagDetailApi: (TAG, "tag")}  # a branch or a tag: its URL name
+
+
+def _changed(line: int, after: int, upto: int) -> list[tuple] | None:
+    return versions_on_line(line_id=line, after_seq=after, upto_seq=upto)
 
 
 class CachedReadMiddleware:
@@ -57,6 +71,8 @@ class CachedReadMiddleware:
             self.views[view_class] = _view_terms(view_class)
         view, catalog, ref = self.views[view_class], match.kwargs.get("catalog"), match.kwargs.get("ref")
         kind = STATE_READS.get(view_class) if ref is None else REF
+        if view_class in NAMED_READS and settings.LAKEUI_READ_CARRY:
+            kind, ref = NAMED_READS[view_class][0], match.kwargs.get(NAMED_READS[view_class][1])
         if view is None or kind is None or (catalog is None and kind != CATALOGS):
             return None
         wanted, headers = view
@@ -69,6 +85,8 @@ class CachedReadMiddleware:
         if found.state is None:
             return None  # the normal way resolves a commit id, or makes the answer each time
         response = kept_answer(request, state=found.state, user_pk=found.user.pk)
+        if response is None and found.head is not None and settings.LAKEUI_READ_CARRY:
+            response = carried(request, state=found.state, head=found.head, user_pk=found.user.pk, changed=_changed)
         if response is None:
             if kind != REF:
                 request.__dict__[KNOWN_STATE] = found.state  # its view's state_read takes it, no query

@@ -1,5 +1,6 @@
 """Catalogs, branches, tags and the commit log."""
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -18,7 +19,7 @@ from catalog_app.apis.common import (
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
 from catalog_app.selectors.refs import branch_get, branch_list, catalog_list, commit_log, tag_get, tag_list
-from catalog_app.selectors.token_reads import BRANCHES, CATALOG, CATALOGS, TAGS, catalog_state
+from catalog_app.selectors.token_reads import BRANCH, BRANCHES, CATALOG, CATALOGS, TAG, TAGS, catalog_state
 from catalog_app.services.refs import (
     branch_create,
     branch_delete,
@@ -113,6 +114,8 @@ class BranchListApi(PagedApi):
 class BranchDetailApi(APIView):
     @extend_schema(responses=BranchOutputSerializer)
     def get(self, request, catalog, branch):
+        if settings.LAKEUI_READ_CARRY:
+            state_read(request, lambda: catalog_state(user=request.user, kind=BRANCH, catalog=catalog, name=branch))
         return Response(BranchOutputSerializer(branch_get(catalog=request_catalog(request, catalog), name=branch)).data)
 
     @extend_schema(responses={204: None})
@@ -148,6 +151,8 @@ class TagListApi(PagedApi):
 class TagDetailApi(APIView):
     @extend_schema(responses=TagOutputSerializer)
     def get(self, request, catalog, tag):
+        if settings.LAKEUI_READ_CARRY:
+            state_read(request, lambda: catalog_state(user=request.user, kind=TAG, catalog=catalog, name=tag))
         return Response(TagOutputSerializer(tag_get(catalog=request_catalog(request, catalog), name=tag)).data)
 
     @extend_schema(responses={204: None})

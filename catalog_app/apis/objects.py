@@ -22,18 +22,27 @@ from catalog_app.selectors.objects import object_get, object_history, objects_at
 from catalog_app.services import tables as table_services
 from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
 from catalog_app.services.databases import database_create, database_drop, database_update
+from lakeui.api.conditional import objects_read
 from lakeui.api.pagination import PagedApi, paginated
 
 DATABASE, TABLE, VIEW = ObjectKind.DATABASE, ObjectKind.TABLE, ObjectKind.VIEW
 WRITE_DOC = {"parameters": [IF_MATCH_PARAMETER]}
 
 
-def _database(chain, name):
-    return object_get(chain, kind=DATABASE, name=name)
+def _database(chain, name, request=None):
+    """The database named `name`; with `request`, noted as what its answer reads (objects_read)."""
+    version = object_get(chain, kind=DATABASE, name=name)
+    if request is not None:
+        objects_read(request, objects=[version.object_id])
+    return version
 
 
-def _table(chain, database, name):
-    return object_get(chain, kind=TABLE, name=name, parent_id=_database(chain, database).object_id)
+def _table(chain, database, name, request=None):
+    """The table named `name` in `database`; with `request`, both noted as what its answer reads."""
+    version = object_get(chain, kind=TABLE, name=name, parent_id=_database(chain, database).object_id)
+    if request is not None:
+        objects_read(request, objects=[version.object_id, version.parent_id])
+    return version
 
 
 class VersionOutputSerializer(serializers.Serializer):
@@ -119,6 +128,7 @@ class DatabaseListApi(PagedApi):
 
     @extend_schema(parameters=[AT_PARAMETER], responses=DatabaseOutputSerializer(many=True))
     def get(self, request, catalog, ref):
+        objects_read(request, top=True)  # every database (and share and role: any object without a parent)
         return paginated(
             request, self, objects_at(read_chain(request, catalog, ref), kind=DATABASE), DatabaseOutputSerializer
         )
@@ -137,7 +147,7 @@ class DatabaseDetailApi(APIView):
 
     @extend_schema(parameters=[AT_PARAMETER], responses=DatabaseOutputSerializer)
     def get(self, request, catalog, ref, database):
-        return Response(DatabaseOutputSerializer(_database(read_chain(request, catalog, ref), database)).data)
+        return Response(DatabaseOutputSerializer(_database(read_chain(request, catalog, ref), database, request)).data)
 
     @extend_schema(request=UpdateInputSerializer, responses=DatabaseOutputSerializer, **WRITE_DOC)
     def patch(self, request, catalog, ref, database):
@@ -167,7 +177,7 @@ class ObjectHistoryApi(APIView):
     @extend_schema(parameters=[AT_PARAMETER], responses=OutputSerializer)
     def get(self, request, catalog, ref, database, table=None):
         chain = read_chain(request, catalog, ref)
-        current = _database(chain, database) if table is None else _table(chain, database, table)
+        current = _database(chain, database, request) if table is None else _table(chain, database, table, request)
         body = {
             "versions": HistoryEntryOutputSerializer(object_history(chain, object_id=current.object_id), many=True).data
         }
@@ -192,8 +202,9 @@ class TableListApi(PagedApi):
     @extend_schema(parameters=[AT_PARAMETER], responses=TableOutputSerializer(many=True))
     def get(self, request, catalog, ref, database):
         chain = read_chain(request, catalog, ref)
-        tables = objects_at(chain, kind=TABLE, parent_id=_database(chain, database).object_id)
-        return paginated(request, self, tables, TableOutputSerializer)
+        parent = _database(chain, database, request).object_id
+        objects_read(request, children_of=[parent])
+        return paginated(request, self, objects_at(chain, kind=TABLE, parent_id=parent), TableOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: TableOutputSerializer}, **WRITE_DOC)
     def post(self, request, catalog, ref, database):
@@ -210,7 +221,7 @@ class TableDetailApi(APIView):
 
     @extend_schema(parameters=[AT_PARAMETER], responses=TableOutputSerializer)
     def get(self, request, catalog, ref, database, table):
-        return Response(TableOutputSerializer(_table(read_chain(request, catalog, ref), database, table)).data)
+        return Response(TableOutputSerializer(_table(read_chain(request, catalog, ref), database, table, request)).data)
 
     @extend_schema(request=UpdateInputSerializer, responses=TableOutputSerializer, **WRITE_DOC)
     def patch(self, request, catalog, ref, database, table):

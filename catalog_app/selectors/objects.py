@@ -139,3 +139,15 @@ def schema_version_ids(chain: Chain, *, table_ids: list[uuid.UUID]) -> dict[uuid
     ):
         ids.setdefault(table_id, set()).add(version_id)
     return ids
+
+
+def versions_on_line(*, line_id: int, after_seq: int, upto_seq: int, limit: int = 500) -> list[tuple] | None:
+    """The (object id, parent id) of every version recorded on a line after `after_seq` up to `upto_seq`: what
+    the commits between two heads of a branch changed (one probe of the (line, seq) index). None if there are more
+    than `limit`."""
+    rows = list(
+        ObjectVersion.objects.filter(line_id=line_id, seq__gt=after_seq, seq__lte=upto_seq).values_list(
+            "object_id", "parent_id"
+        )[: limit + 1]
+    )
+    return None if len(rows) > limit else rows

@@ -1,18 +1,21 @@
 """What a read by API token needs before its view runs, in one query (catalog_app/middleware.py), and the state
 the catalog reads that are not at a ref answer from (their ETag, lakeui/api/conditional.py)."""
 
+import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Branch, Catalog, CatalogRole, Role, Tag
+from catalog_app.models import Branch, Catalog, CatalogRole, Commit, ExpiredCommit, Role, Tag
 from catalog_app.selectors.access import _admin_of
 
 # What a read reads: the state at a ref (a commit, which never changes), or one of the catalog reads not at a ref.
 REF, CATALOGS, CATALOG, BRANCHES, TAGS = "ref", "catalogs", "catalog", "branches", "tags"
+BRANCH, TAG = "branch", "tag"  # one branch, one tag (their names are the `ref` of token_read)
 
 
 @dataclass(frozen=True)
@@ -21,34 +24,43 @@ class TokenRead:
     catalog: Catalog | None  # None: no such catalog (or none named)
     role: str | None  # the user's role in it (catalog_with_role's rule); None: they may not see it
     state: str | None  # what the answer reads now (catalog_state); at a ref, its commit; None: no such ref
+    head: tuple[int, int] | None = None  # at a branch: its head's line and seq (lakeui/api/conditional.carried)
 
 
 def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | None = None) -> TokenRead | None:
     """The user of API token `key`, the catalog named `catalog` with their role in it, and the state a read of
-    `kind` reads (at a ref: the commit of the branch or tag `ref`), in one query (plain SQL, values bound: the ORM
-    would take longer to build it than the database to answer). None if there is no such token."""
-    sql, state_params = _query(kind)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*state_params(ref), catalog, key])
-        row = cursor.fetchone()
+    `kind` reads (at a ref: the commit of the branch, tag or full commit id `ref`, as ref_resolve finds it, and for
+    a branch its head's line and seq; a commit retention expired is no state: the normal way answers 410), in one
+    query (plain SQL, values bound: the ORM would take longer to build it than the database to answer). None if
+    there is no such token."""
+    sql, params = _query(kind)
+    row = _fetch(f"lakeui_token_{kind}", sql, params(ref, catalog, key))
     if row is None:
         return None
     users, catalogs = len(_fields["user"]), len(_fields["catalog"])
     user = get_user_model().from_db(connection.alias, _fields["user"], row[:users])
     found, granted, state = row[users], *row[users + catalogs :]
+    head = None
+    if kind == REF and state is not None and " " in state:  # a branch: "commit line seq"
+        state, line, seq = state.split(" ")
+        head = (int(line), int(seq))
     if found is None:
         return TokenRead(user=user, catalog=None, role=None, state=state if kind == CATALOGS else None)
     place = Catalog.from_db(connection.alias, _fields["catalog"], row[users : users + catalogs])
     role = Role.ADMIN if _admin_of(user, place) else granted  # as catalog_with_role (selectors/access.py)
-    return TokenRead(user=user, catalog=place, role=role, state=state)
+    return TokenRead(user=user, catalog=place, role=role, state=state, head=head)
 
 
-def catalog_state(*, user: AbstractBaseUser, kind: str, catalog: str | None = None) -> str | None:
-    """A name for what a read of `kind` (CATALOGS, CATALOG, BRANCHES, TAGS) by `user` answers from, which changes
-    whenever that answer could: the versions of the rows it reads (PostgreSQL's xmin and ctid, new ones for each
-    change, so a state never comes back). For the catalog list: the catalogs the user may see (catalogs_visible's rule)
-    and their creators; for a catalog: its row and its creator; for branches and tags: the catalog's, and their
-    creators. The same expression as token_read's, so the view and the cached-read path name an answer alike.
+def catalog_state(
+    *, user: AbstractBaseUser, kind: str, catalog: str | None = None, name: str | None = None
+) -> str | None:
+    """A name for what a read of `kind` (CATALOGS, CATALOG, BRANCHES, TAGS, BRANCH or TAG `name`) by `user` answers
+    from, which changes whenever that answer could: the versions of the rows it reads (PostgreSQL's xmin and ctid,
+    new ones for each change, so a state never comes back). For the catalog list: the catalogs the user may see
+    (catalogs_visible's rule) and their creators; for a catalog: the columns of its row the answer shows
+    (SHOWN_CATALOG_COLUMNS) and its creator; for branches and tags: the catalog's, and their creators; for a branch
+    or a tag: its row and its creator. The same expression as token_read's, so the view and the cached-read path
+    name an answer alike.
     None where there is no such name (a database other than PostgreSQL): the answer is made each time.
 
     Read before the answer is made: if the rows change in between, the answer is kept under a state that never
@@ -59,11 +71,29 @@ def catalog_state(*, user: AbstractBaseUser, kind: str, catalog: str | None = No
     users, catalogs = get_user_model()._meta.db_table, Catalog._meta.db_table
     sql = f"SELECT {states[kind]} FROM {users} u LEFT JOIN {catalogs} c ON c.name = %s WHERE u.id = %s"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [catalog, user.pk])
+        cursor.execute(sql, [*([name] if kind in (BRANCH, TAG) else []), catalog, user.pk])
         row = cursor.fetchone()
     return None if row is None else row[0]
 
 
+def _fetch(name: str, sql: str, params: list) -> tuple | None:
+    """The query's one row. On PostgreSQL (LAKEUI_READ_PREPARED) as a statement prepared once per connection: every
+    API read runs it, and planning it took several times as long as running it."""
+    with connection.cursor() as cursor:
+        if not settings.LAKEUI_READ_PREPARED or connection.vendor != "postgresql":
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+        raw = connection.connection  # a new connection (a restart, CONN_MAX_AGE) prepares it again
+        prepared = raw.__dict__.setdefault("lakeui_prepared", set())
+        if name not in prepared:
+            numbered = iter(range(1, len(params) + 1))
+            raw.execute(f"PREPARE {name} AS {re.sub('%s', lambda _: f'${next(numbered)}', sql)}")  # not logged
+            prepared.add(name)
+        cursor.execute(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
+        return cursor.fetchone()
+
+
+FULL_COMMIT_ID = re.compile(r"[0-9a-f]{32}")  # as commit_get looks a commit up by its id (names.COMMIT_ID_PREFIX)
 _sql: dict[str, str] = {}
 _fields: dict[str, list[str]] = {}
 _state_sql: dict[str, str] = {}
@@ -74,16 +104,19 @@ def _states() -> dict[str, str]:
     none but on PostgreSQL."""
     if not _state_sql and connection.vendor == "postgresql":
         catalogs, roles = Catalog._meta.db_table, CatalogRole._meta.db_table
+        shown = _shown_catalog if settings.LAKEUI_READ_CARRY else _versions  # off: as before
         visible = (
             f"u.is_staff OR u.is_superuser OR v.created_by_id = u.id"
             f" OR EXISTS (SELECT 1 FROM {roles} r WHERE r.catalog_id = v.id AND r.user_id = u.id)"
         )
         _state_sql.update(
             {
-                CATALOGS: _digest(CATALOGS, catalogs, "v", visible),
-                CATALOG: f"CASE WHEN c.id IS NOT NULL THEN '{CATALOG}:' || md5({_versions('c')}) END",
+                CATALOGS: _digest(CATALOGS, catalogs, "v", visible, shown),
+                CATALOG: f"CASE WHEN c.id IS NOT NULL THEN '{CATALOG}:' || md5({shown('c')}) END",
                 BRANCHES: _digest(BRANCHES, Branch._meta.db_table, "b", "b.catalog_id = c.id"),
                 TAGS: _digest(TAGS, Tag._meta.db_table, "g", "g.catalog_id = c.id"),
+                BRANCH: _digest(BRANCH, Branch._meta.db_table, "b", "b.catalog_id = c.id AND b.name = %s"),
+                TAG: _digest(TAG, Tag._meta.db_table, "g", "g.catalog_id = c.id AND g.name = %s"),
             }
         )
     return _state_sql
@@ -100,21 +133,38 @@ def _versions(alias: str) -> str:
     )
 
 
-def _digest(kind: str, table: str, alias: str, where: str) -> str:
-    rows = f"string_agg({_versions(alias)}, ',' ORDER BY {alias}.id)"
+# The catalog columns its answers show (catalogs.CatalogOutputSerializer; the creator by _versions). Not the row's
+# version: every commit moves the catalog's last_seq, which no answer shows, and a catalog read would change with it.
+SHOWN_CATALOG_COLUMNS = ("name", "description", "default_branch", "created_at")
+
+
+def _shown_catalog(alias: str) -> str:
+    users, columns = get_user_model()._meta.db_table, ", ".join(f"{alias}.{c}" for c in SHOWN_CATALOG_COLUMNS)
+    return (
+        f"{alias}.id::text || ':' || md5(row({columns})::text) || ':' || coalesce("
+        f"(SELECT x.xmin::text || x.ctid::text FROM {users} x WHERE x.id = {alias}.created_by_id), '')"
+    )
+
+
+def _digest(kind: str, table: str, alias: str, where: str, versions=None) -> str:
+    rows = f"string_agg({(versions or _versions)(alias)}, ',' ORDER BY {alias}.id)"
     return f"(SELECT '{kind}:' || md5(coalesce({rows}, '')) FROM {table} {alias} WHERE {where})"
 
 
 def _query(kind: str) -> tuple[str, object]:
-    """token_read's query for `kind` and a function of the ref giving the parameters of its state's expression."""
+    """token_read's query for `kind` and a function of the ref, the catalog and the key giving its parameters."""
     if kind not in _sql:
         users, catalogs = get_user_model()._meta.concrete_fields, Catalog._meta.concrete_fields
         quote = connection.ops.quote_name
         columns = [f"u.{quote(field.column)}" for field in users] + [f"c.{quote(field.column)}" for field in catalogs]
-        if kind == REF:  # a branch's head, else a tag's commit
+        commits, branches, tags = Commit._meta.db_table, Branch._meta.db_table, Tag._meta.db_table
+        if kind == REF:  # a branch's head with its line and seq (as text), else a tag's commit, else a commit by id
             state = (
-                f"coalesce((SELECT b.head_id FROM {Branch._meta.db_table} b WHERE b.catalog_id = c.id AND b.name = %s),"
-                f" (SELECT g.commit_id FROM {Tag._meta.db_table} g WHERE g.catalog_id = c.id AND g.name = %s))"
+                f"coalesce((SELECT h.id || ' ' || h.line_id || ' ' || h.seq FROM {branches} b"
+                f" JOIN {commits} h ON h.id = b.head_id WHERE b.catalog_id = c.id AND b.name = %s),"
+                f" (SELECT g.commit_id FROM {tags} g WHERE g.catalog_id = c.id AND g.name = %s),"
+                f" (SELECT m.id FROM {commits} m WHERE m.catalog_id = c.id AND m.id = %s AND NOT EXISTS"
+                f" (SELECT 1 FROM {ExpiredCommit._meta.db_table} e WHERE e.commit_id = m.id)))"
             )
         else:
             state = _states().get(kind, "NULL")
@@ -127,4 +177,9 @@ def _query(kind: str) -> tuple[str, object]:
         )
         _fields["user"] = [field.attname for field in users]
         _fields["catalog"] = [field.attname for field in catalogs]
-    return _sql[kind], (lambda ref: [ref, ref]) if kind == REF else (lambda ref: [])
+    if kind == REF:  # a commit named by its full id only (a prefix may name several: the normal way says so)
+        full = settings.LAKEUI_READ_CARRY  # off: a commit id is read the normal way, as before
+        commit = lambda ref: ref if full and ref and FULL_COMMIT_ID.fullmatch(ref) else None  # noqa: E731
+        return _sql[kind], lambda ref, catalog, key: [ref, ref, commit(ref), catalog, key]
+    named = kind in (BRANCH, TAG)
+    return _sql[kind], lambda ref, catalog, key: [*([ref] if named else []), catalog, key]

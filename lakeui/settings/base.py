@@ -61,6 +61,12 @@ if env.bool("LAKEUI_CACHED_READS", True):
     # innermost: a read whose answer is kept (at a ref; the catalog list, a catalog, its branches and tags on
     # PostgreSQL), answered before the view (catalog_app/middleware.py)
     MIDDLEWARE.append("catalog_app.middleware.CachedReadMiddleware")
+# Kept answers carried across commits that did not change what they read, and the answers of reads at a commit id,
+# a branch and a tag kept too (lakeui/api/conditional.py); off only to measure the read path as it was before.
+LAKEUI_READ_CARRY = env.bool("LAKEUI_READ_CARRY", True)
+# The query every API read by token runs first, prepared once per database connection (catalog_app/selectors/
+# token_reads.py); off behind a pooler that hands a session's statements to other connections (transaction mode).
+LAKEUI_READ_PREPARED = env.bool("LAKEUI_READ_PREPARED", True)
 if env.bool("LAKEUI_WORKER_HEADER", False):  # benchmarks/api_reads.py counts the answers per worker
     MIDDLEWARE.insert(0, "lakeui.middleware.WorkerHeaderMiddleware")
 
@@ -90,7 +96,7 @@ CACHES = {
     "reads": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "lakeui-reads",
-        "OPTIONS": {"MAX_ENTRIES": env.int("LAKEUI_READ_CACHE_ENTRIES", 1000)},
+        "OPTIONS": {"MAX_ENTRIES": env.int("LAKEUI_READ_CACHE_ENTRIES", 5000)},
     },
 }
 

@@ -5,10 +5,12 @@ stale branch."""
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test.utils import override_settings
+from django.core.cache import caches
+from django.db import connection
+from django.test.utils import CaptureQueriesContext, override_settings
 from rest_framework.test import APIClient
 
-from catalog_app.models import Catalog
+from catalog_app.models import Catalog, ExpiredCommit
 from tests.lakeui.conftest import API, BASE, MAIN, token_client
 
 pytestmark = pytest.mark.django_db
@@ -103,13 +105,15 @@ def test_a_branch_read_after_a_write_is_the_new_head(reader, user_client):
     assert tag.json()["properties"] == {}  # the tag stays where it was
 
 
-def test_time_travel_and_commit_ids_go_the_normal_way(reader, django_assert_max_num_queries):
+def test_time_travel_and_commit_id_prefixes_go_the_normal_way(reader):
     commit = reader.get(f"{MAIN}/commits").json()["results"][0]["id"]
-    for path in (f"{TABLE}?at=2999-01-01T00:00:00Z", f"{API}/lake/refs/{commit}/databases/db/tables/t3"):
+    for path in (f"{TABLE}?at=2999-01-01T00:00:00Z", f"{API}/lake/refs/{commit[:12]}/databases/db/tables/t3"):
         first = reader.get(path)
         assert first.status_code == 200, first.content
-        again = reader.get(path)
+        with CaptureQueriesContext(connection) as queries:
+            again = reader.get(path)
         assert (again.status_code, again.content) == (200, first.content)
+        assert len(queries) > 1  # the view resolved the ref (a prefix may name several commits: it says so)
 
 
 # Reads not at a ref: their answer is named by the state of the rows it reads (token_reads.catalog_state).
@@ -246,3 +250,138 @@ def test_an_inactive_user_or_a_wrong_token_is_refused_an_answer_not_at_a_ref(rea
     get_user_model().objects.filter(username="bob").update(is_active=False)
     for path in NOT_AT_REF[:4]:
         assert reader.get(path).status_code == 401
+
+
+# Reads at a commit id, of one branch and of one tag: kept and answered before the view too.
+NAMED = [f"{BASE}/branches/main", f"{BASE}/branches/dev", f"{BASE}/tags/v1"]
+
+
+def test_a_read_at_a_commit_id_is_kept_and_an_expired_commit_is_still_410(reader, django_assert_num_queries):
+    commit = reader.get(f"{MAIN}/commits").json()["results"][1]["id"]  # the commit that made t4
+    path = f"{API}/lake/refs/{commit}/databases/db/tables/t3"
+    first = reader.get(path)
+    assert first.status_code == 200, first.content
+    with django_assert_num_queries(1):
+        fast = reader.get(path)
+    caches["reads"].clear()
+    normal = normal_way(reader, path)
+    assert (fast.status_code, fast.content) == (normal.status_code, normal.content) == (200, first.content)
+    assert dict(fast.headers) == dict(normal.headers)
+
+    ExpiredCommit.objects.create(commit_id=commit, catalog=Catalog.objects.get(name="lake"))  # as retention does
+    expired = reader.get(path)
+    assert (expired.status_code, expired.json()["code"]) == (410, "history_expired")
+
+
+@pytest.mark.parametrize("path", NAMED)
+def test_a_kept_branch_or_tag_is_the_normal_ways_in_one_query_and_moves_at_once(
+    reader, user_client, path, django_assert_num_queries
+):
+    first = reader.get(path)
+    assert first.status_code == 200, first.content
+    with django_assert_num_queries(1):
+        fast = reader.get(path)
+    normal = normal_way(reader, path)
+    assert (fast.status_code, fast.content) == (normal.status_code, normal.content) == (200, first.content)
+    assert dict(fast.headers) == dict(normal.headers)
+
+    assert user_client.patch(TABLE, {"set_properties": {"owner": "ops"}}, format="json").status_code == 200
+    head = reader.get(f"{MAIN}/commits").json()["results"][0]["id"]
+    moved = reader.get(path)
+    assert (moved.json().get("head") == head) == path.endswith("/main")
+    if path.endswith("/main"):
+        return
+    kind, name = path.rsplit("/", 2)[1:]
+    assert user_client.delete(path).status_code == 204
+    assert reader.get(path).status_code == 404
+    source = {"ref": "main"} if kind == "tags" else {"source": "main"}
+    assert user_client.post(f"{BASE}/{kind}", {"name": name, **source}, format="json").status_code == 201
+    again = reader.get(path, HTTP_IF_NONE_MATCH=first.headers["ETag"])
+    assert again.status_code == 200 and again.content != first.content  # made again: its commit and time differ
+    assert again.content == fresh_answer(reader, path).content
+
+
+def test_catalog_answers_stay_kept_across_commits(reader, user_client, django_assert_num_queries):
+    kept = {path: reader.get(path) for path in (API, BASE)}
+    assert user_client.patch(TABLE, {"set_properties": {"owner": "ops"}}, format="json").status_code == 200
+    for path, answer in kept.items():
+        with django_assert_num_queries(1):  # a commit moves the catalog's sequence, which no answer shows
+            again = reader.get(path)
+        assert (again.content, again.headers["ETag"]) == (answer.content, answer.headers["ETag"])
+
+
+# Answers carried from one head of a branch to the next (lakeui/api/conditional.carried): a commit that records no
+# version of what the answer read leaves it, and the next read takes it without its view.
+CARRIED = [TABLE, f"{TABLE}/history", f"{MAIN}/databases/db", f"{MAIN}/databases/db/history", f"{MAIN}/databases"]
+NOT_CARRIED = [f"{MAIN}/databases/db/tables", f"{MAIN}/commits"]
+
+
+def fresh_answer(client: APIClient, path: str):
+    """The normal way's answer made anew (no answer kept: none carried either)."""
+    caches["reads"].clear()
+    return normal_way(client, path)
+
+
+def test_an_answer_a_commit_did_not_change_is_carried_to_the_new_head_as_the_normal_way_makes_it(
+    reader, user_client, django_assert_num_queries, django_assert_max_num_queries
+):
+    kept = {path: reader.get(path) for path in CARRIED + NOT_CARRIED}
+    other = f"{MAIN}/databases/db/tables/t1"
+    for index in range(3):  # three commits, none touching t3 or the database
+        assert user_client.patch(other, {"set_properties": {"n": str(index)}}, format="json").status_code == 200
+    served = {}
+    for path in CARRIED:
+        with django_assert_num_queries(2):  # the token's query, and the versions the commits in between recorded
+            carried = reader.get(path)
+        with django_assert_num_queries(1):
+            again = reader.get(path)  # now kept at the new head
+        served[path] = (carried, again)
+    for path, (carried, again) in served.items():
+        normal = fresh_answer(reader, path)
+        assert (
+            (carried.status_code, carried.content) == (normal.status_code, normal.content) == (200, kept[path].content)
+        )
+        assert dict(carried.headers) == dict(normal.headers) == dict(again.headers)
+        assert carried.headers["ETag"] != kept[path].headers["ETag"]  # the new head's answer, named by it
+    for path in NOT_CARRIED:
+        with django_assert_max_num_queries(10):
+            changed = reader.get(path)
+        assert changed.content != kept[path].content and changed.content == fresh_answer(reader, path).content
+
+
+def column(name: str) -> dict:
+    return {"name": name, "columns": [{"name": "id", "type": "long"}, {"name": "x", "type": "string"}]}
+
+
+DB = f"{MAIN}/databases/db"
+CHANGES = {  # a commit on main: (method, path, body)
+    "a property of the table read": ("patch", TABLE, {"set_properties": {"owner": "ops"}}),
+    "a property of another table": ("patch", f"{DB}/tables/t1", {"set_properties": {"owner": "ops"}}),
+    "the table renamed": ("patch", TABLE, {"name": "t9"}),
+    "another table renamed to a read one's old name": ("patch", f"{DB}/tables/t1", {"name": "t8"}),
+    "the table dropped": ("delete", TABLE, None),
+    "a column added to the table": ("post", f"{TABLE}/columns", {"name": "x", "type": "string"}),
+    "a new table": ("post", f"{DB}/tables", column("t7")),
+    "a new database": ("post", f"{MAIN}/databases", {"name": "db2"}),
+    "the database's property": ("patch", DB, {"set_properties": {"owner": "ops"}}),
+    "the database renamed": ("patch", DB, {"name": "dbx"}),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_after_any_commit_every_read_at_the_branch_is_the_normal_ways_answer(reader, user_client, change):
+    """A read after a commit sees the commit: carried or made, each answer is what the normal way makes anew."""
+    paths = CARRIED + NOT_CARRIED + [f"{DB}/tables/t1", f"{DB}/tables/t8", f"{DB}/tables/t9", f"{DB}/tables/t7"]
+    for path in paths:
+        reader.get(path)
+        reader.get(path)
+    method, path, body = CHANGES[change]
+    assert getattr(user_client, method)(path, body, format="json").status_code in (200, 201, 204)
+    served = {path: reader.get(path) for path in paths}  # all before any answer is made anew (that drops them)
+    for path, answer in served.items():
+        normal = fresh_answer(reader, path)
+        assert (answer.status_code, answer.content) == (normal.status_code, normal.content), path
+        if answer.status_code == 200:
+            assert dict(answer.headers) == dict(normal.headers), path
+    if change == "a property of the table read":
+        assert reader.get(TABLE).json()["properties"] == {"owner": "ops"}

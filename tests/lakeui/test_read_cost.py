@@ -23,7 +23,25 @@ READS = {
     "table": (f"{MAIN}/databases/db/tables/t3", 6, 1),
     "history": (f"{MAIN}/databases/db/tables/t3/history", 10, 1),
     "at a tag": (f"{API}/lake/refs/v1/databases/db/tables/t3", 7, 1),
+    "a branch": (f"{BASE}/branches/dev", 3, 1),  # the branch's state, the role check, the branch
+    "a tag": (f"{BASE}/tags/v1", 3, 1),
 }
+# After a commit that changed none of what they read, answers at the branch cost the token's query and one probe
+# of the versions recorded since (lakeui/api/conditional.carried); the commit log, which every commit changes, is
+# made again.
+CARRIED = {"databases": 2, "table": 2, "history": 2, "tables": 2}
+
+
+@pytest.mark.parametrize("endpoint", CARRIED)
+def test_a_read_after_a_commit_elsewhere_costs_two_queries(reader, user_client, endpoint, django_assert_num_queries):
+    path = READS[endpoint][0]
+    assert user_client.post(f"{MAIN}/databases", {"name": "other"}, format="json").status_code == 201
+    table = {"name": "x", "columns": [{"name": "id", "type": "long"}]}
+    kept = reader.get(path)
+    assert user_client.post(f"{MAIN}/databases/other/tables", table, format="json").status_code == 201
+    with django_assert_num_queries(CARRIED[endpoint]):
+        again = reader.get(path)
+    assert (again.status_code, again.content) == (200, kept.content)
 
 
 @pytest.mark.parametrize("endpoint", READS)
