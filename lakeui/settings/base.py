@@ -171,6 +171,8 @@ LAKEUI_SPARK_CONF = spark_conf(ENV, "LAKEUI_SPARK_CONF")
 # the interactive one (lakeui.jobs.tasks.worker_kind), any other the jobs worker.
 LAKEUI_WORKER_KIND = env.str("LAKEUI_WORKER_KIND", "")
 LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
+# Every worker process starts its Spark as it starts, in the background, not in its first job (catalog_app/spark.py).
+LAKEUI_SPARK_WARM = env.bool("LAKEUI_SPARK_WARM", True)
 # Key loads of up to this many incoming rows, into candidate segments of up to this many rows, match keys on the
 # driver with Arrow (catalog_app/engine/keymatch.py); larger ones match them in Spark jobs.
 LAKEUI_DRIVER_MATCH_ROWS = env.int("LAKEUI_DRIVER_MATCH_ROWS", 2_000_000)
