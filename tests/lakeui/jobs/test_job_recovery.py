@@ -297,6 +297,7 @@ def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
 
 
 RECOVERY_BOUND = 120  # seconds from the kill to the job's end (DESIGN.md section 6)
+OVERLOADED = 4  # load average per core past which the bound is not held (an explicit xfail, with the figures)
 
 
 def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(transactional_db, spark, tmp_path, monkeypatch):
@@ -339,7 +340,11 @@ def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(transactio
         got = [(r["id"], r["amount"], r["region"]) for r in read(spark, catalog).orderBy("id").collect()]
         assert got == [(i, i % 100 + (1000 if i % 2 == 0 else 0), "m" if i % 3 == 0 else f"r{i % 7}") for i in ALL_IDS]
     assert_consistent(catalog.name)
-    if ended >= RECOVERY_BOUND:  # the pickup was in time (asserted above): the re-run is what took long
-        pytest.xfail(f"the merge ended {ended:.0f} s after the kill ({started[0]:.0f} s to its second start): the "
-                     "restarted worker re-runs the merge from the start on a new Spark JVM, whose first queries a "
-                     "busy machine makes slow (a warm JVM runs this merge in a third of the time)")  # fmt: skip
+    # The pickup was in time (asserted above): the rest is the restarted worker's Spark start and the merge run
+    # again from the start, which a machine running several times more processes than it has cores makes slow.
+    load = os.getloadavg()[0]
+    if ended >= RECOVERY_BOUND and load > OVERLOADED * (os.cpu_count() or 1):
+        pytest.xfail(f"the merge ended {ended:.0f} s after the kill ({started[0]:.0f} s to its second start) at a load "
+                     f"average of {load:.0f} on {os.cpu_count()} cores: the restarted worker starts a new Spark JVM "
+                     "and runs the merge again from the start")  # fmt: skip
+    assert ended < RECOVERY_BOUND, (ended, started, load, log[-4000:])
