@@ -7,12 +7,15 @@ LAKEUI_JOB_RECOVER_EVERY as configured). A table with the primary key `id` gets 
 updates every 10th row's amount, `main` every 7th row's region, so the merge of dev into main is a row-level merge
 by key whose rows Spark writes. The merge runs on a worker started with LAKEUI_JOB_CRASH_AT=before_commit: it
 SIGKILLs its own process group (Spark JVM included) after it wrote the merged files, before the commit, the most
-work a kill can throw away. A new worker is started at once (as a supervisor restarts one); the benchmark prints
-the time from the kill to the merge's second start and to its end, and whether main holds exactly the merged rows.
+work a kill can throw away. The worker is started again at once under its node name, as a supervisor restarts it
+(`make run`, Docker's restart policy: it takes its earlier run's jobs back as it becomes ready; `--new-name` starts
+one of another name, which waits for the job's heartbeat to go stale). The benchmark prints the time from the kill
+to the merge's second start and to its end, and whether main holds exactly the merged rows.
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +30,7 @@ django_setup()
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from crash_recovery import COLUMNS, Worker  # noqa: E402
+from crash_recovery import COLUMNS, READY_TIMEOUT, ROOT, Worker  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.files import File  # noqa: E402
 from django.db import transaction  # noqa: E402
@@ -47,6 +50,24 @@ from lakeui.jobs.models import Job  # noqa: E402
 from merge_app.services.merges import merge_submit  # noqa: E402
 
 
+class NamedWorker(Worker):
+    """crash_recovery's worker under a node name of our choosing (a restart keeps its name)."""
+
+    def __init__(self, log_dir: Path, index: int, name: str) -> None:
+        self.log_path = log_dir / f"worker-{index}.log"
+        command = [sys.executable, "-m", "celery", "-A", "lakeui", "worker", "--loglevel", "INFO", "--concurrency",
+                   "1", "--hostname", name, "--without-gossip", "--without-mingle"]  # fmt: skip
+        with self.log_path.open("w") as log:
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + READY_TIMEOUT
+        while " ready." not in self.log_path.read_text(errors="replace"):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                sys.exit(f"The worker did not start:\n{self.log_path.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+
+
 def wait(job: Job, statuses, timeout: float = 3600) -> Job:
     deadline = time.monotonic() + timeout
     while (job := Job.objects.get(id=job.id)).status not in statuses and time.monotonic() < deadline:
@@ -57,6 +78,7 @@ def wait(job: Job, statuses, timeout: float = 3600) -> Job:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--new-name", action="store_true", help="restart the worker under another node name")
     args = parser.parse_args()
     n = args.rows
     logs = Path(tempfile.mkdtemp(prefix="lakeui-merge-recovery-"))
@@ -89,11 +111,13 @@ def main() -> None:
         setup_worker.stop()
     print(f"{n:,} keyed rows on main, dev changed {n // 10:,} and main {n // 7:,}: set up in "
           f"{time.monotonic() - started:.0f} s; LAKEUI_JOB_STALE_AFTER={settings.LAKEUI_JOB_STALE_AFTER} s, "
-          f"LAKEUI_JOB_RECOVER_EVERY={settings.LAKEUI_JOB_RECOVER_EVERY} s")  # fmt: skip
+          f"LAKEUI_JOB_RECOVER_EVERY={settings.LAKEUI_JOB_RECOVER_EVERY} s, load average "
+          f"{', '.join(f'{value:.1f}' for value in os.getloadavg())}")  # fmt: skip
 
     before = ref_resolve(catalog=catalog, ref="main").commit.id
     os.environ["LAKEUI_JOB_CRASH_AT"] = "before_commit"
-    dying = Worker(logs, 1)  # inherits the crash point from this process's environment
+    name = f"merge-recovery-{uuid.uuid4().hex[:6]}@%h"
+    dying = NamedWorker(logs, 1, name)  # inherits the crash point from this process's environment
     del os.environ["LAKEUI_JOB_CRASH_AT"]
     with transaction.atomic():
         job = merge_submit(catalog=catalog, source="dev", target="main")
@@ -101,7 +125,7 @@ def main() -> None:
     dying.process.wait(timeout=3600)
     killed_at = time.monotonic()
     print(f"the merge ran {killed_at - submitted:.1f} s on the first worker before it was killed (before its commit)")
-    recovering = Worker(logs, 2)
+    recovering = Worker(logs, 2) if args.new_name else NamedWorker(logs, 2, name)
     try:
         restarted = wait(job, (*Job.FINISHED,), 0)
         while restarted.attempts < 2 and not restarted.is_finished:
@@ -126,6 +150,8 @@ def main() -> None:
         exact = head.commit.parent_id == before and all(same)
     else:
         exact = head.commit.id == before
+    restart = "under another name" if args.new_name else "under its name"
+    print(f"worker restarted {restart}; load average {', '.join(f'{value:.1f}' for value in os.getloadavg())}")
     print(f"kill -> second start: {second_start:.1f} s; kill -> merge ended ({job.status}, attempts {job.attempts}): "
           f"{ended:.1f} s (target 120 s); main exact: {exact}")  # fmt: skip
     for worker_log in sorted(logs.glob("worker-*.log")):

@@ -1,10 +1,17 @@
 """Django-side access to the engine's SparkSession, configured from settings."""
 
+import logging
+import threading
+import time
+
+from celery.signals import worker_process_init
 from django.conf import settings
 from pyspark.sql import SparkSession
 
 from catalog_app.engine import session
 from lakeui.jobs.tasks import worker_kind
+
+logger = logging.getLogger(__name__)
 
 
 def spark_config() -> session.SparkConfig:
@@ -28,3 +35,23 @@ def spark_config() -> session.SparkConfig:
 
 def spark_session() -> SparkSession:
     return session.get_or_create(spark_config())
+
+
+@worker_process_init.connect
+def spark_warm_start(**kwargs) -> None:
+    """Start this worker process's Spark (its JVM and SparkContext: 10 to 25 s on a busy machine) as the process
+    starts, in the background (LAKEUI_SPARK_WARM), rather than in its first job; a job that arrives meanwhile waits
+    for it. A worker restarted after a crash so starts its Spark while it takes the dead worker's job over
+    (docs/operations.md#what-survives-a-crash). Prefork pool processes (what `make run` starts): the signal is sent
+    in each of them."""
+    if settings.LAKEUI_SPARK_WARM:
+        threading.Thread(target=_warm, name="spark-warm", daemon=True).start()
+
+
+def _warm() -> None:
+    started = time.monotonic()
+    try:
+        spark_session()
+        logger.info("Spark started in %.1f s", time.monotonic() - started)
+    except Exception:  # the first job starts it again, and says what is wrong
+        logger.warning("Starting Spark failed", exc_info=True)

@@ -32,7 +32,7 @@ from checks_app.selectors import check_run_dict
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.events import CHECK_FINISHED, event_emit
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_create, job_run_sync
+from lakeui.jobs.services import job_answered_here, job_create, job_run_sync
 
 STATEMENT_JOB = "check_statement"  # parses a check's SELECT on the interactive worker (job_kinds.py)
 RUN_JOB = "check_run"  # runs a check on a ref, on demand
@@ -168,10 +168,25 @@ def check_delete(*, check: Check) -> None:
 
 
 def check_run_submit(*, check: Check, ref: str, user: AbstractBaseUser) -> Job:
-    """Queue a run of `check` on a ref's commit (an admin trying it out); the ref is resolved now."""
-    commit = ref_resolve(catalog=check.catalog, ref=ref).commit
+    """Run `check` on a ref's commit (an admin trying it out); the ref is resolved now. A run that needs no Spark
+    (an earlier run of the same version on the same files, or a small table whose statement `select_here` answers
+    exactly) is judged here, in the request, and recorded with a job already finished; any other is queued for a
+    worker. Either way the caller follows the job."""
+    catalog = check.catalog
+    commit = ref_resolve(catalog=catalog, ref=ref).commit
     params = {"catalog_id": str(check.catalog_id), "check_id": check.id, "ref": commit.id}
-    return job_create(kind=RUN_JOB, params=params, requested_by=user)
+    chain = commit_chain(commit)
+    fingerprint = run_fingerprint(chain, check)
+    judged = _verdict(None, catalog=catalog, chain=chain, check=check, fingerprint=fingerprint)
+    if judged is None:
+        return job_create(kind=RUN_JOB, params=params, requested_by=user)
+
+    def record(job: Job) -> dict[str, Any]:
+        run = _run_record(catalog=catalog, check=check, commit=commit, fingerprint=fingerprint, judged=judged,
+                          job=job, user=user)  # fmt: skip
+        return check_run_dict(run)
+
+    return job_answered_here(kind=RUN_JOB, params=params, requested_by=user, answer=record)
 
 
 # --- judging a commit -------------------------------------------------------------------------------------------
@@ -214,39 +229,65 @@ def checks_run(
     runs = []
     for check in checks:
         fingerprint = run_fingerprint(chain, check)
-        earlier = (
-            CheckRun.objects.filter(check_rule=check, check_version=check.version, fingerprint=fingerprint,
-                                    reused_from=None, state__in=(CheckRun.State.SUCCESS, CheckRun.State.FAILURE))
-            .order_by("-created_at").first()
+        judged = _verdict(spark, catalog=catalog, chain=chain, check=check, fingerprint=fingerprint)
+        runs.append(
+            _run_record(catalog=catalog, check=check, commit=commit, fingerprint=fingerprint, judged=judged,
+                        source_head=source_head, target_head=target_head, job=job, user=user)
         )  # fmt: skip
-        if earlier is not None:
-            judged = {
-                "state": earlier.state, "row_count": earlier.row_count, "columns": earlier.columns,
-                "failing_rows": earlier.failing_rows, "message": earlier.message, "duration_ms": 0,
-                "reused_from": earlier,
-            }  # fmt: skip
-        else:
-            judged = _judge(spark, catalog=catalog, chain=chain, check=check)
-        with transaction.atomic():
-            run = CheckRun.objects.create(
-                catalog=catalog, kind=CheckRun.Kind.SQL, check_rule=check, check_version=check.version,
-                name=check.name, commit=commit.id, source_head=source_head, target_head=target_head,
-                fingerprint=fingerprint, advisory=check.advisory, job=job,
-                created_by=_author(user), **judged,
-            )  # fmt: skip
-            event_emit(catalog=catalog, kind=CHECK_FINISHED, payload=check_run_dict(run), actor=user)
-        runs.append(run)
     return runs
 
 
-def _judge(spark: Callable[[], Any], *, catalog: Catalog, chain: Chain, check: Check) -> dict[str, Any]:
-    """Run a check's statement at a commit: success when it returns at most `max_rows` rows; else the first rows."""
+@transaction.atomic
+def _run_record(
+    *,
+    catalog: Catalog,
+    check: Check,
+    commit: Commit,
+    fingerprint: str,
+    judged: dict[str, Any],
+    source_head: str = "",
+    target_head: str = "",
+    job=None,
+    user: AbstractBaseUser | None = None,
+) -> CheckRun:
+    run = CheckRun.objects.create(
+        catalog=catalog, kind=CheckRun.Kind.SQL, check_rule=check, check_version=check.version, name=check.name,
+        commit=commit.id, source_head=source_head, target_head=target_head, fingerprint=fingerprint,
+        advisory=check.advisory, job=job, created_by=_author(user), **judged,
+    )  # fmt: skip
+    event_emit(catalog=catalog, kind=CHECK_FINISHED, payload=check_run_dict(run), actor=user)
+    return run
+
+
+def _verdict(
+    spark: Callable[[], Any] | None, *, catalog: Catalog, chain: Chain, check: Check, fingerprint: str
+) -> dict[str, Any] | None:
+    """A run's outcome: an earlier run's of the same version on the same files, else the check judged now (by
+    Spark if `select_here` cannot answer it; without `spark`, None then)."""
+    earlier = (
+        CheckRun.objects.filter(check_rule=check, check_version=check.version, fingerprint=fingerprint,
+                                reused_from=None, state__in=(CheckRun.State.SUCCESS, CheckRun.State.FAILURE))
+        .order_by("-created_at").first()
+    )  # fmt: skip
+    if earlier is None:
+        return _judge(spark, catalog=catalog, chain=chain, check=check)
+    return {
+        "state": earlier.state, "row_count": earlier.row_count, "columns": earlier.columns,
+        "failing_rows": earlier.failing_rows, "message": earlier.message, "duration_ms": 0, "reused_from": earlier,
+    }  # fmt: skip
+
+
+def _judge(spark: Callable[[], Any] | None, *, catalog: Catalog, chain: Chain, check: Check) -> dict[str, Any] | None:
+    """Run a check's statement at a commit: success when it returns at most `max_rows` rows; else the first rows.
+    None if only Spark can run it and `spark` is None."""
     started = time.monotonic()
     here = select_here(chain=chain, statement=check.sql)
     if here is not None:  # a small table, a statement quick_sql answers exactly: no Spark job
         count = len(here.rows)
         shown = {"columns": here.columns, "rows": here.rows[:FAILING_ROWS]} if count > check.max_rows else None
         return _judged(check, count, shown, started)
+    if spark is None:
+        return None
     try:
         frame = select_frame(spark(), catalog=catalog, chain=chain, statement=check.sql,
                              warehouse=Warehouse(settings.LAKEUI_WAREHOUSE))  # fmt: skip

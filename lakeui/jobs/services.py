@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 # (catalog_app.tasks.run_job) is refused by the worker as unknown; job_recover sends its job again.
 RUN_JOB_TASK = "lakeui.jobs.tasks.run_job"
 MESSAGE_CANCELLED = "The job was cancelled."
+HERE = "here"  # the worker of a job its caller answered itself (job_answered_here)
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
 # An interactive job that does not stop at its soft time limit (Python does not get control back) is killed this
 # many seconds later; its worker process is replaced.
@@ -77,6 +79,29 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
     # robust: a broker that is down must not turn the caller's committed write into a 500; the job stays
     # queued and is visible as such.
     transaction.on_commit(lambda: job_send(job_id, kind), robust=True)
+    return job
+
+
+@transaction.atomic
+def job_answered_here(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    answer: Callable[[Job], dict[str, Any]],
+    requested_by: AbstractBaseUser | None = None,
+) -> Job:
+    """A job its caller ran itself (a read too small to be worth a worker's queue): recorded already succeeded, with
+    `answer(job)` as its result, in one transaction with whatever `answer` writes (which may refer to the job), so
+    whoever follows jobs sees it like any other. Nothing is sent; an error in `answer` leaves no job."""
+    job_kind_get(kind)
+    now = timezone.now()
+    job = Job.objects.create(
+        kind=kind, params=params, requested_by=requested_by if requested_by and requested_by.is_authenticated else None,
+        status=Job.Status.RUNNING, worker=HERE, attempts=1, started_at=now, heartbeat_at=now,
+    )  # fmt: skip
+    job.result = answer(job)
+    job.status, job.progress, job.finished_at = Job.Status.SUCCEEDED, 100, timezone.now()
+    job.save(update_fields=["result", "status", "progress", "finished_at"])
     return job
 
 
@@ -303,13 +328,37 @@ def job_recover() -> list[str]:
     """
     now = timezone.now()
     stale_before = now - timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER)
-    resend: list[Job] = []
-    stale_running = Job.objects.filter(status=Job.Status.RUNNING).filter(
-        Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
+    stale = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
+    resend = _running_taken_back(Job.objects.filter(stale, status=Job.Status.RUNNING), stale, now)
+    # A queued job's heartbeat_at is the time it was last sent again (null: only sent at creation).
+    lost = Job.objects.filter(status=Job.Status.QUEUED).filter(
+        Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
     )
-    for job in stale_running.only("id", "kind", "worker", "attempts", "heartbeat_at", "cancel_requested"):
-        same = Job.objects.filter(id=job.id, status=Job.Status.RUNNING, worker=job.worker)
-        same = same.filter(Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True))
+    for job in lost.only("id", "kind", "heartbeat_at", "created_at"):
+        sent_before = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
+        if Job.objects.filter(sent_before, id=job.id, status=Job.Status.QUEUED).update(heartbeat_at=now):
+            logger.warning("Job %s stayed queued for %d s; sending it again", job.id, settings.LAKEUI_JOB_STALE_AFTER)
+            resend.append(job)
+    return _sent_again(resend)
+
+
+def job_recover_restarted(*, node: str, run: str) -> list[str]:
+    """Send again now the running jobs an earlier run of this worker node held (claimed as `<node>/<its run>/...`,
+    not `<node>/<run>/...`): a node name is one worker's (Celery's rule), so that run is dead, and its jobs need not
+    wait LAKEUI_JOB_STALE_AFTER for their heartbeat to go stale. Called as a worker becomes ready: a worker that a
+    supervisor restarts under its name (`make run`, Docker's restart policy) takes its jobs back at once."""
+    mine = Q(worker__startswith=f"{node}/") & ~Q(worker__startswith=f"{node}/{run}/")
+    resend = _running_taken_back(Job.objects.filter(mine, status=Job.Status.RUNNING), mine, timezone.now())
+    return _sent_again(resend)
+
+
+def _running_taken_back(jobs, dead: Q, now) -> list[Job]:
+    """Running `jobs` whose worker is dead (`dead` still holds when each is taken back): cancelled if that was
+    asked, failed `worker_lost` if started LAKEUI_JOB_MAX_ATTEMPTS times, else queued again (a cancel then ends it
+    at once, and its old worker, should it wake up, loses its claim). The ones to send again."""
+    resend: list[Job] = []
+    for job in jobs.only("id", "kind", "worker", "attempts", "heartbeat_at", "cancel_requested"):
+        same = Job.objects.filter(dead, id=job.id, status=Job.Status.RUNNING, worker=job.worker)
         if job.cancel_requested:
             same.update(status=Job.Status.CANCELLED, finished_at=now, error_code="cancelled",
                         error_message=MESSAGE_CANCELLED_WORKER_GONE)  # fmt: skip
@@ -320,21 +369,16 @@ def job_recover() -> list[str]:
         elif same.update(status=Job.Status.QUEUED, worker="", heartbeat_at=now):
             logger.warning("Job %s lost its worker %s; sending it again", job.id, job.worker)
             resend.append(job)
-    # A queued job's heartbeat_at is the time it was last sent again (null: only sent at creation).
-    lost = Job.objects.filter(status=Job.Status.QUEUED).filter(
-        Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
-    )
-    for job in lost.only("id", "kind", "heartbeat_at", "created_at"):
-        sent_before = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
-        if Job.objects.filter(sent_before, id=job.id, status=Job.Status.QUEUED).update(heartbeat_at=now):
-            logger.warning("Job %s stayed queued for %d s; sending it again", job.id, settings.LAKEUI_JOB_STALE_AFTER)
-            resend.append(job)
-    for job in resend:
+    return resend
+
+
+def _sent_again(jobs: list[Job]) -> list[str]:
+    for job in jobs:
         try:
             job_send(str(job.id), job.kind)
         except Exception:  # a broker that is down: the job stays queued and is sent again on a later round
             logger.exception("Could not send job %s again", job.id)
-    return [str(job.id) for job in resend]
+    return [str(job.id) for job in jobs]
 
 
 class JobRecoveryLoop(threading.Thread):

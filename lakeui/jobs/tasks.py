@@ -1,10 +1,16 @@
 """Celery tasks: interfaces like views. They take ids, call a service, and own the retry policy."""
 
+import logging
+import uuid
+
 from celery import shared_task
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 from django.conf import settings
+from django.db import connection
 
-from lakeui.jobs.services import RUN_JOB_TASK, JobOutcome, JobRecoveryLoop, job_execute
+from lakeui.jobs.services import RUN_JOB_TASK, JobOutcome, JobRecoveryLoop, job_execute, job_recover_restarted
+
+logger = logging.getLogger(__name__)
 
 # A duplicate delivery of a job that is alive elsewhere comes back until that job can have finished.
 _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_JOB_STALE_AFTER) + 5
@@ -13,18 +19,30 @@ _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_J
 @shared_task(name=RUN_JOB_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=_DUPLICATE_RETRIES)
 def run_job(self, job_id: str) -> str:
     _, soft_time_limit = self.request.timelimit or (None, None)
-    outcome = job_execute(job_id=job_id, worker=self.request.hostname or "worker", soft_time_limit=soft_time_limit)
+    worker = f"{self.request.hostname or 'worker'}/{RUN}"
+    outcome = job_execute(job_id=job_id, worker=worker, soft_time_limit=soft_time_limit)
     if outcome is JobOutcome.BUSY:
         raise self.retry(countdown=settings.LAKEUI_JOB_STALE_AFTER)
     return outcome.value
 
 
 _recovery: list[JobRecoveryLoop] = []
+# This run of the worker (its pool processes inherit it): a job's claim is `<node name>/<RUN>/<claim>`.
+RUN = uuid.uuid4().hex[:8]
 
 
 @worker_ready.connect
-def start_job_recovery(**kwargs) -> None:
-    """Every worker (any broker, embedded included) looks for jobs whose worker died or whose message was lost."""
+def start_job_recovery(sender=None, **kwargs) -> None:
+    """Every worker (any broker, embedded included) takes back at once the jobs an earlier run of its node held,
+    then looks for jobs whose worker died or whose message was lost."""
+    node = getattr(sender, "hostname", None)
+    if node:
+        try:
+            job_recover_restarted(node=node, run=RUN)
+        except Exception:  # a busy or restarting database: the recovery loop finds them once they are stale
+            logger.warning("Taking back the jobs of this worker's earlier run failed", exc_info=True)
+        finally:
+            connection.close()
     loop = JobRecoveryLoop()
     loop.start()
     _recovery.append(loop)

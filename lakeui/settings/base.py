@@ -180,6 +180,8 @@ LAKEUI_WAREHOUSE = warehouse_location(ENV, BASE_DIR)
 # Folders under the warehouse (from its root) that hold Iceberg tables of other catalogs, which Iceberg's `register`
 # brings onto a branch without copying (catalog_app/iceberg/register.py); their files are never garbage collected.
 LAKEUI_ICEBERG_REGISTER_ROOTS = env.list("LAKEUI_ICEBERG_REGISTER_ROOTS", default=["external"])
+# Every worker process starts its Spark as it starts, in the background, not in its first job (catalog_app/spark.py).
+LAKEUI_SPARK_WARM = env.bool("LAKEUI_SPARK_WARM", True)
 # Key loads of up to this many incoming rows, into candidate segments of up to this many rows, match keys on the
 # driver with Arrow (catalog_app/engine/keymatch.py); larger ones match them in Spark jobs.
 LAKEUI_DRIVER_MATCH_ROWS = env.int("LAKEUI_DRIVER_MATCH_ROWS", 2_000_000)

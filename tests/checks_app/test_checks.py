@@ -284,3 +284,41 @@ def _planned(client, base, number, timeout=120):
             return body
         assert time.monotonic() < deadline, body["status"]
         time.sleep(0.2)
+
+
+def test_a_run_on_a_small_table_is_judged_in_the_request_as_spark_judges_it(clients, user, settings):
+    """An on-demand run that needs no Spark (a small table, a statement quick_sql answers exactly; or an earlier
+    run of the same version on the same files) is judged in the request: its job is finished when the POST
+    answers. One Spark must judge goes to a worker, and both judge alike."""
+    catalog = lake(user)
+    insert(catalog, [{"id": 3, "amount": -5, "region": "eu"}, {"id": 4, "amount": -6, "region": "us"}], branch="dev")
+    here = add_check(clients["alice"], catalog, max_rows=1)
+    spark = add_check(clients["alice"], catalog, name="by spark", max_rows=1,
+                      sql="SELECT id, amount FROM sales.orders WHERE amount + 0 < 0")  # fmt: skip
+
+    def run(check) -> tuple[dict, CheckRun]:
+        url = f"/api/v1/catalogs/{catalog.name}/checks/{check['id']}/runs"
+        response = clients["alice"].post(url, {"ref": "dev"}, format="json")
+        assert response.status_code == 202, response.json()
+        job = wait_for_job(response.json()["id"])
+        assert job.status == "succeeded", job.error_message
+        return response.json(), CheckRun.objects.get(job=job)
+
+    answered, judged = run(here)
+    assert (answered["status"], answered["progress"]) == ("succeeded", 100)  # no worker, no wait
+    assert Job.objects.get(id=answered["id"]).worker == "here"
+    assert answered["result"]["id"] == str(judged.id) and judged.reused_from is None
+    queued, by_spark = run(spark)
+    assert queued["status"] == "queued" and Job.objects.get(id=queued["id"]).worker != "here"
+    assert (judged.state, judged.row_count, judged.columns, judged.failing_rows, judged.commit) == (
+        by_spark.state, by_spark.row_count, by_spark.columns, by_spark.failing_rows, by_spark.commit,
+    ) == ("failure", 2, [{"name": "id", "type": "bigint"}, {"name": "amount", "type": "int"}], [[3, -5], [4, -6]],
+          head(catalog, "dev"))  # fmt: skip
+    # The same version on the same files: the earlier run again, in the request too.
+    again, reused = run(here)
+    assert again["status"] == "succeeded" and reused.reused_from_id == judged.id
+    # Quick SQL off (LAKEUI_QUICK_SQL_ROWS=0 in this process): a new version goes to a worker.
+    settings.LAKEUI_QUICK_SQL_ROWS = 0
+    clients["alice"].patch(f"/api/v1/catalogs/{catalog.name}/checks/{here['id']}", {"max_rows": 2}, format="json")
+    queued, passed = run(here)
+    assert queued["status"] == "queued" and (passed.state, passed.row_count) == ("success", 2)

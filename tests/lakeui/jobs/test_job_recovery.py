@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from catalog_app.models import Commit
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_recover
+from lakeui.jobs.services import job_recover, job_recover_restarted
 from lakeui.jobs.tasks import run_job
 from tests.conftest import wait_for_job
 from tests.support.worker import Worker
@@ -47,6 +47,26 @@ def test_queued_job_whose_message_was_lost_is_sent_again(celery_worker, settings
     job = wait_for_job(job.id, timeout=60)
     assert job.status == Job.Status.SUCCEEDED
     assert marker.read_text().count("run ") == 1
+
+
+@worker_db
+def test_a_restarted_worker_takes_back_at_once_the_jobs_its_earlier_run_held(celery_worker, tmp_path):
+    """A worker node that starts again (a supervisor restarting it under its name) sends again the running jobs
+    its earlier run claimed, however fresh their heartbeat: that run is dead. Its own run's jobs, and other nodes'
+    (a name that merely begins alike too), are left alone."""
+    marker = tmp_path / "runs.txt"
+    fresh = {"status": Job.Status.RUNNING, "heartbeat_at": timezone.now(), "attempts": 1}
+    earlier = Job.objects.create(kind="test.count", params={"path": str(marker)}, worker="jobs@vm/run1/abc", **fresh)
+    current = Job.objects.create(kind="test.echo", worker="jobs@vm/run2/def", **fresh)
+    others = [Job.objects.create(kind="test.echo", worker=name, **fresh) for name in ("jobs@vm2/run1/x", "web/y")]
+    assert job_recover_restarted(node="jobs@vm", run="run2") == [str(earlier.id)]
+    assert job_recover_restarted(node="jobs@vm", run="run2") == []  # sent once
+    job = wait_for_job(earlier.id, timeout=60)
+    assert (job.status, job.attempts, job.result) == (Job.Status.SUCCEEDED, 2, {"runs": 1})
+    for left in (current, *others):
+        left.refresh_from_db()
+        assert left.status == Job.Status.RUNNING and left.attempts == 1
+    Job.objects.filter(id__in=[current.id, *(other.id for other in others)]).update(status=Job.Status.CANCELLED)
 
 
 @pytest.mark.django_db
@@ -199,10 +219,12 @@ def _kill_while_spark_writes(worker: Worker, catalog, timeout: float = 240) -> N
     worker.kill()
 
 
-def _killed_and_recovered(submit, crash_at: str, env: dict, tmp_path, catalog, *, timeout: float, started=None):
+def _killed_and_recovered(submit, crash_at: str, env: dict, tmp_path, catalog, *, timeout: float, started=None,
+                          restarted: bool = False):  # fmt: skip
     """Submit a job (`submit`, in a transaction) to a worker that dies at `crash_at` (its process group SIGKILLed),
-    start a new worker, and wait for the job to end: the job, the seconds from the kill to its end, and the new
-    worker's log. `started` (a list) gets the seconds from the kill to the job's second start."""
+    start a new worker (`restarted`: under the dead one's node name, as a supervisor restarts it), and wait for the
+    job to end: the job, the seconds from the kill to its end, and the new worker's log. `started` (a list) gets the
+    seconds from the kill to the job's second start."""
     from django.db import transaction
 
     db = dict(connection.settings_dict)
@@ -218,7 +240,11 @@ def _killed_and_recovered(submit, crash_at: str, env: dict, tmp_path, catalog, *
         first.kill()
     assert Job.objects.get(id=job.id).status == Job.Status.RUNNING, first.log()[-4000:]
     killed_at = time.monotonic()
-    second = Worker(db=db, log_path=tmp_path / "second.log", concurrency=1, env=env).start()
+    second = Worker(db=db, log_path=tmp_path / "second.log", concurrency=1, env=env)
+    if restarted:
+        named = second.command.index("--hostname") + 1
+        second.command[named] = first.command[named]
+    second.start()
     try:
         deadline = time.monotonic() + timeout
         while started is not None and not started and time.monotonic() < deadline:
@@ -271,14 +297,15 @@ def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
 
 
 RECOVERY_BOUND = 120  # seconds from the kill to the job's end (DESIGN.md section 6)
+OVERLOADED = 4  # load average per core past which the bound is not held (an explicit xfail, with the figures)
 
 
 def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(transactional_db, spark, tmp_path, monkeypatch):
     """A merge of a primary-key table that both branches changed (a row-level merge by key, its rows written by
-    Spark) is SIGKILLed with its worker after it wrote its files, before its commit; a new worker takes the job over
-    once its heartbeat is older than LAKEUI_JOB_STALE_AFTER (a bound that does not depend on the job's size) and the
-    merge ends within two minutes of the kill: done with exactly the merged rows, or cleanly failed with main as it
-    was."""
+    Spark) is SIGKILLed with its worker after it wrote its files, before its commit; the worker is started again
+    under its name, as a supervisor restarts it (`make run`, Docker's restart policy), takes the job back as it
+    becomes ready (its heartbeat need not go stale first) while its Spark starts, and the merge ends within two
+    minutes of the kill: done with exactly the merged rows, or cleanly failed with main as it was."""
 
     from catalog_app.services.refs import branch_create
     from merge_app.services.merges import merge_submit
@@ -299,10 +326,10 @@ def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(transactio
     submit = lambda: merge_submit(catalog=catalog, source="dev", target="main")  # noqa: E731
     started: list[float] = []
     job, ended, log = _killed_and_recovered(submit, "before_commit", env, tmp_path, catalog,
-                                            timeout=RECOVERY_BOUND + 120, started=started)  # fmt: skip
+                                            timeout=RECOVERY_BOUND + 120, started=started, restarted=True)  # fmt: skip
     assert job.status in (Job.Status.SUCCEEDED, Job.Status.FAILED), (job.status, log[-4000:])
-    # Taken over once its heartbeat is stale: within STALE_AFTER + RECOVER_EVERY of the kill (and the new worker's
-    # start, here at most a minute on a busy machine), whatever the job's size.
+    # Taken back as the restarted worker is ready (its start: at most a minute on a busy machine), whatever the
+    # job's size; the bound is the one of a worker of another name, which waits for the heartbeat to go stale.
     pickup = settings.LAKEUI_JOB_STALE_AFTER + settings.LAKEUI_JOB_RECOVER_EVERY + 60
     assert started and started[0] < pickup, (started, log[-4000:])
     if job.status == Job.Status.FAILED:
@@ -313,6 +340,11 @@ def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(transactio
         got = [(r["id"], r["amount"], r["region"]) for r in read(spark, catalog).orderBy("id").collect()]
         assert got == [(i, i % 100 + (1000 if i % 2 == 0 else 0), "m" if i % 3 == 0 else f"r{i % 7}") for i in ALL_IDS]
     assert_consistent(catalog.name)
-    if ended >= RECOVERY_BOUND:  # the pickup was in time (asserted above): the re-run is what took long
-        pytest.xfail(f"the merge ended {ended:.0f} s after the kill ({started[0]:.0f} s to its second start): the new "
-                     "worker re-runs the merge from the start on a cold Spark, which the busy machine made slow")  # fmt: skip
+    # The pickup was in time (asserted above): the rest is the restarted worker's Spark start and the merge run
+    # again from the start, which a machine running several times more processes than it has cores makes slow.
+    load = os.getloadavg()[0]
+    if ended >= RECOVERY_BOUND and load > OVERLOADED * (os.cpu_count() or 1):
+        pytest.xfail(f"the merge ended {ended:.0f} s after the kill ({started[0]:.0f} s to its second start) at a load "
+                     f"average of {load:.0f} on {os.cpu_count()} cores: the restarted worker starts a new Spark JVM "
+                     "and runs the merge again from the start")  # fmt: skip
+    assert ended < RECOVERY_BOUND, (ended, started, load, log[-4000:])
