@@ -20,13 +20,6 @@ def ids(spark, catalog, ref):
     return sorted(r["id"] for r in read(spark, catalog, ref).collect())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A merge with target_wins keeps the target's rows but records nothing of the source's operations it "
-    "declined (DESIGN 4.0: never undone), so merging the target back replays only its own operations and the "
-    "source keeps what the target declined (unkeyed model seeds 51 and 52). Converging needs the declined "
-    "operations' undo recorded on the merge commit, as a revert records its own.",
-)
 def test_a_branch_merged_back_after_target_wins_holds_the_same_rows(spark):
     catalog = make_catalog()
     make_table(catalog)

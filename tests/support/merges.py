@@ -55,7 +55,7 @@ def converges(catalog, *, source: str, target: str, rows) -> str | None:
         try:
             branch_merge(catalog=catalog, source=copy_target, target=copy_source)
         except ConflictError as error:
-            return f"merging {target} back into {source} was refused ({error.code}: {error.message})"
+            return f"merging {target} back into {source} was refused ({error.code}: {error.message} {error.details})"
         back, there = rows(copy_source), rows(target)
         if back != there:
             only_back = sorted(set(back) - set(there))
