@@ -572,9 +572,10 @@ class MergeWriter:
     def _declined(self, obj: ObjectDiff) -> dict[str, Any]:
         """Record, as an operation of the merge's own, the undo of the source operations it declined of a table
         without a key (`target_wins`, a dropped compaction: `plan.undo.declined_undo`), so that the target's state
-        holds the decision and merging the target back carries it to the source (docs/merge-semantics.md#merges-
-        converge). It changes none of the target's files: they already lack what was declined. A revert or a
-        cherry-pick records none (no branch is merged back through it). Returns the audit log's entry of it."""
+        holds the decision and merging the target back carries it to the source
+        (docs/merge-semantics.md#merges-converge). It changes none of the target's files: they already lack what
+        was declined. A revert or a cherry-pick records none (no branch is merged back through it). Returns the
+        audit log's entry of it."""
         undo = None if self.diff.explicit is not None else declined_undo(obj)
         if undo is None:
             return {}
