@@ -69,6 +69,7 @@ class MOp:
     rids: frozenset[int] = frozenset()  # delete, update: the row versions addressed
     step: int = 0  # update: the new version of a row is `step * 10**6 + id`
     uncertain: bool = False  # a revert's undo of a rewrite: its cells against other operations may go either way
+    restores: bool = False  # an undo's insert of rows put back: not where the target holds another version of them
 
     @property
     def created(self) -> set[int]:
@@ -225,7 +226,7 @@ class Model:
         if made:
             undo.append(MOp(next(self.uids), number, "delete", rids=frozenset(made), uncertain=True))
         if back:
-            undo.append(MOp(next(self.uids), number, "insert", rows=tuple(back), uncertain=True))
+            undo.append(MOp(next(self.uids), number, "insert", rows=tuple(back), uncertain=True, restores=True))
         self.origin |= {op.uid: number for op in undo}
         return undo
 
@@ -322,7 +323,16 @@ def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops:
     overwrote = any(op.kind == "overwrite" for op in ops)
     gone = {rid for rid in addressed if rid not in src}
     kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or not overwrote)}
-    return kept | {rid: row for rid, row in src.items() if rid not in base and rid in created}
+    # A row an undo puts back comes back by its file: where the target updated it since (its segment is there,
+    # with the target's delete of that version), it does not come back beside the target's version.
+    restored = set().union(*(op.created for op in ops if op.restores)) - set().union(
+        *(op.created for op in ops if not op.restores)
+    )
+    held = {rid % 10**6 for rid in dest}
+    return kept | {
+        rid: row for rid, row in src.items()
+        if rid not in base and rid in created and not (rid in restored and rid % 10**6 in held)
+    }  # fmt: skip
 
 
 def apply(rows: dict[int, Row], op: MOp) -> dict[int, Row]:
