@@ -36,7 +36,7 @@ NEW_FILE_SECONDS = 30.0
 
 
 def pytest_configure(config):
-    if hasattr(config.option, "loadscopereorder"):
+    if FILE_SECONDS and hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # xdist keeps the order of the collection, made below
 
 
@@ -44,7 +44,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Under xdist, the longest files first (a stable sort: each file's tests keep their order); a single process
     keeps the files in their usual order."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if FILE_SECONDS and os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::")[0], NEW_FILE_SECONDS))
 
 
