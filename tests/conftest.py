@@ -1,3 +1,5 @@
+import json
+import os
 import time
 from pathlib import Path
 
@@ -15,10 +17,35 @@ from lakeui.jobs.models import Job
 from tests.support.worker import Worker
 
 IDLE_TIMEOUT = 120
+# How often a test looks again at a job it waits for (one small query): most jobs here take well under a second.
+POLL_INTERVAL = 0.05
 
 
 _workers: list[Worker] = []  # the session's workers, once a test has started them
 _CALLED = pytest.StashKey[bool]()
+
+
+# `make test` hands whole files to its processes (pytest-xdist's loadfile), the next file to a process as it nears
+# the end of its last, and the run ends with its longest-running process. The longest files go first, so that no long
+# file starts near the end while the other process has nothing left: xdist's own order (the files with the most
+# tests first) put a two-minute file with few tests last. The seconds per file come from a run of the suite
+# (tests/file_seconds.json, remade with `python -m tests.support.file_seconds report.xml` from pytest's
+# --junitxml); a file it does not know yet counts as NEW_FILE_SECONDS.
+FILE_SECONDS = json.loads((Path(__file__).parent / "file_seconds.json").read_text())
+NEW_FILE_SECONDS = 30.0
+
+
+def pytest_configure(config):
+    if FILE_SECONDS and hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist keeps the order of the collection, made below
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the longest files first (a stable sort: each file's tests keep their order); a single process
+    keeps the files in their usual order."""
+    if FILE_SECONDS and os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::")[0], NEW_FILE_SECONDS))
 
 
 @pytest.fixture(scope="session")
@@ -26,15 +53,20 @@ def _worker_process(django_db_setup, django_db_blocker):
     """The session's workers, as `make run` starts them: one for jobs (two processes), one for the interactive
     queue (the reads a person waits for)."""
     db, logs = dict(connection.settings_dict), Path(settings.VAR_DIR)
-    jobs = Worker(db=db, log_path=logs / "worker.log").start()
-    _workers.append(jobs)
+    jobs = Worker(db=db, log_path=logs / "worker.log")
     interactive = Worker(db=db, log_path=logs / "worker-interactive.log", concurrency=1,
                          queue=settings.LAKEUI_INTERACTIVE_QUEUE)  # fmt: skip
-    _workers.append(interactive.start())
-    yield jobs
-    for worker in (interactive, jobs):
-        _workers.remove(worker)
-        worker.stop()
+    try:
+        for worker in (jobs, interactive):  # both start at once, then each is waited for
+            _workers.append(worker.launch())
+        for worker in (jobs, interactive):
+            worker.ready()
+        yield jobs
+    finally:
+        for worker in (interactive, jobs):
+            if worker in _workers:
+                _workers.remove(worker)
+            worker.stop()
 
 
 @pytest.fixture
@@ -78,14 +110,15 @@ def _settle(workers: list[Worker]) -> None:
     deadline = time.monotonic() + IDLE_TIMEOUT
     while Job.objects.filter(status=Job.Status.QUEUED).update(status=Job.Status.CANCELLED) or running.exists():
         assert time.monotonic() < deadline, f"the worker is still busy after the test: {list(running.values('kind'))}"
-        time.sleep(0.1)
+        time.sleep(POLL_INTERVAL)
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """The test process's own SparkSession, built by the engine exactly as a worker builds it."""
     warehouse = tmp_path_factory.mktemp("warehouse")
-    yield spark_session_module.get_or_create(spark_session_module.SparkConfig(warehouse=str(warehouse)))
+    config = spark_session_module.SparkConfig(warehouse=str(warehouse), extra=dict(settings.LAKEUI_SPARK_CONF))
+    yield spark_session_module.get_or_create(config)
     spark_session_module.stop()
 
 
@@ -95,7 +128,7 @@ def wait_for_job(job_id, timeout: float = 120) -> Job:
         job = Job.objects.get(id=job_id)
         if job.is_finished or time.monotonic() > deadline:
             return job
-        time.sleep(0.2)
+        time.sleep(POLL_INTERVAL)
 
 
 @pytest.fixture

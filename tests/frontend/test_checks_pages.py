@@ -169,7 +169,7 @@ def _planned(catalog, number: int, timeout: float = 180) -> None:
         if not status.stale and not status.planning:
             return
         assert time.monotonic() < deadline, status.blockers
-        time.sleep(0.3)
+        time.sleep(0.1)
 
 
 def test_a_merge_request_shows_its_failing_check_and_an_admin_overrides_it(user):

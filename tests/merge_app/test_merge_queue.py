@@ -84,7 +84,7 @@ def queue_until(client, catalog, done, timeout=WAIT):
         if done(body):
             return body
         assert time.monotonic() < deadline, body
-        time.sleep(0.5)
+        time.sleep(0.1)
 
 
 def entry(number) -> QueueEntry:

@@ -51,6 +51,10 @@ class Worker:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self) -> "Worker":
+        return self.launch().ready()
+
+    def launch(self) -> "Worker":
+        """Start the worker's process without waiting for it (`ready` waits): two workers start side by side."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("w") as log:
             self.process = subprocess.Popen(
@@ -61,12 +65,16 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() takes its pool and Spark JVM with it
             )
+        return self
+
+    def ready(self) -> "Worker":
+        """Wait until the launched worker consumes its queue; a worker that exits or hangs first is an error."""
         deadline = time.monotonic() + READY_TIMEOUT
         while " ready." not in self.log():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"The Celery worker did not start:\n{self.log()[-4000:]}")
-            time.sleep(0.2)
+            time.sleep(0.05)
         return self
 
     def stop(self) -> None:

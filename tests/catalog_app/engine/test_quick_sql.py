@@ -1,9 +1,13 @@
 """SELECTs answered without Spark (catalog_app/engine/quick_sql.py): whatever it answers is Spark's answer (the same
 columns, names, types, rows and NULLs), on random tables and random statements of its subset and around it; what
-it cannot answer exactly it refuses (None), and Spark answers."""
+it cannot answer exactly it refuses (None), and Spark answers.
+
+Each run tries EXAMPLES random tables and statements (a new draw each run; each one quick_sql answers costs a Spark
+query in this process); LAKEUI_LONG_TESTS=1 tries LONG_EXAMPLES."""
 
 import datetime
 import decimal
+import os
 
 import pyarrow as pa
 import pytest
@@ -42,6 +46,7 @@ VALUES = {
 LITERALS = {"integer": st.integers(-(2**63) + 1, 2**63 - 1) | st.integers(-3, 3), "string": VALUES["region"]}
 FAMILY = {"id": "integer", "Amount": "integer", "big": "integer", "region": "string"}
 TABLE = "shop.orders"
+EXAMPLES, LONG_EXAMPLES = 15, 300
 
 
 @st.composite
@@ -154,7 +159,11 @@ def _key(row: list) -> str:
     return repr(row)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=LONG_EXAMPLES if os.environ.get("LAKEUI_LONG_TESTS") == "1" else EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(rows=tables(), query=statements())
 def test_quick_answers_are_sparks(spark, rows, query):
     statement, order, limited = query
