@@ -237,7 +237,10 @@ def merge_request_plan_store(*, merge_request_id: int, merge: Merge, resolution:
         conflicts=[conflict["name"] for conflict in plan["conflicts"] if not conflict.get("resolved")],
         resolved=[conflict["name"] for conflict in plan["conflicts"] if conflict.get("resolved")],
     )  # fmt: skip
-    return merge_request
+    # A plan made after the source was merged by other means finds nothing to merge at the heads a read would have
+    # closed the request at (`merge_request_refresh` checks only heads that moved since the plan): close it here.
+    merged_by = _merged_elsewhere(merge_request, plan["heads"]) if plan["up_to_date"] else None
+    return merge_request if merged_by is None else _close_as_merged(merge_request, merged_by)
 
 
 @transaction.atomic

@@ -577,6 +577,30 @@ def test_a_request_whose_source_was_merged_by_other_means_closes_as_merged(clien
     assert MergeRequest.objects.get(number=2).state == "open"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_request_planned_only_after_its_source_was_merged_closes_as_merged(client, user):
+    """The plan job runs after the merge (it is sent when the transaction that opened the request commits): the plan
+    it stores is of the heads after the merge, with nothing to merge, and the request closes as merged then (a read
+    only looks for a merge by other means when the heads moved since the plan)."""
+    from django.db import transaction
+
+    from merge_app.models import MergeRequest
+    from merge_app.services.merge_requests import merge_request_open
+
+    catalog = make_catalog(user=user)
+    database_create(target=on(catalog), name="sales")
+    branch_create(catalog=catalog, name="dev", source="main")
+    database_update(target=on(catalog, "dev"), name="sales", set_properties={"x": "1"})
+    with transaction.atomic():
+        merge_request_open(catalog=catalog, source="dev", target="main", title="Set x", author=user)
+        merge = branch_merge(catalog=catalog, source="dev", target="main", user=user)
+    finish(str(MergeRequest.objects.get(number=1).plan_job_id))
+    request = MergeRequest.objects.get(number=1)
+    assert (request.state, request.merge_id) == ("merged", merge.id)
+    assert request.plan_heads == {"source": head(catalog, "dev"), "target": merge.commit_id}
+    assert "closed as merged" in text(request_page(client))
+
+
 def settled_page(client, number=1, timeout=240):
     """The request's page once its plan is up to date with the heads and resolutions (plans run on the worker)."""
     import time
