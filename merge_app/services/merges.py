@@ -1,8 +1,9 @@
 """MERGE BRANCH (docs/merge-semantics.md): plan once, then write exactly one commit on the target.
 
-Every merge workflow (the diff page, the API diff, merge-request plans, dry runs, merges) plans with
-`merge_plan`: the base, each side's changes, the verdicts and the key comparison of primary-key tables, in one
-plan that nothing changes once made. A merge then does the data work the plan asks for (key merges, deletes in
+Every merge workflow (merge-request plans, dry runs, merges; the diff page and the API diff through
+`services/diff_reads.py`, which answers at once and leaves the key comparison to a job) plans with `merge_plan`:
+the base, each side's changes, the verdicts and the key comparison of primary-key tables, in one plan that nothing
+changes once made. A merge then does the data work the plan asks for (key merges, deletes in
 segments that mix partitions) before it takes the catalog's commit lock; under the lock it only checks that both
 heads are still the planned ones (else it plans again) and commits, so no commit can slip in between its decision
 and its commit and no Spark job runs while writers wait. It either refuses with its conflicts and changes nothing
@@ -96,7 +97,6 @@ def merge_plan(
     target: str,
     resolution: dict | None = None,
     expected_heads: dict[str, str] | None = None,
-    user: AbstractBaseUser | None = None,
     in_worker: bool = False,
 ) -> MergePlan:
     """The one plan step of merge-request plans, dry runs and merges (and, through `merge_diff_read`, of the diff
@@ -104,8 +104,7 @@ def merge_plan(
     process is a worker (`in_worker`: the merge needs the rows). Elsewhere nothing waits for a worker: a table whose
     comparison is stored for these heads takes it, one not compared yet stays pending, and a criss-cross history
     whose virtual base is not made yet raises `BasesNotMerged` (`merge_diff_read` answers both with the job that
-    makes them). Raises `branch_moved` when a head is not the expected one. `user` is who asks (unused by the plan
-    itself)."""
+    makes them). Raises `branch_moved` when a head is not the expected one."""
     diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution,
                                  in_worker=in_worker)  # fmt: skip
     _check_heads(diff, expected_heads)
@@ -123,7 +122,7 @@ def keys_compared(diff: MergeDiff) -> MergePlan:
 
 
 def merge_diff_with_bases(
-    *, catalog: Catalog, source: str, target: str, resolution: dict | None, in_worker: bool, user=None
+    *, catalog: Catalog, source: str, target: str, resolution: dict | None, in_worker: bool
 ) -> MergeDiff:
     """The diff of two refs; in a criss-cross history their merge bases are merged into one virtual base first
     (`bases_merge`) when this process is a worker. Elsewhere a virtual base not made yet raises `BasesNotMerged`:
@@ -249,7 +248,7 @@ def branch_merge(
     refs = {"catalog": catalog, "source": source, "target": target, "resolution": resolution}
     guards = checks_guarding(catalog=catalog, branch=target)
     if dry_run:
-        plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
+        plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
         diff = plan.diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
         if guards and diff.mergeable and not diff.up_to_date:  # what the checks would say of this merge's result
@@ -265,7 +264,7 @@ def branch_merge(
     if override:  # an admin's override holds for every failed check, SQL or external (the request's re-check)
         extra["checks_overridden"] = {**override, "checks": []}
     for _ in range(PLANS):
-        plan = merge_plan(**refs, expected_heads=expected_heads, user=user, in_worker=True)
+        plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
         planned, writer, result = plan.diff, None, None
         if planned.mergeable and not planned.up_to_date:
             writer = MergeWriter(planned, key_runs=plan.key_runs)
