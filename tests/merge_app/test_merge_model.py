@@ -324,11 +324,12 @@ def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops:
     gone = {rid for rid in addressed if rid not in src}
     kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or not overwrote)}
     # A row an undo puts back comes back by its file: where the target updated it since (its segment is there,
-    # with the target's delete of that version), it does not come back beside the target's version.
+    # with the target's delete of that version), it does not come back beside the target's version, unless the
+    # replayed operations take that version out too (then the target holds no version of it: seed 56).
     restored = set().union(*(op.created for op in ops if op.restores)) - set().union(
         *(op.created for op in ops if not op.restores)
     )
-    held = {rid % 10**6 for rid in dest}
+    held = {rid % 10**6 for rid in kept}
     return kept | {
         rid: row for rid, row in src.items()
         if rid not in base and rid in created and not (rid in restored and rid % 10**6 in held)
