@@ -8,20 +8,22 @@ by an older process still runs.
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 
-def _params(spec: Any) -> dict[str, Any]:
-    """A spec's params: its fields, those left at None (optional and not given) left out."""
-    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if getattr(spec, f.name) is not None}
+class _Spec:
+    """A spec's params are its fields, those left at None (optional and not given) left out; read back by name."""
 
+    def to_params(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
-def _from(cls: type, params: Mapping[str, Any]) -> Any:
-    return cls(**{f.name: params[f.name] for f in dataclasses.fields(cls) if f.name in params})
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        return cls(**{f.name: params[f.name] for f in dataclasses.fields(cls) if f.name in params})
 
 
 @dataclass(frozen=True)
-class MergeSpec:
+class MergeSpec(_Spec):
     """MERGE BRANCH (services.merges.merge_submit): `source` into the branch `target`, or a dry run of it.
     `expected_heads` ({source, target}) are the heads it was planned on; `merge_request` the request it merges
     (by id); `audit` the request's entries for the log; `override_checks` an admin's reason and name."""
@@ -38,16 +40,9 @@ class MergeSpec:
     audit: dict[str, Any] | None = None
     override_checks: dict[str, str] | None = None
 
-    def to_params(self) -> dict[str, Any]:
-        return _params(self)
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "MergeSpec":
-        return _from(cls, params)
-
 
 @dataclass(frozen=True)
-class MergeRequestPlanSpec:
+class MergeRequestPlanSpec(_Spec):
     """The dry-run merge of a merge request, whose report becomes the request's plan."""
 
     KIND: ClassVar[str] = "merge_request_plan"
@@ -57,15 +52,11 @@ class MergeRequestPlanSpec:
     resolution: dict[str, Any] | None = None
 
     def to_params(self) -> dict[str, Any]:
-        return {**_params(self), "resolution": self.resolution}  # kept even when None: compared by the request
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "MergeRequestPlanSpec":
-        return _from(cls, params)
+        return {**super().to_params(), "resolution": self.resolution}  # kept even when None: compared by the request
 
 
 @dataclass(frozen=True)
-class KeysSpec:
+class KeysSpec(_Spec):
     """The key comparison of two heads (commit ids) for the diff (services.diff_reads.keys_job_for): it makes the
     virtual base of a criss-cross history and stores each primary-key table's comparison."""
 
@@ -75,16 +66,9 @@ class KeysSpec:
     source: str
     target: str
 
-    def to_params(self) -> dict[str, Any]:
-        return _params(self)
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "KeysSpec":
-        return _from(cls, params)
-
 
 @dataclass(frozen=True)
-class PickSpec:
+class PickSpec(_Spec):
     """A revert or a cherry-pick (`kind`) of `commits` (ids, oldest first) onto `branch`."""
 
     KIND: ClassVar[str] = "commit_pick"
@@ -96,15 +80,15 @@ class PickSpec:
     resolution: dict[str, Any] | None = None
 
     def to_params(self) -> dict[str, Any]:
-        return {**_params(self), "commits": list(self.commits)}
+        return {**super().to_params(), "commits": list(self.commits)}
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "PickSpec":
-        return dataclasses.replace(_from(cls, params), commits=tuple(params["commits"]))
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        return dataclasses.replace(super().from_params(params), commits=tuple(params["commits"]))
 
 
 @dataclass(frozen=True)
-class RestoreSpec:
+class RestoreSpec(_Spec):
     """RESTORE: the branch, or one table of it (`database` and `table`), to the commit `point`."""
 
     KIND: ClassVar[str] = "branch_restore"
@@ -115,29 +99,15 @@ class RestoreSpec:
     database: str | None = None
     table: str | None = None
 
-    def to_params(self) -> dict[str, Any]:
-        return _params(self)
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "RestoreSpec":
-        return _from(cls, params)
-
 
 @dataclass(frozen=True)
-class QueueSpec:
+class QueueSpec(_Spec):
     """Work the merge queue of the branch `target`."""
 
     KIND: ClassVar[str] = "merge_queue"
 
     catalog_id: str
     target: str
-
-    def to_params(self) -> dict[str, Any]:
-        return _params(self)
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "QueueSpec":
-        return _from(cls, params)
 
 
 MergeJobSpec = MergeSpec | MergeRequestPlanSpec | KeysSpec | PickSpec | RestoreSpec | QueueSpec
