@@ -335,12 +335,9 @@ def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.
         for op in reversed(obj.source_operations):
             if op.op in rules.REWRITES and op.added & lives:
                 lives |= op.removed
-        # The undo a merge recorded of what it declined (`plan.undo`) takes files out whole and puts files back: it
-        # moves no row by position, and where the target lacks what it takes out there is nothing to undo.
         positional = [
-            op for op in obj.source_operations
-            if op.op in rules.REWRITES and (op.added & lives or not op.added) and not op.details.get("declines")
-        ]  # fmt: skip
+            op for op in obj.source_operations if op.op in rules.REWRITES and (op.added & lives or not op.added)
+        ]
         addressed = set().union(*(op.touched | op.removed for op in positional))
         addressed -= set().union(*(op.added for op in obj.source_operations))
         addressed -= set().union(*(op.removed for op in obj.target_operations))

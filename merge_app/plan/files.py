@@ -85,17 +85,8 @@ def file_plan(
         if ((fid in added_by and fid not in base) or derived(f, contested)) and fid not in target
         and fid not in not_taken
     ]  # fmt: skip
-    # A segment the target takes that it lacks comes as the source has it, with its delete files: one an undo puts
-    # back (docs/merge-semantics.md#merges-converge) may carry deletes from before the base that the target dropped
-    # with it.
-    taken = {str(f.id) for f in added if f.kind == SEGMENT}
-    named = {str(f.id) for f in added}
-    added += [
-        f for fid, f in source.items()
-        if f.kind == DELTA and str(f.segment_id) in taken and fid not in named and fid not in target
-        and fid not in not_taken
-    ]  # fmt: skip
-    live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed} | taken
+    live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed}
+    live_segments |= {str(f.id) for f in added if f.kind == SEGMENT}
     added = [f for f in added if f.kind == SEGMENT or str(f.segment_id) in live_segments]
     partitions = [p for parts in overwrites if parts for p in parts]
     return FilePlan(removed=[target[fid] for fid in sorted(removed & set(target))], kept=kept, added=added,

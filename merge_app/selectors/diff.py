@@ -23,7 +23,6 @@ from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import planner, rules, states
 from merge_app.models import KeyComparison, VirtualBase
-from merge_app.plan import undo
 from merge_app.planner import (
     MERGED_KINDS,
     PENDING,
@@ -320,6 +319,18 @@ def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], 
     return {identity for identity in picked if identity[0] in held}
 
 
+def _inverse_kind(kinds: list[str], undone: dict[str, Any]) -> str:
+    """The operation an undo of operations of these `kinds` is, by what it does to files (so that a later merge
+    replaying it applies the rule cells and positional checks of what it does): a compaction's undo is a
+    compaction; one that takes segments out or brings rows of segments back by position rewrites (an `update`, a
+    `delete` if it adds nothing); one that only puts files back is an `insert`."""
+    if all(kind == "compaction" for kind in kinds):
+        return "compaction"
+    if undone["segments_removed"] or undone["segments_touched"]:
+        return "update" if undone["segments_added"] or undone["segments_touched"] else "delete"
+    return "insert"
+
+
 def _not_held(ops: dict[uuid.UUID, list[Op]], held: set[tuple]) -> dict[uuid.UUID, list[Op]]:
     kept = {object_id: [op for op in side if (*op.identity, object_id) not in held] for object_id, side in ops.items()}
     return {object_id: side for object_id, side in kept.items() if side}
@@ -361,10 +372,20 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
     changes = commit_file_changes(commit.id)
     inverse = []
     for object_id, ops in by_table.items():
+        files = changes.get(object_id, {})
         position, kind, _ = ops[-1]  # the first of them
-        undone = undo.undo_details([Op(commit.id, p, k, d) for p, k, d in reversed(ops)], changes.get(object_id, {}))
-        undone["reverts"] = [commit.id, position, kind]
-        inverse.append((object_id, Op(commit.id, position, undo.inverse_kind([k for _, k, _ in ops], undone), undone)))
+        undone = {
+            "segments_added": files.get("segments_removed", []), "segments_removed": files.get("segments_added", []),
+            "deltas_added": files.get("deltas_removed", []), "deltas_removed": files.get("deltas_added", []),
+            # the segments whose rows it deleted or updated by position: their rows come back
+            "segments_touched": sorted({s for _, _, details in ops for s in details.get("segments_touched", [])}),
+            "rows_inserted": sum(details.get("rows_deleted", 0) for _, _, details in ops),
+            "rows_deleted": sum(details.get("rows_inserted", 0) for _, _, details in ops),
+            "rows_updated": sum(details.get("rows_updated", 0) for _, _, details in ops),
+            "reverts": [commit.id, position, kind],
+        }  # fmt: skip
+        kind_of_undo = _inverse_kind([op_kind for _, op_kind, _ in ops], undone)
+        inverse.append((object_id, Op(commit.id, position, kind_of_undo, undone)))
     return _by_object(inverse)
 
 

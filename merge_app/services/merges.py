@@ -54,7 +54,6 @@ from merge_app import states
 from merge_app.models import Merge, VirtualBase
 from merge_app.plan import files as files_plan
 from merge_app.plan.files import FilePlan
-from merge_app.plan.undo import declined_undo
 from merge_app.rules import DML, LEAVE_OUT, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import (
     REVERT,
@@ -535,9 +534,10 @@ class MergeWriter:
         self.draft = draft
         for obj in self.diff.objects:
             if obj.merges and obj.resolution == TARGET_WINS:
-                entry = {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
-                         "verdict": obj.verdict, "operations": []}  # fmt: skip
-                self.log["objects"].append(entry | self._declined(obj))
+                self.log["objects"].append(
+                    {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
+                     "verdict": obj.verdict, "operations": []}
+                )  # fmt: skip
         for obj in self.merging:
             self._object(obj)
 
@@ -562,21 +562,8 @@ class MergeWriter:
             self._superseded(obj)
         self.log["objects"].append(
             {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": obj.verdict,
-             "operations": [op.op for op in replayed], **self._declined(obj)}
+             "operations": [op.op for op in replayed]}
         )  # fmt: skip
-
-    def _declined(self, obj: ObjectDiff) -> dict[str, Any]:
-        """Record, as an operation of the merge's own, the undo of the source operations it declined of a table
-        without a key (`target_wins`, a dropped compaction: `plan.undo.declined_undo`), so that the target's state
-        holds the decision and merging the target back carries it to the source
-        (docs/merge-semantics.md#merges-converge). It changes none of the target's files: they already lack what
-        was declined. A revert or a cherry-pick records none (no branch is merged back through it). Returns the
-        audit log's entry of it."""
-        undo = None if self.diff.explicit is not None else declined_undo(obj)
-        if undo is None:
-            return {}
-        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=undo.op, details=undo.details)
-        return {"declined_undone": {"op": undo.op, "declines": undo.details["declines"]}}
 
     def _operations(self, obj: ObjectDiff, how: str) -> list[Op]:
         """Record the source's operations this merge replays on the target; log the discarded ones. A table merged

@@ -361,17 +361,19 @@ def test_a_source_overwrite_against_a_target_rewrite_update_of_rows_it_still_has
     assert table(spark, catalog, "dst") == expect(5, 6, 7, _5=-5)
 
 
-def test_a_source_rewrite_of_a_segment_after_it_declined_the_targets_delete_carries_the_decision(spark):
+def test_a_source_rewrite_of_a_segment_the_target_deleted_rows_of_unseen_is_a_conflict(spark):
     """Found by the model (seed 51): `a` kept its own table (target_wins) when it took `b`'s delete of row 1, then
-    compacted; the compaction rewrote the segment without `b`'s delete. That merge recorded the undo of the delete
-    it declined (docs/merge-semantics.md#merges-converge), so merging `a` into `b` carries the decision: row 1 is
-    back on `b` too, and the branches hold the same rows (before the undo was recorded, this was refused, R*: the
-    rewrite would have undone a delete the source never had)."""
+    compacted; the compaction rewrote the segment without `b`'s delete, and merging `a` into `b` brought row 1
+    back. It is now refused (R*): the source's rewrite would undo deletes it never had."""
     catalog = start(branches=("a", "b"))
     change(catalog, "table_delete", {"where": "id = 1"}, branch="b")
     insert(catalog, rows(8), branch="a")
     merge(catalog, source="b", target="a", resolution={"default": "target_wins"})  # delete x insert: a conflict
     assert table(spark, catalog, "a") == expect(1, 2, 3, 4, 8)
     change(catalog, "table_compact", {}, branch="a")
-    merge(catalog, source="a", target="b")
-    assert table(spark, catalog, "b") == table(spark, catalog, "a") == expect(1, 2, 3, 4, 8)
+    before = head(catalog, "b")
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, source="a", target="b")
+    assert "R*" in str(refused.value.details)
+    assert head(catalog, "b") == before
+    assert table(spark, catalog, "b") == expect(2, 3, 4)

@@ -136,16 +136,6 @@ def test_an_update_discarded_whole_leaves_the_segment_it_rewrote_wherever_the_ta
     assert outcome(plan) == ([], ["o1", "s3"], [])
 
 
-def test_a_segment_put_back_comes_with_the_sources_delete_files_on_it():
-    """Unkeyed model seed 51: main overwrote the table (s1 gone, with the delete file d1 a merge brought it on s1);
-    b2 kept its table with target_wins, recording the overwrite's undo (s1 put back, w1 taken out). Merging b2 back
-    into main puts s1 back as b2 has it: with d1, else the row d1 deletes comes back."""
-    undo = op("update", added=["s1"], removed=["w1"], declines=[["c", 0, "overwrite"]])
-    plan = file_plan(base=files("w1"), source=files("s1", "d1@s1"), target=files("w1"), operations=[undo],
-                     discarded=[])  # fmt: skip
-    assert outcome(plan) == (["w1"], [], ["d1", "s1"])
-
-
 def test_source_wins_takes_the_sources_version_of_the_contested_files():
     plan = file_plan(base=files("s1"), source=files("s1", "d1@s1"), target=files("s1", "d2@s1"),
                      operations=[op("delete", deltas=["d1"])], discarded=[], contested=frozenset({"s1"}))  # fmt: skip
