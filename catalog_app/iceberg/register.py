@@ -30,6 +30,7 @@ from catalog_app.iceberg.writes import (
     _operation,
     _relative,
     ids_in_order,
+    refused_as,
     table_put_new,
     table_spec,
 )
@@ -91,16 +92,10 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
             "register_not_allowed",
             MESSAGE_NOT_ALLOWED.format(location=str(metadata_location)[:300], roots=", ".join(roots)), status=403,
         )  # fmt: skip
-    try:
+    with refused_as("invalid_registration", unreadable="The table's metadata"):
         foreign = iceberg_writes.foreign_table_read(
             metadata_location, lambda location: registered_path(warehouse, location, roots) is not None
         )
-    except FileRefused as exc:
-        raise ApplicationError("invalid_registration", str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise ApplicationError(
-            "invalid_registration", f"The table's metadata cannot be read: {str(exc)[:300]}"
-        ) from None
     spec = _spec(foreign, name)
     paths = {f.location: registered_path(warehouse, f.location, roots) for f in foreign.data}
     taken = set(DataFile.objects.filter(path__in=list(paths.values())).values_list("path", flat=True))
@@ -113,10 +108,8 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
         draft = target.begin()
         db = draft.get(ObjectKind.DATABASE, database)
         table = table_put_new(draft, database=db, name=name, spec=spec, object_id=uuid.uuid4())
-        try:
+        with refused_as("invalid_registration"):
             _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots)
-        except FileRefused as exc:
-            raise ApplicationError("invalid_registration", str(exc)) from None
         target.finish(draft, f"Register Iceberg table {database}.{name} from {metadata_location}")
     return table
 

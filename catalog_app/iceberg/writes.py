@@ -23,6 +23,8 @@ of the branch did, and one to a table that moved answers 409 `CommitFailedExcept
 import json
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,20 @@ MESSAGE_READ_ONLY = "{ref!r} is a {kind}: it is read-only; commit to a branch (/
 MESSAGE_MOVED = (
     "Table {name!r} changed on branch {branch!r} since it was read ({what}); load it again and retry the commit."
 )
+
+
+@contextmanager
+def refused_as(code: str, unreadable: str | None = None) -> Iterator[None]:
+    """A file an engine named that LakeUI refuses (`FileRefused`) as a 400 `code` with the reason; with `unreadable`
+    (what was being read), one that cannot be read at all (OSError, ValueError) too."""
+    try:
+        yield
+    except FileRefused as exc:
+        raise ApplicationError(code, str(exc)) from None
+    except (OSError, ValueError) as exc:
+        if unreadable is None:
+            raise
+        raise ApplicationError(code, f"{unreadable} cannot be read: {str(exc)[:300]}") from None
 
 
 def iceberg_branch(resolved: ResolvedRef) -> Branch:
@@ -581,22 +597,14 @@ def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, wa
             f"location on this branch ({table_uri(warehouse, folder)}).",
         )
     allowed = [table_uri(warehouse, f"{folder}/"), table_uri(warehouse, f"{base}/iceberg/")]
-    try:
+    with refused_as("invalid_snapshot", unreadable="The snapshot's manifests"):
         served = table_uri(warehouse, f"{base}/iceberg/manifests") + "/"  # LakeUI's own: content-addressed
         named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed, immutable=served)
-    except FileRefused as exc:
-        raise ApplicationError("invalid_snapshot", str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise ApplicationError(
-            "invalid_snapshot", f"The snapshot's manifests cannot be read: {str(exc)[:200]}"
-        ) from None
     # plain values, not models: a commit to a table of thousands of files reads them all
     files = tables_file_rows(draft.chain, table_ids=[table.object_id]).get(table.object_id, NO_FILES)
     live = {table_uri(warehouse, s.path): s for s in files.segments}
-    try:
+    with refused_as("invalid_delete_file"):
         deleted = _engine_deletes(named, files, live, table, warehouse=warehouse, base=base, folder=folder)
-    except FileRefused as exc:
-        raise ApplicationError("invalid_delete_file", str(exc)) from None
     removed = [s for uri, s in live.items() if uri not in named.data]
     added = []
     columns = table_columns(table)
@@ -614,13 +622,11 @@ def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, wa
     taken = set(DataFile.objects.filter(path__in=[p for p, _ in added]).values_list("path", flat=True))
     if taken:
         raise ApplicationError("file_committed", f"Data files already committed: {sorted(taken)[:5]}.")
-    try:
+    with refused_as("invalid_data_file"):
         written = [
             iceberg_writes.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added
         ]
         _record(draft, table, files, columns, removed, written, deleted, warehouse=warehouse, tag=tag)
-    except FileRefused as exc:
-        raise ApplicationError("invalid_data_file", str(exc)) from None
 
 
 def _engine_deletes(named, files: TableFiles, live: dict, table, *, warehouse, base, folder) -> dict[str, set[int]]:
