@@ -158,3 +158,38 @@ def updated_rows(
     new = {c.name: assigned(assignments[c.name], old, types, c, time_zone=time_zone) for c in columns
            if c.name in assignments}  # fmt: skip
     return pa.table({c.name: new.get(c.name, old.column(c.name)) for c in columns} | {GROUP: old.column(GROUP)})
+
+
+def positions_removed(
+    warehouse: Warehouse,
+    segment: SegmentRead,
+    columns: Sequence[Column],
+    *,
+    after: Sequence[str] | None,
+    rewrites: Sequence[SegmentRead] = (),
+) -> np.ndarray:
+    """The live positions of `segment` (its `deltas` applied) that a commit removed: those its delete files `after`
+    list (the segment kept in place, merge-on-read), or, when it rewrote the segment (`after` None, copy-on-write),
+    those whose rows its `rewrites` do not hold, row for row (a row the table holds twice is kept as often as the
+    rewrites hold it). Sorted."""
+    count = _row_count(warehouse, segment)
+    live = np.flatnonzero(_live(warehouse, segment, count))
+    if after is not None:
+        gone = np.unique(deleted_positions(warehouse, after).to_numpy()) if after else np.array([], np.int64)
+        return np.intersect1d(live, gone)
+    kept: dict[tuple, int] = {}
+    for rewrite in rewrites:
+        rows, _ = read_columns(warehouse, rewrite, columns)
+        keep = _live(warehouse, rewrite, rows.num_rows)
+        for row in zip(*(c.to_pylist() for c in rows.filter(pa.array(keep)).columns), strict=True):
+            kept[row] = kept.get(row, 0) + 1
+    rows, _ = read_columns(warehouse, segment, columns)
+    removed = []
+    values = list(zip(*(c.to_pylist() for c in rows.columns), strict=True)) if columns else [()] * count
+    for position in live:
+        row = values[position]
+        if kept.get(row):
+            kept[row] -= 1
+        else:
+            removed.append(position)
+    return np.array(removed, np.int64)

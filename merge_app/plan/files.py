@@ -7,7 +7,7 @@ plan and logs it, so what the audit log says a merge did to the files is what it
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions
@@ -32,6 +32,23 @@ class FilePlan:
     kept: list  # the target's own files it keeps
     added: list  # the source's files it takes over
     partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
+    put_back: list["PutBack"] = field(default_factory=list)  # segments a revert takes over with some of their rows
+
+
+@dataclass(frozen=True)
+class PutBack:
+    """A segment of the source whose rows the reverted commit removed (by delete file or by rewriting it) on a target
+    that holds the segment in no version: the target declined it (`target_wins`, a discard), so the revert brings
+    back only the rows the commit removed (docs/merge-semantics.md#revert-and-cherry-pick), not the segment's other
+    rows. The writer reads which rows those are (`source_deltas` against `base_deltas`, or against `rewrites`), or
+    takes the delete files that say so (`masks`) where an earlier revert wrote them and a merge replays it."""
+
+    segment: File  # the source's segment
+    source_deltas: list = field(default_factory=list)  # its delete files there
+    base_deltas: list = field(default_factory=list)  # its delete files after the reverted commit (merge-on-read)
+    rewrites: list = field(default_factory=list)  # the segments the reverted commit rewrote it into (copy-on-write)
+    in_place: bool = True  # the reverted commit kept the segment (merge-on-read), else it rewrote it
+    masks: list | None = None  # the delete files an earlier revert wrote for it (a replayed revert)
 
 
 def file_plan(
@@ -60,7 +77,7 @@ def file_plan(
     for op in operations:
         added_by |= op.added
         removed_by |= op.removed | set(op.details.get("deltas_removed", []))
-    not_taken, not_removed = set(), set()
+    not_taken, not_removed, whole = set(), set(), set()
     for pair in discarded:
         op = operations[pair.source]
         not_taken |= set(pair.decided.discarded)
@@ -69,6 +86,11 @@ def file_plan(
         # log lists it as discarded and the writer records no operation for it.
         if op.op == "compaction" or set(pair.decided.discarded) >= op.added:
             not_removed |= op.removed | set(op.details.get("deltas_removed", []))
+            whole.add(pair.source)
+    put_back = [
+        found for index, op in enumerate(operations) if index not in whole
+        for found in puts_back(op, base=base, source=source, target=target) if str(found.segment.id) not in not_taken
+    ]  # fmt: skip
     held = set(base) | set(target)
     removed = {fid for fid in held if fid in removed_by and fid not in source and fid not in not_removed}
     removed |= {fid for fid, f in target.items() if fid not in source and derived(f, contested)}
@@ -83,14 +105,42 @@ def file_plan(
     added = [
         f for fid, f in source.items()
         if ((fid in added_by and fid not in base) or derived(f, contested)) and fid not in target
-        and fid not in not_taken
+        and fid not in not_taken and fid not in {str(p.segment.id) for p in put_back}
     ]  # fmt: skip
     live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed}
-    live_segments |= {str(f.id) for f in added if f.kind == SEGMENT}
+    live_segments |= {str(f.id) for f in added if f.kind == SEGMENT} | {str(p.segment.id) for p in put_back}
     added = [f for f in added if f.kind == SEGMENT or str(f.segment_id) in live_segments]
     partitions = [p for parts in overwrites if parts for p in parts]
     return FilePlan(removed=[target[fid] for fid in sorted(removed & set(target))], kept=kept, added=added,
-                    partitions=partitions)  # fmt: skip
+                    partitions=partitions, put_back=put_back)  # fmt: skip
+
+
+def puts_back(
+    op: Op, *, base: Mapping[str, File], source: Mapping[str, File], target: Mapping[str, File]
+) -> list[PutBack]:
+    """The segments whose removed rows a revert's undo (`op`) brings back onto a target that holds them in no
+    version: neither the segment nor what the reverted commit made of it. Where the target holds either, taking the
+    commit's files out and the segment's back in (`file_plan`) is exact."""
+    if not op.details.get("reverts"):
+        return []
+    origins, recorded = op.details.get("segments_from", {}), op.details.get("put_back", {})
+    found = []
+    for sid in sorted(op.added | op.touched | set(recorded)):
+        segment = source.get(sid)
+        if segment is None or segment.kind != SEGMENT or sid in target:
+            continue
+        rewrites = [base[fid] for fid in sorted(op.removed) if fid in base and origins.get(fid, sid) == sid]
+        if any(str(f.id) in target for f in rewrites):
+            continue
+        if sid in recorded:
+            found.append(PutBack(segment, masks=[source[m] for m in recorded[sid] if m in source]))
+        else:
+            found.append(PutBack(segment, _deltas_on(source, sid), _deltas_on(base, sid), rewrites, sid in base))
+    return found
+
+
+def _deltas_on(files: Mapping[str, File], segment: str) -> list:
+    return [f for f in files.values() if f.kind == DELTA and str(f.segment_id) == segment]
 
 
 def object_file_plan(

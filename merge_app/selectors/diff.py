@@ -379,6 +379,8 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
             "deltas_added": files.get("deltas_removed", []), "deltas_removed": files.get("deltas_added", []),
             # the segments whose rows it deleted or updated by position: their rows come back
             "segments_touched": sorted({s for _, _, details in ops for s in details.get("segments_touched", [])}),
+            # which segment each segment it wrote by rewriting came from (copy-on-write): `plan.files.puts_back`
+            "segments_from": {k: v for _, _, details in ops for k, v in details.get("segments_from", {}).items()},
             "rows_inserted": sum(details.get("rows_deleted", 0) for _, _, details in ops),
             "rows_deleted": sum(details.get("rows_inserted", 0) for _, _, details in ops),
             "rows_updated": sum(details.get("rows_updated", 0) for _, _, details in ops),

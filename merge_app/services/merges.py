@@ -20,14 +20,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from catalog_app.engine import dml
+from catalog_app.engine import dml, dml_here
 from catalog_app.engine.frames import cache_scope
+from catalog_app.engine.keymatch import write_position_deltas
 from catalog_app.engine.reads import read_segments
-from catalog_app.engine.segments import Column
+from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
 from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, Operation, Role, SchemaVersion
@@ -497,6 +500,7 @@ class MergeWriter:
     )
     # object id -> a key merge's written files, or a file-replayed table's plan and the delete files written for it
     prepared: dict = field(default_factory=dict)
+    restored: dict = field(default_factory=dict)  # object id -> segment id -> the delete files a revert put back with
 
     @gc_paused()
     def prepare(self) -> None:
@@ -527,7 +531,11 @@ class MergeWriter:
                 )
             else:
                 plan = self._file_plan(obj)
-                self.prepared[obj.object_id] = plan, self._mixed_deletes(obj, plan.kept, plan.partitions)
+                self.prepared[obj.object_id] = (
+                    plan,
+                    self._mixed_deletes(obj, plan.kept, plan.partitions),
+                    self._put_back(obj, plan.put_back),
+                )
 
     @gc_paused()
     def apply(self, draft: CommitDraft) -> None:
@@ -587,6 +595,8 @@ class MergeWriter:
                 if set(pair.decided.discarded) >= op.added:
                     continue  # discarded whole; else only some of its files (a merge-on-read delete, A5)
             details = {k: v for k, v in op.details.items() if k != "deltas_on"} | self._origin(op)
+            if self.restored.get(obj.object_id):
+                details["put_back"] = {**details.get("put_back", {}), **self.restored[obj.object_id]}
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op.op, details=details)
             replayed.append(op)
         return replayed
@@ -640,7 +650,7 @@ class MergeWriter:
             )
 
     def _table_files(self, obj: ObjectDiff) -> None:
-        plan, written = self.prepared[obj.object_id]  # planned on the same files before the commit lock
+        plan, written, put_back = self.prepared[obj.object_id]  # planned on the same files before the commit lock
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
             details = {
@@ -649,7 +659,40 @@ class MergeWriter:
             }  # fmt: skip
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
         self._remove(obj, plan.removed)
-        self._take_over(obj, plan.added)
+        taken = [f for p in plan.put_back for f in [p.segment, *(p.masks or [])]]
+        self._take_over(obj, [*plan.added, *taken])
+        # Recorded with the revert's undo (`_operations`): a later merge of it takes each segment with its delete
+        # file where the target holds the segment in no version, and neither where it does.
+        masks = self._add_written(obj, put_back, DataFile.Kind.DELTA)
+        written = {str(m.segment_id): [str(m.id)] for m in masks}
+        self.restored[obj.object_id] = {str(p.segment.id): written.get(str(p.segment.id), []) for p in plan.put_back
+                                        if p.masks is None}  # fmt: skip
+
+    def _put_back(self, obj: ObjectDiff, put_back: list[files_plan.PutBack]) -> list:
+        """The delete files that leave live, of each segment a revert puts back on a target that holds it in no
+        version (`plan.files.PutBack`), only the rows the reverted commit removed from it (read here with pyarrow)."""
+        if not put_back:
+            return []
+        warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
+        columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
+        masks = {}
+        for found in put_back:
+            if found.masks is not None:
+                continue  # written by the revert a merge replays
+            segment = _segment_read(found.segment, found.source_deltas)
+            rewrites = [_segment_read(f, []) for f in found.rewrites]
+            after = [d.path for d in found.base_deltas] if found.in_place else None
+            try:
+                removed = dml_here.positions_removed(warehouse, segment, columns, after=after, rewrites=rewrites)
+            except dml_here.Unsupported as exc:
+                raise ApplicationError(
+                    "revert_unsupported",
+                    f"The rows this revert brings back into {obj.name!r} could not be read ({exc}).",
+                ) from None
+            mask = np.setdiff1d(np.arange(found.segment.row_count, dtype=np.int64), removed)
+            if len(mask):
+                masks[str(found.segment.id)] = pa.array(mask, pa.int64())
+        return write_position_deltas(warehouse, base, masks, tag=f"revert-{uuid.uuid4().hex}")
 
     def _mixed_deletes(self, obj: ObjectDiff, kept: list[FileRow], partitions: list[dict[str, Any]]) -> list:
         """The target's own segments that mix partitions (written before the table was partitioned by the source
@@ -730,6 +773,11 @@ class MergeWriter:
             entry = {"object": obj.name, "source_version": version.id, "columns": [c["name"] for c in version.columns]}
             key = "invisible" if version.id in copies else "discarded"
             self.log["schema_versions"][key].append(entry)
+
+
+def _segment_read(segment: FileRow, deltas: list[FileRow]) -> SegmentRead:
+    columns = tuple(Column.from_dict(c) for c in segment.schema_version.columns)
+    return SegmentRead(id=str(segment.id), path=segment.path, columns=columns, deltas=tuple(d.path for d in deltas))
 
 
 def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
