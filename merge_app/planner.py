@@ -78,6 +78,9 @@ class ObjectDiff:
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
     source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
     reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
+    # source operations dropped whole against no target operation: a compaction of segments the target holds in no
+    # version (`_check_segments_present`); `target` is -1
+    dropped: list[Pair] = field(default_factory=list)
 
     @property
     def rule_table(self) -> str | None:
@@ -95,7 +98,7 @@ class ObjectDiff:
 
     @property
     def discarded(self) -> list[Pair]:
-        return [pair for pair in self.pairs if pair.decided.verdict == DISCARDED]
+        return [*(pair for pair in self.pairs if pair.decided.verdict == DISCARDED), *self.dropped]
 
     @property
     def verdict(self) -> str:
@@ -329,15 +332,18 @@ def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.
             wanted[obj.object_id] = obj
     for table_id, obj in wanted.items():
         source, target = (set(live_files[table_id][side]) for side in ("source", "target"))
+        _drop_compactions_of_missing(obj, target)
         # An operation's effect lives on in the files the source still has, or in what later rewrites (compactions,
         # copy-on-write) made of its files; one that only removed files has its effect too.
         lives = set(source)
         for op in reversed(obj.source_operations):
             if op.op in rules.REWRITES and op.added & lives:
                 lives |= op.removed
+        dropped = {pair.source for pair in obj.dropped}
         positional = [
-            op for op in obj.source_operations if op.op in rules.REWRITES and (op.added & lives or not op.added)
-        ]
+            op for index, op in enumerate(obj.source_operations)
+            if op.op in rules.REWRITES and (op.added & lives or not op.added) and index not in dropped
+        ]  # fmt: skip
         addressed = set().union(*(op.touched | op.removed for op in positional))
         addressed -= set().union(*(op.added for op in obj.source_operations))
         addressed -= set().union(*(op.removed for op in obj.target_operations))
@@ -367,6 +373,25 @@ def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.
                     "the table): the change would bring those rows back.",
                 )
             )  # fmt: skip
+
+
+def _drop_compactions_of_missing(obj: ObjectDiff, target: set[str]) -> None:
+    """A source compaction of segments the target holds in no version (a merge on one side kept its own version of
+    the table, or compacted them itself before the other side's merge declined that) changes no row: it is dropped
+    (C*), as against a target that changed those segments, and on the same condition: the source changed no rows of
+    the table, which would live in its output only or address it."""
+    if any(op.op in ROW_CHANGES for op in obj.source_operations):
+        return
+    discarded = {pair.source for pair in obj.discarded}
+    for index, op in enumerate(obj.source_operations):
+        missing = op.removed - target
+        if op.op != "compaction" or not missing or index in discarded:
+            continue
+        reason = (
+            f"The target holds segment(s) {rules.segments_named(missing)} the source compacted in no version (a merge "
+            "on one side kept its own version of the table): the compaction, which changes no row, is dropped."
+        )
+        obj.dropped.append(Pair(index, -1, "C*", Verdict(DISCARDED, "C*", reason, tuple(sorted(op.added)))))
 
 
 def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tuple[set[str], list[Op]]:

@@ -547,6 +547,16 @@ def _object_as_dict(obj: ObjectDiff) -> dict[str, Any]:
             }
             for pair in obj.pairs
         ],
+        "dropped_operations": [
+            {
+                "source": pair.source,
+                "row": obj.source_operations[pair.source].op,
+                "cell": pair.cell,
+                **_verdict_as_dict(pair.decided),
+                "discarded_files": list(pair.decided.discarded),
+            }
+            for pair in obj.dropped
+        ],
         "conflicts": [_verdict_as_dict(issue) for issue in [*obj.issues, *obj.data_issues] if issue.verdict != PENDING],
         "resolution": obj.resolution,
         "keys": obj.keys,

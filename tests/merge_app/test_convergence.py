@@ -40,3 +40,25 @@ def test_a_branch_merged_back_after_target_wins_holds_the_same_rows(spark):
     assert ids(spark, catalog, "main") == [1, 2, 3, 4]
     merge(catalog, source="main", target="b1")
     assert ids(spark, catalog, "b1") == ids(spark, catalog, "main")
+
+
+def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_merging_back(spark):
+    """Unkeyed model seed 59, cut down: two branches compact the same segments; main takes b2's compaction, then
+    merges b1 and drops b1's (C*). Merging main back into b1 replays b2's compaction on segments b1 holds in no
+    version (it compacted them itself): it changes no row, so it is dropped (C*), not refused (R*)."""
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1))
+    insert(catalog, rows(2))
+    for branch in ("b1", "b2"):
+        branch_create(catalog=catalog, name=branch, source="main")
+        change(catalog, "table_compact", {}, branch=branch)
+    merge(catalog, source="b2", target="main")
+    merge(catalog, source="b1", target="main")
+    back = merge(catalog, source="main", target="b1")
+    assert back.status == "merged"
+    (dropped,) = back.log["discarded_operations"]
+    assert (dropped["op"], dropped["note"]) == ("compaction", "C*")
+    assert ids(spark, catalog, "b1") == ids(spark, catalog, "main") == [1, 2]
+    assert merge(catalog, source="b1", target="main").status in ("merged", "up_to_date")
+    assert ids(spark, catalog, "main") == [1, 2]

@@ -227,8 +227,10 @@ class Model:
         own = set().union(*(op.created for op in src_ops))
         applied, partial = [], False
         for op in src_ops:
-            if overwritten and op.kind in POSITIONAL:  # A4/A5: only the source's own rows
-                kept = op.rids & own
+            if overwritten and op.kind in POSITIONAL:
+                # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
+                # those the target holds (they reached it after the overwrite, by a later merge: seed 57) are
+                kept = op.rids & (own | set(dest.rows))
                 partial = partial or kept != op.rids
                 if not kept:
                     continue
