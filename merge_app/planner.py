@@ -78,6 +78,7 @@ class ObjectDiff:
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
     source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
     reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
+    target_unchanged: bool = False  # no key, and the target holds it as the base has it: the source's version wins
     # source operations dropped whole against no target operation: a compaction of segments the target holds in no
     # version (`_check_segments_present`); `target` is -1
     dropped: list[Pair] = field(default_factory=list)
@@ -132,6 +133,8 @@ class PlanInputs:
     target_children: Mapping[uuid.UUID, list[tuple[uuid.UUID, str]]]  # databases the source dropped: target's
     segment_stats: Mapping[str, dict]  # column statistics of the segments either side wrote (NOT NULL checks)
     reverting: bool = False  # the source's operations undo a commit's (a revert)
+    # tables the source changed that the target holds as the base has them (`selectors.diff._target_is_base_plus`)
+    target_unchanged: frozenset[uuid.UUID] = frozenset()
 
 
 def keyed_changes(files: Mapping[uuid.UUID, Mapping[str, frozenset[str]]]) -> dict[uuid.UUID, dict[str, bool]]:
@@ -296,6 +299,8 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
         kind=shown.kind, object_id=object_id, name=_display_name(shown, versions), change=change, base=base,
         source=src, target=dest, source_operations=src_ops, target_operations=dest_ops,
         keyed=data_changed is not None, data_changed=data_changed, reverting=inputs.reverting,
+        target_unchanged=data_changed is None and change == "changed_in_source"
+        and object_id in inputs.target_unchanged,
     )  # fmt: skip
     if obj.kind not in MERGED_KINDS or change == "added_in_target":
         return obj
@@ -326,7 +331,7 @@ def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.
     operations rewrote rows by position."""
     wanted: dict[uuid.UUID, ObjectDiff] = {}
     for obj in objects:
-        if obj.kind != TABLE or not obj.merges or obj.source.dropped or obj.keyed:
+        if obj.kind != TABLE or not obj.merges or obj.source.dropped or obj.keyed or obj.target_unchanged:
             continue
         if any(op.op in rules.REWRITES for op in obj.source_operations):
             wanted[obj.object_id] = obj
@@ -417,7 +422,12 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
     `rewrites_of_source_rows`): which of the rewritten rows to keep cannot be told by file, so it is a conflict."""
     for obj in objects:
         files = live_files.get(obj.object_id)
-        if files is None or obj.keyed or not any(op.op == "overwrite" for op in obj.source_operations):
+        if (
+            files is None
+            or obj.keyed
+            or obj.target_unchanged
+            or not any(op.op == "overwrite" for op in obj.source_operations)
+        ):
             continue
         _, mixed = rewrites_of_source_rows(obj, files["source"])
         if mixed:

@@ -182,8 +182,10 @@ def how_rows(obj: ObjectDiff) -> str:
     """How a table's rows merge: a primary-key table by state (docs/merge-semantics.md, "Primary-key tables"):
     three-way by key when both sides changed its rows, else the rows of the side that changed them, as they are;
     a table without a key by replaying the source's operations."""
-    if obj.kind != "table" or not obj.keyed:
+    if obj.kind != "table":
         return "replayed"
+    if not obj.keyed:  # by replaying the source's operations, unless the target did not change it since the base
+        return "rows_taken" if obj.target_unchanged else "replayed"
     if obj.key_mode:
         return "merged_by_key"
     return "rows_taken" if obj.data_changed["source"] else "rows_kept"

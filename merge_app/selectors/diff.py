@@ -203,6 +203,12 @@ def merge_diff_of(
     if explicit is None or explicit.kind != REVERT:
         in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
         src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
+    # A table without a key the source changed and the target holds as the base has it: the merge takes the
+    # source's version (the three-way merge of a side that did not change; after A merged into B, B merged back
+    # into A leaves A as B, whatever B's merge declined: merges converge, DESIGN 4.7).
+    unchanged = (
+        set(src_ops) - dest_touched if _target_is_base_plus(graph, target_head.id, sides.target, base.id) else set()
+    )
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
@@ -221,7 +227,7 @@ def merge_diff_of(
         live_files=_rewritten_files(src_ops, dest_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
-        reverting=explicit is not None and explicit.kind == REVERT,
+        reverting=explicit is not None and explicit.kind == REVERT, target_unchanged=frozenset(unchanged),
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -308,6 +314,14 @@ def _operations(
     touched = {object_id for _, _, object_id, _, _ in rows}
     ordered = sorted(picked.values(), key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
     return _by_object(ordered), touched, held
+
+
+def _target_is_base_plus(graph: CommitGraph, head: str, commits: list[str], base: str) -> bool:
+    """Whether the target's state is the base's with its first-parent chain's changes since: the chain leads back
+    to the base itself (not to a commit that merged it, or to a virtual base's bases), so a table no operation on
+    it touched has the base's files."""
+    chain = graph.first_parents(head, set(commits))
+    return (graph.node(chain[0]).parent if chain else head) == base
 
 
 def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], base: str) -> set[tuple]:

@@ -6,7 +6,7 @@ import pytest
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from tests.support.catalogs import make_catalog, make_table
-from tests.support.data import read
+from tests.support.data import files_at, read
 from tests.support.merges import change, insert, merge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,17 +16,14 @@ def rows(*ids):
     return [{"id": i, "amount": i * 10, "region": "eu"} for i in ids]
 
 
+def files(catalog, ref):
+    return sorted(files_at(catalog, ref).by_id())
+
+
 def ids(spark, catalog, ref):
     return sorted(r["id"] for r in read(spark, catalog, ref).collect())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A merge with target_wins keeps the target's rows but records nothing of the source's operations it "
-    "declined (DESIGN 4.0: never undone), so merging the target back replays only its own operations and the "
-    "source keeps what the target declined (unkeyed model seeds 51 and 52). Converging needs the declined "
-    "operations' undo recorded on the merge commit, as a revert records its own.",
-)
 def test_a_branch_merged_back_after_target_wins_holds_the_same_rows(spark):
     catalog = make_catalog()
     make_table(catalog)
@@ -44,8 +41,31 @@ def test_a_branch_merged_back_after_target_wins_holds_the_same_rows(spark):
 
 def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_merging_back(spark):
     """Unkeyed model seed 59, cut down: two branches compact the same segments; main takes b2's compaction, then
-    merges b1 and drops b1's (C*). Merging main back into b1 replays b2's compaction on segments b1 holds in no
-    version (it compacted them itself): it changes no row, so it is dropped (C*), not refused (R*)."""
+    merges b1 and drops b1's (C*). Merging main back into b1 after b1 changed the table again replays b2's
+    compaction on segments b1 holds in no version (it compacted them itself): it changes no row, so it is dropped
+    (C*), not refused (R*). (Without b1's change, b1 holds the table as the merge base has it and takes main's.)"""
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1))
+    insert(catalog, rows(2))
+    for branch in ("b1", "b2"):
+        branch_create(catalog=catalog, name=branch, source="main")
+        change(catalog, "table_compact", {}, branch=branch)
+    merge(catalog, source="b2", target="main")
+    merge(catalog, source="b1", target="main")
+    insert(catalog, rows(3), branch="b1")
+    back = merge(catalog, source="main", target="b1")
+    assert back.status == "merged"
+    (dropped,) = back.log["discarded_operations"]
+    assert (dropped["op"], dropped["note"]) == ("compaction", "C*")
+    assert ids(spark, catalog, "b1") == [1, 2, 3]
+    merge(catalog, source="b1", target="main")
+    assert ids(spark, catalog, "main") == ids(spark, catalog, "b1") == [1, 2, 3]
+
+
+def test_merging_back_into_a_branch_that_changed_nothing_since_takes_the_other_version(spark):
+    """After b1 merged into main (main dropping b1's compaction for b2's), b1 holds the table as the base of merging
+    main back has it: the merge takes main's version, files and all (the three-way merge of an unchanged side)."""
     catalog = make_catalog()
     make_table(catalog)
     insert(catalog, rows(1))
@@ -56,9 +76,7 @@ def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_me
     merge(catalog, source="b2", target="main")
     merge(catalog, source="b1", target="main")
     back = merge(catalog, source="main", target="b1")
-    assert back.status == "merged"
-    (dropped,) = back.log["discarded_operations"]
-    assert (dropped["op"], dropped["note"]) == ("compaction", "C*")
-    assert ids(spark, catalog, "b1") == ids(spark, catalog, "main") == [1, 2]
-    assert merge(catalog, source="b1", target="main").status in ("merged", "up_to_date")
-    assert ids(spark, catalog, "main") == [1, 2]
+    (logged,) = back.log["objects"]
+    assert logged["how"] == "rows_taken"
+    assert files(catalog, "b1") == files(catalog, "main")
+    assert ids(spark, catalog, "b1") == [1, 2]

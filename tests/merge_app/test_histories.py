@@ -363,17 +363,20 @@ def test_a_source_overwrite_against_a_target_rewrite_update_of_rows_it_still_has
 
 def test_a_source_rewrite_of_a_segment_the_target_deleted_rows_of_unseen_is_a_conflict(spark):
     """Found by the model (seed 51): `a` kept its own table (target_wins) when it took `b`'s delete of row 1, then
-    compacted; the compaction rewrote the segment without `b`'s delete, and merging `a` into `b` brought row 1
-    back. It is now refused (R*): the source's rewrite would undo deletes it never had."""
+    compacted; the compaction rewrote the segment without `b`'s delete, and merging `a` into `b` (which changed
+    the table again since) brought row 1 back. It is now refused (R*): the source's rewrite would undo deletes it
+    never had. (Had `b` changed nothing since, it would hold the table as the merge base has it and take `a`'s
+    version, row 1 included: `a`'s merge declined the delete, and merges converge, DESIGN 4.7.)"""
     catalog = start(branches=("a", "b"))
     change(catalog, "table_delete", {"where": "id = 1"}, branch="b")
     insert(catalog, rows(8), branch="a")
     merge(catalog, source="b", target="a", resolution={"default": "target_wins"})  # delete x insert: a conflict
     assert table(spark, catalog, "a") == expect(1, 2, 3, 4, 8)
     change(catalog, "table_compact", {}, branch="a")
+    insert(catalog, rows(9), branch="b")
     before = head(catalog, "b")
     with pytest.raises(ConflictError) as refused:
         merge(catalog, source="a", target="b")
     assert "R*" in str(refused.value.details)
     assert head(catalog, "b") == before
-    assert table(spark, catalog, "b") == expect(2, 3, 4)
+    assert table(spark, catalog, "b") == expect(2, 3, 4, 9)

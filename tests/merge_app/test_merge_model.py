@@ -12,8 +12,9 @@ overwrite replaces the target's rows. The cells whose verdict depends on files (
 copy-on-write rewrites) may go either way; whatever the system does, if it merges, the rows must be the model's.
 Criss-cross histories merge from a virtual base: the bases merged into one another first, under the same rules.
 After a share of the merges (LAKEUI_MODEL_CONVERGE, 0.3), the target is merged back into the source on copies of
-the two branches: merges converge (DESIGN 4.7), so both must then hold the same rows, unless a merge in either
-history kept part of its target (`target_wins`, A4/A5 discards: see docs/merge-semantics.md#merges-converge).
+the two branches: merges converge (DESIGN 4.7), so both must then hold the same rows, whatever a merge in either
+history declined (`target_wins`, A4/A5 discards): a target that holds a table as the merge base has it takes the
+source's version (docs/merge-semantics.md#merges-converge).
 
     LAKEUI_MODEL_SEED=7 LAKEUI_MODEL_STEPS=1000 pytest tests/merge_app/test_merge_model.py
 
@@ -215,6 +216,15 @@ class Model:
         dest_ops = [op for op in dest_ops if op.uid not in src_held]
         if not src_ops:  # nothing to merge, once the bases of a criss-cross history merged (they may refuse)
             return ("up_to_date_maybe" if MAYBE in verdicts else "up_to_date"), None
+        chain = first_parents(dest, since)
+        if not any(c.ops for c in chain) and (chain[-1].parent if chain else dest) is base:
+            # The target holds the table as the base has it (its first-parent history leads back to the base and
+            # changed nothing): the merge takes the source's rows, whatever merges on the source declined (4.7).
+            number = next(self.commits)
+            if merge_parent is None:
+                src_ops = [replace(op, commit=number) for op in src_ops]
+            outcome = "maybe" if MAYBE in verdicts else "merged"
+            return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops)
         verdicts += [pair_verdict(s, d) for s in src_ops for d in dest_ops]
         if any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()]):
             # A side's table is not the base's with its changes replayed (a merge in either history kept its own
@@ -470,7 +480,7 @@ class Run:
         except ConflictError as error:
             result, refused = None, error
         done = self.outcome(target, expected, rows, saved, result, refused)
-        if done and self.converging.random() < CONVERGE and not self.declined(source, target):
+        if done and self.converging.random() < CONVERGE:
             self.log.append(f"(merge {target} back into {source} on copies: the same rows?)")
             problem = converges(self.catalog, source=source, target=target, rows=self.rows_of)
             assert problem is None, self.failure(problem)
@@ -479,13 +489,6 @@ class Run:
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         self.log[-1] += f" -> {outcome}"
-
-    def declined(self, source: str, target: str) -> bool:
-        """Whether either history holds a merge that replayed less than its source's changes (`target_wins`, an
-        A4/A5 discard): merging back then does not converge (docs/merge-semantics.md#merges-converge), so the
-        invariant is checked on the other histories only."""
-        heads = (self.model.heads[source], self.model.heads[target])
-        return any(commit.partial for head in heads for commit in ancestors(head).values())
 
     def rows_of(self, branch: str) -> list[tuple]:
         return sorted((r["rid"], r["id"], r["amount"]) for r in read(self.spark, self.catalog, branch).collect())
