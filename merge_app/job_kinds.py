@@ -13,15 +13,10 @@ from merge_app.models import Merge
 from merge_app.selectors.merge_requests import merge_request_by_id
 from merge_app.selectors.merges import merge_of_job, merges_of_job, restore_of_job
 from merge_app.services.keys import KEYS_JOB, key_runs
+from merge_app.services.merge_logs import merge_conflict_error, merge_result
+from merge_app.services.merge_plans import merge_diff_with_bases
 from merge_app.services.merge_requests import PLAN_JOB, merge_request_merged, merge_request_plan_store
-from merge_app.services.merges import (
-    MERGE_JOB,
-    branch_merge,
-    checks_failed_error,
-    merge_conflict_error,
-    merge_diff_with_bases,
-    merge_result,
-)
+from merge_app.services.merges import MERGE_JOB, branch_merge, checks_failed_error
 from merge_app.services.picks import PICK_JOB, commits_pick, pick_results
 from merge_app.services.queue import QUEUE_JOB, queue_run
 from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_result

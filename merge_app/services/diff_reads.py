@@ -1,5 +1,5 @@
 """The diff as the web reads it (the diff page, the API diff, `diff/keys`): answered at once, never by waiting
-for a job. A merge's own plan is `services.merges.merge_plan`, made in a worker.
+for a job. A merge's own plan is `services.merge_plans.merge_plan`, made in a worker.
 
 The metadata diff is made here; what it needs a worker for (the key comparison of primary-key tables changed on
 both sides, the virtual base of a criss-cross history) is served as stored for these heads, or, while not stored

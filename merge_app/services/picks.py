@@ -5,8 +5,8 @@ branch, under the rule tables. A revert merges the commit's parent into the bran
 the commit changed is changed back (each data operation undone by its inverse, files taken out and put back by
 reference), and a later change of what it wrote is a conflict (note V*). A primary-key table is merged by key, as
 in any merge. Each adds one commit with no second parent, or changes nothing (already picked, nothing to undo);
-a range of picks is all or nothing. Both plan and write through the merge's own steps (`merges.keys_compared`,
-`merges.MergeWriter`) and are logged as merges of their kind.
+a range of picks is all or nothing. Both plan and write through the merge's own steps (`merge_plans.keys_compared`,
+`merge_writer.MergeWriter`) and are logged as merges of their kind.
 
 As a merge, a pick plans and writes before it takes the catalog's commit lock, and under it only checks the head
 and commits (`commits_pick`): each commit of a range is planned on the result of the one before, and the whole range
@@ -31,17 +31,10 @@ from lakeui.jobs.services import job_create
 from merge_app.models import Merge
 from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, MergeDiff, merge_diff_of, resolution_check
 from merge_app.selectors.graph import CommitGraph
-from merge_app.services.merges import (
-    MESSAGE_KEPT_MOVING,
-    PLANS,
-    MergeWriter,
-    keys_compared,
-    merge_commit,
-    merge_conflict_error,
-    merge_log,
-    merge_recorded,
-    merge_write,
-)
+from merge_app.services.merge_logs import merge_conflict_error, merge_log
+from merge_app.services.merge_plans import keys_compared
+from merge_app.services.merge_writer import MergeWriter
+from merge_app.services.merges import MESSAGE_KEPT_MOVING, PLANS, merge_commit, merge_recorded, merge_write
 
 PICK_JOB = "commit_pick"
 KINDS = (REVERT, CHERRY_PICK)

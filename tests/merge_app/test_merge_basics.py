@@ -8,7 +8,8 @@ from catalog_app.services import commits
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.models import Merge
-from merge_app.services.merges import MergeWriter, merge_plan
+from merge_app.services.merge_plans import merge_plan
+from merge_app.services.merge_writer import MergeWriter
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import files_at, read
 from tests.support.merges import change, insert, merge

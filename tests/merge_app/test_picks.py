@@ -367,7 +367,7 @@ def test_a_pick_runs_no_spark_while_the_catalog_lock_is_held(spark, monkeypatch,
     from django.db import transaction
 
     from merge_app.services import picks
-    from merge_app.services.merges import MergeWriter
+    from merge_app.services.merge_writer import MergeWriter
 
     events = []
 

@@ -1,0 +1,126 @@
+"""The plan of a merge (docs/merge-semantics.md): `merge_plan`, the one plan step every merge workflow shares
+(merge-request plans, dry runs, merges; the diff page and the API diff through `services/diff_reads.py`, which
+answers at once and leaves the key comparison to a job): the base, each side's changes, the verdicts and the key
+comparison of primary-key tables, in one plan that nothing changes once made. In a criss-cross history the merge
+bases are merged into one virtual base first (`bases_merge`), on a worker.
+"""
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from catalog_app.models import Catalog, Commit
+from catalog_app.selectors.refs import commit_by_id
+from catalog_app.services.commits import commit_begin_detached
+from catalog_app.spark import spark_session
+from lakeui.errors import ConflictError
+from merge_app.models import Merge, VirtualBase
+from merge_app.rules import LEAVE_OUT
+from merge_app.selectors.diff import BasesNotMerged, MergeDiff, merge_diff, merge_diff_again, virtual_base_key
+from merge_app.services import keys
+from merge_app.services.merge_logs import merge_conflict_error, merge_log
+from merge_app.services.merge_writer import MergeWriter
+
+MESSAGE_MOVED = "{which} {ref!r} has moved since the merge was planned: its head is {head}."
+MESSAGE_BASES_CONFLICT = "The merge bases ({bases}) of this criss-cross history conflict with each other. "
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """Everything a merge decides, made once by `merge_plan`: the base, each side's changes, the verdicts, the key
+    comparison of primary-key tables changed on both sides and so the files (`diff`); in a worker, also the
+    comparisons' rows, which the merge writes (`key_runs`). Nothing changes it once made."""
+
+    diff: MergeDiff
+    key_runs: Mapping[uuid.UUID, keys.KeyRun] = field(default_factory=dict)
+
+
+def merge_plan(
+    *,
+    catalog: Catalog,
+    source: str,
+    target: str,
+    resolution: dict | None = None,
+    expected_heads: dict[str, str] | None = None,
+    in_worker: bool = False,
+) -> MergePlan:
+    """The one plan step of merge-request plans, dry runs and merges (and, through `merge_diff_read`, of the diff
+    page and the API diff). Primary-key tables changed on both sides are compared by key: here on Spark when this
+    process is a worker (`in_worker`: the merge needs the rows). Elsewhere nothing waits for a worker: a table whose
+    comparison is stored for these heads takes it, one not compared yet stays pending, and a criss-cross history
+    whose virtual base is not made yet raises `BasesNotMerged` (`merge_diff_read` answers both with the job that
+    makes them). Raises `branch_moved` when a head is not the expected one."""
+    diff = merge_diff_with_bases(catalog=catalog, source=source, target=target, resolution=resolution,
+                                 in_worker=in_worker)  # fmt: skip
+    _check_heads(diff, expected_heads)
+    if in_worker:
+        return keys_compared(diff)
+    return MergePlan(diff)
+
+
+def keys_compared(diff: MergeDiff) -> MergePlan:
+    """In a worker: the plan of a diff, its primary-key tables changed on both sides compared by key on Spark."""
+    if not any(obj.key_mode for obj in diff.objects):
+        return MergePlan(diff)
+    runs = keys.key_runs(spark_session(), diff)
+    return MergePlan(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
+
+
+def merge_diff_with_bases(
+    *, catalog: Catalog, source: str, target: str, resolution: dict | None, in_worker: bool
+) -> MergeDiff:
+    """The diff of two refs; in a criss-cross history their merge bases are merged into one virtual base first
+    (`bases_merge`) when this process is a worker. Elsewhere a virtual base not made yet raises `BasesNotMerged`:
+    the web never waits for the worker that makes it (`merge_diff_read`)."""
+    try:
+        return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+    except BasesNotMerged as unmerged:
+        if not in_worker:
+            raise
+        bases_merge(catalog=catalog, bases=unmerged.bases)
+    return merge_diff(catalog=catalog, source=source, target=target, resolution=resolution)
+
+
+def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
+    """The virtual base of several merge bases, as git's recursive strategy makes it: the bases merged into one
+    another in turn (each merge planned as any merge, and through virtual bases of its own if it has several), into
+    a commit no branch points to. Made once per set of bases (`VirtualBase`). A key the bases conflict on is left
+    out of it (LEAVE_OUT): each side's row of that key is then a change of its own, which the merge takes where
+    only one side has it or both have the same row, and is a conflict of the merge otherwise, settled like any
+    other. Any other conflict between the bases is a conflict of the merge (409 `merge_conflict`, naming them)."""
+    key = virtual_base_key(bases)
+    known = VirtualBase.objects.filter(catalog=catalog, bases=key).first()
+    if known is not None:
+        return known.commit
+    current = commit_by_id(bases[0])
+    for other in bases[1:]:
+        plan = merge_plan(catalog=catalog, source=other, target=current.id, resolution={"default": LEAVE_OUT},
+                          in_worker=True)  # fmt: skip
+        if not plan.diff.mergeable:
+            merge = merge_log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
+                         log={"virtual_base_of": bases})  # fmt: skip
+            error = merge_conflict_error(merge)
+            error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
+            raise error
+        writer = None
+        if not plan.diff.up_to_date:
+            writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
+            writer.prepare()
+        with transaction.atomic():
+            draft = commit_begin_detached(catalog=catalog, parent=current)
+            if writer is not None:
+                writer.apply(draft)
+            message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
+            current = draft.commit(author=None, message=message, merge_parent=plan.diff.source_head)
+    virtual, _ = VirtualBase.objects.get_or_create(catalog=catalog, bases=key, defaults={"commit": current})
+    return virtual.commit
+
+
+def _check_heads(diff: MergeDiff, expected: dict[str, str] | None) -> None:
+    for which, ref, head in (("source", diff.source, diff.source_head), ("target", diff.target, diff.target_head)):
+        wanted = (expected or {}).get(which)
+        if wanted and not head.id.startswith(wanted):
+            message = MESSAGE_MOVED.format(which=which.capitalize(), ref=ref, head=head.id)
+            raise ConflictError("branch_moved", message, details={which: head.id})

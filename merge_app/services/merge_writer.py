@@ -1,0 +1,348 @@
+"""The writer of a planned merge (`MergeWriter`): the data work before the commit lock, then the commit's rows and
+the audit log's account of what it wrote. Only metadata is written for tables without a primary key: their data
+files are taken over by reference (zero-copy), never copied or rewritten, except for a source partition overwrite
+meeting target segments that mix partitions, whose overwritten partitions' rows get delete files. Primary-key
+tables merged by key get their merged rows written (`services/keys.py`).
+"""
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from django.conf import settings
+
+from catalog_app.engine import dml, dml_here
+from catalog_app.engine.keymatch import write_position_deltas
+from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segments import Column, SegmentRead
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.writes import write_deltas
+from catalog_app.models import DataFile, ObjectKind, Operation, SchemaVersion
+from catalog_app.selectors.objects import schema_histories, schema_version_ids
+from catalog_app.selectors.table_files import NO_FILES, FileRow
+from catalog_app.services.commits import CommitDraft
+from catalog_app.spark import spark_session
+from lakeui.errors import ApplicationError
+from lakeui.memory import gc_paused
+from merge_app import states
+from merge_app.plan import files as files_plan
+from merge_app.plan.files import FilePlan
+from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
+from merge_app.selectors.diff import REVERT, MergeDiff, ObjectDiff, overwritten_partitions
+from merge_app.services import keys
+
+KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
+
+
+@dataclass
+class MergeWriter:
+    """Writes a planned merge: `prepare` reads the three sides' files and does the Spark work (key merges, deletes
+    in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned target
+    head (the same files, so the prepared work holds)."""
+
+    diff: MergeDiff
+    key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
+    log: dict[str, Any] = field(
+        default_factory=lambda: {
+            "objects": [],
+            "discarded_operations": [],
+            "superseded_operations": [],
+            "schema_versions": {"invisible": [], "discarded": []},
+            "files": [],
+            "files_removed": [],  # the target's files the merge took out (the file plan's `removed`)
+        }
+    )
+    # object id -> a key merge's written files, or a file-replayed table's plan and the delete files written for it
+    prepared: dict = field(default_factory=dict)
+    restored: dict = field(default_factory=dict)  # object id -> segment id -> the delete files a revert put back with
+
+    @gc_paused()
+    def prepare(self) -> None:
+        """The files of the tables it merges, as the diff read them or read now (plain values: `FileRow`), the
+        target's schema history and the schema versions the source's commits made, then the data work."""
+        self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
+        self.hows = {obj.object_id: _how(obj) for obj in self.merging}
+        tables = [obj for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
+        named = {t.object_id: files for t in tables
+                 if (files := files_plan.files_named(t, self.hows[t.object_id][0])) is not None}  # fmt: skip
+        whole = [obj.object_id for obj in tables if obj.object_id not in named]
+        read = self.diff.files
+        self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
+        table_ids = [obj.object_id for obj in tables]
+        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=table_ids)
+        self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
+                                               commit_ids=self.diff.source_commits)  # fmt: skip
+        self.source_commits = set(self.diff.source_commits)
+        for obj in self.merging:
+            how = self.hows[obj.object_id][0]
+            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
+                continue
+            if how == "merged_by_key":
+                run = self.key_runs[obj.object_id]
+                choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
+                self.prepared[obj.object_id] = keys.replay(
+                    spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
+                )
+            else:
+                plan = self._file_plan(obj)
+                self.prepared[obj.object_id] = (
+                    plan,
+                    self._mixed_deletes(obj, plan.kept, plan.partitions),
+                    self._put_back(obj, plan.put_back),
+                )
+
+    @gc_paused()
+    def apply(self, draft: CommitDraft) -> None:
+        self.draft = draft
+        for obj in self.diff.objects:
+            if obj.merges and obj.resolution == TARGET_WINS:
+                self.log["objects"].append(
+                    {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
+                     "verdict": obj.verdict, "operations": []}
+                )  # fmt: skip
+        for obj in self.merging:
+            self._object(obj)
+
+    def _object(self, obj: ObjectDiff) -> None:
+        how, state, name, parent_id = self.hows[obj.object_id]  # decided in prepare
+        new_schema = None
+        if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
+            if how == "merged_by_key":
+                self._merge_by_key(obj)
+            elif how in ("taken_from_source", "rows_taken"):
+                self._take_source_files(obj)
+            elif how != "rows_kept":
+                self._table_files(obj)
+            if how == "created" or state["columns"] != obj.target.state["columns"]:
+                new_schema = state["columns"]
+        self.draft.put(
+            kind=obj.kind, object_id=obj.object_id, name=name, parent_id=parent_id, state=state,
+            dropped=obj.source.dropped, new_schema=new_schema,
+        )  # fmt: skip
+        replayed = self._operations(obj, how)
+        if obj.source_wins and obj.source_wins.superseded:
+            self._superseded(obj)
+        self.log["objects"].append(
+            {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": obj.verdict,
+             "operations": [op.op for op in replayed]}
+        )  # fmt: skip
+
+    def _operations(self, obj: ObjectDiff, how: str) -> list[Op]:
+        """Record the source's operations this merge replays on the target; log the discarded ones. A table merged
+        by key records its data change itself (`_merge_by_key`): only its DDL operations are replayed here."""
+        discarded = {pair.source: pair for pair in obj.discarded}
+        if how == "created":
+            create = next((op for op in obj.source_operations if op.op == "create"), None)
+            details = {"name": obj.source.name, **obj.source.state, **(self._origin(create) if create else {})}
+            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="create", details=details)
+        replayed = []
+        for index, op in enumerate(obj.source_operations):
+            if op.op == "create" or (how in ("merged_by_key", "rows_kept") and op.op in DML):
+                continue
+            pair = discarded.get(index)
+            if pair is not None:
+                self.log["discarded_operations"].append(
+                    {"object": obj.name, "object_id": str(obj.object_id), "op": op.op, "commit": op.commit,
+                     "note": pair.decided.note, "reason": pair.decided.reason,
+                     "files": list(pair.decided.discarded)}
+                )  # fmt: skip
+                if set(pair.decided.discarded) >= op.added:
+                    continue  # discarded whole; else only some of its files (a merge-on-read delete, A5)
+            details = {k: v for k, v in op.details.items() if k != "deltas_on"} | self._origin(op)
+            if self.restored.get(obj.object_id):
+                details["put_back"] = {**details.get("put_back", {}), **self.restored[obj.object_id]}
+            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op.op, details=details)
+            replayed.append(op)
+        return replayed
+
+    def _origin(self, op: Op) -> dict[str, Any]:
+        """What a replayed operation records of the operation it replays, so that later merges count it once
+        (docs/merge-semantics.md#which-changes-a-merge-replays, `merge_app.selectors.diff._operations`). A
+        cherry-pick's operation is its own commit's, picked from another (`picked_from`: a later merge of the other
+        does not replay it again); a revert's undoing operation is the revert's own."""
+        explicit = self.diff.explicit
+        if explicit is None:
+            return {"merged_from": op.commit, "origin_position": op.position}
+        if explicit.kind == REVERT:
+            return {}
+        return {"picked_from": list(op.identity)}
+
+    def _superseded(self, obj: ObjectDiff) -> None:
+        """Record the target operations a table's `source_wins` superseded, so that no later merge counts them as
+        a change of the target's (docs/merge-semantics.md#which-changes-a-merge-replays)."""
+        ops = [obj.target_operations[index] for index in obj.source_wins.superseded]
+        details = {"choice": SOURCE_WINS, "superseded": [[op.commit, op.position] for op in ops]}
+        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
+        self.log["superseded_operations"] += [
+            {"object": obj.name, "object_id": str(obj.object_id), "op": op.op, "commit": op.commit} for op in ops
+        ]
+
+    # --- table data: which files the target keeps, takes over and drops ----------------------------------
+
+    def _file_plan(self, obj: ObjectDiff) -> FilePlan:
+        """Which files the target drops, keeps and takes over for a table replayed by file (`plan.files`)."""
+        base, src, dest = (
+            self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("base", "source", "target")
+        )
+        overwrites = [overwritten_partitions(op, obj.object_id) for op in files_plan.replayed_overwrites(obj)]
+        return files_plan.object_file_plan(obj, base=base, source=src, target=dest, overwrites=overwrites)
+
+    def _take_source_files(self, obj: ObjectDiff) -> None:
+        """The target's files of the table become the source's, by reference: `source_wins` for a whole table
+        without a key, or a primary-key table whose rows only the source changed since the base (its state is the
+        merge's rows, whatever operations made it)."""
+        src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
+        self._remove(obj, [dest[fid] for fid in sorted(set(dest) - set(src))])
+        self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
+
+    def _remove(self, obj: ObjectDiff, removed: list[FileRow]) -> None:
+        """Take the target's files out, and log each."""
+        for file in removed:
+            self.draft.remove_file(file)
+            self.log["files_removed"].append(
+                {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path, "rows": file.row_count}
+            )
+
+    def _table_files(self, obj: ObjectDiff) -> None:
+        plan, written, put_back = self.prepared[obj.object_id]  # planned on the same files before the commit lock
+        deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
+        if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
+            details = {
+                "deltas_added": [str(d.id) for d in deltas], "segments_touched": [str(d.segment_id) for d in deltas],
+                "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
+            }  # fmt: skip
+            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
+        self._remove(obj, plan.removed)
+        taken = [f for p in plan.put_back for f in [p.segment, *(p.masks or [])]]
+        self._take_over(obj, [*plan.added, *taken])
+        # Recorded with the revert's undo (`_operations`): a later merge of it takes each segment with its delete
+        # file where the target holds the segment in no version, and neither where it does.
+        masks = self._add_written(obj, put_back, DataFile.Kind.DELTA)
+        written = {str(m.segment_id): [str(m.id)] for m in masks}
+        self.restored[obj.object_id] = {str(p.segment.id): written.get(str(p.segment.id), []) for p in plan.put_back
+                                        if p.masks is None}  # fmt: skip
+
+    def _put_back(self, obj: ObjectDiff, put_back: list[files_plan.PutBack]) -> list:
+        """The delete files that leave live, of each segment a revert puts back on a target that holds it in no
+        version (`plan.files.PutBack`), only the rows the reverted commit removed from it (read here with pyarrow)."""
+        if not put_back:
+            return []
+        warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
+        columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
+        masks = {}
+        for found in put_back:
+            if found.masks is not None:
+                continue  # written by the revert a merge replays
+            segment = _segment_read(found.segment, found.source_deltas)
+            rewrites = [_segment_read(f, []) for f in found.rewrites]
+            after = [d.path for d in found.base_deltas] if found.in_place else None
+            try:
+                removed = dml_here.positions_removed(warehouse, segment, columns, after=after, rewrites=rewrites)
+            except dml_here.Unsupported as exc:
+                raise ApplicationError(
+                    "revert_unsupported",
+                    f"The rows this revert brings back into {obj.name!r} could not be read ({exc}).",
+                ) from None
+            mask = np.setdiff1d(np.arange(found.segment.row_count, dtype=np.int64), removed)
+            if len(mask):
+                masks[str(found.segment.id)] = pa.array(mask, pa.int64())
+        return write_position_deltas(warehouse, base, masks, tag=f"revert-{uuid.uuid4().hex}")
+
+    def _mixed_deletes(self, obj: ObjectDiff, kept: list[FileRow], partitions: list[dict[str, Any]]) -> list:
+        """The target's own segments that mix partitions (written before the table was partitioned by the source
+        overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
+        files (written here, on Spark), recorded as a `delete` of the merge commit."""
+        target = self.files["target"].get(obj.object_id, NO_FILES)
+        ids = {column_id for partition in partitions for column_id in partition}
+        mixed = {s.id for s in target.unsplit(ids)} & {f.id for f in kept}
+        if not mixed:
+            return []
+        columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
+        reads = [r for r in target.reads() if uuid.UUID(r.id) in mixed]
+        warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
+        rows = read_segments(spark_session(), warehouse, base, columns, reads, positions=True)
+        hit = dml.positions_matching(rows, dml.rows_in_partitions(partitions, columns))
+        return write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}")
+
+    def _add_written(self, obj: ObjectDiff, written: list, kind: str) -> list[DataFile]:
+        """Files the merge wrote for `obj` (`engine.segments.WrittenFile`s): added to the commit, and logged."""
+        files = [self._written(obj.object_id, w, kind) for w in written]
+        for file in files:
+            self.draft.add_file(file)
+            entry = {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path,
+                     "rows": file.row_count, "bytes": file.size_bytes, "written_by_merge": True}  # fmt: skip
+            if file.segment_id is not None:
+                entry["segment"] = str(file.segment_id)
+            self.log["files"].append(entry)
+        return files
+
+    def _written(self, table_id, written, kind: str) -> DataFile:
+        """A file the merge wrote; a segment gets the schema its table has after this commit (CommitDraft)."""
+        return DataFile(
+            catalog=self.diff.catalog, table_id=table_id, kind=kind, path=written.path, row_count=written.row_count,
+            size_bytes=written.size_bytes, stats=written.stats, partition_values=written.partition_values,
+            segment_id=uuid.UUID(written.segment_id) if written.segment_id else None,
+        )  # fmt: skip
+
+    def _merge_by_key(self, obj: ObjectDiff) -> None:
+        """A primary-key table: write the merged rows of the keys that change, and delete files for the old ones."""
+        segments, deltas, figures, touched = self.prepared[obj.object_id]
+        new_segments = self._add_written(obj, segments, DataFile.Kind.SEGMENT)
+        new_deltas = self._add_written(obj, deltas, DataFile.Kind.DELTA)
+        details = {
+            "segments_added": [str(f.id) for f in new_segments], "deltas_added": [str(f.id) for f in new_deltas],
+            "segments_removed": [], "deltas_removed": [], "segments_touched": [str(s.id) for s in touched],
+            "by_key": obj.keys and {k: v for k, v in obj.keys.items() if k not in ("listed", "choices")},
+            **figures,
+            # The rows it writes replay the source's changes of the table, all at once: under the source head, so
+            # that a later merge whose base holds that head does not bring them back a second time.
+            "merged_from": self.diff.source_head.id, "origin_position": KEY_MERGE_POSITION,
+        }  # fmt: skip
+        op = "update" if figures["rows_replaced"] else "insert"
+        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op, details=details)
+
+    def _take_over(self, obj: ObjectDiff, added: list[FileRow]) -> None:
+        """Make `added` live on the target by reference. A segment written with a schema version the target's
+        history lacks reads with an invisible copy of it (4.5); src versions no merged segment uses are discarded."""
+        history = self.target_schemas.get(obj.object_id, set())
+        copies: dict[int, SchemaVersion] = {}
+        for file in added:
+            version, visible = None, None
+            if file.kind == DataFile.Kind.SEGMENT:
+                version = file.schema_version
+                if version.id in history:
+                    visible = version.visible
+                else:
+                    if version.id not in copies:
+                        copies[version.id] = self.draft.schema_copy(version)
+                    version, visible = copies[version.id], False
+            self.draft.add_file(file, new=False, schema_version=version, schema_visible=visible)
+            self.log["files"].append(
+                {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path, "rows": file.row_count,
+                 "bytes": file.size_bytes, "schema_visible": visible}
+            )  # fmt: skip
+        for version in self.source_schemas.get(obj.object_id, []):
+            if version.commit_id not in self.source_commits or not version.visible:
+                continue
+            entry = {"object": obj.name, "source_version": version.id, "columns": [c["name"] for c in version.columns]}
+            key = "invisible" if version.id in copies else "discarded"
+            self.log["schema_versions"][key].append(entry)
+
+
+def _segment_read(segment: FileRow, deltas: list[FileRow]) -> SegmentRead:
+    columns = tuple(Column.from_dict(c) for c in segment.schema_version.columns)
+    return SegmentRead(id=str(segment.id), path=segment.path, columns=columns, deltas=tuple(d.path for d in deltas))
+
+
+def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
+    """How the merge writes an object (`plan.files.how`), and its state, name and parent after the merge."""
+    src, how = obj.source, files_plan.how(obj, source_wins=SOURCE_WINS)
+    if how == "dropped":
+        return how, obj.target.state, obj.target.name, obj.target.parent_id
+    if how in ("created", "taken_from_source"):
+        return how, dict(src.state), src.name, src.parent_id
+    name = states.name_merge(obj.base.name, src.name, obj.target.name)
+    return how, dict(obj.merged_state), name, obj.target.parent_id
