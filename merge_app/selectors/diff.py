@@ -152,6 +152,12 @@ class MergeDiff:
 
     @property
     def up_to_date(self) -> bool:
+        """Nothing to merge: the target's history holds the source head (git's "Already up to date"), or a revert
+        or a pick changes nothing. A source whose every operation the target holds (picked, or declined by a merge)
+        but whose head it does not still merges, changing no file, so that the target's history holds the head:
+        merging back then finds the target as the base and converges (docs/merge-semantics.md#merges-converge)."""
+        if self.explicit is None:
+            return not self.source_commits
         return not any(obj.merges for obj in self.objects)
 
 

@@ -214,8 +214,13 @@ class Model:
         dest_held = held | {op.uid for c in first_parents(dest, since) for op in c.ops}
         src_ops = [op for op in src_ops if op.uid not in dest_held]
         dest_ops = [op for op in dest_ops if op.uid not in src_held]
-        if not src_ops:  # nothing to merge, once the bases of a criss-cross history merged (they may refuse)
+        if src.id in ancestors(dest) or (not src_ops and merge_parent is None):
+            # nothing to merge (a criss-cross history's bases merged first: they may refuse)
             return ("up_to_date_maybe" if MAYBE in verdicts else "up_to_date"), None
+        if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
+            return ("maybe" if MAYBE in verdicts else "merged"), MCommit(
+                next(self.commits), dest, merge_parent, dict(dest.rows)
+            )
         chain = first_parents(dest, since)
         if not any(c.ops for c in chain) and (chain[-1].parent if chain else dest) is base:
             # The target holds the table as the base has it (its first-parent history leads back to the base and
