@@ -214,7 +214,7 @@ class Model:
         dest_held = held | {op.uid for c in first_parents(dest, since) for op in c.ops}
         src_ops = [op for op in src_ops if op.uid not in dest_held]
         dest_ops = [op for op in dest_ops if op.uid not in src_held]
-        if src.id in ancestors(dest) or (not src_ops and merge_parent is None):
+        if (src.id in ancestors(dest) and merge_parent is not None) or (not src_ops and merge_parent is None):
             # nothing to merge (a criss-cross history's bases merged first: they may refuse)
             return ("up_to_date_maybe" if MAYBE in verdicts else "up_to_date"), None
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
