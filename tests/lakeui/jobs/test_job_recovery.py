@@ -93,6 +93,25 @@ def test_live_and_young_jobs_are_left_alone(settings):
 
 
 @pytest.mark.django_db
+def test_only_the_run_that_holds_the_claim_saves_a_checkpoint():
+    """A checkpoint is saved under the claim: a run whose job another delivery took over saves nothing."""
+    from django.db import transaction
+
+    from lakeui.jobs.registry import ClaimLost
+    from lakeui.jobs.services import job_checkpoint_save
+
+    job = Job.objects.create(kind="test.echo", status=Job.Status.RUNNING, heartbeat_at=timezone.now(),
+                             worker="live/run2/b", attempts=2)  # fmt: skip
+    with transaction.atomic():
+        job_checkpoint_save(job=job, checkpoint={"step": 1})
+    taken_over = Job.objects.get(id=job.id)
+    taken_over.worker = "live/run1/a"  # the earlier run, whose claim the current one took over
+    with pytest.raises(ClaimLost), transaction.atomic():
+        job_checkpoint_save(job=taken_over, checkpoint={"step": 2})
+    assert Job.objects.get(id=job.id).checkpoint == {"step": 1}
+
+
+@pytest.mark.django_db
 def test_cancel_of_a_job_whose_worker_is_gone_ends_it_at_once(settings, user, user_client):
     job = Job.objects.create(kind="test.echo", status=Job.Status.RUNNING, heartbeat_at=_stale(settings),
                              worker="dead/abc", attempts=1, requested_by=user)  # fmt: skip
