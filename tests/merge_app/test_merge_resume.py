@@ -4,6 +4,7 @@ the branches hold then. Here the death is an exception raised where the publicat
 a worker's process group is tests/lakeui/jobs/test_job_recovery.py)."""
 
 import os
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -51,9 +52,11 @@ def _keyed_branches(spark):
 
 
 def _running_job(catalog) -> Job:
+    """A merge job this process runs, as a worker would. Its heartbeat is set an hour ahead (no heartbeat thread runs
+    here): a worker of the suite, recovering jobs whose heartbeat went stale, must not take it over meanwhile."""
     params = {"catalog_id": str(catalog.id), "source": "dev", "target": "main", "dry_run": False}
     return Job.objects.create(kind=merges.MERGE_JOB, params=params, status=Job.Status.RUNNING, worker="w/run1/a",
-                              attempts=1, heartbeat_at=timezone.now())  # fmt: skip
+                              attempts=1, heartbeat_at=timezone.now() + timedelta(hours=1))  # fmt: skip
 
 
 def _died_after_preparing(catalog, job, monkeypatch) -> dict:
