@@ -11,13 +11,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from catalog_app.models import Commit
-from catalog_app.services.refs import branch_create
 from lakeui.jobs.models import Job
 from merge_app.models import Merge
 from merge_app.services import merges
-from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.catalogs import head
 from tests.support.check import assert_consistent
 from tests.support.data import read, run_here
+from tests.support.merges import keyed_both_changed, keyed_merged
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,26 +29,12 @@ class Died(BaseException):
 
 
 def _expected(main_moved: bool = False, dev_moved: bool = False) -> list[tuple]:
-    """The merged rows: dev adds 1000 to the even ids' amounts (and, moved, 5 more to the multiples of 5), main sets
-    the region of the multiples of 3 to 'm' (and, moved, that of the multiples of 11 to 'x')."""
-    expected = []
-    for i in range(300):
-        amount = i % 100 + (1000 if i % 2 == 0 else 0) + (5 if dev_moved and i % 5 == 0 else 0)
-        region = "x" if main_moved and i % 11 == 0 else "m" if i % 3 == 0 else f"r{i % 7}"
-        expected.append((i, amount, region))
-    return expected
-
-
-def _keyed_branches(spark):
-    """A primary-key table both branches changed: its merge compares keys and writes merged rows on Spark."""
-    catalog = make_catalog()
-    make_table(catalog, primary_key=["id"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
-    branch_create(catalog=catalog, name="dev", source="main")
-    run_here(spark, catalog, {"set": {"amount": "amount + 1000"}, "where": "id % 2 = 0"}, kind="table_update",
-             branch="dev")  # fmt: skip
-    run_here(spark, catalog, {"set": {"region": "'m'"}, "where": "id % 3 = 0"}, kind="table_update")
-    return catalog
+    """The merged rows (`keyed_merged`) after, moved, main set the region of the multiples of 11 to 'x' or dev added
+    5 to the amounts of the multiples of 5."""
+    return [
+        (i, amount + (5 if dev_moved and i % 5 == 0 else 0), "x" if main_moved and i % 11 == 0 else region)
+        for i, amount, region in keyed_merged(ROWS)
+    ]
 
 
 def _running_job(catalog) -> Job:
@@ -77,7 +63,7 @@ def _rows(spark, catalog) -> list[tuple]:
 
 
 def test_a_prepared_merge_is_published_by_the_next_run_without_planning_again(spark, monkeypatch):
-    catalog = _keyed_branches(spark)
+    catalog = keyed_both_changed(spark, ROWS)
     before, job = head(catalog), _running_job(catalog)
     prepared = _died_after_preparing(catalog, job, monkeypatch)
     assert head(catalog) == before  # nothing published
@@ -110,7 +96,7 @@ def test_a_prepared_merge_is_published_by_the_next_run_without_planning_again(sp
 def test_a_prepared_merge_is_planned_again_when_anything_moved(spark, monkeypatch, moved):
     """Never published if the target or the source moved since it was planned, or a file it wrote is gone: the next
     run plans again and merges what the branches hold then, exactly."""
-    catalog = _keyed_branches(spark)
+    catalog = keyed_both_changed(spark, ROWS)
     job = _running_job(catalog)
     prepared = _died_after_preparing(catalog, job, monkeypatch)
     if moved == "target":

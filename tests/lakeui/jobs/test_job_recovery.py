@@ -332,22 +332,16 @@ def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(
     whatever its size, with exactly the merged rows. Killed while Spark writes the merged rows (`while_writing`),
     nothing was prepared: the new run merges again from the start, so the time is a whole merge's."""
 
-    from catalog_app.services.refs import branch_create
     from merge_app.models import Merge
     from merge_app.services.merges import PREPARED, merge_submit
-    from tests.support.catalogs import head, make_catalog, make_table
+    from tests.support.catalogs import head
     from tests.support.check import assert_consistent
-    from tests.support.data import read, run_here
+    from tests.support.data import read
+    from tests.support.merges import keyed_both_changed, keyed_merged
 
     env = {"LAKEUI_QUEUE": f"lakeui-crash-{uuid.uuid4().hex[:8]}"}
     monkeypatch.setattr(settings, "CELERY_TASK_DEFAULT_QUEUE", env["LAKEUI_QUEUE"])
-    catalog = make_catalog()
-    make_table(catalog, primary_key=["id"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
-    branch_create(catalog=catalog, name="dev", source="main")
-    run_here(spark, catalog, {"set": {"amount": "amount + 1000"}, "where": "id % 2 = 0"}, kind="table_update",
-             branch="dev")  # fmt: skip
-    run_here(spark, catalog, {"set": {"region": "'m'"}, "where": "id % 3 = 0"}, kind="table_update")
+    catalog = keyed_both_changed(spark, ROWS)
     before = head(catalog)
     submit = lambda: merge_submit(catalog=catalog, source="dev", target="main")  # noqa: E731
     started: list[float] = []
@@ -364,7 +358,7 @@ def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(
         new_head = Commit.objects.get(id=head(catalog))
         assert (new_head.parent_id, new_head.job_id) == (before, job.id)  # exactly one new commit, the merge's
         got = [(r["id"], r["amount"], r["region"]) for r in read(spark, catalog).orderBy("id").collect()]
-        assert got == [(i, i % 100 + (1000 if i % 2 == 0 else 0), "m" if i % 3 == 0 else f"r{i % 7}") for i in ALL_IDS]
+        assert got == keyed_merged(ROWS)
         merge = Merge.objects.get(job=job)
         if crash_at == "before_commit":  # the result the killed run prepared, published by the new run as it was
             assert new_head.id == (job.checkpoint or {}).get(PREPARED, {}).get("result"), log[-4000:]
