@@ -1,16 +1,20 @@
 """A worker killed mid-merge of a large keyed table: how long until the merge ends (issue 40; target 2 minutes).
 
-    python benchmarks/merge_recovery.py [--rows 1000000]
+    python benchmarks/merge_recovery.py [--rows 1000000] [--new-name] [--kill-while-writing]
 
 On DATABASE_URL and REDIS_URL (a queue of its own), with the product's recovery settings (LAKEUI_JOB_STALE_AFTER,
 LAKEUI_JOB_RECOVER_EVERY as configured). A table with the primary key `id` gets `--rows` rows; a branch `dev`
 updates every 10th row's amount, `main` every 7th row's region, so the merge of dev into main is a row-level merge
 by key whose rows Spark writes. The merge runs on a worker started with LAKEUI_JOB_CRASH_AT=before_commit: it
-SIGKILLs its own process group (Spark JVM included) after it wrote the merged files, before the commit, the most
-work a kill can throw away. The worker is started again at once under its node name, as a supervisor restarts it
-(`make run`, Docker's restart policy: it takes its earlier run's jobs back as it becomes ready; `--new-name` starts
-one of another name, which waits for the job's heartbeat to go stale). The benchmark prints the time from the kill
-to the merge's second start and to its end, and whether main holds exactly the merged rows.
+SIGKILLs its own process group (Spark JVM included) after the merge prepared its result (the merged files written,
+the result committed where no branch points, the job's checkpoint saved), before it publishes it. The worker is
+started again at once under its node name, as a supervisor restarts it (`make run`, Docker's restart policy: it
+takes its earlier run's jobs back as it becomes ready; `--new-name` starts one of another name, which waits for the
+job's heartbeat to go stale). With `--kill-while-writing` the worker is SIGKILLed from outside while Spark writes
+the merged rows instead, before the merge prepared anything: the second run merges again from the start. The
+benchmark prints the time from the kill to the merge's second start and to its
+end, whether the second run published the prepared result (resumed) or merged again, and whether main holds
+exactly the merged rows.
 """
 
 import argparse
@@ -47,6 +51,7 @@ from catalog_app.services.databases import database_create  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 from catalog_app.services.tables import table_create  # noqa: E402
 from lakeui.jobs.models import Job  # noqa: E402
+from merge_app.models import Merge  # noqa: E402
 from merge_app.services.merges import merge_submit  # noqa: E402
 
 
@@ -68,6 +73,16 @@ class NamedWorker(Worker):
             time.sleep(0.2)
 
 
+def kill_while_writing(worker: Worker, folder: Path, timeout: float = 3600) -> None:
+    """SIGKILL the worker's process group once a Spark write's `_temporary` folder appears under `folder`."""
+    deadline = time.monotonic() + timeout
+    while not any("_temporary" in dirs for _, dirs, _ in os.walk(folder)):
+        if worker.process.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"No Spark write was seen:\n{worker.log_path.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.01)
+    worker.kill()
+
+
 def wait(job: Job, statuses, timeout: float = 3600) -> Job:
     deadline = time.monotonic() + timeout
     while (job := Job.objects.get(id=job.id)).status not in statuses and time.monotonic() < deadline:
@@ -79,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--new-name", action="store_true", help="restart the worker under another node name")
+    parser.add_argument("--kill-while-writing", action="store_true", help="kill the worker while Spark writes")
     args = parser.parse_args()
     n = args.rows
     logs = Path(tempfile.mkdtemp(prefix="lakeui-merge-recovery-"))
@@ -115,16 +131,21 @@ def main() -> None:
           f"{', '.join(f'{value:.1f}' for value in os.getloadavg())}")  # fmt: skip
 
     before = ref_resolve(catalog=catalog, ref="main").commit.id
-    os.environ["LAKEUI_JOB_CRASH_AT"] = "before_commit"
+    if not args.kill_while_writing:
+        os.environ["LAKEUI_JOB_CRASH_AT"] = "before_commit"
     name = f"merge-recovery-{uuid.uuid4().hex[:6]}@%h"
     dying = NamedWorker(logs, 1, name)  # inherits the crash point from this process's environment
-    del os.environ["LAKEUI_JOB_CRASH_AT"]
+    os.environ.pop("LAKEUI_JOB_CRASH_AT", None)
     with transaction.atomic():
         job = merge_submit(catalog=catalog, source="dev", target="main")
     submitted = time.monotonic()
-    dying.process.wait(timeout=3600)
+    if args.kill_while_writing:
+        kill_while_writing(dying, Path(settings.LAKEUI_WAREHOUSE) / str(catalog.id))
+    else:
+        dying.process.wait(timeout=3600)
     killed_at = time.monotonic()
-    print(f"the merge ran {killed_at - submitted:.1f} s on the first worker before it was killed (before its commit)")
+    point = "while Spark wrote the merged rows" if args.kill_while_writing else "after it prepared its result"
+    print(f"the merge ran {killed_at - submitted:.1f} s on the first worker until it was killed {point}")
     recovering = Worker(logs, 2) if args.new_name else NamedWorker(logs, 2, name)
     try:
         restarted = wait(job, (*Job.FINISHED,), 0)
@@ -150,10 +171,12 @@ def main() -> None:
         exact = head.commit.parent_id == before and all(same)
     else:
         exact = head.commit.id == before
+    merge = Merge.objects.filter(job=job).first()
+    resumed = merge is not None and "resumed_ms" in merge.timings
     restart = "under another name" if args.new_name else "under its name"
     print(f"worker restarted {restart}; load average {', '.join(f'{value:.1f}' for value in os.getloadavg())}")
     print(f"kill -> second start: {second_start:.1f} s; kill -> merge ended ({job.status}, attempts {job.attempts}): "
-          f"{ended:.1f} s (target 120 s); main exact: {exact}")  # fmt: skip
+          f"{ended:.1f} s (target 120 s); resumed the prepared result: {resumed}; main exact: {exact}")  # fmt: skip
     for worker_log in sorted(logs.glob("worker-*.log")):
         print(f"  log: {worker_log}")
     sys.exit(0 if exact and ended < 120 else 1)

@@ -38,6 +38,15 @@ def path_remove(uri: str) -> None:
         filesystem.delete_file(path)
 
 
+def files_missing(warehouse: Warehouse, relatives: list[str]) -> list[str]:
+    """Those of the files (paths from the warehouse root) that are not there."""
+    if not relatives:
+        return []
+    filesystem, root = arrow_filesystem(warehouse.root)
+    found = filesystem.get_file_info([f"{root}/{relative}" for relative in relatives])
+    return [relative for relative, info in zip(relatives, found, strict=True) if info.type != pafs.FileType.File]
+
+
 def data_folder(base: str, tag: str) -> str:
     """The folder (from the warehouse root) of the segments one job run writes."""
     return f"{base}/data/{tag}"

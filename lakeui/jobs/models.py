@@ -38,6 +38,9 @@ class Job(models.Model):
     worker = models.CharField(max_length=255, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # What a run left for a later run of the same job, should its worker die (`job_checkpoint_save`): a merge's
+    # result, prepared and recorded before its commit, which the next run publishes instead of merging again.
+    checkpoint = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "catalog_app_job"  # the table it had when catalog_app held it (moved by state only)

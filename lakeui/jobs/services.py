@@ -112,6 +112,16 @@ def job_claim_held(*, job: Job) -> bool:
     return held.exists()
 
 
+def job_checkpoint_save(*, job: Job, checkpoint: dict[str, Any] | None) -> None:
+    """Keep what this run of the job has done so far for a later run of it (`Job.checkpoint`), should its worker
+    die: saved in the caller's transaction, with whatever that transaction writes, and only while this run holds
+    its claim (else `ClaimLost`, and the transaction rolls back)."""
+    if not job_claim_held(job=job):
+        raise ClaimLost()
+    Job.objects.filter(id=job.id).update(checkpoint=checkpoint)
+    job.checkpoint = checkpoint
+
+
 def job_send(job_id: str, kind: str) -> None:
     """Send a job's message to its queue: the interactive one for a read a person waits for (served by workers of
     its own, never behind a long job), else the jobs queue."""

@@ -94,6 +94,16 @@ class MergeWriter:
                     self._put_back(obj, plan.put_back),
                 )
 
+    def written(self) -> list[str]:
+        """The files `prepare` wrote (paths from the warehouse root): a key merge's segments and delete files, and
+        the delete files of target segments that mix partitions."""
+        paths = []
+        for object_id, prepared in self.prepared.items():
+            by_key = self.hows[object_id][0] == "merged_by_key"
+            files = [*prepared[0], *prepared[1]] if by_key else prepared[1]
+            paths += [file.path for file in files]
+        return paths
+
     @gc_paused()
     def apply(self, draft: CommitDraft) -> None:
         self.draft = draft

@@ -8,6 +8,9 @@ commits, so no commit can slip in between its decision and its commit and no Spa
 either refuses with its conflicts and changes nothing (the refusal is logged, `services/merge_logs.py`), or adds
 one commit whose second parent is the source head. When SQL checks guard the target, the result is first committed
 where no branch points and judged by them (the checks gate, `_checked`), and the target moves to that very commit.
+A merge that did data work (key comparison, merged rows, delete files) prepares its result so too, before the
+lock, and its job keeps it: a run of the job after its worker died publishes it with no Spark if neither head moved
+(`_resumed`), so what a crash costs does not grow with the merge's size (docs/operations.md#what-survives-a-crash).
 """
 
 import dataclasses
@@ -15,13 +18,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from catalog_app.engine.frames import cache_scope
+from catalog_app.engine.warehouse import Warehouse, files_missing
 from catalog_app.models import Catalog, Commit, Role
 from catalog_app.selectors.access import catalog_with_role, role_at_least
-from catalog_app.selectors.refs import ref_resolve
+from catalog_app.selectors.refs import commit_by_id, ref_resolve
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached, commit_publish
 from catalog_app.spark import spark_session
@@ -29,7 +34,7 @@ from checks_app.selectors import check_run_dict, checks_guarding, checks_verdict
 from checks_app.services.checks import checks_error, checks_run
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_create
+from lakeui.jobs.services import job_checkpoint_save, job_create
 from lakeui.memory import gc_paused
 from merge_app.models import Merge
 from merge_app.selectors.diff import REVERT, MergeDiff, resolution_check
@@ -41,6 +46,7 @@ from merge_app.services.merge_writer import MergeWriter
 MERGE_JOB = "branch_merge"
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
 PLANS = 3  # a merge whose heads moved while it planned plans again this many times
+PREPARED = "merge_prepared"  # the job checkpoint of a merge whose result is prepared (`_prepared`)
 
 
 def merge_submit(
@@ -129,43 +135,44 @@ def branch_merge(
             _checked(diff, writer, guards, user=user, job=job, extra=extra, override=None, dry_run=True)
         return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
     # Everything that reads or writes data runs before the commit lock is taken: the plan (with the key comparison
-    # of primary-key tables, kept even if the merge is refused), the files the merge writes and, when checks guard
-    # the target, the merge's result committed where no branch points and judged by them (write-audit-publish).
-    # Under the lock the merge only checks that both heads are still the planned ones and commits (or moves the
-    # target to the judged result); if one moved, it plans again.
+    # of primary-key tables, kept even if the merge is refused), the files the merge writes and, when it wrote
+    # files, compared keys or checks guard the target, the merge's result committed where no branch points (and
+    # judged by the checks: write-audit-publish), which the job keeps for a later run should its worker die. Under
+    # the lock the merge only checks that both heads are still the planned ones and commits (or moves the target
+    # to the prepared result); if one moved, it plans again. A later run of the job publishes the prepared result
+    # as it is if nothing moved (`_resumed`).
     if override:  # an admin's override holds for every failed check, SQL or external (the request's re-check)
         extra["checks_overridden"] = {**override, "checks": []}
+    resumed = _resumed(catalog=catalog, job=job, via_merge_request=via_merge_request, on_merged=on_merged,
+                       started=started)  # fmt: skip
+    if resumed is not None:
+        return resumed
     for _ in range(PLANS):
         plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
-        planned, writer, result = plan.diff, None, None
+        planned, writer, prepared = plan.diff, None, None
         if planned.mergeable and not planned.up_to_date:
             writer = MergeWriter(planned, key_runs=plan.key_runs)
             writer.prepare()
-            if guards:
-                result = _checked(
-                    planned, writer, guards, user=user, job=job, extra=extra, override=override, dry_run=False
-                )
+            if guards or plan.key_runs or writer.written():  # work a later run of the job need not do again
+                prepared = _prepared(planned, writer, guards, user=user, job=job, extra=extra, override=override,
+                                     started=started)  # fmt: skip
         try:
+            if prepared is not None:
+                return _published(prepared, catalog=catalog, job=job, via_merge_request=via_merge_request,
+                                  on_merged=on_merged, timings=_since(started))  # fmt: skip
             with transaction.atomic():
-                if result is None:
-                    draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
-                    target_head = draft.parent.id
-                else:
-                    published = commit_publish(catalog=catalog, branch=target, commit=result, job=job,
-                                               via_merge_request=via_merge_request)  # fmt: skip
-                    target_head = planned.target_head.id if published else None
+                draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
                 src = ref_resolve(catalog=catalog, ref=source)
-                if (src.commit.id, target_head) != (planned.source_head.id, planned.target_head.id):
+                if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
                     raise _Moved
-                if result is None:
-                    merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
-                else:
-                    merge = merge_recorded(planned, writer, result, user=user, job=job, extra=extra, started=started)
+                merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
         except _Moved:
-            continue  # files the writer wrote for the old heads are orphans for garbage collection
+            if prepared is not None:
+                _discarded(job)
+            continue  # files written for the old heads: orphans for GC, or kept by the prepared result naming them
         except MergeRefused as refused:
             merge = merge_log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started),
                          log=extra)  # fmt: skip
@@ -214,9 +221,7 @@ def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job,
     parent) and judged by the checks guarding the target (docs/merge-semantics.md#merge-checks); the runs go into
     the audit log (`extra`). Refused with 409 `checks_failed` (logged, nothing merged) when a check that is not
     advisory fails, unless an admin overrides it with a reason (`override`: reason and by, logged)."""
-    with transaction.atomic():
-        draft = commit_begin_detached(catalog=diff.catalog, parent=diff.target_head)
-        result = merge_write(diff, writer, draft, user=user, job=None, extra=extra)
+    result = _materialised(diff, writer, user=user, extra=extra)
     runs = checks_run(spark_session, catalog=diff.catalog, checks=guards, commit=result,
                       source_head=diff.source_head.id, target_head=diff.target_head.id, job=job, user=user)  # fmt: skip
     verdict = checks_verdict(runs=runs)
@@ -229,6 +234,93 @@ def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job,
             merge_log(diff, status=Merge.Status.CHECKS_FAILED, user=user, job=job, log={**writer.log, **extra})
         )
     return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A merge's result committed where no branch points (`result`), with the files it wrote (`written`), and its
+    plan logged (`merge`: a planned dry run naming the result until it is published, then the merge's audit log)."""
+
+    merge: Merge
+    result: Commit
+    written: list[str]
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {PREPARED: {"merge": str(self.merge.id), "result": self.result.id, "written": self.written}}
+
+
+def _prepared(diff: MergeDiff, writer: MergeWriter, guards: list, *, user, job, extra, override, started) -> Prepared:
+    """The merge's result committed where no branch points (and judged by the checks guarding the target, if any:
+    `_checked`), as the merge queue prepares its entries, and its plan logged with what it will publish, before the
+    commit lock is taken. A job keeps it as its checkpoint, so that a later run of it (its worker died) publishes it
+    as it is, with no Spark, if neither head moved meanwhile (`_resumed`) instead of merging again."""
+    if guards:
+        result = _checked(diff, writer, guards, user=user, job=job, extra=extra, override=override, dry_run=False)
+    else:
+        result = _materialised(diff, writer, user=user, extra=extra)
+    with transaction.atomic():
+        merge = merge_log(diff, status=Merge.Status.PLANNED, user=user, job=None, dry_run=True, commit=result,
+                          log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
+        prepared = Prepared(merge, result, writer.written())
+        if job is not None:
+            job_checkpoint_save(job=job, checkpoint=prepared.checkpoint())
+    return prepared
+
+
+def _published(prepared: Prepared, *, catalog: Catalog, job, via_merge_request, on_merged, timings) -> Merge:
+    """In one transaction, under the commit lock: the target moved to the prepared result by compare-and-swap if
+    it is still at the result's parent and the source at the planned head (else `_Moved`, nothing changed), and
+    the logged plan made the merge's audit log."""
+    merge = prepared.merge
+    with transaction.atomic():
+        published = commit_publish(catalog=catalog, branch=merge.target, commit=prepared.result, job=job,
+                                   via_merge_request=via_merge_request)  # fmt: skip
+        if not published or ref_resolve(catalog=catalog, ref=merge.source).commit.id != merge.source_head:
+            raise _Moved
+        merge.status, merge.dry_run, merge.job, merge.timings = Merge.Status.MERGED, False, job, timings
+        merge.save(update_fields=["status", "dry_run", "job", "timings"])
+        merge_event_emit(merge)
+        if on_merged is not None:
+            on_merged(merge)
+    return merge
+
+
+def _resumed(*, catalog: Catalog, job: Job | None, via_merge_request, on_merged, started) -> Merge | None:
+    """A run of a merge job whose earlier run died after it prepared its result (`_prepared`): that result
+    published as it is, with no Spark and no plan, if neither head moved since it was planned and every file it
+    wrote is still there; otherwise it is discarded and None (the merge plans again), as when nothing was
+    prepared."""
+    found = ((job.checkpoint or {}) if job is not None else {}).get(PREPARED)
+    if found is None:
+        return None
+    merge = Merge.objects.filter(id=found["merge"], status=Merge.Status.PLANNED, job=None).first()
+    prepared = Prepared(merge, commit_by_id(found["result"]), found["written"]) if merge is not None else None
+    if prepared is None or files_missing(Warehouse(settings.LAKEUI_WAREHOUSE), prepared.written):
+        _discarded(job)
+        return None
+    timings = {**merge.timings, "resumed_ms": _ms(time.monotonic() - started)}
+    try:
+        return _published(prepared, catalog=catalog, job=job, via_merge_request=via_merge_request,
+                          on_merged=on_merged, timings=timings)  # fmt: skip
+    except _Moved:
+        _discarded(job)
+        return None
+
+
+def _discarded(job: Job | None) -> None:
+    """A prepared result that will not be published: the job forgets it. It stays what it is, a commit no branch
+    points to, logged by its plan (a planned dry run naming it), as a checked result whose target moved does."""
+    if job is not None and job.checkpoint is not None:
+        with transaction.atomic():
+            job_checkpoint_save(job=job, checkpoint=None)
+
+
+def _materialised(diff: MergeDiff, writer: MergeWriter, *, user, extra) -> Commit:
+    """The merge's result committed where no branch points: after the target head, with the source head as second
+    parent (`merge_write` on a detached draft)."""
+    with transaction.atomic():
+        draft = commit_begin_detached(catalog=diff.catalog, parent=diff.target_head)
+        return merge_write(diff, writer, draft, user=user, job=None, extra=extra)
 
 
 def checks_failed_error(merge: Merge) -> ConflictError:

@@ -13,7 +13,8 @@ from lakeui.jobs.services import job_execute
 from merge_app.models import Merge
 from merge_app.services.merges import branch_merge
 from tests.conftest import wait_for_job
-from tests.support.catalogs import on
+from tests.support.catalogs import make_catalog, make_table, on
+from tests.support.data import run_here
 
 
 def change(catalog, kind, params, *, branch="main", database="sales", table="orders") -> Job:
@@ -68,3 +69,23 @@ def converges(catalog, *, source: str, target: str, rows) -> str | None:
     finally:
         branch_delete(catalog=catalog, name=copy_source)
         branch_delete(catalog=catalog, name=copy_target)
+
+
+def keyed_both_changed(spark, rows: list[dict]):
+    """A primary-key table of `rows` ({id, amount, region}) on main that both branches then changed: dev adds 1000 to
+    the even ids' amounts, main sets the region of the multiples of 3 to 'm'. Their merge compares keys and writes
+    the merged rows on Spark (`keyed_merged` is what it gives). The catalog."""
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"])
+    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    branch_create(catalog=catalog, name="dev", source="main")
+    run_here(spark, catalog, {"set": {"amount": "amount + 1000"}, "where": "id % 2 = 0"}, kind="table_update",
+             branch="dev")  # fmt: skip
+    run_here(spark, catalog, {"set": {"region": "'m'"}, "where": "id % 3 = 0"}, kind="table_update")
+    return catalog
+
+
+def keyed_merged(rows: list[dict]) -> list[tuple]:
+    """The (id, amount, region) rows of the merge of `keyed_both_changed`, by id."""
+    return sorted((r["id"], r["amount"] + (1000 if r["id"] % 2 == 0 else 0), "m" if r["id"] % 3 == 0 else r["region"])
+                  for r in rows)  # fmt: skip
