@@ -1,5 +1,5 @@
 """The merge job kinds: glue from the job's typed spec (job_specs.py, read back from its params) to the merge
-services."""
+services. Each kind is registered under its spec's name (`KIND`), and its params are read only through the spec."""
 
 from typing import Any
 
@@ -12,17 +12,17 @@ from merge_app.job_specs import KeysSpec, MergeRequestPlanSpec, MergeSpec, PickS
 from merge_app.models import Merge
 from merge_app.selectors.merge_requests import merge_request_by_id
 from merge_app.selectors.merges import merge_of_job, merges_of_job, restore_of_job
-from merge_app.services.keys import KEYS_JOB, key_runs
+from merge_app.services.keys import key_runs
 from merge_app.services.merge_logs import merge_conflict_error, merge_result
 from merge_app.services.merge_plans import merge_diff_with_bases
-from merge_app.services.merge_requests import PLAN_JOB, merge_request_merged, merge_request_plan_store
-from merge_app.services.merges import MERGE_JOB, branch_merge, checks_failed_error
-from merge_app.services.picks import PICK_JOB, commits_pick, pick_results
-from merge_app.services.queue import QUEUE_JOB, queue_run
-from merge_app.services.restores import RESTORE_JOB, branch_restore, restore_result
+from merge_app.services.merge_requests import merge_request_merged, merge_request_plan_store
+from merge_app.services.merges import branch_merge, checks_failed_error
+from merge_app.services.picks import commits_pick, pick_results
+from merge_app.services.queue import queue_run
+from merge_app.services.restores import branch_restore, restore_result
 
 
-@job_kind(MERGE_JOB)
+@job_kind(MergeSpec.KIND)
 def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     spec = MergeSpec.from_params(params)
     job = job_of_run(progress.job_id)
@@ -46,7 +46,7 @@ def merge_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return merge_result(merge)
 
 
-@job_kind(PLAN_JOB)
+@job_kind(MergeRequestPlanSpec.KIND)
 def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """The dry-run merge of a merge request; its report becomes the request's plan."""
     spec = MergeRequestPlanSpec.from_params(params)
@@ -63,7 +63,7 @@ def merge_request_plan_job(params: dict[str, Any], progress: Progress) -> dict[s
     return {**merge_result(merge), "merge_request": merge_request.number}
 
 
-@job_kind(KEYS_JOB, interactive=True)
+@job_kind(KeysSpec.KIND, interactive=True)
 @cache_scope()
 def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Compare the primary-key tables of a diff by key, for the diff report (stored as KeyComparison rows); in a
@@ -79,7 +79,7 @@ def keys_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {"tables": len(runs)}
 
 
-@job_kind(PICK_JOB)
+@job_kind(PickSpec.KIND)
 def pick_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """A revert or a cherry-pick (of one commit or a range)."""
     spec = PickSpec.from_params(params)
@@ -95,7 +95,7 @@ def pick_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return pick_results(merges)
 
 
-@job_kind(RESTORE_JOB)
+@job_kind(RestoreSpec.KIND)
 def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     spec = RestoreSpec.from_params(params)
     job = job_of_run(progress.job_id)
@@ -110,7 +110,7 @@ def restore_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return restore_result(restore)
 
 
-@job_kind(QUEUE_JOB)
+@job_kind(QueueSpec.KIND)
 @cache_scope()
 def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Work a branch's merge queue (services/queue.py) while it is asked to."""

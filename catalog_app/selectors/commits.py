@@ -4,6 +4,8 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.db.models import QuerySet
+
 from catalog_app.models import Catalog, Commit, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.refs import commit_get
 
@@ -67,6 +69,23 @@ def commits_with_operations(commits: Iterable[Commit]) -> list[tuple[Commit, lis
         (commit, [(op, names.get((commit.id, op.object_id), "")) for op in operations.get(commit.id, [])])
         for commit in commits
     ]
+
+
+def operation_rows(*, commit_ids: Iterable[str]) -> QuerySet:
+    """The operations of these commits as plain (commit id, position, object id, op, details) rows, in no order, in
+    one query however many commits (a merge reads those of each side's first-parent chain since the base)."""
+    return Operation.objects.filter(commit_id__any=commit_ids).values_list(
+        "commit_id", "position", "object_id", "op", "details"
+    )
+
+
+def commit_operation_rows(*, commit_id: str) -> QuerySet:
+    """One commit's operations as plain (position, object id, op, details) rows, the last first."""
+    return (
+        Operation.objects.filter(commit_id=commit_id)
+        .order_by("-position")
+        .values_list("position", "object_id", "op", "details")
+    )
 
 
 def catalog_names(*, ids: Iterable[str]) -> dict[str, str]:

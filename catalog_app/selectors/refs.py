@@ -107,6 +107,22 @@ def commit_by_id(commit_id: str) -> Commit:
     return Commit.objects.select_related("catalog").get(id=commit_id)
 
 
+# A commit's place in the graph, as `commit_node` reads it: (id, seq, line id, parent id, merge parent id).
+COMMIT_NODE_FIELDS = ("id", "seq", "line_id", "parent_id", "merge_parent_id")
+
+
+def commit_node(*, catalog_id: object, commit_id: str) -> tuple | None:
+    """The commit's place in the graph (`COMMIT_NODE_FIELDS`, plain values), or None if the catalog has no such
+    commit."""
+    return Commit.objects.filter(catalog_id=catalog_id, id=commit_id).values_list(*COMMIT_NODE_FIELDS).first()
+
+
+def commit_nodes_before(*, line_id: int, seq: int, window: int) -> QuerySet:
+    """The commits of a line whose sequence numbers are in the `window` before `seq`, as `commit_node` rows: a window
+    of sequence numbers, not "the `window` before", so a bounded range scan whatever the planner's statistics."""
+    return Commit.objects.filter(line_id=line_id, seq__lt=seq, seq__gte=seq - window).values_list(*COMMIT_NODE_FIELDS)
+
+
 def commit_of_job(job: object) -> Commit | None:
     """The commit a data job made, if it made one (a job delivered again after its commit)."""
     return Commit.objects.filter(job=job).first()

@@ -193,6 +193,16 @@ def commit_file_changes(commit_id: str) -> dict[uuid.UUID, dict[str, list[str]]]
     return changes
 
 
+def file_segments(file_ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, uuid.UUID | None]:
+    """The segment each of these delta files deletes from (None for a segment), by file id, in one query."""
+    return dict(DataFile.objects.filter(id__any=file_ids).values_list("id", "segment_id"))
+
+
+def file_stats(file_ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, dict]:
+    """The column statistics of these files (segments: {column id: {min, max, nulls}}), by file id, in one query."""
+    return dict(DataFile.objects.filter(id__any=file_ids).values_list("id", "stats"))
+
+
 def table_has_rows(chain: Chain, *, table_id: uuid.UUID) -> bool:
     """Whether the table may hold rows. Exact unless a segment has overlapping delta files, where it may say
     True for an empty segment: the safe side for the checks that use it (NOT NULL without a default)."""

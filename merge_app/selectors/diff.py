@@ -12,13 +12,18 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
-
-from catalog_app.models import Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
-from catalog_app.selectors.objects import newest_on_chain, object_by_id
-from catalog_app.selectors.refs import Chain, commit_chain, ref_resolve
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, commit_file_changes, tables_file_rows
+from catalog_app.models import Catalog, Commit, ObjectKind, Operation
+from catalog_app.selectors.commits import commit_operation_rows, operation_rows
+from catalog_app.selectors.objects import object_by_id, object_children, object_ids_named, objects_newest_rows
+from catalog_app.selectors.refs import Chain, commit_by_id, commit_chain, ref_resolve
+from catalog_app.selectors.table_files import (
+    NO_FILES,
+    TableFiles,
+    commit_file_changes,
+    file_segments,
+    file_stats,
+    tables_file_rows,
+)
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import planner, rules, states
@@ -260,7 +265,7 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
 def _base(catalog: Catalog, bases: list[str], *, source: str, target: str) -> Commit:
     """The merge base; in a criss-cross history the bases merged into one (docs/merge-semantics.md)."""
     if len(bases) == 1:
-        return Commit.objects.get(id=bases[0])
+        return commit_by_id(bases[0])
     virtual = VirtualBase.objects.filter(catalog=catalog, bases=virtual_base_key(bases)).first()
     if virtual is None:
         raise BasesNotMerged(source=source, target=target, bases=bases)
@@ -292,9 +297,7 @@ def _operations(
     since = set(commits)
     chain = graph.first_parents(head, since)
     picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
-    rows = Operation.objects.filter(commit_id__any=chain).values_list(
-        "commit_id", "position", "object_id", "op", "details"
-    )
+    rows = operation_rows(commit_ids=chain)
     rows = sorted(rows, key=lambda r: (graph.node(r[0]).seq, r[1]))
     # What a merge's `source_wins` superseded on this side is no change of it: the merge took the other side's
     # version of those files instead (rules.source_wins_scope), and it is that side's change.
@@ -359,7 +362,7 @@ def _not_held(ops: dict[uuid.UUID, list[Op]], held: set[tuple]) -> dict[uuid.UUI
 def _by_object(ordered: list[tuple[uuid.UUID, Op]]) -> dict[uuid.UUID, list[Op]]:
     """Operations per object, in order, each delete file they add named with its segment (`deltas_on`)."""
     deltas = [d for _, op in ordered for d in op.details.get("deltas_added", [])]
-    owner = {str(i): str(s) for i, s in DataFile.objects.filter(id__any=deltas).values_list("id", "segment_id")}
+    owner = {str(i): str(s) for i, s in file_segments(deltas).items()}
     by_object: dict[uuid.UUID, list[Op]] = {}
     for object_id, op in ordered:
         if op.details.get("deltas_added"):
@@ -375,8 +378,7 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
     it deleted by position brought back. Not by its operations' details: a merge that replayed an overwrite replaced
     the target's files, while the operation names the source's. A commit that changed a definition (created,
     dropped, renamed or altered an object) is not reverted: its definitions are left to the user."""
-    rows = Operation.objects.filter(commit_id=commit.id).order_by("-position")
-    rows = rows.values_list("position", "object_id", "op", "details")
+    rows = commit_operation_rows(commit_id=commit.id)
     ddl = sorted({op for _, _, op, _ in rows if op not in REVERTED and op != Operation.Op.RESOLVE})
     if ddl:
         raise ApplicationError(
@@ -418,9 +420,8 @@ def _versions(chain: Chain, object_ids: set, known: dict | None = None) -> dict[
     wanted = set(object_ids) - set(found)
     if not wanted:
         return found
-    rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__any=wanted)
-    newest = rows.annotate(n=Window(RowNumber(), partition_by=F("object_id"), order_by=F("seq").desc())).filter(n=1)
-    return found | {row[2]: Version(*row) for row in newest.values_list(*VERSION_FIELDS)}
+    newest = objects_newest_rows(chain, object_ids=wanted, fields=VERSION_FIELDS)
+    return found | {row[2]: Version(*row) for row in newest}
 
 
 def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple, uuid.UUID]:
@@ -428,10 +429,7 @@ def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple,
     the target's versions loaded already."""
     if not wanted:
         return {}
-    named = ObjectVersion.objects.filter(
-        chain.q(), catalog_id=chain.commit.catalog_id, name__any={v.name for v in wanted},
-        kind__in=[*MERGED_KINDS, ObjectKind.VIEW],
-    ).values_list("object_id", flat=True)  # fmt: skip
+    named = object_ids_named(chain, names={v.name for v in wanted}, kinds=[*MERGED_KINDS, ObjectKind.VIEW])
     live = [v for v in _versions(chain, set(named), known).values() if not v.dropped]
     return {namespace(v): v.object_id for v in live}
 
@@ -486,9 +484,7 @@ def _dropped_children(versions: dict, object_ids: set, chains: dict[str, Chain])
     ]  # fmt: skip
     answer = {}
     for database_id in dropped:
-        children = ObjectVersion.objects.filter(catalog_id=chains["target"].commit.catalog_id, parent_id=database_id)
-        live = newest_on_chain(children, chains["target"], key="object_id").filter(dropped=False)
-        answer[database_id] = list(live.values_list("object_id", "name"))
+        answer[database_id] = object_children(chains["target"], parent_id=database_id)
     return answer
 
 
@@ -501,7 +497,7 @@ def _written_stats(src_ops: dict, dest_ops: dict, versions: dict) -> dict[str, d
     segments = {s for side in (src_ops, dest_ops) for t in both for s in segments_written(side[t])}
     if not segments:
         return {}
-    return {str(i): stats for i, stats in DataFile.objects.filter(id__any=segments).values_list("id", "stats")}
+    return {str(i): stats for i, stats in file_stats(segments).items()}
 
 
 def _made_not_null(versions: dict, table_id: uuid.UUID) -> bool:
@@ -590,7 +586,7 @@ def overwritten_partitions(overwrite: Op, object_id: uuid.UUID) -> list[dict[str
     partitions = overwrite.details.get("partitions")
     if not partitions:
         return None
-    chain = commit_chain(Commit.objects.get(id=overwrite.commit))
+    chain = commit_chain(commit_by_id(overwrite.commit))
     version = object_by_id(chain, object_id=object_id)
     ids = {column["name"]: str(column["id"]) for column in version.state["columns"]}
     return [{ids.get(name, f"gone:{name}"): value for name, value in partition.items()} for partition in partitions]

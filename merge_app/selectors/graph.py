@@ -13,11 +13,10 @@ import heapq
 from dataclasses import dataclass
 
 from catalog_app.models import Commit
-from catalog_app.selectors.refs import branch_list
+from catalog_app.selectors.refs import branch_list, commit_node, commit_nodes_before
 
 SOURCE, TARGET, STALE = 1, 2, 4
 WINDOW = 512  # sequence numbers read ahead along a line (a line is a run of first parents, see catalog_app.models)
-_FIELDS = ("id", "seq", "line_id", "parent_id", "merge_parent_id")
 
 
 @dataclass(frozen=True)
@@ -58,12 +57,12 @@ class CommitGraph:
     def _load(self, commit_id: str) -> None:
         """The commit, and the commits before it on its line: its first parents, mostly, which the walk takes
         next."""
-        row = Commit.objects.filter(catalog_id=self.catalog_id, id=commit_id).values_list(*_FIELDS).first()
+        row = commit_node(catalog_id=self.catalog_id, commit_id=commit_id)
         self.queries += 1
         if row is None:
             raise Commit.DoesNotExist(commit_id)
         # A window of sequence numbers, not "the 512 before": a bounded range scan whatever the planner's statistics
-        before = Commit.objects.filter(line_id=row[2], seq__lt=row[1], seq__gte=row[1] - WINDOW).values_list(*_FIELDS)
+        before = commit_nodes_before(line_id=row[2], seq=row[1], window=WINDOW)
         self.queries += 1
         for commit_id_, seq, line, parent, merge_parent in [row, *before]:
             self.nodes.setdefault(commit_id_, Node(seq, line, parent, merge_parent))

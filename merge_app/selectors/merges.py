@@ -10,6 +10,7 @@ from catalog_app.selectors.refs import catalog_find, merge_commit_ids
 from lakeui.errors import NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_of_kind
+from merge_app.job_specs import KeysSpec, MergeSpec, PickSpec, RestoreSpec
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
 
 
@@ -24,9 +25,6 @@ def merge_get(*, catalog: Catalog, merge_id: uuid.UUID) -> Merge:
     if merge is None:
         raise NotFoundError("merge_not_found", f"There is no merge {merge_id} in catalog {catalog.name!r}.")
     return merge
-
-
-PICK_JOB_KIND = "commit_pick"  # merge_app.services.picks.PICK_JOB (a selector does not import services)
 
 
 def merge_of_job(job: Job) -> Merge | None:
@@ -46,20 +44,21 @@ def restore_of_job(job: Job) -> Restore | None:
 
 
 def job_outcome(job: Job) -> dict[str, Any]:
-    """Where a job's outcome lives: its catalog, and the merge, merge request or restore it made or served."""
+    """Where a job's outcome lives: its catalog, and the merge, merge request or restore it made or served. Any
+    app's job, whatever its params hold (a job page never fails on them): they are read by name, not as a spec."""
     params, result = job.params or {}, job.result or {}
     catalog = catalog_find(catalog_id=params["catalog_id"]) if params.get("catalog_id") else None
     merge = None
     if catalog is not None and isinstance(result, dict) and result.get("merge"):
         merge = Merge.objects.filter(id=result["merge"], catalog=catalog).first()
-    if merge is None and job.kind == "branch_merge":
+    if merge is None and job.kind == MergeSpec.KIND:
         merge = merge_of_job(job)
     request_id = params.get("merge_request") or params.get("merge_request_id")
     merge_request = None
     if catalog is not None and request_id is not None:
         merge_request = MergeRequest.objects.filter(id=request_id, catalog=catalog).first()
-    restore = restore_of_job(job) if job.kind == "branch_restore" else None
-    picks = merges_of_job(job) if job.kind == PICK_JOB_KIND else []
+    restore = restore_of_job(job) if job.kind == RestoreSpec.KIND else None
+    picks = merges_of_job(job) if job.kind == PickSpec.KIND else []
     return {"job_catalog": catalog, "merge": merge, "merge_request": merge_request, "restore": restore, "picks": picks}
 
 
@@ -68,13 +67,10 @@ def job_catalog_names(jobs) -> dict[str, str]:
     return catalog_names(ids={str(job.params["catalog_id"]) for job in jobs if (job.params or {}).get("catalog_id")})
 
 
-KEYS_JOB_KIND = "merge_keys"  # merge_app.services.keys.KEYS_JOB
-
-
 def keys_job_get(*, catalog: Catalog, job_id: uuid.UUID) -> Job:
     """A key comparison job of the catalog's diffs: whoever reads the catalog follows it, whoever started it (the
     diff page polls it; the job is shared by every reader of the same heads)."""
-    job = job_of_kind(job_id=job_id, kind=KEYS_JOB_KIND, params={"catalog_id": str(catalog.id)})
+    job = job_of_kind(job_id=job_id, kind=KeysSpec.KIND, params={"catalog_id": str(catalog.id)})
     if job is None:
         raise NotFoundError("job_not_found", f"There is no key comparison {job_id} in catalog {catalog.name!r}.")
     return job

@@ -30,11 +30,12 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
 from merge_app import semantics
+from merge_app.job_specs import KeysSpec
 from merge_app.models import KeyComparison
 from merge_app.rules import LEAVE_OUT, SOURCE_WINS
 from merge_app.selectors.diff import overwritten_partitions
 
-KEYS_JOB = "merge_keys"
+KEYS_JOB = KeysSpec.KIND
 GRANULARITY = "merge.granularity"
 MESSAGE_DOUBLED_KEY = (
     "The merge was stopped before writing anything: its result would hold these keys twice: {keys}. This is a bug "

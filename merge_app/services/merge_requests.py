@@ -28,6 +28,7 @@ from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_by_id
 from lakeui.jobs.services import job_create
+from merge_app.job_specs import MergeRequestPlanSpec
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.rules import CHOICES
 from merge_app.selectors.graph import CommitGraph
@@ -36,7 +37,7 @@ from merge_app.services.events import merge_request_event_emit
 from merge_app.services.merges import checks_override, merge_submit
 
 MESSAGE_SELF_STATUS = "The author of a merge request cannot post its check statuses: a CI system or a reviewer does."
-PLAN_JOB = "merge_request_plan"
+PLAN_JOB = MergeRequestPlanSpec.KIND
 PLAN_RETRY_AFTER = timedelta(seconds=60)
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}")
 MAX_KEY_LENGTH = 1000
@@ -91,11 +92,11 @@ def _refuse_duplicate(merge_request: MergeRequest) -> None:
 
 def _plan_request(merge_request: MergeRequest, heads: dict[str, str | None], user: AbstractBaseUser | None) -> Job:
     """Queue a dry-run merge of the request (enqueued when the caller's transaction commits)."""
-    params = {
-        "catalog_id": str(merge_request.catalog_id), "merge_request_id": merge_request.id,
-        "resolution": resolution_of(merge_request),
-    }  # fmt: skip
-    job = job_create(kind=PLAN_JOB, params=params, requested_by=_user(user))
+    spec = MergeRequestPlanSpec(
+        catalog_id=str(merge_request.catalog_id), merge_request_id=merge_request.id,
+        resolution=resolution_of(merge_request),
+    )  # fmt: skip
+    job = job_create(kind=spec.KIND, params=spec.to_params(), requested_by=_user(user))
     merge_request.plan_job, merge_request.plan_job_heads = job, heads
     merge_request.save(update_fields=["plan_job", "plan_job_heads", "updated_at"])
     return job
@@ -151,7 +152,9 @@ def _needs_plan(merge_request: MergeRequest, heads: dict[str, str | None]) -> bo
     if heads == merge_request.plan_heads and (merge_request.plan or {}).get("resolution") == resolution:
         return False
     job = merge_request.plan_job
-    if job is None or heads != merge_request.plan_job_heads or job.params.get("resolution") != resolution:
+    if job is None or heads != merge_request.plan_job_heads:
+        return True
+    if MergeRequestPlanSpec.from_params(job.params).resolution != resolution:
         return True
     if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):  # asked for again, at most once a minute
         return job.finished_at is None or timezone.now() - job.finished_at > PLAN_RETRY_AFTER

@@ -28,6 +28,7 @@ from catalog_app.services.commits import commit_begin, commit_begin_detached, co
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
+from merge_app.job_specs import PickSpec
 from merge_app.models import Merge
 from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, MergeDiff, merge_diff_of, resolution_check
 from merge_app.selectors.graph import CommitGraph
@@ -36,7 +37,7 @@ from merge_app.services.merge_plans import keys_compared
 from merge_app.services.merge_writer import MergeWriter
 from merge_app.services.merges import MESSAGE_KEPT_MOVING, PLANS, merge_commit, merge_recorded, merge_write
 
-PICK_JOB = "commit_pick"
+PICK_JOB = PickSpec.KIND
 KINDS = (REVERT, CHERRY_PICK)
 MAX_RANGE = 100  # commits one cherry-pick of a range applies
 
@@ -60,10 +61,11 @@ def pick_submit(
         raise ApplicationError("read_only_ref", f"{branch!r} is a {dest.kind}; a {_verb(kind)} needs a branch.")
     branch_write_check(catalog=catalog, branch=branch)
     commits = pick_commits(catalog=catalog, kind=kind, head=dest.commit, commit=commit, start=start, end=end)
-    params = {"catalog_id": str(catalog.id), "kind": kind, "branch": branch, "commits": commits}
-    if resolution:
-        params["resolution"] = resolution_check(resolution)
-    return job_create(kind=PICK_JOB, params=params, requested_by=user)
+    spec = PickSpec(
+        catalog_id=str(catalog.id), kind=kind, branch=branch, commits=tuple(commits),
+        resolution=resolution_check(resolution) if resolution else None,
+    )  # fmt: skip
+    return job_create(kind=spec.KIND, params=spec.to_params(), requested_by=user)
 
 
 def pick_commits(

@@ -29,6 +29,7 @@ from lakeui import events
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
+from merge_app.job_specs import QueueSpec
 from merge_app.models import Merge, MergeQueueRunner, MergeRequest, MergeRequestEvent, QueueEntry
 from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, resolution_of
 from merge_app.selectors.queue import queue_line
@@ -36,7 +37,7 @@ from merge_app.services.events import merge_event_emit
 from merge_app.services.merge_requests import merge_request_audit, merge_request_merged, merge_request_refresh
 from merge_app.services.merges import merge_result_checked
 
-QUEUE_JOB = "merge_queue"
+QUEUE_JOB = QueueSpec.KIND
 STEPS = 500  # a pass gives up after this many preparations and publications (the next kick goes on)
 # What keeps a request out of the line, or takes it out: checks are the queue's own work, on the result.
 GATES = ("merge_request_not_open", "branch_missing", "changes_requested", "approvals_missing")
@@ -134,7 +135,8 @@ def queue_kick(*, catalog_id: object, target: str) -> None:
         )
         runner.again = True
         if runner.job is None or runner.job.is_finished:
-            runner.job = job_create(kind=QUEUE_JOB, params={"catalog_id": str(catalog_id), "target": target})
+            spec = QueueSpec(catalog_id=str(catalog_id), target=target)
+            runner.job = job_create(kind=spec.KIND, params=spec.to_params())
         runner.save()
 
 

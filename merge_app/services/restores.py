@@ -26,10 +26,11 @@ from catalog_app.services.commits import CommitDraft, commit_begin
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
+from merge_app.job_specs import RestoreSpec
 from merge_app.models import Restore
 from merge_app.services.events import restore_event_emit
 
-RESTORE_JOB = "branch_restore"
+RESTORE_JOB = RestoreSpec.KIND
 Op = Operation.Op
 
 
@@ -59,9 +60,11 @@ def restore_submit(
     point = restore_point(catalog=catalog, branch=branch, timestamp=timestamp, commit=commit)
     if table:
         _table_id(catalog, branch, point, database, table)  # a 404 now, not in the job
-    params = {"catalog_id": str(catalog.id), "branch": branch, "point": point.id}
-    params |= {"database": database, "table": table} if table else {}
-    return job_create(kind=RESTORE_JOB, params=params, requested_by=user)
+    spec = RestoreSpec(
+        catalog_id=str(catalog.id), branch=branch, point=point.id, database=database if table else None,
+        table=table or None,
+    )  # fmt: skip
+    return job_create(kind=spec.KIND, params=spec.to_params(), requested_by=user)
 
 
 def _find(chain, kind: str, name: str, parent_id=None) -> ObjectVersion | None:

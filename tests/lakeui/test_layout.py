@@ -4,32 +4,11 @@ small snippets that break it, so that a checker that can no longer fail fails he
 
 import pytest
 
-from tests.lakeui.layout import Violation, check, cycles, tree_sources
-
-# Known breaks, each to be removed with the change that fixes it (an entry that no longer matches fails the test,
-# so the list only shrinks). (rule, module, what): no line numbers, so that edits around them do not churn it.
-#
-# PENDING_ROUTING: merge_app modules that still query catalog_app's models directly instead of reading them
-# through catalog_app's selectors. They are the merge engine's own modules, being rewritten as the planner of
-# issue 24 (a storage adapter reads states there); they are routed with that rewrite, not around it.
-PENDING_ROUTING = {
-    ("foreign_model_query", "merge_app.selectors.diff", "Commit.objects: catalog_app's rows"),
-    ("foreign_model_query", "merge_app.selectors.diff", "Operation.objects: catalog_app's rows"),
-    ("foreign_model_query", "merge_app.selectors.diff", "DataFile.objects: catalog_app's rows"),
-    ("foreign_model_query", "merge_app.selectors.diff", "ObjectVersion.objects: catalog_app's rows"),
-    ("foreign_model_query", "merge_app.selectors.graph", "Commit.objects: catalog_app's rows"),
-}
-
-
-def _known(violation: Violation) -> bool:
-    return (violation.rule, violation.module, violation.detail) in PENDING_ROUTING
+from tests.lakeui.layout import check, cycles, tree_sources
 
 
 def test_the_tree_keeps_the_layers():
-    found = check(tree_sources())
-    assert [str(v) for v in found if not _known(v)] == []
-    still = {(v.rule, v.module, v.detail) for v in found}
-    assert sorted(PENDING_ROUTING - still) == [], "fixed: remove these from PENDING_ROUTING"
+    assert [str(v) for v in check(tree_sources())] == []
 
 
 def test_the_checker_sees_every_module_and_the_job_kinds():
