@@ -36,6 +36,7 @@ from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_checkpoint_save, job_create
 from lakeui.memory import gc_paused
+from merge_app.job_specs import MergeSpec
 from merge_app.models import Merge
 from merge_app.selectors.diff import REVERT, MergeDiff, resolution_check
 from merge_app.services.events import merge_event_emit
@@ -43,7 +44,7 @@ from merge_app.services.merge_logs import merge_conflict_error, merge_log
 from merge_app.services.merge_plans import merge_plan
 from merge_app.services.merge_writer import MergeWriter
 
-MERGE_JOB = "branch_merge"
+MERGE_JOB = MergeSpec.KIND
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
 PLANS = 3  # a merge whose heads moved while it planned plans again this many times
 PREPARED = "merge_prepared"  # the job checkpoint of a merge whose result is prepared (`_prepared`)
@@ -73,18 +74,14 @@ def merge_submit(
         raise ApplicationError("invalid_input", "A branch cannot be merged into itself.")
     if not dry_run:
         branch_write_check(catalog=catalog, branch=target, via_merge_request=via_merge_request)
-    params = {"catalog_id": str(catalog.id), "source": source, "target": target, "dry_run": dry_run}
-    if expected_heads:
-        params["expected_heads"] = expected_heads
-    if resolution:
-        params["resolution"] = resolution_check(resolution)
-    if via_merge_request is not None:
-        params["merge_request"] = via_merge_request
-    if audit:
-        params["audit"] = audit
-    if override_checks is not None:
-        params["override_checks"] = checks_override(catalog=catalog, user=user, reason=override_checks)
-    return job_create(kind=MERGE_JOB, params=params, requested_by=user)
+    spec = MergeSpec(
+        catalog_id=str(catalog.id), source=source, target=target, dry_run=dry_run,
+        expected_heads=expected_heads or None, resolution=resolution_check(resolution) if resolution else None,
+        merge_request=via_merge_request, audit=audit or None,
+        override_checks=None if override_checks is None
+        else checks_override(catalog=catalog, user=user, reason=override_checks),
+    )  # fmt: skip
+    return job_create(kind=MERGE_JOB, params=spec.to_params(), requested_by=user)
 
 
 def checks_override(*, catalog: Catalog, user: AbstractBaseUser | None, reason: object) -> dict[str, str]:
