@@ -658,8 +658,8 @@ class Client:
         self, catalog: str, statement: str, branch: str | None = None, limit: int = 1000, *, wait: bool = True,
         progress: Progress = None,
     ) -> dict:  # fmt: skip
-        """Run a statement. MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the
-        server answers with at once (202: the job, and `sql`, what the statement asked for): with `wait`, the
+        """Run a statement. A SELECT that Spark answers (not a small table's, which is answered at once), MERGE
+        BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the server answers with at once (202: the job, and `sql`, what the statement asked for): with `wait`, the
         statement's result once the job has finished (`sql` with the job's result), as the other statements
         answer; a refused job raises as a refused request would (`JobConflict` for a merge conflict)."""
         body = {"statement": statement, "limit": limit, **({"branch": branch} if branch else {})}
