@@ -659,9 +659,10 @@ class Client:
         progress: Progress = None,
     ) -> dict:  # fmt: skip
         """Run a statement. A SELECT that Spark answers (not a small table's, which is answered at once), MERGE
-        BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the server answers with at once (202: the job, and `sql`, what the statement asked for): with `wait`, the
-        statement's result once the job has finished (`sql` with the job's result), as the other statements
-        answer; a refused job raises as a refused request would (`JobConflict` for a merge conflict)."""
+        BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the server answers with at once
+        (202: the job, and `sql`, what the statement asked for): with `wait`, the statement's result once the job
+        has finished (`sql` with the job's result), as the other statements answer; a refused job raises as a
+        refused request would (`JobConflict` for a merge conflict, `LakeUIError` 400 for a query that fails)."""
         body = {"statement": statement, "limit": limit, **({"branch": branch} if branch else {})}
         answer = self.request("POST", f"catalogs/{_q(catalog)}/sql", json=body)
         if not wait or not isinstance(answer, dict) or "sql" not in answer or "id" not in answer:
