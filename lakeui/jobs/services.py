@@ -34,7 +34,7 @@ from lakeui.jobs.registry import (
     job_kind_get,
     job_kind_interactive,
 )
-from lakeui.jobs.selectors import job_answering
+from lakeui.jobs.selectors import job_answering, job_brief
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,33 @@ def job_wait(job: Job, *, timeout: float, interval: float = 0.2) -> Job:
         time.sleep(interval)
         job.refresh_from_db()
     return job
+
+
+READ_FAILURE_KEPT_FOR = 60  # seconds a failed read job answers its input's reads; a read after that tries again
+
+
+def job_read(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None) -> dict[str, Any]:
+    """A read a worker answers (at a commit: its answer never changes), for a web request that answers at once and
+    never waits for the job (`job_for_read`): the job's result once it has succeeded; its refusal, raised with its
+    status, once it has failed; until then `{"complete": False, "job": job_brief(job)}`, which the interfaces
+    answer with 202 and their readers read again (docs/api.md#reads-a-worker-answers)."""
+    job = job_for_read(kind=kind, params=params, requested_by=requested_by, failure_kept_for=READ_FAILURE_KEPT_FOR)
+    if job.status == Job.Status.SUCCEEDED:
+        return job.result
+    if job.is_finished:
+        details = job.result if isinstance(job.result, dict) else None
+        raise ApplicationError(job.error_code or job.status, job.error_message, status=job.error_status or 500,
+                               details=details)  # fmt: skip
+    return read_pending(job)
+
+
+def read_pending(job: Job) -> dict[str, Any]:
+    """A read whose job has not finished: what its interface answers (202), to read again."""
+    return {"complete": False, "job": job_brief(job)}
+
+
+def read_is_pending(answer: dict[str, Any]) -> bool:
+    return answer.get("complete") is False
 
 
 def job_for_read(
