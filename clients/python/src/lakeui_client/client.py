@@ -601,17 +601,30 @@ class Client:
         return self.request("GET", f"catalogs/{_q(catalog)}/checks/{int(check_id)}")
 
     def check_create(
-        self, catalog: str, name: str, branches: str, sql: str, max_rows: int = 0, advisory: bool = False
-    ) -> dict:
+        self, catalog: str, name: str, branches: str, sql: str, max_rows: int = 0, advisory: bool = False, *,
+        wait: bool = True,
+    ) -> dict:  # fmt: skip
         """Guard the target branches matching `branches` (main, release/*) with one SELECT that must return at most
         `max_rows` rows. A statement the SQL console would not run is refused (400 `invalid_query`, or
-        `table_not_found`)."""
+        `table_not_found`). A statement only Spark can parse is parsed by a job the server answers with at once
+        (202), which saves the check: with `wait` (the default) the saved check once it has finished (its refusal
+        raises as `JobFailed`), else that job."""
         body = {"name": name, "branches": branches, "sql": sql, "max_rows": max_rows, "advisory": advisory}
-        return self.request("POST", f"catalogs/{_q(catalog)}/checks", json=body)
+        return self._check_saved(catalog, self.request("POST", f"catalogs/{_q(catalog)}/checks", json=body), wait)
 
-    def check_update(self, catalog: str, check_id: int, **changes: Any) -> dict:
-        """Change `name`, `branches`, `sql`, `max_rows` or `advisory`; a new statement or bound is a new version."""
-        return self.request("PATCH", f"catalogs/{_q(catalog)}/checks/{int(check_id)}", json=changes)
+    def check_update(self, catalog: str, check_id: int, *, wait: bool = True, **changes: Any) -> dict:
+        """Change `name`, `branches`, `sql`, `max_rows` or `advisory`; a new statement or bound is a new version.
+        A new statement only Spark can parse is a job, followed as `check_create` follows it."""
+        answer = self.request("PATCH", f"catalogs/{_q(catalog)}/checks/{int(check_id)}", json=changes)
+        return self._check_saved(catalog, answer, wait)
+
+    def _check_saved(self, catalog: str, answer: dict, wait: bool) -> dict:
+        """The check a create or update answered with, or, for the statement job that saves it (`check_statement`),
+        with `wait` the check once the job has saved it."""
+        if not wait or answer.get("kind") != "check_statement" or "status" not in answer:
+            return answer
+        job = self.wait(answer["id"])
+        return self.check(catalog, job["result"]["check"])
 
     def check_delete(self, catalog: str, check_id: int) -> None:
         self.request("DELETE", f"catalogs/{_q(catalog)}/checks/{int(check_id)}")
