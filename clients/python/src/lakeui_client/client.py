@@ -209,8 +209,11 @@ class Client:
         """The table's columns (the API lists them with the table; `.../columns` only takes writes)."""
         return self.table(catalog, ref, table)["columns"]
 
-    def rows(self, catalog: str, ref: str, table: str, **params: Any) -> Any:
-        return self.request("GET", f"{self._table(catalog, ref, table)}/rows", params=params)
+    def rows(self, catalog: str, ref: str, table: str, *, wait: bool = True, **params: Any) -> Any:
+        """A page of db.table's rows at `ref` (`page`, `page_size`, `at`). A page the server has a worker read is
+        answered at once with `{complete: false, job}`: with `wait`, read again until it is there."""
+        path = f"{self._table(catalog, ref, table)}/rows"
+        return self._complete(lambda: self.request("GET", path, params=params), wait=wait)
 
     # data jobs
     def load(
@@ -324,11 +327,13 @@ class Client:
         def read() -> dict:
             return self.request("GET", f"catalogs/{_q(catalog)}/diff", params={"from": source, "to": target})
 
-        return self._complete(read) if wait else read()
+        return self._complete(read, wait=wait)
 
-    def _complete(self, read: Callable[[], dict], *, interval: float = 0.5) -> dict:
-        """`read()` again until its answer is `complete` (a diff whose key comparison `job` has finished); the
-        job's failure raises as a failed job's would. Each read is metadata only and starts no second job."""
+    def _complete(self, read: Callable[[], dict], *, wait: bool = True, interval: float = 0.5) -> dict:
+        """`read()` again until its answer is `complete` (a diff whose key comparison `job` has finished, a page a
+        worker reads); the job's failure raises as a failed job's would. A read again starts no second job."""
+        if not wait:
+            return read()
         finished = 0
         while True:
             body = read()
@@ -343,12 +348,15 @@ class Client:
             time.sleep(interval)
 
     def data_diff(
-        self, catalog: str, source: str, target: str, table: str, *, page: int = 1, page_size: int = 50
-    ) -> dict:
+        self, catalog: str, source: str, target: str, table: str, *, page: int = 1, page_size: int = 50,
+        wait: bool = True,
+    ) -> dict:  # fmt: skip
         """A page of the rows of db.table added, deleted and changed from `source` to `target` (any refs: branches,
-        tags, commit ids), with the counts: by key with the changed cells for a primary-key table."""
+        tags, commit ids), with the counts: by key with the changed cells for a primary-key table. A page a worker
+        reads is answered at once with `{complete: false, job}`: with `wait`, read again until it is there."""
         params = {"from": source, "to": target, "table": table, "page": page, "page_size": page_size}
-        return self.request("GET", f"catalogs/{_q(catalog)}/diff/rows", params=params)
+        path = f"catalogs/{_q(catalog)}/diff/rows"
+        return self._complete(lambda: self.request("GET", path, params=params), wait=wait)
 
     def diff_tables(self, catalog: str, source: str, target: str) -> dict:
         """The tables whose rows or definition differ between two refs (any direction), each with the URL of its
