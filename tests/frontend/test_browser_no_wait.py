@@ -36,7 +36,8 @@ def test_pages_follow_the_reads_a_worker_makes(page, user, settings, tmp_path):
     details = page.locator("details[data-rows-url]").first
     if not details.evaluate("d => d.open"):
         details.locator("summary").click()
-    expect(details.locator("td.cell-changed")).to_contain_text("10 → -1", timeout=JOB_TIMEOUT)
+    expect(details.locator("tr.diff-insert")).to_contain_text("-1", timeout=JOB_TIMEOUT)  # no key: rows whole
+    expect(details).to_contain_text("read by the worker")
     assert Job.objects.filter(kind="table_diff", status="succeeded").count() == 1
 
     # The console: a SELECT Spark answers is a job; the console follows it and shows its rows.
