@@ -92,9 +92,12 @@ def _statement_submit(*, catalog: Catalog, statement: str, branches: str, save: 
 def check_statement_save(*, catalog: Catalog, tables: list[str], save: dict[str, Any], user) -> Check:
     """The statement job's second step, once Spark found the statement good: the check created (`save["create"]`:
     check_create's fields) or changed (`save["update"]`: the check's id, `save["changes"]`) with these tables, each
-    field checked again as it is now (a check of that name made meanwhile is a 409, as at once)."""
+    field checked again as it is now (a check of that name made meanwhile is a 409, as at once). Idempotent on
+    redelivery: a job delivered again after it saved the check finds that very check (its name and statement)."""
     if "create" in save:
-        return check_create(catalog=catalog, created_by=user, tables=tables, **save["create"])
+        fields = save["create"]
+        saved = Check.objects.filter(catalog=catalog, name=fields["name"], sql=fields["sql"]).first()
+        return saved or check_create(catalog=catalog, created_by=user, tables=tables, **fields)
     check = check_get(catalog=catalog, check_id=save["update"])
     return check_update(check=check, user=user, tables=tables, **save["changes"])
 

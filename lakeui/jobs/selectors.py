@@ -44,12 +44,13 @@ def job_started_for(*, kind: str, params: dict[str, Any], finished_since: dateti
 
 def job_answering(*, kind: str, params: dict[str, Any], failed_since: datetime) -> Job | None:
     """The job of `kind` whose params hold these values that answers a read of them: the newest that succeeded,
-    else the newest not finished, else the newest that failed (or was cancelled) since `failed_since`."""
-    same = _with_params(kind, params)
+    else the newest not finished, else the newest that failed since `failed_since` (a cancelled one answers
+    nothing: a read after it starts again)."""
+    same = _with_params(kind, params).order_by("-created_at")
     return (
-        same.filter(status=Job.Status.SUCCEEDED).order_by("-created_at").first()
-        or same.filter(finished_at__isnull=True).order_by("-created_at").first()
-        or same.filter(finished_at__gte=failed_since).order_by("-created_at").first()
+        same.filter(status=Job.Status.SUCCEEDED).first()
+        or same.filter(finished_at__isnull=True).first()
+        or same.filter(status=Job.Status.FAILED, finished_at__gte=failed_since).first()
     )
 
 
