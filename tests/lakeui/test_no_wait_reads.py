@@ -179,3 +179,16 @@ def test_a_check_s_new_statement_spark_parses_changes_it_by_its_job(lake, user_c
     assert queue.release(Job.objects.get(id=patched.json()["id"])).status == "succeeded"
     check = user_client.get(f"{url}/{made.json()['id']}").json()
     assert (check["sql"], check["max_rows"], check["version"]) == (JOINED, 3, 2)
+
+
+def test_the_checks_form_goes_to_the_job_that_saves_a_check_spark_parses(lake, page_client, settings):
+    queue = NoWorker(settings, "LAKEUI_INTERACTIVE_QUEUE")
+    form = {"name": "joined", "branches": "main", "sql": JOINED, "max_rows": "0"}
+    posted, took = timed(lambda: page_client.post("/catalogs/lake/checks", form))
+    job = Job.objects.get(kind="check_statement")
+    assert (posted.status_code, posted["Location"]) == (302, f"/jobs/{job.id}") and took < AT_ONCE
+    assert not Check.objects.filter(name="joined").exists()
+    assert queue.release(job).status == "succeeded"
+    shown = page_client.get(f"/jobs/{job.id}").content.decode()
+    check = Check.objects.get(name="joined")
+    assert "Check saved (version 1)" in shown and f'href="/catalogs/lake/checks/{check.id}"' in shown
