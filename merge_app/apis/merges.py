@@ -99,7 +99,7 @@ class DiffRowsApi(APIView):
             OpenApiParameter("table_id", str, description="the table's stable id (survives renames)"),
             OpenApiParameter("page", int), OpenApiParameter("page_size", int, description=f"at most {MAX_PAGE_SIZE}"),
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT},
         description="The rows that differ between two refs. Without a table: every table whose data or definition "
         "differs (metadata only), each with the URL of its rows. With one: a page of its changed rows with the "
         "counts of rows added, deleted and changed: by key with the changed cells (old and new values) for a table "
