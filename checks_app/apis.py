@@ -8,10 +8,12 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.common import UserField, request_catalog, validated
 from catalog_app.models import Role
+from checks_app.models import Check
 from checks_app.selectors import check_get, check_list, check_run_dict, check_run_get, check_runs
 from checks_app.services.checks import check_create, check_delete, check_run_submit, check_update
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.jobs.apis import JobOutputSerializer
+from lakeui.jobs.models import Job
 
 ADMIN_WRITES = {"POST": Role.ADMIN, "PATCH": Role.ADMIN, "DELETE": Role.ADMIN}
 
@@ -37,6 +39,20 @@ class CheckRunSerializer(serializers.Serializer):
         return check_run_dict(instance)
 
 
+STATEMENT_PARSED = (
+    "A statement in the quick subset (a SELECT of one table) is checked at once: {saved}. Any other is parsed by "
+    "Spark on a worker: 202 with that job, which saves the check once the statement is found good (its `result` "
+    "names it: `check`, the id) or fails with the 400 the statement deserves (`invalid_query`, `table_not_found`), "
+    "saving nothing. Every other field is checked at once (400, 409)."
+)
+
+
+def _saved(saved: Check | Job, done: int) -> Response:
+    if isinstance(saved, Job):
+        return Response(JobOutputSerializer(saved).data, status=status.HTTP_202_ACCEPTED)
+    return Response(CheckOutputSerializer(saved).data, status=done)
+
+
 class CheckListApi(PagedApi):
     required_roles = ADMIN_WRITES
 
@@ -51,11 +67,15 @@ class CheckListApi(PagedApi):
     def get(self, request, catalog):
         return paginated(request, self, check_list(catalog=request_catalog(request, catalog)), CheckOutputSerializer)
 
-    @extend_schema(request=InputSerializer, responses={201: CheckOutputSerializer})
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: CheckOutputSerializer, 202: JobOutputSerializer},
+        description=STATEMENT_PARSED.format(saved="201 with the check"),
+    )
     def post(self, request, catalog):
         data = validated(self.InputSerializer, request.data)
-        check = check_create(catalog=request_catalog(request, catalog), created_by=request.user, **data)
-        return Response(CheckOutputSerializer(check).data, status=status.HTTP_201_CREATED)
+        saved = check_create(catalog=request_catalog(request, catalog), created_by=request.user, **data)
+        return _saved(saved, status.HTTP_201_CREATED)
 
 
 class CheckDetailApi(APIView):
@@ -73,11 +93,15 @@ class CheckDetailApi(APIView):
         check = check_get(catalog=request_catalog(request, catalog), check_id=check_id)
         return Response(CheckOutputSerializer(check).data)
 
-    @extend_schema(request=InputSerializer, responses=CheckOutputSerializer)
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: CheckOutputSerializer, 202: JobOutputSerializer},
+        description=STATEMENT_PARSED.format(saved="200 with the check"),
+    )
     def patch(self, request, catalog, check_id):
         data = validated(self.InputSerializer, request.data)
         check = check_get(catalog=request_catalog(request, catalog), check_id=check_id)
-        return Response(CheckOutputSerializer(check_update(check=check, user=request.user, **data)).data)
+        return _saved(check_update(check=check, user=request.user, **data), status.HTTP_200_OK)
 
     @extend_schema(responses={204: None})
     def delete(self, request, catalog, check_id):

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -32,6 +32,7 @@ from catalog_app.services.data_submit import (
 )
 from lakeui.errors import ApplicationError
 from lakeui.jobs.apis import JobOutputSerializer
+from lakeui.jobs.services import read_is_pending
 
 DEFAULT_GRACE_HOURS = 24
 
@@ -123,8 +124,11 @@ class TableRowsApi(APIView):
 
     @extend_schema(
         parameters=[AT_PARAMETER, OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
-        responses=OutputSerializer,
-    )
+        responses={200: OutputSerializer, 202: OpenApiTypes.OBJECT},
+        description="A page of the table's rows at the ref. Read at once from the files when it can be; else a "
+        "worker's Spark reads it: 202 `{complete: false, job}` (the job's id, status, progress) until it has "
+        "finished; read again then (the same read follows the same job and starts no second one).",
+    )  # fmt: skip
     def get(self, request, catalog, ref, database, table):
         try:
             page = int(request.query_params.get("page", 1))
@@ -133,9 +137,9 @@ class TableRowsApi(APIView):
             raise ApplicationError("invalid_input", "page and page_size must be whole numbers.") from None
         result = table_rows_read(
             resolved=read_ref(request, catalog, ref), database=database, table=table, page=page, page_size=page_size,
-            user=request.user, timeout=settings.LAKEUI_READ_TIMEOUT,
+            user=request.user,
         )  # fmt: skip
-        return Response(result)
+        return Response(result, status=status.HTTP_202_ACCEPTED if read_is_pending(result) else status.HTTP_200_OK)
 
 
 class TableScanApi(APIView):

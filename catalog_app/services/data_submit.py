@@ -2,7 +2,7 @@
 each takes the job's spec (catalog_app/job_specs.py, its shape already checked), checks it against the table at
 the branch head with every check that needs no Spark, so bad input is a 400 before anything is enqueued, and
 enqueues the job; the worker does the rest (services/load_changes.py, services/data_changes.py). Also the reads
-of a table's rows (here from the files, or by an interactive job) and its scan plan."""
+of a table's rows (here from the files, or by an interactive job, never waited for) and its scan plan."""
 
 import dataclasses
 import decimal
@@ -45,7 +45,7 @@ from catalog_app.services.data_changes import predicate_errors
 from catalog_app.services.load_changes import load_table_check
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_create, job_run_sync
+from lakeui.jobs.services import job_create, job_read
 
 MAX_PAGE_SIZE = 1000
 # Spark's OFFSET is a 32-bit int: page * page_size must stay below 2**31.
@@ -218,11 +218,10 @@ def upload_check(upload: UploadedFile, file_format: str) -> None:
         raise ApplicationError(problem.code, problem.message, details={"file": upload.name, "format": file_format})
 
 
-def table_rows_read(
-    *, resolved: ResolvedRef, database: str, table: str, page: int, page_size: int, user, timeout: float
-) -> dict:
-    """A page of rows at a ref: read here from the files (pyarrow) when the page's segments are in the table's
-    current schema, else by a worker's SparkSession on the interactive queue."""
+def table_rows_read(*, resolved: ResolvedRef, database: str, table: str, page: int, page_size: int, user) -> dict:
+    """A page of rows at a ref, answered at once: read here from the files (pyarrow) when the page's segments are in
+    the table's current schema, else by a worker's SparkSession on the interactive queue, whose job the answer names
+    until it has finished (`job_read`: `{"complete": false, "job": ...}`, to read again)."""
     if not 1 <= page <= MAX_PAGE or not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ApplicationError("invalid_input", f"page must be 1 to {MAX_PAGE} and page_size 1 to {MAX_PAGE_SIZE}.")
     current = _table_at(resolved, database, table)
@@ -230,7 +229,7 @@ def table_rows_read(
     if answered is not None:
         return answered
     spec = RowsPageSpec(commit=resolved.commit.id, table_id=str(current.object_id), page=page, page_size=page_size)
-    return job_run_sync(kind=spec.KIND, params=spec.to_params(), requested_by=user, timeout=timeout)
+    return job_read(kind=spec.KIND, params=spec.to_params(), requested_by=user)
 
 
 def staging_path(catalog: Catalog, staging_id: str) -> str:

@@ -1,4 +1,5 @@
-"""The data diff of one table between two refs: rows added, deleted and changed, read by a worker on Spark.
+"""The data diff of one table between two refs: rows added, deleted and changed, read here with pyarrow or by a
+worker on Spark (never waited for).
 
 A table with a primary key is compared by key (a changed row shows which cells changed); one without is compared
 as a multiset of rows (added and deleted rows). Both sides are read in the `to` side's schema, by column id.
@@ -11,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 
 from catalog_app.engine import keys, row_diff
 from catalog_app.engine.frames import cache_scope, cached, collected
@@ -24,7 +24,7 @@ from catalog_app.selectors.objects import object_by_id, object_find, objects_at
 from catalog_app.selectors.refs import ResolvedRef, commit_chain
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_files, tables_files
 from lakeui.errors import NotFoundError
-from lakeui.jobs.services import job_run_sync
+from lakeui.jobs.services import job_read, read_is_pending
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,6 @@ TABLE_DIFF_JOB = "table_diff"
 MAX_LISTED = 200
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-KEPT_SECONDS = 24 * 3600  # a worker's page, kept per pair of commits (commits never change)
 
 
 def table_diff_read(
@@ -51,7 +50,9 @@ def table_diff_read(
 
     Read here with pyarrow (segments written in an older schema projected onto the shown one by column id, as Spark
     projects them), and kept as an Arrow file per pair of commits, so a later page or a reload is a slice of that
-    file; a warehouse this process cannot read, or a type Arrow cannot compare, is read by a worker's Spark."""
+    file; a warehouse this process cannot read, or a type Arrow cannot compare, is read by a worker's Spark, whose
+    job the answer names until it has finished (`job_read`: `{"complete": false, "job": ...}`, to read again; the
+    finished job's page then answers every read of it: commits never change)."""
     found = None
     for side in (target, source):
         if table_id:
@@ -72,17 +73,10 @@ def table_diff_read(
     params = {"from": source.commit.id, "to": target.commit.id, "table_id": str(found.object_id)}
     result = _diff_here(params, page=page, page_size=page_size)
     if result is None:
-        cache_key = f"table-diff:{params['from']}:{params['to']}:{params['table_id']}:{page}:{page_size}"
-        result = cache.get(cache_key)
-        if result is None:
-            result = job_run_sync(
-                kind=TABLE_DIFF_JOB, params={**params, "page": page, "page_size": page_size}, requested_by=user,
-                timeout=settings.LAKEUI_READ_TIMEOUT,
-            )  # fmt: skip
+        result = job_read(kind=TABLE_DIFF_JOB, params={**params, "page": page, "page_size": page_size},
+                          requested_by=user)  # fmt: skip
+        if not read_is_pending(result):
             result = {**result, "read_by": "worker"}
-            cache.set(cache_key, result, timeout=KEPT_SECONDS)
-        else:
-            result = {**result, "kept": True}
     return {"from": params["from"], "to": params["to"], "table_id": params["table_id"], **result}
 
 

@@ -28,13 +28,13 @@ from catalog_app.selectors.refs import Chain, branch_list, commit_chain, ref_res
 from catalog_app.selectors.table_files import table_files
 from catalog_app.selectors.table_rows import select_frame, select_here
 from checks_app.models import Check, CheckRun
-from checks_app.selectors import check_run_dict
+from checks_app.selectors import check_get, check_run_dict
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.events import CHECK_FINISHED, event_emit
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_answered_here, job_create, job_run_sync
+from lakeui.jobs.services import job_answered_here, job_create
 
-STATEMENT_JOB = "check_statement"  # parses a check's SELECT on the interactive worker (job_kinds.py)
+STATEMENT_JOB = "check_statement"  # parses a check's SELECT on the interactive worker, then saves it (job_kinds.py)
 RUN_JOB = "check_run"  # runs a check on a ref, on demand
 FAILING_ROWS = 100  # the rows of a failed check that are kept
 MAX_ROWS_BOUND = 1_000_000_000
@@ -70,18 +70,36 @@ def _bound_checked(max_rows: object) -> int:
     return max_rows
 
 
-def _statement_tables(*, catalog: Catalog, statement: object, branches: str, user) -> list[str]:
-    """The tables a check's statement reads, checked as the SQL console checks a SELECT (parsed by Spark on the
-    interactive worker, the allowed plan nodes and functions), with no time travel and only tables that exist."""
+def _statement_tables(*, catalog: Catalog, statement: object, branches: str) -> list[str] | None:
+    """The tables a check's statement reads when that is known here, without Spark: a statement in quick_sql's
+    subset (a SELECT of one table, with nothing the console refuses); None when only Spark's parser can tell
+    (STATEMENT_JOB). What is wrong at once is a 400 now: not a SELECT, or a table no branch it guards has."""
     if not isinstance(statement, str) or not sql_reads_a_query(statement):
         raise ApplicationError("invalid_query", MESSAGE_NOT_SELECT, details={"field": "sql"})
     query = quick_sql.parse(statement)
     if query is not None and all(sql.IDENTIFIER.fullmatch(name) for name in (query.database, query.table)):
-        # In quick_sql's subset: a SELECT of one table, with nothing the console refuses; no Spark parse needed.
         return tables_checked(catalog=catalog, tables={f"{query.database}.{query.table}"}, branches=branches)
-    params = {"catalog_id": str(catalog.id), "statement": statement, "branches": branches}
-    result = job_run_sync(kind=STATEMENT_JOB, params=params, requested_by=user, timeout=settings.LAKEUI_READ_TIMEOUT)
-    return result["tables"]
+    return None
+
+
+def _statement_submit(*, catalog: Catalog, statement: str, branches: str, save: dict[str, Any], user) -> Job:
+    """The statement job (STATEMENT_JOB) that parses a check's statement with Spark on the interactive worker and
+    then saves the check as `save` says (`check_statement_save`): answered with at once, never waited for."""
+    params = {"catalog_id": str(catalog.id), "statement": statement, "branches": branches, "save": save}
+    return job_create(kind=STATEMENT_JOB, params=params, requested_by=user)
+
+
+def check_statement_save(*, catalog: Catalog, tables: list[str], save: dict[str, Any], user) -> Check:
+    """The statement job's second step, once Spark found the statement good: the check created (`save["create"]`:
+    check_create's fields) or changed (`save["update"]`: the check's id, `save["changes"]`) with these tables, each
+    field checked again as it is now (a check of that name made meanwhile is a 409, as at once). Idempotent on
+    redelivery: a job delivered again after it saved the check finds that very check (its name and statement)."""
+    if "create" in save:
+        fields = save["create"]
+        saved = Check.objects.filter(catalog=catalog, name=fields["name"], sql=fields["sql"]).first()
+        return saved or check_create(catalog=catalog, created_by=user, tables=tables, **fields)
+    check = check_get(catalog=catalog, check_id=save["update"])
+    return check_update(check=check, user=user, tables=tables, **save["changes"])
 
 
 def tables_checked(*, catalog: Catalog, tables: set[str], branches: str) -> list[str]:
@@ -118,11 +136,21 @@ def check_create(
     max_rows: int = 0,
     advisory: bool = False,
     created_by: AbstractBaseUser,
-) -> Check:
+    tables: list[str] | None = None,
+) -> Check | Job:
+    """Add a check, answered at once: saved now when its statement is known good here (`_statement_tables`), else
+    the statement job that parses it with Spark and then saves it (its result names the check), or fails with the
+    400 the statement deserves and saves nothing. Every other field is checked now (400, 409). `tables`: the
+    statement's tables as that job found them (the job's own call)."""
     name, branches, max_rows = _name_checked(name), _pattern_checked(branches), _bound_checked(max_rows)
     if Check.objects.filter(catalog=catalog, name=name).exists():
         raise ConflictError("check_exists", MESSAGE_EXISTS.format(catalog=catalog.name, name=name))
-    tables = _statement_tables(catalog=catalog, statement=sql, branches=branches, user=created_by)
+    if tables is None:
+        tables = _statement_tables(catalog=catalog, statement=sql, branches=branches)
+    if tables is None:
+        save = {"create": {"name": name, "branches": branches, "sql": sql, "max_rows": max_rows,
+                           "advisory": bool(advisory)}}  # fmt: skip
+        return _statement_submit(catalog=catalog, statement=sql, branches=branches, save=save, user=created_by)
     try:
         with transaction.atomic():
             return Check.objects.create(
@@ -133,10 +161,13 @@ def check_create(
         raise ConflictError("check_exists", MESSAGE_EXISTS.format(catalog=catalog.name, name=name)) from None
 
 
-def check_update(*, check: Check, user: AbstractBaseUser, **changes: Any) -> Check:
-    """Change a check. A change of what it judges (its statement or bound) makes it a new version: runs of the old
-    one no longer count for any merge. (Not one transaction: the statement is parsed by a job, which a transaction
-    still open would hold back.)"""
+def check_update(
+    *, check: Check, user: AbstractBaseUser, tables: list[str] | None = None, **changes: Any
+) -> Check | Job:
+    """Change a check, answered at once as check_create is: a new statement only Spark can parse is the statement
+    job, which makes every change of the request once the statement is found good (none if it is not); the other
+    fields are checked now. A change of what it judges (its statement or bound) makes it a new version: runs of
+    the old one no longer count for any merge. `tables`: the new statement's tables as the job found them."""
     if "name" in changes and changes["name"] != check.name:
         check.name = _name_checked(changes["name"])
         if Check.objects.filter(catalog=check.catalog, name=check.name).exclude(id=check.id).exists():
@@ -146,12 +177,16 @@ def check_update(*, check: Check, user: AbstractBaseUser, **changes: Any) -> Che
     if "advisory" in changes:
         check.advisory = bool(changes["advisory"])
     judged = False
-    if "sql" in changes and changes["sql"] != check.sql:
-        check.tables = _statement_tables(catalog=check.catalog, statement=changes["sql"], branches=check.branches,
-                                         user=user)  # fmt: skip
-        check.sql, judged = changes["sql"], True
     if "max_rows" in changes and changes["max_rows"] != check.max_rows:
         check.max_rows, judged = _bound_checked(changes["max_rows"]), True
+    if "sql" in changes and changes["sql"] != check.sql:
+        if tables is None:
+            tables = _statement_tables(catalog=check.catalog, statement=changes["sql"], branches=check.branches)
+        if tables is None:
+            save = {"update": check.id, "changes": changes}
+            return _statement_submit(catalog=check.catalog, statement=changes["sql"], branches=check.branches,
+                                     save=save, user=user)  # fmt: skip
+        check.tables, check.sql, judged = tables, changes["sql"], True
     if judged:
         check.version += 1
     try:

@@ -23,6 +23,7 @@ from catalog_app.services.data_submit import table_load_submit, table_rows_read
 from catalog_app.services.table_diff import table_diff_read
 from frontend.views.common import get_catalog, ref_context, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
+from lakeui.jobs.services import read_is_pending
 from merge_app.services.restores import restore_submit
 
 PAGE_SIZE = 20
@@ -114,6 +115,9 @@ def table_data_diff(request: HttpRequest, catalog: str, database: str, table: st
         except ApplicationError as error:
             context["error"] = error
         else:
+            if read_is_pending(result):  # a worker reads it: the page reads again once its job has finished
+                context["reading"] = result["job"]
+                return render(request, "frontend/table_diff.html", context)
             names = [c["name"] for c in result["columns"]]
             for row in result["rows"]:
                 row["shown"] = [
@@ -127,7 +131,8 @@ def table_data_diff(request: HttpRequest, catalog: str, database: str, table: st
 
 @ui_view
 def table_rows(request: HttpRequest, catalog: str, database: str, table: str) -> HttpResponse:
-    """A page of the table's rows, read by a worker. A fragment for the table page's script, or a whole page."""
+    """A page of the table's rows, read here or by a worker (then the job's progress, read again once it has
+    finished). A fragment for the table page's script, or a whole page."""
     found = get_catalog(request, catalog)
     ref = ref_context(request, found)
     try:
@@ -137,14 +142,16 @@ def table_rows(request: HttpRequest, catalog: str, database: str, table: str) ->
     context = {"catalog": found, "ref": ref, "database": database, "table": table, "page": page}
     try:
         result = table_rows_read(
-            resolved=ref.resolved, database=database, table=table, page=page, page_size=PAGE_SIZE,
-            user=request.user, timeout=settings.LAKEUI_READ_TIMEOUT,
-        )  # fmt: skip
+            resolved=ref.resolved, database=database, table=table, page=page, page_size=PAGE_SIZE, user=request.user
+        )
     except ApplicationError as error:
         context["error"] = error
     else:
-        pages = max(1, -(-result["count"] // PAGE_SIZE))
-        context.update(result=result, pages=pages, first_row=(page - 1) * PAGE_SIZE + 1)
+        if read_is_pending(result):  # a worker reads it: the page (or the script) reads again once it has finished
+            context["reading"] = result["job"]
+        else:
+            pages = max(1, -(-result["count"] // PAGE_SIZE))
+            context.update(result=result, pages=pages, first_row=(page - 1) * PAGE_SIZE + 1)
     template = "frontend/rows_fragment.html" if request.GET.get("fragment") else "frontend/rows.html"
     return render(request, template, context)
 

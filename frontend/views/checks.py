@@ -17,6 +17,7 @@ from checks_app.selectors import check_get, check_list, check_runs
 from checks_app.services.checks import check_create, check_delete, check_run_submit, check_update
 from frontend.views.common import get_catalog, refused, ui_view
 from lakeui.errors import ApplicationError
+from lakeui.jobs.models import Job
 
 PAGE_SIZE = 20
 FIELDS = ("name", "branches", "sql", "max_rows", "advisory")
@@ -52,6 +53,12 @@ def _can_admin(request: HttpRequest) -> bool:
     return request.catalog_role.role == Role.ADMIN
 
 
+def _parsing(request: HttpRequest, job: Job, what: str) -> HttpResponse:
+    """A check whose statement Spark parses: its job's page, which shows the check saved or the statement refused."""
+    messages.info(request, f"{what}: the statement is parsed by Spark on a worker; saved once it is found good.")
+    return redirect("frontend:job", job_id=job.id)
+
+
 @ui_view
 def check_index(request: HttpRequest, catalog: str) -> HttpResponse:
     """GET: the catalog's checks (everyone who sees it); POST: add one (admins)."""
@@ -66,6 +73,8 @@ def check_index(request: HttpRequest, catalog: str) -> HttpResponse:
             refused(request, error)
             status = 400
         else:
+            if isinstance(check, Job):
+                return _parsing(request, check, f"Check {form['name']!r}")
             messages.success(request, f"Check {check.name!r} added (version {check.version}).")
             return redirect("frontend:check", catalog=found.name, check_id=check.id)
     checks = [{"check": check, "last_run": _last_run(check)} for check in check_list(catalog=found)]
@@ -102,6 +111,8 @@ def check_detail(request: HttpRequest, catalog: str, check_id: int) -> HttpRespo
         refused(request, error)
         # The check as stored (the service may have changed the instance before it refused), the form as typed.
         return _detail(request, found, check_get(catalog=found, check_id=check_id), form=form, status=400)
+    if isinstance(saved, Job):
+        return _parsing(request, saved, f"The changes of check {check_id}")
     messages.success(request, f"Check {saved.name!r} saved (version {saved.version}).")
     return redirect("frontend:check", catalog=found.name, check_id=saved.id)
 

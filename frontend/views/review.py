@@ -15,6 +15,7 @@ from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
 from catalog_app.services.table_diff import PAGE_SIZE, table_diff_read, tables_changed
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
+from lakeui.jobs.services import read_is_pending
 from merge_app.selectors.graph import branches_with_commit
 from merge_app.selectors.merges import merge_of_commit
 from merge_app.services.picks import pick_submit
@@ -62,13 +63,23 @@ def diff_rows(request: HttpRequest, catalog: str) -> HttpResponse:
     except ApplicationError as error:
         context["error"] = error
     else:
-        pages = {
-            n: rows_url(found.name, source=source, target=target, table_id=result["table_id"], page=n)
-            for n in (page - 1, page + 1) if 1 <= n <= result["pages"]
-        }  # fmt: skip
-        context.update(result=result, rows=shown_rows(result), previous=pages.get(page - 1), next=pages.get(page + 1))
+        _shown(context, result, source=source, target=target, page=page)
     template = "frontend/_row_diff.html" if request.GET.get("fragment") else "frontend/row_diff.html"
     return render(request, template, context)
+
+
+def _shown(context: dict, result: dict, *, source: str, target: str, page: int) -> None:
+    """The page of changed rows, or the worker's job reading it (the page or the script reads again once it has
+    finished)."""
+    if read_is_pending(result):
+        context["reading"] = result["job"]
+        return
+    found = context["catalog"]
+    pages = {
+        n: rows_url(found.name, source=source, target=target, table_id=result["table_id"], page=n)
+        for n in (page - 1, page + 1) if 1 <= n <= result["pages"]
+    }  # fmt: skip
+    context.update(result=result, rows=shown_rows(result), previous=pages.get(page - 1), next=pages.get(page + 1))
 
 
 def _refs(found) -> dict:

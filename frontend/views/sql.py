@@ -1,5 +1,6 @@
-"""The SQL console: SELECT over a ref's tables, CREATE BRANCH, USE BRANCH; MERGE BRANCH, RESTORE, REVERT and
-CHERRY-PICK run as jobs: the console is sent to itself with the job (`?job=`), polls it and shows its result."""
+"""The SQL console: SELECT over a ref's tables, CREATE BRANCH, USE BRANCH; a SELECT Spark answers, MERGE BRANCH,
+RESTORE, REVERT and CHERRY-PICK run as jobs: the console is sent to itself with the job (`?job=`), polls it and
+shows its result."""
 
 import uuid
 

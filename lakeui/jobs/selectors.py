@@ -42,6 +42,27 @@ def job_started_for(*, kind: str, params: dict[str, Any], finished_since: dateti
     return same.order_by("-created_at").first()
 
 
+def job_answering(*, kind: str, params: dict[str, Any], failed_since: datetime) -> Job | None:
+    """The job of `kind` whose params hold these values that answers a read of them: the newest that succeeded,
+    else the newest not finished, else the newest that failed since `failed_since` (a cancelled one answers
+    nothing: a read after it starts again)."""
+    same = _with_params(kind, params).order_by("-created_at")
+    return (
+        same.filter(status=Job.Status.SUCCEEDED).first()
+        or same.filter(finished_at__isnull=True).first()
+        or same.filter(status=Job.Status.FAILED, finished_at__gte=failed_since).first()
+    )
+
+
+def job_brief(job: Job) -> dict[str, Any]:
+    """A job as a read that follows it shows it: its state, and why it failed."""
+    return {
+        "id": str(job.id), "kind": job.kind, "status": job.status, "progress": job.progress,
+        "progress_message": job.progress_message, "error_code": job.error_code, "error_message": job.error_message,
+        "error_status": job.error_status,
+    }  # fmt: skip
+
+
 def job_of_kind(*, job_id: object, kind: str, params: dict[str, Any]) -> Job | None:
     """The job `job_id` if it is of `kind` and its params hold these values (a job a page shares by its input)."""
     return _with_params(kind, params).filter(id=job_id).first()

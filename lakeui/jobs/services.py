@@ -34,6 +34,7 @@ from lakeui.jobs.registry import (
     job_kind_get,
     job_kind_interactive,
 )
+from lakeui.jobs.selectors import job_answering, job_brief
 
 logger = logging.getLogger(__name__)
 
@@ -162,25 +163,44 @@ def job_wait(job: Job, *, timeout: float, interval: float = 0.2) -> Job:
     return job
 
 
-def job_run_sync(*, kind: str, params: dict[str, Any], requested_by, timeout: float) -> dict[str, Any]:
-    """Run a read on a worker (its warm SparkSession) and wait: the result, the job's own refusal with its
-    status, or a 504 naming the job if it takes longer than `timeout` seconds."""
-    return job_result(job_create(kind=kind, params=params, requested_by=requested_by), timeout=timeout)
+READ_FAILURE_KEPT_FOR = 60  # seconds a failed read job answers its input's reads; a read after that tries again
 
 
-def job_result(job: Job, *, timeout: float) -> dict[str, Any]:
-    """Wait for a job: its result, its own refusal with its status, or a 504 naming it after `timeout` seconds."""
-    job = job_wait(job, timeout=timeout)
+def job_read(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None) -> dict[str, Any]:
+    """A read a worker answers (at a commit: its answer never changes), for a web request that answers at once and
+    never waits for the job (`job_for_read`): the job's result once it has succeeded; its refusal, raised with its
+    status, once it has failed; until then `{"complete": False, "job": job_brief(job)}`, which the interfaces
+    answer with 202 and their readers read again (docs/api.md#reads-a-worker-answers)."""
+    job = job_for_read(kind=kind, params=params, requested_by=requested_by, failure_kept_for=READ_FAILURE_KEPT_FOR)
     if job.status == Job.Status.SUCCEEDED:
         return job.result
-    if job.status == Job.Status.FAILED:
-        raise ApplicationError(job.error_code, job.error_message, status=job.error_status or 500, details=job.result)
-    raise ApplicationError(
-        "read_timeout",
-        f"The job did not finish within {timeout:.0f} s; follow it at /api/v1/jobs/{job.id}.",
-        status=504,
-        details={"job": str(job.id)},
-    )
+    if job.is_finished:
+        details = job.result if isinstance(job.result, dict) else None
+        raise ApplicationError(job.error_code or job.status, job.error_message, status=job.error_status or 500,
+                               details=details)  # fmt: skip
+    return read_pending(job)
+
+
+def read_pending(job: Job) -> dict[str, Any]:
+    """A read whose job has not finished: what its interface answers (202), to read again."""
+    return {"complete": False, "job": job_brief(job)}
+
+
+def read_is_pending(answer: dict[str, Any]) -> bool:
+    return answer.get("complete") is False
+
+
+def job_for_read(
+    *, kind: str, params: dict[str, Any], requested_by: AbstractBaseUser | None, failure_kept_for: float
+) -> Job:
+    """The job that answers a read of `kind` with these params (a read at a commit, whose answer never changes), for a
+    web request that answers at once and is read again until the job has finished: the newest that succeeded (its
+    result is the answer), else the one queued or running, else one that failed less than `failure_kept_for` seconds
+    ago (its failure is the answer; a read after that starts a new one), else a new one. However often a page
+    polls, one job runs per input; two reads at the same instant may start two, which answer alike."""
+    failed_since = timezone.now() - timedelta(seconds=failure_kept_for)
+    found = job_answering(kind=kind, params=params, failed_since=failed_since)
+    return found if found is not None else job_create(kind=kind, params=params, requested_by=requested_by)
 
 
 def holds_nul(value: Any) -> bool:

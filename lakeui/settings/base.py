@@ -205,7 +205,8 @@ LAKEUI_MAX_ROWS = env.int("LAKEUI_MAX_ROWS", 100_000)
 # with no Spark job, when catalog_app/engine/quick_sql.py can give Spark's answer exactly (0: always Spark).
 LAKEUI_QUICK_SQL_ROWS = env.int("LAKEUI_QUICK_SQL_ROWS", 20_000)
 LAKEUI_QUICK_SQL_BYTES = env.int("LAKEUI_QUICK_SQL_BYTES", 32 * 1024 * 1024)  # of its Parquet files, too
-# How long a read through a worker (table rows, SQL SELECT) may take before the API answers 504 with the job.
+# The default of LAKEUI_INTERACTIVE_TIME_LIMIT, below. (No request waits for a read through a worker: it answers at
+# once with the job, docs/api.md#reads-a-worker-answers.)
 LAKEUI_READ_TIMEOUT = env.int("LAKEUI_READ_TIMEOUT", 120)
 # A merge queue prepares (plans, materialises and checks) this many entries ahead at once (docs/merge-queue.md).
 LAKEUI_MERGE_QUEUE_DEPTH = env.int("LAKEUI_MERGE_QUEUE_DEPTH", 3)

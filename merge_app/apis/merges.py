@@ -14,6 +14,7 @@ from catalog_app.services.table_diff import MAX_PAGE_SIZE, PAGE_SIZE, table_diff
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.apis import JobOutputSerializer
+from lakeui.jobs.services import read_is_pending
 from merge_app.models import Merge
 from merge_app.rules import PENDING
 from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
@@ -98,12 +99,14 @@ class DiffRowsApi(APIView):
             OpenApiParameter("table_id", str, description="the table's stable id (survives renames)"),
             OpenApiParameter("page", int), OpenApiParameter("page_size", int, description=f"at most {MAX_PAGE_SIZE}"),
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT},
         description="The rows that differ between two refs. Without a table: every table whose data or definition "
         "differs (metadata only), each with the URL of its rows. With one: a page of its changed rows with the "
         "counts of rows added, deleted and changed: by key with the changed cells (old and new values) for a table "
         "with a primary key, rows added and rows deleted for one without. Read in the web process with pyarrow and "
-        "kept per pair of commits (`kept`: a later page or a reload is a slice of the kept diff), or by a worker.",
+        "kept per pair of commits (`kept`: a later page or a reload is a slice of the kept diff), or by a worker: then "
+        "202 `{from, to, table_id, complete: false, job}` until its job has finished; read again then (the same read "
+        "follows the same job).",
     )  # fmt: skip
     def get(self, request, catalog):
         found = request_catalog(request, catalog)
@@ -129,7 +132,7 @@ class DiffRowsApi(APIView):
             source=source_ref, target=target_ref, database=database, table=table,
             table_id=str(data["table_id"] or ""), user=request.user, page=data["page"], page_size=data["page_size"],
         )  # fmt: skip
-        return Response(result)
+        return Response(result, status=status.HTTP_202_ACCEPTED if read_is_pending(result) else status.HTTP_200_OK)
 
 
 class MergeOutputSerializer(serializers.Serializer):

@@ -26,11 +26,12 @@ class SqlApi(APIView):
     @extend_schema(
         request=InputSerializer,
         responses={200: OpenApiTypes.OBJECT, 202: JobOutputSerializer},
-        description="SELECT answers {kind: select, ref, commit, columns, rows, truncated}; CREATE BRANCH and USE "
-        "BRANCH answer {kind, branch, commit}. MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as "
-        "jobs: 202 with the job (as POST .../merges answers) and `sql`, what the statement asked for ({kind, source "
-        "and target | branch, ...}); the statement's result is `sql` with the job's `result` once it has finished "
-        "(GET /api/v1/jobs/{id}).",
+        description="SELECT answers {kind: select, ref, commit, columns, rows, truncated} when it is answered without "
+        "Spark (a small table, a statement in the quick subset); CREATE BRANCH and USE BRANCH answer {kind, branch, "
+        "commit}. A SELECT that Spark answers, MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as "
+        "jobs: 202 with the job (as POST .../merges answers) and `sql`, what the statement asked for ({kind, ref and "
+        "commit | source and target | branch, ...}); the statement's result is `sql` with the job's `result` once "
+        "it has finished (GET /api/v1/jobs/{id}). No request waits for a job.",
     )  # fmt: skip
     def post(self, request, catalog):
         data = validated(self.InputSerializer, request.data)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import ref_resolve
 from lakeui.jobs.models import Job
-from lakeui.jobs.selectors import job_started_for
+from lakeui.jobs.selectors import job_brief, job_started_for
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import KeysSpec
 from merge_app.selectors.diff import BasesNotMerged, MergeDiff, diff_as_dict, merge_diff
@@ -63,15 +63,6 @@ class DiffRead:
             "base": None, "bases": self.bases, "virtual_base": True, "mergeable": False, "up_to_date": False,
             "resolution": {}, "counts": {"objects": 0, "conflicts": 0, "discarded": 0}, "objects": [], **job,
         }  # fmt: skip
-
-
-def job_brief(job: Job) -> dict[str, Any]:
-    """A job as a read that follows it shows it: its state, and why it failed."""
-    return {
-        "id": str(job.id), "kind": job.kind, "status": job.status, "progress": job.progress,
-        "progress_message": job.progress_message, "error_code": job.error_code, "error_message": job.error_message,
-        "error_status": job.error_status,
-    }  # fmt: skip
 
 
 def merge_diff_read(*, catalog: Catalog, source: str, target: str, user: AbstractBaseUser | None) -> DiffRead:

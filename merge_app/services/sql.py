@@ -1,5 +1,6 @@
-"""The SQL endpoint: a statement is dispatched by its kind. SELECT (and WITH ... SELECT) runs on a worker over the
-tables of a ref, parsed by Spark's parser; the branch commands are parsed here by a small grammar:
+"""The SQL endpoint: a statement is dispatched by its kind. SELECT (and WITH ... SELECT) over the tables of a ref is
+answered here when `select_here` answers it exactly, else runs as a job on a worker, parsed by Spark's parser; the
+branch commands are parsed here by a small grammar:
 
     CREATE BRANCH name [FROM ref] [AT TIMESTAMP '...' | AT '...']
     USE BRANCH name
@@ -12,8 +13,9 @@ tables of a ref, parsed by Spark's parser; the branch commands are parsed here b
 Names are branch, tag or commit names (letters, digits, `_ . / -`) or `quoted` with backticks. A statement that
 does not parse is a 400 `syntax_error` with the position (0-based character offset) where it goes wrong.
 
-MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs: they are answered at once with the job
-(`Submitted`), whose result is the statement's once it has finished (`sql_job_result`); nothing here waits for it.
+A SELECT Spark answers, MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs: they are answered
+at once with the job (`Submitted`), whose result is the statement's once it has finished (`sql_job_result`); nothing
+here waits for it.
 """
 
 import re
@@ -21,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from catalog_app.engine import sql
@@ -31,13 +32,14 @@ from catalog_app.selectors.table_rows import select_here
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_run_sync
+from lakeui.jobs.services import job_create
 from merge_app.job_specs import MergeSpec, PickSpec, RestoreSpec
 from merge_app.models import SqlSession
 from merge_app.services.merges import merge_submit
 from merge_app.services.picks import pick_submit
 from merge_app.services.restores import restore_submit
 
+SELECT_JOB = "sql_select"  # a SELECT on the interactive worker's Spark (catalog_app/job_kinds.py)
 QUERY = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.IGNORECASE)
 MAX_STATEMENT = 100_000
 TOKEN = re.compile(
@@ -266,11 +268,13 @@ def sql_execute(*, catalog: Catalog, statement: str, ref: str | None, user, limi
 
 
 def sql_job_result(job: Job) -> dict[str, Any]:
-    """What a statement run as a job answers once the job has finished, as the statement's job (merge, restore,
-    revert or cherry-pick) names it: the statement's kind and refs, then the job's result. For the SQL console,
-    which follows the job it submitted."""
+    """What a statement run as a job answers once the job has finished, as the statement's job (a SELECT Spark
+    answers, merge, restore, revert or cherry-pick) names it: the statement's kind and refs, then the job's result.
+    For the SQL console, which follows the job it submitted."""
     params = job.params or {}
-    if job.kind == MergeSpec.KIND:
+    if job.kind == SELECT_JOB:
+        statement = {"kind": "select", "ref": params.get("ref"), "commit": params.get("commit")}
+    elif job.kind == MergeSpec.KIND:
         merge = MergeSpec.from_params(params)
         statement = {"kind": "merge_branch", "source": merge.source, "target": merge.target}
     elif job.kind == RestoreSpec.KIND:
@@ -286,15 +290,14 @@ def sql_job_result(job: Job) -> dict[str, Any]:
 
 def _select(context: Context, statement: str, limit: int) -> dict:
     """A SELECT's first `limit` rows: answered here when the statement is one `select_here` answers exactly
-    (a small table, a statement in its subset), else by Spark on the interactive worker."""
+    (a small table, a statement in its subset), else by Spark on the interactive worker: submitted, answered at once
+    with its job (`Submitted`), whose result is the rows once it has finished."""
     resolved = ref_resolve(catalog=context.catalog, ref=current_branch(context))
     here = select_here(chain=commit_chain(resolved.commit), statement=statement)
     if here is not None:
         rows = here.rows[: min(limit, sql.MAX_SELECT_ROWS)]
         return {"kind": "select", "ref": resolved.name, "commit": resolved.commit.id, "columns": here.columns,
                 "rows": rows, "truncated": len(here.rows) > len(rows)}  # fmt: skip
-    params = {"commit": resolved.commit.id, "statement": statement, "limit": limit}
-    result = job_run_sync(
-        kind="sql_select", params=params, requested_by=context.user, timeout=settings.LAKEUI_READ_TIMEOUT
-    )
-    return {"kind": "select", "ref": resolved.name, "commit": resolved.commit.id, **result}
+    params = {"commit": resolved.commit.id, "statement": statement, "limit": limit, "ref": resolved.name}
+    job = job_create(kind=SELECT_JOB, params=params, requested_by=context.user)
+    return Submitted(job, {"kind": "select", "ref": resolved.name, "commit": resolved.commit.id})

@@ -23,6 +23,7 @@ from catalog_app.services.refs import branch_create
 from lakeui.jobs.models import Job
 from tests.conftest import wait_for_job
 from tests.support.catalogs import make_catalog, make_table
+from tests.support.sql import sql_answer
 from tests.support.worker import Worker
 
 pytestmark = [
@@ -129,8 +130,7 @@ def test_jobs_and_interactive_drivers_share_a_two_core_cluster(user_client, clus
     previews = []
     for _ in range(3):  # while the loads run: SELECTs on the interactive worker's own driver
         started = time.monotonic()
-        response = user_client.post(f"/api/v1/catalogs/{catalog.name}/sql",
-                                    {"statement": "SELECT count(*) AS n FROM sales.returns"}, format="json")  # fmt: skip
+        response = sql_answer(user_client, catalog, "SELECT count(*) AS n FROM sales.returns")  # its job followed
         assert response.status_code == 200, response.json()
         previews.append(time.monotonic() - started)
     for job_id in [*loads, dev_load]:
@@ -142,8 +142,7 @@ def test_jobs_and_interactive_drivers_share_a_two_core_cluster(user_client, clus
     assert merge.status_code == 202, merge.json()
     job = wait_for_job(merge.json()["id"], timeout=300)
     assert job.status == Job.Status.SUCCEEDED, (job.error_code, job.error_message)
-    response = user_client.post(f"/api/v1/catalogs/{catalog.name}/sql",
-                                {"statement": "SELECT count(*) AS n FROM sales.orders"}, format="json")  # fmt: skip
+    response = sql_answer(user_client, catalog, "SELECT count(*) AS n FROM sales.orders")
     assert response.status_code == 200, response.json()
     assert response.json()["rows"] == [{"n": 110}] or response.json()["rows"] == [[110]], response.json()
     state = _master_state(webui)

@@ -15,6 +15,7 @@ from catalog_app.services.tables import column_add, column_update, table_update
 from lakeui.errors import ApplicationError
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.data import files_at, load, read, run
+from tests.support.reads import read_followed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -120,7 +121,9 @@ def test_overlapping_delta_files_are_subtracted_once(spark, user_client):
     run(catalog, "table_delete", {"where": "id >= 2 AND id <= 3"})  # overlaps the first on row 2
     assert len(files_at(catalog).deltas[files_at(catalog).segments[0].id]) == 2
     assertDataFrameEqual(read(spark, catalog), expected(spark, [r for r in ROWS if r["id"] > 3]))
-    page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows?page_size=3")
+    page = read_followed(
+        user_client, f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows?page_size=3"
+    )
     assert page.status_code == 200, page.json()
     assert page.json()["count"] == 5
     assert page.json()["rows"] == [[4, 40, "us"], [5, 50, "eu"], [6, 60, "us"]]
@@ -134,7 +137,7 @@ def test_nan_and_infinities_load_and_read_back(user_client):
     run(catalog, "table_load", {"strategy": "append_only", "query": f"SELECT * FROM {values} AS t(id, f)"})
     segments = files_at(catalog).segments
     assert not any("2" in s.stats for s in segments) and all("1" in s.stats for s in segments)
-    page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
+    page = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
     assert page.status_code == 200, page.content
     assert sorted(page.json()["rows"]) == [[1, "NaN"], [2, "Infinity"], [3, "-Infinity"]]
 
@@ -146,7 +149,7 @@ def test_the_first_and_last_timestamps_read_back(user_client):
     make_table(catalog, columns=[{"name": "id", "type": "long"}, {"name": "at", "type": "timestamp"}])
     rows = [{"id": 1, "at": "0001-01-01T00:00:00"}, {"id": 2, "at": "9999-12-31T23:59:59.999999"}]
     run(catalog, "table_load", {"strategy": "append_only", "rows": rows})
-    page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
+    page = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows")
     assert page.status_code == 200, page.content
     assert page.json()["rows"] == [[1, "0001-01-01T00:00:00"], [2, "9999-12-31T23:59:59.999999"]]
 

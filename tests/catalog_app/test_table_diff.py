@@ -5,6 +5,7 @@ import pytest
 from catalog_app.services.refs import branch_create
 from tests.support.catalogs import make_catalog, make_table
 from tests.support.merges import change, insert
+from tests.support.reads import read_followed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -28,7 +29,7 @@ def two_refs(**table_kwargs):
 def test_a_primary_key_table_is_compared_by_key_with_its_changed_cells(user_client, client, user):
     catalog = two_refs(primary_key=["id"])
     query = {"from": "main", "to": "dev", "table": "sales.orders"}
-    response = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query)
+    response = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", query)
     assert response.status_code == 200, response.json()
     result = response.json()
     assert result["counts"] == {"insert": 1, "update": 1, "delete": 1}
@@ -51,21 +52,25 @@ def test_a_primary_key_table_is_compared_by_key_with_its_changed_cells(user_clie
 def test_a_table_without_a_key_is_compared_as_rows(user_client):
     catalog = two_refs()
     query = {"from": "main", "to": "dev", "table": "sales.orders"}
-    result = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
+    result = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
     assert result["counts"] == {"insert": 2, "update": 0, "delete": 2}  # the updated row: one out, one in
     assert result["read_by"] == "web" and result["kept"] is False  # pyarrow here, no Spark job
     deleted = sorted(row["before"] for row in result["rows"] if row["change"] == "delete")
     added = sorted(row["after"] for row in result["rows"] if row["change"] == "insert")
     assert (deleted, added) == ([[1, 10, "eu"], [2, 20, "eu"]], [[1, -1, "eu"], [4, 40, "eu"]])
     # A second page of one row each, from the diff kept for the pair of commits.
-    paged = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2, "page_size": 1}).json()
+    paged = read_followed(
+        user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2, "page_size": 1}
+    ).json()
     assert (paged["kept"], paged["pages"], paged["total"], len(paged["rows"])) == (True, 4, 4, 1)
     assert paged["rows"][0] == result["rows"][1]
     # Without a table: the changed tables, each with the URL of its rows.
-    listed = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main", "to": "dev"}).json()
+    listed = read_followed(
+        user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main", "to": "dev"}
+    ).json()
     assert [(t["table"], t["change"]) for t in listed["tables"]] == [("sales.orders", "changed")]
-    assert user_client.get(listed["tables"][0]["rows"]).json()["counts"] == result["counts"]
-    bad = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main"})
+    assert read_followed(user_client, listed["tables"][0]["rows"]).json()["counts"] == result["counts"]
+    bad = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", {"from": "main"})
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")
 
 
@@ -81,7 +86,7 @@ def test_the_commit_api_names_each_operation_s_table_and_links_its_rows(user_cli
     assert [(op["op"], op["object"], op["rows"]) for op in detail["operations"]] == [
         ("insert", "sales.orders", {"rows_inserted": 1, "rows_updated": 0, "rows_deleted": 0})
     ]
-    rows = user_client.get(detail["tables"][0]["rows"]).json()
+    rows = read_followed(user_client, detail["tables"][0]["rows"]).json()
     assert [(r["change"], r["after"]) for r in rows["rows"]] == [("insert", [4, 40, "eu"])]
     missing = user_client.get(f"/api/v1/catalogs/{catalog.name}/commits/{'0' * 32}")
     assert (missing.status_code, missing.json()["code"]) == (404, "commit_not_found")
@@ -123,7 +128,7 @@ def test_the_first_timestamp_is_listed(user_client):
     branch_create(catalog=catalog, name="dev", source="main")
     insert(catalog, [{"id": 1, "at": "0001-01-01T00:00:00"}], branch="dev")
     query = {"from": "main", "to": "dev", "table": "sales.orders"}
-    result = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
+    result = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
     assert [(row["change"], row["after"]) for row in result["rows"]] == [("insert", [1, "0001-01-01T00:00:00"])]
 
 
@@ -144,7 +149,7 @@ def test_segments_of_an_older_schema_are_diffed_here_without_a_worker(user_clien
     jobs = Job.objects.count()
     query = {"from": "main", "to": "dev", "table": "sales.orders", "page_size": 2}
     started = time.monotonic()
-    first = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
+    first = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", query).json()
     elapsed = time.monotonic() - started
     assert (first["read_by"], Job.objects.count()) == ("web", jobs), first
     assert elapsed < 1, elapsed
@@ -155,5 +160,5 @@ def test_segments_of_an_older_schema_are_diffed_here_without_a_worker(user_clien
     update = first["rows"][0]
     assert (update["before"], update["after"]) == ([1, 10, "eu", "n/a"], [1, -1, "eu", "n/a"])
     assert update["cells"] == ["total"]
-    second = user_client.get(f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2}).json()
+    second = read_followed(user_client, f"/api/v1/catalogs/{catalog.name}/diff/rows", {**query, "page": 2}).json()
     assert [(r["change"], r["after"]) for r in second["rows"]] == [("insert", [4, 40, "eu", "n/a"])]

@@ -433,7 +433,45 @@ def _foreign(modules, graph) -> Iterator[Violation]:
                 yield Violation("foreign_model_query", name, query.line, f"{query.what}: {owner}'s rows")
 
 
-RULES = (_layers, _cycles, _spark, _engine, _selectors, _interfaces, _foreign)
+# No web thread waits for a job (issue 37): what a request starts on a worker, it answers with at once (the job to
+# follow, or a read to make again). WEB_ENTRIES are where a request comes in; every project module they import,
+# directly or not, runs in a web thread and calls none of JOB_WAITS.
+WEB_ENTRIES = ("frontend.views", "frontend.urls", "lakeui.urls", "lakeui.api")
+WEB_ENTRY_LAYERS = ("apis",)  # catalog_app.apis.*, merge_app.apis.*, checks_app.apis, hooks_app.apis, lakeui.jobs.apis
+JOB_WAITS = frozenset({"job_run_sync", "job_result", "job_wait"})
+# The health report proves a worker and Spark by a job it waits for, at most LAKEUI_HEALTH_TIMEOUT: the wait is what
+# it measures (docs/operations.md), not a read a person waits for.
+WEB_WAIT_ALLOWED = frozenset({"lakeui.jobs.health"})
+
+
+def _web_entry(name: str) -> bool:
+    return name.startswith(WEB_ENTRIES) or any(_is_layer(name, layer) for layer in WEB_ENTRY_LAYERS)
+
+
+def web_reachable(graph: Mapping[str, Mapping[str, int]]) -> dict[str, list[str]]:
+    """Each project module a web entry imports, directly or not, with one import path to it from an entry."""
+    found = {name: [name] for name in graph if _web_entry(name)}
+    todo = list(found)
+    while todo:
+        name = todo.pop()
+        for imported in sorted(graph.get(name, {})):
+            if imported in graph and imported not in found:
+                found[imported] = [*found[name], imported]
+                todo.append(imported)
+    return found
+
+
+def _web_waits(modules, graph) -> Iterator[Violation]:
+    for name, path in web_reachable(graph).items():
+        if name in WEB_WAIT_ALLOWED:
+            continue
+        for node in ast.walk(modules[name].tree):
+            if isinstance(node, ast.Call) and _called(node) in JOB_WAITS:
+                how = " -> ".join(path)
+                yield Violation("web_waits_for_job", name, node.lineno, f"calls {_called(node)} (reached: {how})")
+
+
+RULES = (_layers, _cycles, _spark, _engine, _selectors, _interfaces, _foreign, _web_waits)
 
 
 def check(sources: Mapping[str, str]) -> list[Violation]:

@@ -18,6 +18,7 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.services import _claim, job_create
 from tests.conftest import wait_for_job
 from tests.support.catalogs import COLUMNS, make_catalog, make_table
+from tests.support.sql import sql_answer
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +134,7 @@ def test_sql_checker_keeps_a_column_named_user(spark):
 def test_a_query_that_throws_in_spark_is_a_400_sql_error(user_client, user, statement):
     catalog = make_catalog()
     before = _state()
-    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": statement}, format="json")
+    response = sql_answer(user_client, catalog, statement)
     assert response.status_code == 400, response.content[:500]
     body = response.json()
     assert body["code"] in {"sql_error", "invalid_query"}  # invalid_query: Spark already throws while planning
@@ -231,8 +232,7 @@ def test_values_the_catalog_cannot_keep_are_refused_with_the_column_and_a_value_
 def test_a_result_the_metadata_store_cannot_keep_is_a_clear_failure_not_a_lost_worker(user_client):
     catalog = make_catalog()
     started = time.monotonic()
-    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": "SELECT url_decode('%00') AS v"},
-                                format="json")  # fmt: skip
+    response = sql_answer(user_client, catalog, "SELECT url_decode('%00') AS v")
     assert response.status_code == 400, response.content[:500]
     assert response.json()["code"] == "unstorable_result"
     assert time.monotonic() - started < 60  # not sent again and again until the read times out
@@ -254,8 +254,7 @@ def test_a_failure_whose_message_or_details_hold_a_nul_is_stored(db):
 def test_a_select_of_20000_columns_is_refused_by_its_size_budget_at_once(user_client):
     catalog = make_catalog()
     started = time.monotonic()
-    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": "SELECT " + ", ".join(["1"] * 20_000)},
-                                format="json")  # fmt: skip
+    response = sql_answer(user_client, catalog, "SELECT " + ", ".join(["1"] * 20_000))
     assert response.status_code == 400, response.content[:500]
     assert (response.json()["code"], "too large" in response.json()["message"]) == ("invalid_query", True)
     assert time.monotonic() - started < 30  # it held the interactive worker 75 s before
@@ -275,13 +274,13 @@ def test_a_read_past_its_time_budget_is_stopped_and_the_worker_serves_the_next(u
     settings.LAKEUI_INTERACTIVE_TIME_LIMIT = 3
     catalog = make_catalog()
     started = time.monotonic()
-    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": LONG_QUERY}, format="json")
+    response = sql_answer(user_client, catalog, LONG_QUERY)
     assert response.status_code == 504, response.content[:500]
     assert response.json()["code"] == "time_limit"
     assert time.monotonic() - started < 30
     settings.LAKEUI_INTERACTIVE_TIME_LIMIT = 120
     started = time.monotonic()
-    response = user_client.post(f"{API}/{catalog.name}/sql", {"statement": "SELECT 41 + 1 AS n"}, format="json")
+    response = sql_answer(user_client, catalog, "SELECT 41 + 1 AS n")
     assert time.monotonic() - started < 30  # the executors no longer sum the first query's rows
     assert response.status_code == 200, response.content[:500]
     assert response.json()["rows"] == [[42]]

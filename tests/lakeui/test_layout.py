@@ -181,3 +181,53 @@ def test_a_break_added_to_the_real_tree_is_reported():
 def test_cycles_are_the_strongly_connected_components():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# No web thread waits for a job (issue 37): the rule `web_waits_for_job`.
+WAITS = {
+    "a service a view calls waits for its job": (
+        "merge_app/services.py",
+        "from lakeui.jobs.services import job_run_sync\ndef read(*, params, user):\n"
+        "    return job_run_sync(kind='x', params=params, requested_by=user, timeout=60)\n",
+        "merge_app.services",
+    ),
+    "a selector a service imports polls a job": (
+        "catalog_app/selectors.py",
+        "from lakeui.jobs import services\ndef rows(job):\n    return services.job_wait(job, timeout=5).result\n",
+        "catalog_app.selectors",
+    ),
+    "a view waits for a job's result": (
+        "frontend/views.py",
+        "from lakeui.jobs.services import job_result\ndef page(request, job):\n    return job_result(job, timeout=5)\n",
+        "frontend.views",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WAITS)
+def test_a_wait_for_a_job_in_a_web_path_is_reported(name):
+    path, text, module = WAITS[name]
+    found = check({**CLEAN, path: CLEAN.get(path, "") + text})
+    assert [(v.rule, v.module) for v in found] == [("web_waits_for_job", module)], found
+
+
+def test_a_worker_may_wait_where_no_request_reaches():
+    """A job kind, which no view imports, is not a web path: the rule stays quiet there."""
+    text = (
+        "from lakeui.jobs.services import job_wait\ndef run(params, progress):\n    return job_wait(None, timeout=1)\n"
+    )
+    assert check({**CLEAN, "catalog_app/job_kinds.py": CLEAN["catalog_app/job_kinds.py"] + text}) == []
+
+
+def test_the_former_blocking_read_is_reported_in_the_real_tree():
+    """The SQL console's Spark SELECT as it was before issue 37 (waiting on job_run_sync) breaks the rule where it
+    sits, three imports below the console's view."""
+    sources = tree_sources()
+    path = "merge_app/services/sql.py"
+    sources[path] += (
+        "\ndef _select_waited(context, params):\n    from lakeui.jobs.services import job_run_sync\n"
+        "    return job_run_sync(kind='sql_select', params=params, requested_by=context.user, timeout=120)\n"
+    )
+    found = [v for v in check(sources) if v.rule == "web_waits_for_job"]
+    assert [v.module for v in found] == ["merge_app.services.sql"], found
+    assert "job_run_sync" in found[0].detail

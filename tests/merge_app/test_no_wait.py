@@ -30,7 +30,7 @@ from tests.support.merges import change, insert, merge
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
-AT_ONCE = 5  # seconds: far below LAKEUI_READ_TIMEOUT (and the SQL endpoint's former 60 s wait)
+AT_ONCE = 5  # seconds: far below LAKEUI_INTERACTIVE_TIME_LIMIT (and the SQL endpoint's former 60 s wait)
 
 
 def key_conflict(user):

@@ -11,13 +11,14 @@ from checks_app.services.checks import checks_run
 from lakeui.jobs.models import Job
 from tests.support.catalogs import make_catalog, make_table
 from tests.support.data import load
+from tests.support.sql import sql_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 GROUPED = "SELECT region, count(*), sum(amount) AS total FROM sales.orders GROUP BY region ORDER BY region"
 
 
 def sql(client, catalog, statement):
-    return client.post(f"/api/v1/catalogs/{catalog.name}/sql", {"statement": statement}, format="json")
+    return sql_answer(client, catalog, statement)  # a SELECT Spark answers: 202, its job followed
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from lakeui.jobs.services import job_create
 from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import load, run, table_version
+from tests.support.reads import read_followed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -28,7 +29,9 @@ RULES = [{"pattern": "scratch/*", "keep_days": 3}, {"pattern": "main"}]
 
 def _rows(client, catalog, ref, table="orders", at=None):
     query = {"page_size": 1000, **({"at": at} if at else {})}
-    return client.get(f"/api/v1/catalogs/{catalog.name}/refs/{ref}/databases/sales/tables/{table}/rows", query)
+    return read_followed(
+        client, f"/api/v1/catalogs/{catalog.name}/refs/{ref}/databases/sales/tables/{table}/rows", query
+    )
 
 
 def _sorted_rows(response):

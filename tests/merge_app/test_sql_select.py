@@ -8,12 +8,13 @@ from django.utils import timezone
 from catalog_app.services.refs import branch_create
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import load, run
+from tests.support.sql import sql_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
 
 def sql(client, catalog, statement, **extra):
-    return client.post(f"/api/v1/catalogs/{catalog.name}/sql", {"statement": statement, **extra}, format="json")
+    return sql_answer(client, catalog, statement, **extra)  # a SELECT Spark answers: 202, its job followed
 
 
 @pytest.fixture

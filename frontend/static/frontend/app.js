@@ -33,13 +33,20 @@
     timer = setInterval(tick, 1000);
   }
 
-  function loadRows(box, url, fragmentLinks) {
+  // A read a worker answers comes back at once naming its job ([data-read-again]): read again until it is there.
+  var READ_AGAIN_MS = 1000;
+
+  function loadRows(box, url, fragmentLinks, again) {
     box.setAttribute("aria-busy", "true");
-    box.innerHTML = '<p class="muted">Reading rows…</p>';
+    if (!again) { box.innerHTML = '<p class="muted">Reading rows…</p>'; }
     fetch(url, { credentials: "same-origin" })
       .then(function (response) { return response.text(); })
       .then(function (html) {
         box.innerHTML = html;
+        if (box.querySelector("[data-read-again]")) {
+          setTimeout(function () { loadRows(box, url, fragmentLinks, true); }, READ_AGAIN_MS);
+          return;
+        }
         box.removeAttribute("aria-busy");
         box.querySelectorAll("a[data-rows-page]").forEach(function (link) {
           link.addEventListener("click", function (event) {
@@ -56,6 +63,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    // A whole page whose read a worker is making: the page again once it has.
+    if (document.querySelector("[data-read-again]")) {
+      setTimeout(function () { window.location.reload(); }, READ_AGAIN_MS);
+    }
     // At most MAX_POLLED bars poll at once (a long list of queued jobs must not flood the server).
     var MAX_POLLED = 10;
     var polled = 0;

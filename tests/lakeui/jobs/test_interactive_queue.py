@@ -11,6 +11,7 @@ from lakeui.jobs.services import job_cancel, job_create
 from tests.conftest import wait_for_job
 from tests.support.catalogs import make_catalog, make_table, on
 from tests.support.data import load
+from tests.support.sql import sql_followed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,10 +28,10 @@ def test_a_select_answers_while_long_jobs_hold_every_jobs_worker_process(celery_
         while Job.objects.filter(id__in=[j.id for j in long_jobs], status=Job.Status.RUNNING).count() < 2:
             assert time.monotonic() < deadline, "the jobs worker's two processes did not both take a long job"
             time.sleep(0.1)
-        statement = {"statement": "SELECT id, amount + 1 AS next FROM sales.orders ORDER BY id"}
-        answer = user_client.post(f"/api/v1/catalogs/{catalog.name}/sql", statement, format="json")
-        assert answer.status_code == 200, answer.json()
-        assert answer.json()["rows"] == [[1, 11], [2, 21]]
+        statement = "SELECT id, amount + 1 AS next FROM sales.orders ORDER BY id"
+        status, answer = sql_followed(user_client, catalog, statement, timeout=60)
+        assert status == 200, answer
+        assert answer["rows"] == [[1, 11], [2, 21]]
         read = Job.objects.filter(kind="sql_select").latest("created_at")
         holder = Job.objects.get(id=long_jobs[0].id).worker
         assert read.worker.split("@")[0] != holder.split("@")[0]  # another worker served it

@@ -209,8 +209,11 @@ class Client:
         """The table's columns (the API lists them with the table; `.../columns` only takes writes)."""
         return self.table(catalog, ref, table)["columns"]
 
-    def rows(self, catalog: str, ref: str, table: str, **params: Any) -> Any:
-        return self.request("GET", f"{self._table(catalog, ref, table)}/rows", params=params)
+    def rows(self, catalog: str, ref: str, table: str, *, wait: bool = True, **params: Any) -> Any:
+        """A page of db.table's rows at `ref` (`page`, `page_size`, `at`). A page the server has a worker read is
+        answered at once with `{complete: false, job}`: with `wait`, read again until it is there."""
+        path = f"{self._table(catalog, ref, table)}/rows"
+        return self._complete(lambda: self.request("GET", path, params=params), wait=wait)
 
     # data jobs
     def load(
@@ -324,11 +327,13 @@ class Client:
         def read() -> dict:
             return self.request("GET", f"catalogs/{_q(catalog)}/diff", params={"from": source, "to": target})
 
-        return self._complete(read) if wait else read()
+        return self._complete(read, wait=wait)
 
-    def _complete(self, read: Callable[[], dict], *, interval: float = 0.5) -> dict:
-        """`read()` again until its answer is `complete` (a diff whose key comparison `job` has finished); the
-        job's failure raises as a failed job's would. Each read is metadata only and starts no second job."""
+    def _complete(self, read: Callable[[], dict], *, wait: bool = True, interval: float = 0.5) -> dict:
+        """`read()` again until its answer is `complete` (a diff whose key comparison `job` has finished, a page a
+        worker reads); the job's failure raises as a failed job's would. A read again starts no second job."""
+        if not wait:
+            return read()
         finished = 0
         while True:
             body = read()
@@ -343,12 +348,15 @@ class Client:
             time.sleep(interval)
 
     def data_diff(
-        self, catalog: str, source: str, target: str, table: str, *, page: int = 1, page_size: int = 50
-    ) -> dict:
+        self, catalog: str, source: str, target: str, table: str, *, page: int = 1, page_size: int = 50,
+        wait: bool = True,
+    ) -> dict:  # fmt: skip
         """A page of the rows of db.table added, deleted and changed from `source` to `target` (any refs: branches,
-        tags, commit ids), with the counts: by key with the changed cells for a primary-key table."""
+        tags, commit ids), with the counts: by key with the changed cells for a primary-key table. A page a worker
+        reads is answered at once with `{complete: false, job}`: with `wait`, read again until it is there."""
         params = {"from": source, "to": target, "table": table, "page": page, "page_size": page_size}
-        return self.request("GET", f"catalogs/{_q(catalog)}/diff/rows", params=params)
+        path = f"catalogs/{_q(catalog)}/diff/rows"
+        return self._complete(lambda: self.request("GET", path, params=params), wait=wait)
 
     def diff_tables(self, catalog: str, source: str, target: str) -> dict:
         """The tables whose rows or definition differ between two refs (any direction), each with the URL of its
@@ -601,17 +609,30 @@ class Client:
         return self.request("GET", f"catalogs/{_q(catalog)}/checks/{int(check_id)}")
 
     def check_create(
-        self, catalog: str, name: str, branches: str, sql: str, max_rows: int = 0, advisory: bool = False
-    ) -> dict:
+        self, catalog: str, name: str, branches: str, sql: str, max_rows: int = 0, advisory: bool = False, *,
+        wait: bool = True,
+    ) -> dict:  # fmt: skip
         """Guard the target branches matching `branches` (main, release/*) with one SELECT that must return at most
         `max_rows` rows. A statement the SQL console would not run is refused (400 `invalid_query`, or
-        `table_not_found`)."""
+        `table_not_found`). A statement only Spark can parse is parsed by a job the server answers with at once
+        (202), which saves the check: with `wait` (the default) the saved check once it has finished (its refusal
+        raises as `JobFailed`), else that job."""
         body = {"name": name, "branches": branches, "sql": sql, "max_rows": max_rows, "advisory": advisory}
-        return self.request("POST", f"catalogs/{_q(catalog)}/checks", json=body)
+        return self._check_saved(catalog, self.request("POST", f"catalogs/{_q(catalog)}/checks", json=body), wait)
 
-    def check_update(self, catalog: str, check_id: int, **changes: Any) -> dict:
-        """Change `name`, `branches`, `sql`, `max_rows` or `advisory`; a new statement or bound is a new version."""
-        return self.request("PATCH", f"catalogs/{_q(catalog)}/checks/{int(check_id)}", json=changes)
+    def check_update(self, catalog: str, check_id: int, *, wait: bool = True, **changes: Any) -> dict:
+        """Change `name`, `branches`, `sql`, `max_rows` or `advisory`; a new statement or bound is a new version.
+        A new statement only Spark can parse is a job, followed as `check_create` follows it."""
+        answer = self.request("PATCH", f"catalogs/{_q(catalog)}/checks/{int(check_id)}", json=changes)
+        return self._check_saved(catalog, answer, wait)
+
+    def _check_saved(self, catalog: str, answer: dict, wait: bool) -> dict:
+        """The check a create or update answered with, or, for the statement job that saves it (`check_statement`),
+        with `wait` the check once the job has saved it."""
+        if not wait or answer.get("kind") != "check_statement" or "status" not in answer:
+            return answer
+        job = self.wait(answer["id"])
+        return self.check(catalog, job["result"]["check"])
 
     def check_delete(self, catalog: str, check_id: int) -> None:
         self.request("DELETE", f"catalogs/{_q(catalog)}/checks/{int(check_id)}")
@@ -658,10 +679,11 @@ class Client:
         self, catalog: str, statement: str, branch: str | None = None, limit: int = 1000, *, wait: bool = True,
         progress: Progress = None,
     ) -> dict:  # fmt: skip
-        """Run a statement. MERGE BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the
-        server answers with at once (202: the job, and `sql`, what the statement asked for): with `wait`, the
-        statement's result once the job has finished (`sql` with the job's result), as the other statements
-        answer; a refused job raises as a refused request would (`JobConflict` for a merge conflict)."""
+        """Run a statement. A SELECT that Spark answers (not a small table's, which is answered at once), MERGE
+        BRANCH, RESTORE, REVERT COMMIT and CHERRY-PICK COMMIT run as jobs, which the server answers with at once
+        (202: the job, and `sql`, what the statement asked for): with `wait`, the statement's result once the job
+        has finished (`sql` with the job's result), as the other statements answer; a refused job raises as a
+        refused request would (`JobConflict` for a merge conflict, `LakeUIError` 400 for a query that fails)."""
         body = {"statement": statement, "limit": limit, **({"branch": branch} if branch else {})}
         answer = self.request("POST", f"catalogs/{_q(catalog)}/sql", json=body)
         if not wait or not isinstance(answer, dict) or "sql" not in answer or "id" not in answer:
