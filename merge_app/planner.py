@@ -285,7 +285,7 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
     base, src, dest = (versions[side].get(object_id) for side in SIDES)
     if base is None and (src is None or src.dropped) and (dest is None or dest.dropped):
         return None  # created and dropped again on a side: nothing to compare or merge
-    changed = {"source": bool(src_ops), "target": bool(dest_ops)}
+    changed = {"source": bool(src_ops) or object_id in inputs.target_unchanged, "target": bool(dest_ops)}
     if data_changed is not None:  # a keyed table: a side whose rows differ from the base's changed it
         changed = {side: changed[side] or data_changed[side] for side in changed}
     if base is None:

@@ -217,9 +217,10 @@ def merge_diff_of(
     # A table without a key the source changed and the target holds as the base has it: the merge takes the
     # source's version (the three-way merge of a side that did not change; after A merged into B, B merged back
     # into A leaves A as B, whatever B's merge declined: merges converge, DESIGN 4.7).
-    unchanged = (
-        set(src_ops) - dest_touched if _target_is_base_plus(graph, target_head.id, sides.target, base.id) else set()
-    )
+    # A table only a merge on the source's chain touched, declining changes, counts: its state is that decision.
+    unchanged = set()
+    if _target_is_base_plus(graph, target_head.id, sides.target, base.id):
+        unchanged = (set(src_ops) | src_touched) - dest_touched
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
@@ -228,6 +229,7 @@ def merge_diff_of(
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
     object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in keyed_changes.items() if any(changed.values())}
+    object_ids |= {i for i in unchanged if i not in keyed_changes}
     parents = {v.parent_id for side in versions.values() for v in side.values() if v.parent_id} - object_ids
     for side, chain in chains.items():
         versions[side] |= _versions(chain, parents)
@@ -304,7 +306,7 @@ def _operations(
     superseded = {
         (commit, position, object_id)
         for _, _, object_id, kind, details in rows if kind == Operation.Op.RESOLVE
-        for commit, position in details["superseded"]
+        for commit, position in details.get("superseded", [])
     }  # fmt: skip
     held = set()
     for commit_id, position, object_id, kind, details in rows:

@@ -115,6 +115,12 @@ class MergeWriter:
                 )  # fmt: skip
         for obj in self.merging:
             self._object(obj)
+        for obj in self.diff.objects:
+            if obj.merges and obj.kind == ObjectKind.TABLE and (obj.resolution == TARGET_WINS or obj.discarded):
+                # The table's state on this side is its own decision now: a later merge from this side into a
+                # branch that changed nothing since takes it (`selectors.diff._target_is_base_plus`).
+                details = {"declined": "target_wins" if obj.resolution == TARGET_WINS else "discarded"}
+                self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
 
     def _object(self, obj: ObjectDiff) -> None:
         how, state, name, parent_id = self.hows[obj.object_id]  # decided in prepare

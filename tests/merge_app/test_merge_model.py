@@ -217,19 +217,19 @@ class Model:
         if (src.id in ancestors(dest) and merge_parent is not None) or (not src_ops and merge_parent is None):
             # nothing to merge (a criss-cross history's bases merged first: they may refuse)
             return ("up_to_date_maybe" if MAYBE in verdicts else "up_to_date"), None
-        if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
-            return ("maybe" if MAYBE in verdicts else "merged"), MCommit(
-                next(self.commits), dest, merge_parent, dict(dest.rows)
-            )
-        chain = first_parents(dest, since)
-        if not any(c.ops for c in chain) and (chain[-1].parent if chain else dest) is base:
+        number = next(self.commits)
+        chain, src_chain = first_parents(dest, since), first_parents(src, since)
+        touched = src_ops or any(c.ops or c.partial for c in src_chain)
+        if touched and not any(c.ops or c.partial for c in chain) and (chain[-1].parent if chain else dest) is base:
             # The target holds the table as the base has it (its first-parent history leads back to the base and
             # changed nothing): the merge takes the source's rows, whatever merges on the source declined (4.7).
-            number = next(self.commits)
             if merge_parent is None:
                 src_ops = [replace(op, commit=number) for op in src_ops]
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops)
+        if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
+            outcome = "maybe" if MAYBE in verdicts else "merged"
+            return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
         verdicts += [pair_verdict(s, d) for s in src_ops for d in dest_ops]
         if any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()]):
             # A side's table is not the base's with its changes replayed (a merge in either history kept its own
@@ -254,7 +254,6 @@ class Model:
         rows = replay(base.rows, src.rows, dest.rows, applied)
         self.last = f"base {sorted(base.rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
         self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
-        number = next(self.commits)
         if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
             applied = [replace(op, commit=number) for op in applied]
         commit = MCommit(number, dest, merge_parent, rows, applied, partial)
