@@ -39,11 +39,9 @@ def test_a_branch_merged_back_after_target_wins_holds_the_same_rows(spark):
     assert ids(spark, catalog, "b1") == ids(spark, catalog, "main")
 
 
-def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_merging_back(spark):
-    """Unkeyed model seed 59, cut down: two branches compact the same segments; main takes b2's compaction, then
-    merges b1 and drops b1's (C*). Merging main back into b1 after b1 changed the table again replays b2's
-    compaction on segments b1 holds in no version (it compacted them itself): it changes no row, so it is dropped
-    (C*), not refused (R*). (Without b1's change, b1 holds the table as the merge base has it and takes main's.)"""
+def compacted_on_two_branches_and_merged():
+    """Two segments on main; b1 and b2 compact them each; main merges b2 (its compaction), then b1 (whose
+    compaction it drops, C*)."""
     catalog = make_catalog()
     make_table(catalog)
     insert(catalog, rows(1))
@@ -53,6 +51,15 @@ def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_me
         change(catalog, "table_compact", {}, branch=branch)
     merge(catalog, source="b2", target="main")
     merge(catalog, source="b1", target="main")
+    return catalog
+
+
+def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_merging_back(spark):
+    """Unkeyed model seed 59, cut down: two branches compact the same segments; main takes b2's compaction, then
+    merges b1 and drops b1's (C*). Merging main back into b1 after b1 changed the table again replays b2's
+    compaction on segments b1 holds in no version (it compacted them itself): it changes no row, so it is dropped
+    (C*), not refused (R*). (Without b1's change, b1 holds the table as the merge base has it and takes main's.)"""
+    catalog = compacted_on_two_branches_and_merged()
     insert(catalog, rows(3), branch="b1")
     back = merge(catalog, source="main", target="b1")
     assert back.status == "merged"
@@ -66,15 +73,7 @@ def test_a_compaction_of_segments_the_target_compacted_itself_is_dropped_when_me
 def test_merging_back_into_a_branch_that_changed_nothing_since_takes_the_other_version(spark):
     """After b1 merged into main (main dropping b1's compaction for b2's), b1 holds the table as the base of merging
     main back has it: the merge takes main's version, files and all (the three-way merge of an unchanged side)."""
-    catalog = make_catalog()
-    make_table(catalog)
-    insert(catalog, rows(1))
-    insert(catalog, rows(2))
-    for branch in ("b1", "b2"):
-        branch_create(catalog=catalog, name=branch, source="main")
-        change(catalog, "table_compact", {}, branch=branch)
-    merge(catalog, source="b2", target="main")
-    merge(catalog, source="b1", target="main")
+    catalog = compacted_on_two_branches_and_merged()
     back = merge(catalog, source="main", target="b1")
     (logged,) = back.log["objects"]
     assert logged["how"] == "rows_taken"
