@@ -5,7 +5,7 @@ graph finds the base, each side's operations since it, the objects' versions, th
 `PlanInputs`, and `plan_objects` decides every object: its change, the verdict of every source x target operation
 pair with the rule cell that decided it (`rules.py`), the conflicts of the object as a whole (names, new objects,
 emptied databases, positional replays onto segments the target lacks), a primary-key table's key comparison (4.4)
-and the resolution that settles what it can, and the merged state. The writer (`services/merges.py`) applies the
+and the resolution that settles what it can, and the merged state. The writer (`services/merge_writer.py`) applies the
 plan; a plan is made again from the same inputs, with no read, once the key comparisons are known.
 """
 

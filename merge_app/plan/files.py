@@ -2,7 +2,7 @@
 the target's files the merge drops, which it keeps and which of the source's it takes over, decided from plain
 values (each side's live files by id, the source's operations since the base, the pairs the rules discarded).
 
-Pure: no ORM, no Spark. The writer (`merge_app/services/merges.py`, `MergeWriter`) reads the files, applies this
+Pure: no ORM, no Spark. The writer (`merge_app/services/merge_writer.py`, `MergeWriter`) reads the files, applies this
 plan and logs it, so what the audit log says a merge did to the files is what it did.
 """
 

@@ -4,7 +4,7 @@ side, and the verdict of every source x target operation pair with the rule cell
 This module reads (the storage side of the plan): the graph gives the base and each side's commits, and here each
 side's operations since the base, the objects' versions and the files where they matter are read into the
 planner's `PlanInputs`; `merge_app/planner.py`, pure, decides. The report is the one source for the merge, its dry
-run, merge requests and the UI: the merge applies exactly what it says (see services/merges.py).
+run, merge requests and the UI: the merge applies exactly what it says (see services/merge_writer.py).
 """
 
 import uuid
@@ -52,7 +52,7 @@ MESSAGE_CRISS_CROSS = (
 
 class BasesNotMerged(ConflictError):
     """Two heads with several merge bases whose virtual base has not been made yet: a worker makes it
-    (services.merges.bases_merge) and the diff is made again."""
+    (services.merge_plans.bases_merge) and the diff is made again."""
 
     def __init__(self, *, source: str, target: str, bases: list[str]) -> None:
         shown = ", ".join(commit_id[:12] for commit_id in bases)
