@@ -139,8 +139,13 @@ def _is_to_params(node: ast.expr | None) -> bool:
 def raw_submissions(source: str) -> set[str]:
     """The functions of `source` that submit a merge job (any job but another app's kind named by a literal)
     with params that are not a spec's `to_params()`, directly or through a name bound to one in the function."""
-    found = set()
-    for function in ast.walk(ast.parse(source)):
+    found, tree = set(), ast.parse(source)
+    named = {  # module constants naming a kind by a literal, e.g. SELECT_JOB = "sql_select"
+        target.id: node.value.value for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets if isinstance(target, ast.Name)
+    }  # fmt: skip
+    for function in ast.walk(tree):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         from_specs = {
@@ -151,6 +156,8 @@ def raw_submissions(source: str) -> set[str]:
             if not (isinstance(call, ast.Call) and _called(call) in SUBMITS):
                 continue
             kind, params = _keyword(call, "kind"), _keyword(call, "params")
+            if isinstance(kind, ast.Name) and kind.id in named:
+                kind = ast.Constant(named[kind.id])
             if isinstance(kind, ast.Constant) and kind.value not in MERGE_JOB_SPECS:
                 continue  # another app's job (merge_app/services/sql.py runs catalog_app's sql_select)
             if not (_is_to_params(params) or (isinstance(params, ast.Name) and params.id in from_specs)):
@@ -165,6 +172,10 @@ def test_the_checker_sees_a_raw_submission_and_passes_a_spec():
     spec = "def submit(c):\n    params = Q(catalog_id=c).to_params()\n    return job_create(kind=X, params=params)\n"
     assert raw_submissions(spec) == set()
     assert raw_submissions("def s(c):\n    return job_run_sync(kind='sql_select', params={'c': c})\n") == set()
+    other = "SELECT = 'sql_select'\ndef s(c):\n    return job_create(kind=SELECT, params={'c': c})\n"
+    assert raw_submissions(other) == set()
+    own = "MERGE = 'branch_merge'\ndef s(c):\n    return job_create(kind=MERGE, params={'c': c})\n"
+    assert raw_submissions(own) == {"s"}
 
 
 def test_every_merge_job_is_submitted_through_its_spec():
