@@ -102,13 +102,14 @@ def file_plan(
         }  # fmt: skip
     removed |= {fid for fid, f in target.items() if f.kind == DELTA and str(f.segment_id) in removed}
     kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
+    put_back_ids = {str(p.segment.id) for p in put_back}
     added = [
         f for fid, f in source.items()
         if ((fid in added_by and fid not in base) or derived(f, contested)) and fid not in target
-        and fid not in not_taken and fid not in {str(p.segment.id) for p in put_back}
+        and fid not in not_taken and fid not in put_back_ids
     ]  # fmt: skip
     live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed}
-    live_segments |= {str(f.id) for f in added if f.kind == SEGMENT} | {str(p.segment.id) for p in put_back}
+    live_segments |= {str(f.id) for f in added if f.kind == SEGMENT} | put_back_ids
     added = [f for f in added if f.kind == SEGMENT or str(f.segment_id) in live_segments]
     partitions = [p for parts in overwrites if parts for p in parts]
     return FilePlan(removed=[target[fid] for fid in sorted(removed & set(target))], kept=kept, added=added,

@@ -22,7 +22,7 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.engine.writes import write_deltas
 from catalog_app.models import DataFile, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories, schema_version_ids
-from catalog_app.selectors.table_files import NO_FILES, FileRow
+from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from catalog_app.services.commits import CommitDraft
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError
@@ -349,8 +349,8 @@ class MergeWriter:
 
 
 def _segment_read(segment: FileRow, deltas: list[FileRow]) -> SegmentRead:
-    columns = tuple(Column.from_dict(c) for c in segment.schema_version.columns)
-    return SegmentRead(id=str(segment.id), path=segment.path, columns=columns, deltas=tuple(d.path for d in deltas))
+    """How the engine reads one segment with these delete files (`TableFiles.reads`)."""
+    return TableFiles(segments=[segment], deltas={segment.id: deltas}).reads()[0]
 
 
 def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
