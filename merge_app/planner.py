@@ -82,6 +82,9 @@ class ObjectDiff:
     # source operations dropped whole against no target operation: a compaction of segments the target holds in no
     # version (`_check_segments_present`); `target` is -1
     dropped: list[Pair] = field(default_factory=list)
+    # target_unchanged: the operations the source's version carries that are not among `source_operations` (replays
+    # of operations the base's history made, which the target may have declined); the merge records them as held
+    held: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def rule_table(self) -> str | None:
@@ -135,6 +138,8 @@ class PlanInputs:
     reverting: bool = False  # the source's operations undo a commit's (a revert)
     # tables the source changed that the target holds as the base has them (`selectors.diff._target_is_base_plus`)
     target_unchanged: frozenset[uuid.UUID] = frozenset()
+    # per object: the identity (`Op.identity`) of every operation the source's first-parent chain since the base holds
+    source_held: Mapping[uuid.UUID, frozenset[tuple[str, int]]] = field(default_factory=dict)
 
 
 def keyed_changes(files: Mapping[uuid.UUID, Mapping[str, frozenset[str]]]) -> dict[uuid.UUID, dict[str, bool]]:
@@ -302,6 +307,9 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
         target_unchanged=data_changed is None and change == "changed_in_source"
         and object_id in inputs.target_unchanged,
     )  # fmt: skip
+    if obj.target_unchanged:  # it becomes the source's version: it holds what that version holds
+        replayed = {op.identity for op in src_ops}
+        obj.held = sorted(inputs.source_held.get(object_id, frozenset()) - replayed)
     if obj.kind not in MERGED_KINDS or change == "added_in_target":
         return obj
     if change == "added_in_source":

@@ -4,8 +4,8 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db.models import Exists, F, OuterRef, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Exists, F, OuterRef, QuerySet, TextField, Window
+from django.db.models.functions import Cast, RowNumber
 
 from catalog_app.models import Commit, ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.selectors.refs import Chain
@@ -49,12 +49,18 @@ def objects_newest(chain: Chain, *, object_ids: set[uuid.UUID] | None = None) ->
     return versions if object_ids is None else versions.filter(object_id__in=object_ids)
 
 
-def objects_newest_rows(chain: Chain, *, object_ids: Iterable[uuid.UUID], fields: tuple[str, ...]) -> QuerySet:
+def objects_newest_rows(
+    chain: Chain, *, object_ids: Iterable[uuid.UUID], fields: tuple[str, ...], state_as_text: bool = False
+) -> QuerySet:
     """The newest version on the chain of each of these objects (dropped ones included) as plain rows of `fields`,
     in one query: the objects' versions on the chain ranked by a window, newest first, and the first of each kept
-    (the merge's diff reads thousands of objects by id this way, not by `objects_newest`'s probe per version)."""
+    (the merge's diff reads thousands of objects by id this way, not by `objects_newest`'s probe per version).
+    `state_as_text`: the `state` field as its JSON text, for a caller that decodes each distinct state once."""
     rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__any=object_ids)
     newest = rows.annotate(n=Window(RowNumber(), partition_by=F("object_id"), order_by=F("seq").desc())).filter(n=1)
+    if state_as_text:
+        newest = newest.annotate(state_text=Cast("state", TextField()))
+        fields = tuple("state_text" if name == "state" else name for name in fields)
     return newest.values_list(*fields)
 
 

@@ -7,6 +7,7 @@ planner's `PlanInputs`; `merge_app/planner.py`, pure, decides. The report is the
 run, merge requests and the UI: the merge applies exactly what it says (see services/merge_writer.py).
 """
 
+import json
 import uuid
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -218,13 +219,18 @@ def merge_diff_of(
     # source's version (the three-way merge of a side that did not change; after A merged into B, B merged back
     # into A leaves A as B, whatever B's merge declined: merges converge, DESIGN 4.7).
     # A table only a merge on the source's chain touched, declining changes, counts: its state is that decision.
-    unchanged = set()
+    unchanged, carried = set(), set()
     if _target_is_base_plus(graph, target_head.id, sides.target, base.id):
         unchanged = (set(src_ops) | src_touched) - dest_touched
+        # Taking the source's version, the target holds what that version holds (a later pick of one of those
+        # operations finds it held, as the rows are).
+        if unchanged and (explicit is None or explicit.kind != REVERT):
+            carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
-    versions = {side: _versions(chain, object_ids) for side, chain in chains.items()}
+    states: dict[str, Any] = {}
+    versions = {side: _versions(chain, object_ids, states) for side, chain in chains.items()}
     keyed_changes = planner.keyed_changes(_keyed_files(versions, files))
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
@@ -232,15 +238,16 @@ def merge_diff_of(
     object_ids |= {i for i in unchanged if i not in keyed_changes}
     parents = {v.parent_id for side in versions.values() for v in side.values() if v.parent_id} - object_ids
     for side, chain in chains.items():
-        versions[side] |= _versions(chain, parents)
+        versions[side] |= _versions(chain, parents, states)
     wanted = [v for v in versions["source"].values() if v.object_id in object_ids]
     inputs = PlanInputs(
         versions=versions, source_operations=src_ops, target_operations=dest_ops, object_ids=frozenset(object_ids),
-        keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"]),
+        keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"], states),
         live_files=_rewritten_files(src_ops, dest_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
         reverting=explicit is not None and explicit.kind == REVERT, target_unchanged=frozenset(unchanged),
+        source_held=_held_by_object(carried, unchanged),
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -311,6 +318,8 @@ def _operations(
     held = set()
     for commit_id, position, object_id, kind, details in rows:
         if kind == Operation.Op.RESOLVE:
+            # A merge that took the other side's version of a table holds what that version holds.
+            held |= {(commit, position, object_id) for commit, position in details.get("held", [])}
             continue
         origin, origin_position = details.pop("merged_from", None), details.pop("origin_position", None)
         if origin is None or origin_position is None:  # the commit's own (merges made before 4.0 count as own)
@@ -354,6 +363,33 @@ def _inverse_kind(kinds: list[str], undone: dict[str, Any]) -> str:
     if undone["segments_removed"] or undone["segments_touched"]:
         return "update" if undone["segments_added"] or undone["segments_touched"] else "delete"
     return "insert"
+
+
+def _carried(graph: CommitGraph, source: str, base: str) -> set[tuple]:
+    """The operations the source's state holds and the base's may not: those of the source's first-parent chain
+    down to where it meets the base's, less those of the base's chain down to there. A merge that takes the
+    source's version of a table the target holds as the base has it holds these with it; they include operations
+    the base's history declined that the source's made (the source's commits that hold them may be the base's
+    second-parent ancestors: not among the source's commits since the base)."""
+    source_chain, base_chain = [], []
+    at_source, at_base = source, base
+    while at_source != at_base:
+        if at_base is None or (at_source is not None and graph.node(at_source).seq > graph.node(at_base).seq):
+            source_chain.append(at_source)
+            at_source = graph.node(at_source).parent
+        else:
+            base_chain.append(at_base)
+            at_base = graph.node(at_base).parent
+    return _operations(graph, source, source_chain)[2] - _operations(graph, base, base_chain)[2]
+
+
+def _held_by_object(held: set[tuple], object_ids: set[uuid.UUID]) -> dict[uuid.UUID, frozenset[tuple[str, int]]]:
+    """The identities of the operations a side holds, for each of these objects."""
+    by_object: dict[uuid.UUID, set[tuple[str, int]]] = {}
+    for commit, position, object_id in held:
+        if object_id in object_ids:
+            by_object.setdefault(object_id, set()).add((commit, position))
+    return {object_id: frozenset(ids) for object_id, ids in by_object.items()}
 
 
 def _not_held(ops: dict[uuid.UUID, list[Op]], held: set[tuple]) -> dict[uuid.UUID, list[Op]]:
@@ -415,24 +451,33 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
     return _by_object(inverse)
 
 
-def _versions(chain: Chain, object_ids: set, known: dict | None = None) -> dict[uuid.UUID, Version]:
-    """The newest version on the chain of each object (or as `known` has it already), in one query."""
+def _versions(
+    chain: Chain, object_ids: set, states: dict[str, Any], known: dict | None = None
+) -> dict[uuid.UUID, Version]:
+    """The newest version on the chain of each object (or as `known` has it already), in one query. `states`: the
+    states decoded so far, by their JSON text; the three sides mostly hold the same state of an object, and decoding
+    is most of the read (the states are read, never changed)."""
     known = known or {}
     found = {object_id: known[object_id] for object_id in object_ids if object_id in known}
     wanted = set(object_ids) - set(found)
     if not wanted:
         return found
-    newest = objects_newest_rows(chain, object_ids=wanted, fields=VERSION_FIELDS)
-    return found | {row[2]: Version(*row) for row in newest}
+    newest = objects_newest_rows(chain, object_ids=wanted, fields=VERSION_FIELDS, state_as_text=True)
+    for *fields, text in newest:
+        state = states.get(text)
+        if state is None:
+            state = states[text] = json.loads(text)
+        found[fields[2]] = Version(*fields, state)
+    return found
 
 
-def _live_names(chain: Chain, wanted: list[Version], known: dict) -> dict[tuple, uuid.UUID]:
+def _live_names(chain: Chain, wanted: list[Version], known: dict, states: dict[str, Any]) -> dict[tuple, uuid.UUID]:
     """Which objects of the target hold the names the source's objects have: (kind, parent, name) -> id. `known`:
     the target's versions loaded already."""
     if not wanted:
         return {}
     named = object_ids_named(chain, names={v.name for v in wanted}, kinds=[*MERGED_KINDS, ObjectKind.VIEW])
-    live = [v for v in _versions(chain, set(named), known).values() if not v.dropped]
+    live = [v for v in _versions(chain, set(named), states, known).values() if not v.dropped]
     return {namespace(v): v.object_id for v in live}
 
 

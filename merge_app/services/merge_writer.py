@@ -141,6 +141,10 @@ class MergeWriter:
         replayed = self._operations(obj, how)
         if obj.source_wins and obj.source_wins.superseded:
             self._superseded(obj)
+        if how == "rows_taken" and obj.held:
+            # The source's version carries these too: a later pick or merge of one of them finds it held here.
+            details = {"held": [list(identity) for identity in obj.held]}
+            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
         self.log["objects"].append(
             {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": obj.verdict,
              "operations": [op.op for op in replayed]}

@@ -85,6 +85,7 @@ class MCommit:
     rows: dict[int, Row]
     ops: list[MOp] = field(default_factory=list)  # a plain commit's operations; a merge's, those it replayed
     partial: bool = False  # a merge that replayed less than the source's changes (target_wins, A4/A5 discards)
+    held: frozenset[int] = frozenset()  # a merge that took the source's rows: the operations those rows carry
 
     @property
     def parents(self) -> list["MCommit"]:
@@ -119,6 +120,26 @@ def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
             if op.commit in since:
                 picked.setdefault(op.uid, op)
     return sorted(picked.values(), key=lambda op: (op.commit, op.uid))
+
+
+def chain_held(head: MCommit, since: dict[int, MCommit]) -> set[int]:
+    """The operations the head's first-parent history since the base holds: those its commits made or replayed, and
+    those a merge that took another side's rows holds with them."""
+    return {uid for c in first_parents(head, since) for uid in [*(op.uid for op in c.ops), *c.held]}
+
+
+def carried_ops(src: MCommit, base: MCommit) -> set[int]:
+    """The operations the source's first-parent history holds down to where it meets the base's, less those the
+    base's holds down to there."""
+    at_src, at_base, held_src, held_base = src, base, set(), set()
+    while at_src is not at_base:
+        if at_base is None or (at_src is not None and at_src.id > at_base.id):
+            held_src |= {op.uid for op in at_src.ops} | at_src.held
+            at_src = at_src.parent
+        else:
+            held_base |= {op.uid for op in at_base.ops} | at_base.held
+            at_base = at_base.parent
+    return held_src - held_base
 
 
 def pair_verdict(src: MOp, dest: MOp) -> str:
@@ -210,8 +231,8 @@ class Model:
         picked commit's parent as the base). An operation both sides hold (cherry-picked) is no change of either."""
         in_base = ancestors(base)
         held = {op.uid for op in [*src_ops, *dest_ops] if self.origin[op.uid] in in_base}
-        src_held = held | {op.uid for c in first_parents(src, since) for op in c.ops}
-        dest_held = held | {op.uid for c in first_parents(dest, since) for op in c.ops}
+        src_held = held | chain_held(src, since)
+        dest_held = held | chain_held(dest, since)
         src_ops = [op for op in src_ops if op.uid not in dest_held]
         dest_ops = [op for op in dest_ops if op.uid not in src_held]
         if (src.id in ancestors(dest) and merge_parent is not None) or (not src_ops and merge_parent is None):
@@ -223,10 +244,13 @@ class Model:
         if touched and not any(c.ops or c.partial for c in chain) and (chain[-1].parent if chain else dest) is base:
             # The target holds the table as the base has it (its first-parent history leads back to the base and
             # changed nothing): the merge takes the source's rows, whatever merges on the source declined (4.7).
+            # It holds what those rows carry: the operations the source's first-parent history holds and the base's
+            # does not (LakeUI's `_carried`).
+            carried = frozenset(carried_ops(src, base) - {op.uid for op in src_ops})
             if merge_parent is None:
                 src_ops = [replace(op, commit=number) for op in src_ops]
             outcome = "maybe" if MAYBE in verdicts else "merged"
-            return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops)
+            return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops, held=carried)
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
