@@ -71,12 +71,14 @@ def commits_with_operations(commits: Iterable[Commit]) -> list[tuple[Commit, lis
     ]
 
 
-def operation_rows(*, commit_ids: Iterable[str]) -> QuerySet:
-    """The operations of these commits as plain (commit id, position, object id, op, details) rows, in no order, in
-    one query however many commits (a merge reads those of each side's first-parent chain since the base)."""
-    return Operation.objects.filter(commit_id__any=commit_ids).values_list(
-        "commit_id", "position", "object_id", "op", "details"
-    )
+def operation_rows(*, commit_ids: Iterable[str], object_ids: Iterable | None = None) -> QuerySet:
+    """The operations of these commits (on these objects, if given) as plain (commit id, position, object id, op,
+    details) rows, in no order, in one query however many commits (a merge reads those of each side's first-parent
+    chain since the base)."""
+    rows = Operation.objects.filter(commit_id__any=commit_ids)
+    if object_ids is not None:
+        rows = rows.filter(object_id__any=object_ids)
+    return rows.values_list("commit_id", "position", "object_id", "op", "details")
 
 
 def commit_operation_rows(*, commit_id: str) -> QuerySet:

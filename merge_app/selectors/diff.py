@@ -225,7 +225,7 @@ def merge_diff_of(
         # Taking the source's version, the target holds what that version holds (a later pick of one of those
         # operations finds it held, as the rows are).
         if unchanged and (explicit is None or explicit.kind != REVERT):
-            carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id)
+            carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id, unchanged)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
@@ -291,7 +291,7 @@ def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = N
 
 
 def _operations(
-    graph: CommitGraph, head: str, commits: list[str]
+    graph: CommitGraph, head: str, commits: list[str], object_ids: set[uuid.UUID] | None = None
 ) -> tuple[dict[uuid.UUID, list[Op]], set[uuid.UUID], set[tuple]]:
     """A side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays), per object in commit
     order: each original operation of the side's commits once, as the side has it. The side's state was built along
@@ -306,7 +306,7 @@ def _operations(
     since = set(commits)
     chain = graph.first_parents(head, since)
     picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
-    rows = operation_rows(commit_ids=chain)
+    rows = operation_rows(commit_ids=chain, object_ids=object_ids)
     rows = sorted(rows, key=lambda r: (graph.node(r[0]).seq, r[1]))
     # What a merge's `source_wins` superseded on this side is no change of it: the merge took the other side's
     # version of those files instead (rules.source_wins_scope), and it is that side's change.
@@ -365,12 +365,13 @@ def _inverse_kind(kinds: list[str], undone: dict[str, Any]) -> str:
     return "insert"
 
 
-def _carried(graph: CommitGraph, source: str, base: str) -> set[tuple]:
+def _carried(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID]) -> set[tuple]:
     """The operations the source's state holds and the base's may not: those of the source's first-parent chain
     down to where it meets the base's, less those of the base's chain down to there. A merge that takes the
     source's version of a table the target holds as the base has it holds these with it; they include operations
     the base's history declined that the source's made (the source's commits that hold them may be the base's
-    second-parent ancestors: not among the source's commits since the base)."""
+    second-parent ancestors: not among the source's commits since the base). Only the operations on `tables` are
+    read: the chains may be long (a branch merged into `main` meets it where it forked), their operations need not."""
     source_chain, base_chain = [], []
     at_source, at_base = source, base
     while at_source != at_base:
@@ -380,7 +381,7 @@ def _carried(graph: CommitGraph, source: str, base: str) -> set[tuple]:
         else:
             base_chain.append(at_base)
             at_base = graph.node(at_base).parent
-    return _operations(graph, source, source_chain)[2] - _operations(graph, base, base_chain)[2]
+    return _operations(graph, source, source_chain, tables)[2] - _operations(graph, base, base_chain, tables)[2]
 
 
 def _held_by_object(held: set[tuple], object_ids: set[uuid.UUID]) -> dict[uuid.UUID, frozenset[tuple[str, int]]]:
