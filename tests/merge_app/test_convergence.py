@@ -5,7 +5,8 @@ import pytest
 
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
-from tests.support.catalogs import make_catalog, make_table
+from merge_app.services.picks import commits_pick
+from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import files_at, read
 from tests.support.merges import change, insert, merge
 
@@ -79,3 +80,42 @@ def test_merging_back_into_a_branch_that_changed_nothing_since_takes_the_other_v
     assert logged["how"] == "rows_taken"
     assert files(catalog, "b1") == files(catalog, "main")
     assert ids(spark, catalog, "b1") == [1, 2]
+
+
+def table(spark, catalog, ref):
+    """The (id, amount) rows a branch holds, as a sorted list: a row held twice shows twice."""
+    return sorted((r["id"], r["amount"]) for r in read(spark, catalog, ref).collect())
+
+
+def test_a_commit_declined_then_taken_with_the_other_version_is_not_picked_again(spark):
+    """Unkeyed model seed 54, cut down: b2 declines b1's insert C (`target_wins`), overwrites, and later takes b1's
+    version of the table whole (rows_taken: b2 changed nothing since the base), C's rows with it, compacted into
+    another file. That merge holds C's insert with the rows (a `resolve` operation's held list), so picking C onto
+    b2 changes nothing; before, the pick appended C's segment again and b2 held those rows twice."""
+    catalog = make_catalog()
+    make_table(catalog)
+    insert(catalog, rows(1))
+    for branch in ("b1", "b2"):
+        branch_create(catalog=catalog, name=branch, source="main")
+    insert(catalog, rows(2, 3), branch="b1")
+    declined = head(catalog, "b1")
+    change(catalog, "table_compact", {}, branch="b1")  # rows 2 and 3 now live in another file than C's
+    for branch, amount in (("b1", "amount + 1"), ("b2", "amount + 2")):
+        change(catalog, "table_update", {"set": {"amount": amount}, "where": "id = 1"}, branch=branch)
+    with pytest.raises(ConflictError):  # an update against an update of the same row
+        merge(catalog, source="b1", target="b2")
+    merge(catalog, source="b1", target="b2", resolution={"default": "target_wins"})
+    assert table(spark, catalog, "b2") == [(1, 12)]
+    change(catalog, "table_load", {"strategy": "full_refresh", "rows": rows(5)}, branch="b2")
+    insert(catalog, rows(4), branch="b1")
+    with pytest.raises(ConflictError):  # b2's overwrite against b1's insert
+        merge(catalog, source="b2", target="b1")
+    merge(catalog, source="b2", target="b1", resolution={"default": "target_wins"})
+    assert table(spark, catalog, "b1") == [(1, 11), (2, 20), (3, 30), (4, 40)]
+    taken = merge(catalog, source="b1", target="b2")
+    (logged,) = taken.log["objects"]
+    assert logged["how"] == "rows_taken"
+    assert table(spark, catalog, "b2") == table(spark, catalog, "b1")
+    (picked,) = commits_pick(catalog=catalog, kind="cherry_pick", branch="b2", commits=[declined])
+    assert table(spark, catalog, "b2") == table(spark, catalog, "b1") == [(1, 11), (2, 20), (3, 30), (4, 40)]
+    assert picked.status == "up_to_date"
