@@ -135,8 +135,13 @@ class MergeDiff:
     # Computed once: the objects are decided when the diff is made (planned again, it is a new diff), and a merge of
     # 10,000 tables asks these several times.
     @cached_property
+    def verdicts(self) -> dict[uuid.UUID, str]:
+        """Each object's verdict (each is worked out from its pairs and issues)."""
+        return {obj.object_id: obj.verdict for obj in self.objects}
+
+    @cached_property
     def conflicts(self) -> list[ObjectDiff]:
-        return [obj for obj in self.objects if obj.verdict == CONFLICT]
+        return [obj for obj in self.objects if self.verdicts[obj.object_id] == CONFLICT]
 
     @property
     def mergeable(self) -> bool:
@@ -145,7 +150,7 @@ class MergeDiff:
     @cached_property
     def pending(self) -> list[ObjectDiff]:
         """Primary-key tables whose key comparison has not run (it runs on a worker)."""
-        return [obj for obj in self.objects if obj.verdict == PENDING]
+        return [obj for obj in self.objects if self.verdicts[obj.object_id] == PENDING]
 
     @property
     def resolution_log(self) -> list[dict[str, Any]]:
@@ -574,7 +579,7 @@ def diff_as_dict(diff: MergeDiff) -> dict[str, Any]:
             "conflicts": len(diff.conflicts),
             "discarded": sum(len(obj.discarded) for obj in diff.objects),
         },
-        "objects": [_object_as_dict(obj) for obj in diff.objects],
+        "objects": [_object_as_dict(obj, diff.verdicts[obj.object_id]) for obj in diff.objects],
     }
 
 
@@ -587,14 +592,14 @@ def _verdict_as_dict(decided: Verdict) -> dict[str, Any]:
     return {"verdict": decided.verdict, "note": decided.note, "reason": decided.reason}
 
 
-def _object_as_dict(obj: ObjectDiff) -> dict[str, Any]:
+def _object_as_dict(obj: ObjectDiff, verdict: str) -> dict[str, Any]:
     table = rules.RULE_TABLES.get(obj.rule_table) if obj.rule_table else None
     return {
         "kind": obj.kind,
         "object_id": str(obj.object_id),
         "name": obj.name,
         "change": obj.change,
-        "verdict": obj.verdict,
+        "verdict": verdict,
         "rule_table": table.name if table else None,
         "source_operations": [_op_as_dict(op) for op in obj.source_operations],
         "target_operations": [_op_as_dict(op) for op in obj.target_operations],
