@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions
-from merge_app.planner import ObjectDiff, Pair, rewrites_of_source_rows
-from merge_app.rules import Op
+from merge_app.plan.objects import ObjectDiff, Pair, rewrites_of_source_rows
+from merge_app.plan.rules import Op
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 

@@ -27,10 +27,10 @@ from catalog_app.services.commits import CommitDraft
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError
 from lakeui.memory import gc_paused
-from merge_app import states
 from merge_app.plan import files as files_plan
+from merge_app.plan import states
 from merge_app.plan.files import FilePlan
-from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
+from merge_app.plan.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import REVERT, MergeDiff, ObjectDiff, overwritten_partitions
 from merge_app.services import keys
 
