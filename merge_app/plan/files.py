@@ -152,7 +152,7 @@ def object_file_plan(
     target: Mapping[str, File],
     overwrites: Sequence[list[dict[str, Any]] | None],
 ) -> FilePlan:
-    """`file_plan` of a planned object (`planner.ObjectDiff`): its source operations, discarded pairs and
+    """`file_plan` of a planned object (`objects.ObjectDiff`): its source operations, discarded pairs and
     `source_wins` scope. `overwrites`: the partitions of each of its source overwrites that are replayed."""
     return file_plan(
         base=base, source=source, target=target, operations=obj.source_operations, discarded=obj.discarded,
