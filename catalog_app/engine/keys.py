@@ -6,7 +6,7 @@ as struct columns `before` and `after`. `both_changed` and `only_changed` split 
 
 A merge by key (merge_app/services/keys.py) runs on these through two steps on plain inputs: `key_changes` reads
 both sides' changes and returns the keys both changed as Python values (the merge decides each with
-merge_app.semantics.row_merge), and `key_merge_write` writes the merged keys on the target. The frames both cache
+merge_app.plan.semantics.row_merge), and `key_merge_write` writes the merged keys on the target. The frames both cache
 are released at the end of the caller's `frames.cache_scope` (a merge, a pick, a comparison job).
 """
 

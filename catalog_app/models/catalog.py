@@ -154,7 +154,7 @@ class Operation(models.Model):
         OVERWRITE = "overwrite"
         COMPACTION = "compaction"
         # A merge's table choice `source_wins`: the target operations it superseded by taking the source's version
-        # of the files they changed (merge_app.rules.source_wins_scope); never replayed itself.
+        # of the files they changed (merge_app.plan.rules.source_wins_scope); never replayed itself.
         RESOLVE = "resolve"
 
     commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="operations")

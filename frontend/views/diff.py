@@ -17,7 +17,7 @@ from catalog_app.selectors.refs import branch_list, tag_list
 from frontend.views.common import back, get_catalog, refused, ui_view, url_with
 from frontend.views.jobs import job_state
 from lakeui.errors import ApplicationError, NotFoundError
-from merge_app.rules import CONFLICT, DISCARDED, NOTES, OK, RULE_TABLES
+from merge_app.plan.rules import CONFLICT, DISCARDED, NOTES, OK, RULE_TABLES
 from merge_app.selectors.merges import keys_job_get
 from merge_app.services.diff_reads import merge_diff_read
 from merge_app.services.merges import merge_submit

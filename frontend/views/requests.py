@@ -19,7 +19,7 @@ from frontend.views.diff import object_view
 from frontend.views.queue import queue_context
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
-from merge_app.rules import CHOICES
+from merge_app.plan.rules import CHOICES
 from merge_app.selectors.merge_requests import (
     merge_request_events,
     merge_request_get,

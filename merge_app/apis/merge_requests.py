@@ -12,7 +12,7 @@ from checks_app.selectors import check_run_dict
 from lakeui.api.pagination import PagedApi, paginated
 from lakeui.jobs.apis import JobOutputSerializer
 from merge_app.models import MergeRequest, MergeRequestReview
-from merge_app.rules import CHOICES
+from merge_app.plan.rules import CHOICES
 from merge_app.selectors.merge_requests import (
     merge_request_events,
     merge_request_get,

@@ -16,7 +16,7 @@ from lakeui.errors import ApplicationError, NotFoundError
 from lakeui.jobs.apis import JobOutputSerializer
 from lakeui.jobs.services import read_is_pending
 from merge_app.models import Merge
-from merge_app.rules import PENDING
+from merge_app.plan.rules import PENDING
 from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
 from merge_app.services.diff_reads import DiffRead, job_brief, merge_diff_read
 from merge_app.services.merges import merge_submit

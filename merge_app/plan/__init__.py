@@ -1,5 +1,71 @@
-"""The merge plan, a function of plain values (docs/architecture.md#the-path-of-a-merge): no ORM, no
-Spark. `merge_app/selectors/diff.py` reads the three sides (each table's files, each side's operations since the
-base, a keyed table's key comparison) into a `PlanInputs`; `plan_objects` decides every object (rule cells,
-verdicts, conflicts, discarded operations, the merged state); `files.object_file_plan` decides the exact files of
-a table replayed by file. The writer applies both and the audit log reports both."""
+"""The merge plan, a function of plain values (docs/architecture.md#the-path-of-a-merge): no ORM, no Spark.
+
+`merge_app/selectors/diff.py` reads the three sides (each side's operations since the base, the objects' versions,
+the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `merge_plan` decides every object
+(rule cells, verdicts, conflicts, discarded operations, the merged state: `objects`, by `rules`, `semantics` and
+`states`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it writes each object and which
+files it reads (`object_writes`, `writes`), reads them, and takes the exact files of each table whose files change
+(`table_plans`, `files`); it then only applies, and the audit log reports what the plan decided.
+"""
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from merge_app.plan.files import File, FilePlan, object_file_plan, taken_plan
+from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
+from merge_app.plan.rules import TARGET_WINS
+from merge_app.plan.writes import Write, object_write
+
+__all__ = ["merge_plan", "object_writes", "table_plans"]
+
+
+class TableFiles(Protocol):
+    """A table's live files on one side (as `catalog_app.selectors.table_files.TableFiles` holds them)."""
+
+    def by_id(self) -> Mapping[str, File]: ...
+
+
+def merge_plan(
+    inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]
+) -> list[ObjectDiff]:
+    """Every object either side changed, decided, in report order (`objects.plan_objects`). A primary-key table
+    merged by key takes its key comparison from `compared` (table id -> counts and conflicts); without one it is
+    pending."""
+    return plan_objects(inputs, resolution=resolution, compared=compared)
+
+
+def object_writes(objects: Iterable[ObjectDiff]) -> dict[uuid.UUID, Write]:
+    """How the merge writes each object it writes (`writes.Write`), in report order: every object that merges,
+    unless its resolution keeps the target's version (`target_wins`: nothing is written of it)."""
+    return {obj.object_id: object_write(obj) for obj in objects if obj.merges and obj.resolution != TARGET_WINS}
+
+
+def table_plans(
+    objects: Iterable[ObjectDiff],
+    writes: Mapping[uuid.UUID, Write],
+    files: Mapping[str, Mapping[uuid.UUID, TableFiles]],
+    overwrites: Mapping[uuid.UUID, Sequence[list[dict[str, Any]] | None]],
+) -> dict[uuid.UUID, FilePlan]:
+    """The exact files of each table whose files the merge changes, decided on the files the writer read (`files`:
+    side -> table id -> the table's live files there, as `object_writes` named them; a table with none is left
+    out): for a table replayed by file, its file plan (`files.object_file_plan`; `overwrites`: the partitions each
+    of its replayed source overwrites replaced, `files.replayed_overwrites`); for one whose version the merge takes,
+    the source's files (`files.taken_plan`)."""
+    plans = {}
+    for obj in objects:
+        write = writes.get(obj.object_id)
+        if write is None or not (write.by_file or write.taken):
+            continue
+        source, target = (_by_id(files[side], obj.object_id) for side in ("source", "target"))
+        if write.taken:
+            plans[obj.object_id] = taken_plan(source=source, target=target)
+            continue
+        base, replaced = _by_id(files["base"], obj.object_id), overwrites.get(obj.object_id, [])
+        plans[obj.object_id] = object_file_plan(obj, base=base, source=source, target=target, overwrites=replaced)
+    return plans
+
+
+def _by_id(side: Mapping[uuid.UUID, TableFiles], table_id: uuid.UUID) -> Mapping[str, File]:
+    found = side.get(table_id)
+    return found.by_id() if found is not None else {}

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions
-from merge_app.planner import ObjectDiff, Pair, rewrites_of_source_rows
-from merge_app.rules import Op
+from merge_app.plan.objects import ObjectDiff, Pair, rewrites_of_source_rows
+from merge_app.plan.rules import Op
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 
@@ -152,7 +152,7 @@ def object_file_plan(
     target: Mapping[str, File],
     overwrites: Sequence[list[dict[str, Any]] | None],
 ) -> FilePlan:
-    """`file_plan` of a planned object (`planner.ObjectDiff`): its source operations, discarded pairs and
+    """`file_plan` of a planned object (`objects.ObjectDiff`): its source operations, discarded pairs and
     `source_wins` scope. `overwrites`: the partitions of each of its source overwrites that are replayed."""
     return file_plan(
         base=base, source=source, target=target, operations=obj.source_operations, discarded=obj.discarded,
@@ -161,35 +161,19 @@ def object_file_plan(
     )  # fmt: skip
 
 
+def taken_plan(*, source: Mapping[str, File], target: Mapping[str, File]) -> FilePlan:
+    """The files of a table whose version the merge takes from the source (`source_wins` for a whole table without
+    a key, or a primary-key table whose rows only the source changed), by reference: the target drops its files the
+    source lacks and takes over the source's it lacks."""
+    removed = [target[fid] for fid in sorted(set(target) - set(source))]
+    added = [f for fid, f in source.items() if fid not in target]
+    return FilePlan(removed=removed, kept=[], added=added, partitions=[])
+
+
 def replayed_overwrites(obj: ObjectDiff) -> list[Op]:
     """The source's overwrites of a table the merge replays (not discarded)."""
     discarded = {pair.source for pair in obj.discarded}
     return [op for index, op in enumerate(obj.source_operations) if op.op == "overwrite" and index not in discarded]
-
-
-def how(obj: ObjectDiff, *, source_wins: str) -> str:
-    """How the merge writes an object: `dropped`, `created`, `taken_from_source` (a table without a key whose whole
-    version `source_wins` takes), or how its rows merge (`how_rows`)."""
-    if obj.source.dropped:
-        return "dropped"
-    if obj.change == "added_in_source":
-        return "created"
-    if obj.resolution == source_wins and obj.source_wins is None and not obj.keyed:
-        return "taken_from_source"
-    return how_rows(obj)
-
-
-def how_rows(obj: ObjectDiff) -> str:
-    """How a table's rows merge: a primary-key table by state (docs/merge-semantics.md, "Primary-key tables"):
-    three-way by key when both sides changed its rows, else the rows of the side that changed them, as they are;
-    a table without a key by replaying the source's operations."""
-    if obj.kind != "table":
-        return "replayed"
-    if not obj.keyed:  # by replaying the source's operations, unless the target did not change it since the base
-        return "rows_taken" if obj.target_unchanged else "replayed"
-    if obj.key_mode:
-        return "merged_by_key"
-    return "rows_taken" if obj.data_changed["source"] else "rows_kept"
 
 
 def files_named(obj: ObjectDiff, how: str) -> set[str] | None:

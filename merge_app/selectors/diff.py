@@ -3,7 +3,7 @@ side, and the verdict of every source x target operation pair with the rule cell
 
 This module reads (the storage side of the plan): the graph gives the base and each side's commits, and here each
 side's operations since the base, the objects' versions and the files where they matter are read into the
-planner's `PlanInputs`; `merge_app/planner.py`, pure, decides. The report is the one source for the merge, its dry
+plan's `PlanInputs`; `merge_app/plan/`, pure, decides. The report is the one source for the merge, its dry
 run, merge requests and the UI: the merge applies exactly what it says (see services/merge_writer.py).
 """
 
@@ -27,9 +27,10 @@ from catalog_app.selectors.table_files import (
 )
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
-from merge_app import planner, rules, states
 from merge_app.models import KeyComparison, VirtualBase
-from merge_app.planner import (
+from merge_app.plan import merge_plan, rules, states
+from merge_app.plan import objects as planner
+from merge_app.plan.objects import (
     MERGED_KINDS,
     PENDING,
     VERSION_FIELDS,
@@ -40,7 +41,7 @@ from merge_app.planner import (
     resolution_check,
     segments_written,
 )
-from merge_app.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
+from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.selectors.graph import CommitGraph, Sides
 
 REVERT, CHERRY_PICK = "revert", "cherry_pick"
@@ -272,8 +273,7 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
             table_id__any=unread, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id
         )
         results |= {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
-    objects = planner.plan_objects(diff.inputs, resolution=diff.resolution, compared=results)
-    return replace(diff, objects=objects)
+    return replace(diff, objects=merge_plan(diff.inputs, resolution=diff.resolution, compared=results))
 
 
 def _base(catalog: Catalog, bases: list[str], *, source: str, target: str) -> Commit:

@@ -29,10 +29,10 @@ from catalog_app.engine.types import json_value, stat_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
-from merge_app import semantics
 from merge_app.job_specs import KeysSpec
 from merge_app.models import KeyComparison
-from merge_app.rules import LEAVE_OUT, SOURCE_WINS
+from merge_app.plan import semantics
+from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS
 from merge_app.selectors.diff import overwritten_partitions
 
 KEYS_JOB = KeysSpec.KIND

@@ -17,7 +17,7 @@ from catalog_app.services.commits import commit_begin_detached
 from catalog_app.spark import spark_session
 from lakeui.errors import ConflictError
 from merge_app.models import Merge, VirtualBase
-from merge_app.rules import LEAVE_OUT
+from merge_app.plan.rules import LEAVE_OUT
 from merge_app.selectors.diff import BasesNotMerged, MergeDiff, merge_diff, merge_diff_again, virtual_base_key
 from merge_app.services import keys
 from merge_app.services.merge_logs import merge_conflict_error, merge_log

@@ -30,7 +30,7 @@ from lakeui.jobs.selectors import job_by_id
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import MergeRequestPlanSpec
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
-from merge_app.rules import CHOICES
+from merge_app.plan.rules import CHOICES
 from merge_app.selectors.graph import CommitGraph
 from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
 from merge_app.services.events import merge_request_event_emit

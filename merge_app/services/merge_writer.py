@@ -27,10 +27,9 @@ from catalog_app.services.commits import CommitDraft
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError
 from lakeui.memory import gc_paused
-from merge_app import states
-from merge_app.plan import files as files_plan
-from merge_app.plan.files import FilePlan
-from merge_app.rules import DML, SOURCE_WINS, TARGET_WINS, Op
+from merge_app import plan
+from merge_app.plan.files import PutBack, replayed_overwrites
+from merge_app.plan.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import REVERT, MergeDiff, ObjectDiff, overwritten_partitions
 from merge_app.services import keys
 
@@ -55,19 +54,21 @@ class MergeWriter:
             "files_removed": [],  # the target's files the merge took out (the file plan's `removed`)
         }
     )
-    # object id -> a key merge's written files, or a file-replayed table's plan and the delete files written for it
+    plans: dict = field(default_factory=dict)  # object id -> the exact files of a table whose files change
+    # object id -> a key merge's written files, or the delete files written for a table replayed by file
     prepared: dict = field(default_factory=dict)
     restored: dict = field(default_factory=dict)  # object id -> segment id -> the delete files a revert put back with
 
     @gc_paused()
     def prepare(self) -> None:
-        """The files of the tables it merges, as the diff read them or read now (plain values: `FileRow`), the
-        target's schema history and the schema versions the source's commits made, then the data work."""
-        self.merging = [obj for obj in self.diff.objects if obj.merges and obj.resolution != TARGET_WINS]
-        self.hows = {obj.object_id: _how(obj) for obj in self.merging}
-        tables = [obj for obj in self.merging if obj.kind == ObjectKind.TABLE and not obj.source.dropped]
-        named = {t.object_id: files for t in tables
-                 if (files := files_plan.files_named(t, self.hows[t.object_id][0])) is not None}  # fmt: skip
+        """How each object is written and which files of its tables to read, from the plan (`plan.object_writes`);
+        those files, as the diff read them or read now (plain values: `FileRow`), the target's schema history and
+        the schema versions the source's commits made; the exact files of the tables whose files change, from the
+        plan (`plan.table_plans`); then the data work."""
+        self.writes = plan.object_writes(self.diff.objects)
+        self.merging = [obj for obj in self.diff.objects if obj.object_id in self.writes]
+        tables = [obj for obj in self.merging if self.writes[obj.object_id].reads]
+        named = {t.object_id: w.named for t in tables if (w := self.writes[t.object_id]).named is not None}
         whole = [obj.object_id for obj in tables if obj.object_id not in named]
         read = self.diff.files
         self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
@@ -76,22 +77,22 @@ class MergeWriter:
         self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
                                                commit_ids=self.diff.source_commits)  # fmt: skip
         self.source_commits = set(self.diff.source_commits)
-        for obj in self.merging:
-            how = self.hows[obj.object_id][0]
-            if obj.kind != ObjectKind.TABLE or how in ("dropped", "taken_from_source", "rows_taken", "rows_kept"):
-                continue
-            if how == "merged_by_key":
+        by_file = [obj for obj in tables if self.writes[obj.object_id].by_file]
+        overwrites = {obj.object_id: [overwritten_partitions(op, obj.object_id) for op in replayed_overwrites(obj)]
+                      for obj in by_file}  # fmt: skip
+        self.plans = plan.table_plans(tables, self.writes, self.files, overwrites)
+        for obj in tables:
+            if self.writes[obj.object_id].how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
                 choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
                 self.prepared[obj.object_id] = keys.replay(
                     spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
                 )
-            else:
-                plan = self._file_plan(obj)
+            elif self.writes[obj.object_id].by_file:
+                found = self.plans[obj.object_id]
                 self.prepared[obj.object_id] = (
-                    plan,
-                    self._mixed_deletes(obj, plan.kept, plan.partitions),
-                    self._put_back(obj, plan.put_back),
+                    self._mixed_deletes(obj, found.kept, found.partitions),
+                    self._put_back(obj, found.put_back),
                 )
 
     def written(self) -> list[str]:
@@ -99,8 +100,8 @@ class MergeWriter:
         the delete files of target segments that mix partitions."""
         paths = []
         for object_id, prepared in self.prepared.items():
-            by_key = self.hows[object_id][0] == "merged_by_key"
-            files = [*prepared[0], *prepared[1]] if by_key else prepared[1]
+            by_key = self.writes[object_id].how == "merged_by_key"
+            files = [*prepared[0], *prepared[1]] if by_key else prepared[0]
             paths += [file.path for file in files]
         return paths
 
@@ -123,7 +124,8 @@ class MergeWriter:
                 self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
 
     def _object(self, obj: ObjectDiff) -> None:
-        how, state, name, parent_id = self.hows[obj.object_id]  # decided in prepare
+        write = self.writes[obj.object_id]  # from the plan, in prepare
+        how, state = write.how, write.state
         new_schema = None
         if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
             if how == "merged_by_key":
@@ -135,7 +137,7 @@ class MergeWriter:
             if how == "created" or state["columns"] != obj.target.state["columns"]:
                 new_schema = state["columns"]
         self.draft.put(
-            kind=obj.kind, object_id=obj.object_id, name=name, parent_id=parent_id, state=state,
+            kind=obj.kind, object_id=obj.object_id, name=write.name, parent_id=write.parent_id, state=state,
             dropped=obj.source.dropped, new_schema=new_schema,
         )  # fmt: skip
         replayed = self._operations(obj, how)
@@ -202,21 +204,13 @@ class MergeWriter:
 
     # --- table data: which files the target keeps, takes over and drops ----------------------------------
 
-    def _file_plan(self, obj: ObjectDiff) -> FilePlan:
-        """Which files the target drops, keeps and takes over for a table replayed by file (`plan.files`)."""
-        base, src, dest = (
-            self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("base", "source", "target")
-        )
-        overwrites = [overwritten_partitions(op, obj.object_id) for op in files_plan.replayed_overwrites(obj)]
-        return files_plan.object_file_plan(obj, base=base, source=src, target=dest, overwrites=overwrites)
-
     def _take_source_files(self, obj: ObjectDiff) -> None:
-        """The target's files of the table become the source's, by reference: `source_wins` for a whole table
-        without a key, or a primary-key table whose rows only the source changed since the base (its state is the
-        merge's rows, whatever operations made it)."""
-        src, dest = (self.files[side].get(obj.object_id, NO_FILES).by_id() for side in ("source", "target"))
-        self._remove(obj, [dest[fid] for fid in sorted(set(dest) - set(src))])
-        self._take_over(obj, [f for fid, f in src.items() if fid not in dest])
+        """The target's files of the table become the source's, by reference (`plan.files.taken_plan`):
+        `source_wins` for a whole table without a key, or a primary-key table whose rows only the source changed
+        since the base (its state is the merge's rows, whatever operations made it)."""
+        taken = self.plans[obj.object_id]
+        self._remove(obj, taken.removed)
+        self._take_over(obj, taken.added)
 
     def _remove(self, obj: ObjectDiff, removed: list[FileRow]) -> None:
         """Take the target's files out, and log each."""
@@ -227,7 +221,8 @@ class MergeWriter:
             )
 
     def _table_files(self, obj: ObjectDiff) -> None:
-        plan, written, put_back = self.prepared[obj.object_id]  # planned on the same files before the commit lock
+        found = self.plans[obj.object_id]  # planned on the same files before the commit lock
+        written, put_back = self.prepared[obj.object_id]
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
             details = {
@@ -235,17 +230,17 @@ class MergeWriter:
                 "rows_deleted": sum(d.row_count for d in deltas), "reason": "overwritten_partitions_in_mixed_segments",
             }  # fmt: skip
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
-        self._remove(obj, plan.removed)
-        taken = [f for p in plan.put_back for f in [p.segment, *(p.masks or [])]]
-        self._take_over(obj, [*plan.added, *taken])
+        self._remove(obj, found.removed)
+        taken = [f for p in found.put_back for f in [p.segment, *(p.masks or [])]]
+        self._take_over(obj, [*found.added, *taken])
         # Recorded with the revert's undo (`_operations`): a later merge of it takes each segment with its delete
         # file where the target holds the segment in no version, and neither where it does.
         masks = self._add_written(obj, put_back, DataFile.Kind.DELTA)
         written = {str(m.segment_id): [str(m.id)] for m in masks}
-        self.restored[obj.object_id] = {str(p.segment.id): written.get(str(p.segment.id), []) for p in plan.put_back
+        self.restored[obj.object_id] = {str(p.segment.id): written.get(str(p.segment.id), []) for p in found.put_back
                                         if p.masks is None}  # fmt: skip
 
-    def _put_back(self, obj: ObjectDiff, put_back: list[files_plan.PutBack]) -> list:
+    def _put_back(self, obj: ObjectDiff, put_back: list[PutBack]) -> list:
         """The delete files that leave live, of each segment a revert puts back on a target that holds it in no
         version (`plan.files.PutBack`), only the rows the reverted commit removed from it (read here with pyarrow)."""
         if not put_back:
@@ -355,14 +350,3 @@ class MergeWriter:
 def _segment_read(segment: FileRow, deltas: list[FileRow]) -> SegmentRead:
     """How the engine reads one segment with these delete files (`TableFiles.reads`)."""
     return TableFiles(segments=[segment], deltas={segment.id: deltas}).reads()[0]
-
-
-def _how(obj: ObjectDiff) -> tuple[str, dict[str, Any], str, Any]:
-    """How the merge writes an object (`plan.files.how`), and its state, name and parent after the merge."""
-    src, how = obj.source, files_plan.how(obj, source_wins=SOURCE_WINS)
-    if how == "dropped":
-        return how, obj.target.state, obj.target.name, obj.target.parent_id
-    if how in ("created", "taken_from_source"):
-        return how, dict(src.state), src.name, src.parent_id
-    name = states.name_merge(obj.base.name, src.name, obj.target.name)
-    return how, dict(obj.merged_state), name, obj.target.parent_id

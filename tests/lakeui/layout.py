@@ -29,8 +29,9 @@ MAY_IMPORT = {
 SPARK_ALLOWED = ("catalog_app.engine", "catalog_app.spark")  # the engine, and the module that builds the session
 ENGINE = "catalog_app.engine"
 ENGINE_FORBIDDEN = ("django", "rest_framework", "celery", "kombu")  # the engine is Django-free: plain values only
-# The merge planner and the rules it decides by are pure as the engine is: plain values in, a plan out.
-PURE = (ENGINE, "merge_app.plan", "merge_app.planner", "merge_app.rules", "merge_app.semantics", "merge_app.states")
+# The merge plan (merge_app/plan/: the planner and the rules it decides by) is pure as the engine is: plain values
+# in, a plan out.
+PURE = (ENGINE, "merge_app.plan")
 # Interfaces: they take a request (views, APIs) or a job's params (job kinds, the task), call services and
 # selectors, and shape the answer; they run no ORM query of their own.
 INTERFACE_MODULES = (

@@ -117,7 +117,7 @@ BREAKS = {
         "engine_not_django_free",
     ),
     "the ORM reached by the merge planner": (
-        "merge_app/planner.py",
+        "merge_app/plan/objects.py",
         "from catalog_app.models import Catalog\n",
         "engine_not_django_free",
     ),

@@ -16,7 +16,7 @@ from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import column_add, table_drop, table_update
 from lakeui.errors import ConflictError
 from merge_app.models import Merge
-from merge_app.rules import RULE_TABLES
+from merge_app.plan.rules import RULE_TABLES
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.data import read
 from tests.support.merges import change, insert, merge, table_at

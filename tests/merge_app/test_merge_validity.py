@@ -6,7 +6,7 @@ import pytest
 from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import column_add, column_drop, column_update, table_update
 from lakeui.errors import ConflictError
-from merge_app.states import table_problems
+from merge_app.plan.states import table_problems
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.data import read
 from tests.support.merges import change, insert, merge

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from merge_app.plan.files import file_plan
-from merge_app.planner import Pair
-from merge_app.rules import DISCARDED, Op, Verdict
+from merge_app.plan.objects import Pair
+from merge_app.plan.rules import DISCARDED, Op, Verdict
 
 pytestmark = []  # no database
 

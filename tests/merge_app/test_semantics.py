@@ -2,8 +2,8 @@
 
 import pytest
 
-from merge_app import semantics, states
-from merge_app.rules import CONFLICT, FAIL, SOURCE_WINS, TARGET_WINS
+from merge_app.plan import semantics, states
+from merge_app.plan.rules import CONFLICT, FAIL, SOURCE_WINS, TARGET_WINS
 
 BASE = {"id": 1, "a": "a0", "b": "b0"}
 

@@ -17,7 +17,7 @@ test_semantics.py runs them without a database.
 from collections.abc import Hashable
 from typing import Any
 
-from merge_app.rules import CONFLICT, DML, FAIL, Verdict
+from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"  # a key's change on one side (catalog_app.engine.keys)
 SETTLING = frozenset({"source_wins", "target_wins"})  # the choices that settle a conflict (`fail` does not)

@@ -14,9 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import merge_app.plan.rules as rules
+import merge_app.plan.semantics as semantics
+import merge_app.plan.states as states
 from lakeui.errors import ApplicationError
-from merge_app import rules, semantics, states
-from merge_app.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
+from merge_app.plan.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
 
 DATABASE, TABLE, VIEW = "database", "table", "view"  # the object kinds of catalog_app's models
 MERGED_KINDS = (DATABASE, TABLE)
