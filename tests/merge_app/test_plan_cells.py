@@ -1,0 +1,150 @@
+"""Every cell of the rule tables through the merge plan's entry point (`merge_app.plan.merge_plan`), on plain values:
+no database, no Spark. One object changed on both sides since the base, one operation each; the plan must name the
+table's cell for the pair and decide it as the cell says. The notes' conditions are decided both ways where they
+can go either way. `test_conflict_rules.py` runs the same cells end to end, on real data.
+"""
+
+import uuid
+
+import pytest
+
+from merge_app.plan import merge_plan, object_writes
+from merge_app.plan.objects import PlanInputs, Version
+from merge_app.plan.rules import CONFLICT, DISCARDED, OK, RULE_TABLES, Op
+
+CATALOG, DATABASE_ID, TABLE_ID = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+COLUMNS = [
+    {"id": 1, "name": "id", "type": "long", "default": None, "nullable": False},
+    {"id": 2, "name": "v", "type": "int", "default": None, "nullable": True},
+]
+TABLE_STATE = {
+    "columns": COLUMNS, "comment": "", "properties": {"k": "1"}, "primary_key": [], "partition_by": [],
+    "last_column_id": 2, "schema_version_id": 1,
+}  # fmt: skip
+DATABASE_STATE = {"properties": {"k": "1"}, "comment": ""}
+
+# Details of one operation of each kind, on segments named by letter. The source touches segment s1, the target s2,
+# so that the notes that ask whether both sides touched a common segment say no: those go the other way below.
+SOURCE_DETAILS = {
+    "insert": {"segments_added": ["n1"]},
+    "delete": {"segments_touched": ["s1"], "deltas_added": ["d1"], "deltas_on": {"d1": "s1"}},
+    "update": {"segments_touched": ["s1"], "deltas_added": ["d1"], "deltas_on": {"d1": "s1"}, "segments_added": ["n1"]},
+    "overwrite": {"segments_removed": ["s1", "s2", "s3"], "segments_added": ["n1"]},
+    "compaction": {"segments_removed": ["s3"], "segments_added": ["c1"]},
+    "alter_properties": {"set": {"a": "1"}},
+    "set_properties": {"set": {"a": "1"}},
+    "unset_properties": {"unset": ["a"]},
+    "alter_column": {"action": "rename", "column_id": 2, "new": "w"},
+    "alter_partition": {"new": []},
+    "alter_name": {"new": "t2"},
+    "modify_name": {"new": "d2"},
+}
+TARGET_DETAILS = {
+    **SOURCE_DETAILS,
+    "insert": {"segments_added": ["m1"]},
+    "delete": {"segments_touched": ["s2"], "deltas_added": ["e1"], "deltas_on": {"e1": "s2"}},
+    "update": {"segments_touched": ["s2"], "deltas_added": ["e1"], "deltas_on": {"e1": "s2"}, "segments_added": ["m1"]},
+    "overwrite": {"segments_removed": ["s2"], "segments_added": ["m1"]},
+    "compaction": {"segments_removed": ["s4"], "segments_added": ["c2"]},
+    "unset_properties": {"unset": ["b"]},
+    "alter_properties": {"set": {"b": "1"}},
+    "alter_name": {"new": "t3"},
+    "modify_name": {"new": "d3"},
+}
+LIVE = {"s1": None, "s2": None, "s3": None, "s4": None}  # the segments both sides hold
+
+
+def plan_one(kind: str, src: Op, dest: Op, state: dict | None = None):
+    """The plan of one object of `kind` that the source changed by `src` and the target by `dest` (the three sides
+    hold `state`)."""
+    object_id = TABLE_ID if kind == "table" else DATABASE_ID
+    state = state or (TABLE_STATE if kind == "table" else DATABASE_STATE)
+    parent = DATABASE_ID if kind == "table" else None
+    name = "t" if kind == "table" else "db"
+
+    def version(seq: int, dropped: bool = False) -> Version:
+        return Version(seq, CATALOG, object_id, kind, parent, name, seq, dropped, state)
+
+    versions = {
+        "base": {object_id: version(1)},
+        "source": {object_id: version(2, dropped=src.op == "drop")},
+        "target": {object_id: version(3, dropped=dest.op == "drop")},
+    }
+    inputs = PlanInputs(
+        versions=versions, source_operations={object_id: [src]}, target_operations={object_id: [dest]},
+        object_ids=frozenset({object_id}), keyed_changes={}, taken={("table" if kind == "table" else kind,
+        parent, name): object_id}, live_files={object_id: {"source": dict(LIVE), "target": dict(LIVE)}},
+        target_children={object_id: []}, segment_stats={},
+    )  # fmt: skip
+    (obj,) = merge_plan(inputs, resolution={}, compared={})
+    return obj
+
+
+def op(side: str, kind: str, **details) -> Op:
+    known = SOURCE_DETAILS if side == "source" else TARGET_DETAILS
+    return Op("c-src" if side == "source" else "c-dest", 0, kind, {**known.get(kind, {}), **details})
+
+
+CELLS = [(name, row, column, cell) for name, table in RULE_TABLES.items()
+         for (row, column), cell in table.cells.items()]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "row", "column", "cell"), CELLS, ids=[f"{k}:{r}x{c}" for k, r, c, _ in CELLS])
+def test_every_cell_is_the_pairs_cell_and_decides_as_it_says(kind, row, column, cell):
+    obj = plan_one(kind, op("source", row), op("target", column))
+    (pair,) = obj.pairs
+    assert pair.cell == cell
+    if cell == OK:
+        assert pair.decided.verdict == OK, pair.decided
+    elif cell == CONFLICT:
+        assert pair.decided.verdict == CONFLICT and obj.verdict == CONFLICT
+    else:  # a note: its condition decides; with these details (no common segment, different keys) it merges
+        assert pair.decided.note == cell and pair.decided.verdict in (OK, DISCARDED), pair.decided
+
+
+# The notes whose condition goes the other way on other details: (table, row, column, source details, target
+# details, the verdict).
+OTHER_WAY = [
+    ("table", "update", "delete", {}, {"segments_touched": ["s1"]}, CONFLICT),  # A1: a common segment
+    ("table", "update", "update", {}, {"segments_touched": ["s1"]}, CONFLICT),  # A3
+    ("table", "delete", "delete", {}, {"segments_touched": ["s1"]}, OK),  # A2: both delete files apply
+    ("table", "update", "overwrite", {"segments_from": {"n1": "s1"}}, {"segments_removed": ["s1"]}, DISCARDED),  # A4
+    ("table", "delete", "overwrite", {}, {"segments_removed": ["s1"]}, DISCARDED),  # A5
+    ("table", "delete", "compaction", {}, {"segments_removed": ["s1"]}, CONFLICT),  # F*
+    ("table", "compaction", "delete", {}, {"segments_touched": ["s3"]}, DISCARDED),  # C*: the compaction dropped
+    ("table", "alter_properties", "alter_properties", {"unset": ["a"]}, {"unset": ["a"]}, CONFLICT),  # P*
+    ("table", "alter_partition", "alter_partition", {"new": [{"column_id": 1}]}, {"new": []}, CONFLICT),  # S*
+    ("table", "alter_column", "alter_column", {"action": "widen", "new": "int"},
+     {"action": "widen", "column_id": 2, "new": "long"}, None),  # A6: decided on the target's columns below
+    ("database", "unset_properties", "unset_properties", {}, {"unset": ["a"]}, CONFLICT),  # U*
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "row", "column", "src", "dest", "verdict"), OTHER_WAY,
+                         ids=[f"{k}:{r}x{c}" for k, r, c, *_ in OTHER_WAY])  # fmt: skip
+def test_a_notes_condition_goes_the_other_way_on_other_details(kind, row, column, src, dest, verdict):
+    state = None
+    if verdict is None:  # A6: the target's column 2 is a long; the source narrows it back to an int
+        state, verdict = {**TABLE_STATE, "columns": [COLUMNS[0], {**COLUMNS[1], "type": "long"}]}, CONFLICT
+    obj = plan_one(kind, op("source", row, **src), op("target", column, **dest), state)
+    (pair,) = obj.pairs
+    assert pair.decided.verdict == verdict, pair.decided
+    assert pair.decided.note == RULE_TABLES[kind].cell(row, column)
+
+
+def test_a_table_the_target_holds_as_the_base_has_it_takes_the_sources_version_and_what_it_holds():
+    """Unkeyed model seed 54: the merge takes the source's version, and holds the operations that version carries
+    beyond the source's own since the base (one the base's history declined), so that a later pick of one of them
+    finds it held (`test_convergence.py` has the history on real data)."""
+    versions = {side: {TABLE_ID: Version(seq, CATALOG, TABLE_ID, "table", DATABASE_ID, "t", seq, False, TABLE_STATE)}
+                for seq, side in enumerate(("base", "source", "target"), start=1)}  # fmt: skip
+    inputs = PlanInputs(
+        versions=versions, source_operations={TABLE_ID: [op("source", "insert")]}, target_operations={},
+        object_ids=frozenset({TABLE_ID}), keyed_changes={}, taken={}, live_files={}, target_children={},
+        segment_stats={}, target_unchanged=frozenset({TABLE_ID}),
+        source_held={TABLE_ID: frozenset({("c-src", 0), ("c-declined", 3)})},
+    )  # fmt: skip
+    (obj,) = merge_plan(inputs, resolution={}, compared={})
+    assert obj.change == "changed_in_source" and obj.target_unchanged
+    assert object_writes([obj])[TABLE_ID].how == "rows_taken"
+    assert obj.held == [("c-declined", 3)]  # the source's own insert is recorded as replayed, not as held
