@@ -6,7 +6,7 @@ from typing import Any
 from catalog_app.engine.frames import cache_scope
 from catalog_app.selectors.refs import catalog_by_id
 from catalog_app.spark import spark_session
-from lakeui.jobs.registry import Progress, job_kind
+from lakeui.jobs.registry import Progress, job_kind, job_upkeep
 from lakeui.jobs.selectors import job_of_run
 from merge_app.job_specs import KeysSpec, MergeRequestPlanSpec, MergeSpec, PickSpec, QueueSpec, RestoreSpec
 from merge_app.models import Merge
@@ -15,7 +15,11 @@ from merge_app.selectors.merges import merge_of_job, merges_of_job, restore_of_j
 from merge_app.services.keys import key_runs
 from merge_app.services.merge_logs import merge_conflict_error, merge_result
 from merge_app.services.merge_plans import merge_diff_with_bases
-from merge_app.services.merge_requests import merge_request_merged, merge_request_plan_store
+from merge_app.services.merge_requests import (
+    merge_request_merged,
+    merge_request_plan_store,
+    merge_requests_follow_heads,
+)
 from merge_app.services.merges import branch_merge, checks_failed_error
 from merge_app.services.picks import commits_pick, pick_results
 from merge_app.services.queue import queue_run
@@ -117,3 +121,8 @@ def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any
     spec = QueueSpec.from_params(params)
     job = job_of_run(progress.job_id)
     return queue_run(catalog=catalog_by_id(spec.catalog_id), target=spec.target, job=job)
+
+
+# Merge requests are planned again when a branch moves, within a round of the workers' upkeep, not when a page
+# first asks (docs/api.md#merge-requests).
+job_upkeep(merge_requests_follow_heads)

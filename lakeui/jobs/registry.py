@@ -58,6 +58,22 @@ def job_kind(name: str, *, interactive: bool = False) -> Callable[[Handler], Han
     return register
 
 
+Upkeep = Callable[[], Any]
+_UPKEEP: list[Upkeep] = []
+
+
+def job_upkeep(task: Upkeep) -> Upkeep:
+    """Register a function the workers' recovery loop runs every round (`LAKEUI_JOB_RECOVER_EVERY`): cheap upkeep
+    that follows what moved without a signal from the write paths (merge requests whose branches moved are planned
+    again, `merge_app.job_kinds`)."""
+    _UPKEEP.append(task)
+    return task
+
+
+def job_upkeep_tasks() -> list[Upkeep]:
+    return list(_UPKEEP)
+
+
 @dataclass(frozen=True)
 class JobFailure:
     """What a job's user is told of an unexpected exception: a code and a sentence (the trace goes to the log)."""

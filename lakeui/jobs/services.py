@@ -33,6 +33,7 @@ from lakeui.jobs.registry import (
     job_failure_explained,
     job_kind_get,
     job_kind_interactive,
+    job_upkeep_tasks,
 )
 from lakeui.jobs.selectors import job_answering, job_brief
 
@@ -412,7 +413,8 @@ def _sent_again(jobs: list[Job]) -> list[str]:
 
 
 class JobRecoveryLoop(threading.Thread):
-    """Runs job_recover every LAKEUI_JOB_RECOVER_EVERY seconds inside a worker process until stopped."""
+    """Runs job_recover, then the registered upkeep (`registry.job_upkeep`), every LAKEUI_JOB_RECOVER_EVERY seconds
+    inside a worker process until stopped."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True, name="job-recovery")
@@ -420,9 +422,10 @@ class JobRecoveryLoop(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(settings.LAKEUI_JOB_RECOVER_EVERY):
-            try:
-                job_recover()
-            except Exception:  # a busy or restarting database: try again next round
-                logger.warning("Job recovery failed; retrying", exc_info=True)
-            finally:
-                connection.close()
+            for task in [job_recover, *job_upkeep_tasks()]:
+                try:
+                    task()
+                except Exception:  # a busy or restarting database: try again next round
+                    logger.warning("%s failed; retrying", task.__name__, exc_info=True)
+                finally:
+                    connection.close()

@@ -1,8 +1,9 @@
 """Merge requests (docs/api.md#merge-requests): open, plan, review, resolve, merge, close.
 
 The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
-through many write paths, and no signal drives domain flow here, so the request is brought up to date lazily:
-`merge_request_refresh` (called when a request is read, reviewed or merged) compares the branches' heads with
+through many write paths, and no signal drives domain flow here, so the request is brought up to date by
+polling: `merge_request_refresh` (called when a request is read, reviewed or merged, and for every open request
+whose branches moved by the job workers' upkeep, `merge_requests_follow_heads`) compares the branches' heads with
 the heads the plan was computed on, asks for a new plan when they differ, and writes down the dismissal of
 approvals given on an older source head. The merge itself is the merge engine's job (`branch_merge`), run with the
 plan's heads as `expected_heads`, so a branch that moves after the checks makes the job refuse with
@@ -21,6 +22,7 @@ from django.utils import timezone
 from catalog_app.models import Catalog
 from catalog_app.names import COMMIT_ID_PREFIX
 from catalog_app.selectors.access import branch_protection
+from catalog_app.selectors.refs import branch_heads
 from catalog_app.services.commits import catalog_lock
 from checks_app.models import CheckRun
 from checks_app.services.checks import status_post
@@ -186,6 +188,28 @@ def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser
     return MergeRequest.objects.select_related("catalog", "author", "merged_by", "merge", "plan_job", "merge_job").get(
         id=merge_request.id
     )
+
+
+def merge_requests_follow_heads() -> list[int]:
+    """Bring up to date now every open request whose branches moved since its plan was last asked for (a plan job
+    for the current heads): the new plan's dry run compares the keys of the tables both sides changed, so the diff
+    and review pages of the new heads find the comparison stored instead of starting it when a page asks. The job
+    workers run this every round of their upkeep (`merge_app.job_kinds`); one query for the open requests and one
+    for each catalog's branch heads."""
+    moved = []
+    requests = list(MergeRequest.objects.filter(state=MergeRequest.State.OPEN).select_related("plan_job"))
+    by_catalog: dict = {}
+    for merge_request in requests:
+        by_catalog.setdefault(merge_request.catalog_id, []).append(merge_request)
+    for catalog_id, open_here in by_catalog.items():
+        names = {name for mr in open_here for name in (mr.source, mr.target)}
+        heads = branch_heads(catalog_id=catalog_id, names=list(names))
+        for merge_request in open_here:
+            now = {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
+            if None not in now.values() and now != merge_request.plan_job_heads:
+                merge_request_refresh(merge_request=merge_request, user=None)
+                moved.append(merge_request.id)
+    return moved
 
 
 def _merged_elsewhere(merge_request: MergeRequest, heads: dict[str, str | None]) -> str | None:

@@ -300,3 +300,40 @@ def test_a_failed_plan_is_asked_for_again_on_read(team):
     body = planned(clients["bob"], catalog, 1)
     assert body["plan_job"]["id"] != first
     assert body["plan_heads"] == {"source": head(catalog, "dev"), "target": head(catalog)}
+
+
+def test_a_moved_branch_is_planned_again_without_a_read_and_its_key_comparison_is_stored(spark, team):
+    """Issue 40: the key comparison of a request's heads is made when a head moves (the workers' upkeep plans the
+    request again), not when a page first asks: after a commit on the source, nobody reads the request, and the
+    plan of the new heads and its key comparison are there."""
+    from merge_app.models import KeyComparison
+    from tests.support.merges import change
+
+    people, clients = team
+    catalog = make_catalog()
+    table = make_table(catalog, primary_key=["id"])
+    rows = [{"id": i, "amount": i, "region": "eu"} for i in (1, 2, 3)]
+    change(catalog, "table_load", {"strategy": "append_only", "rows": rows})
+    branch_create(catalog=catalog, name="dev", source="main")
+    catalog_role_grant(catalog=catalog, username="bob", role="editor", granted_by=people["alice"])
+    change(catalog, "table_load", {"strategy": "upsert", "key_columns": ["id"], "rows": [{"id": 1, "amount": 10, "region": "eu"}]},
+           branch="dev")  # fmt: skip
+    change(
+        catalog,
+        "table_load",
+        {"strategy": "upsert", "key_columns": ["id"], "rows": [{"id": 2, "amount": 20, "region": "eu"}]},
+    )
+    open_request(clients["bob"], catalog)
+    planned(clients["bob"], catalog, 1)
+
+    change(catalog, "table_load", {"strategy": "upsert", "key_columns": ["id"], "rows": [{"id": 3, "amount": 30, "region": "eu"}]},
+           branch="dev")  # fmt: skip
+    heads = {"source": head(catalog, "dev"), "target": head(catalog)}
+    deadline = time.monotonic() + 120
+    while MergeRequest.objects.get(catalog=catalog, number=1).plan_heads != heads:  # read from the table, not the API
+        assert time.monotonic() < deadline, "the request was not planned again without a read"
+        time.sleep(0.2)
+    stored = KeyComparison.objects.filter(table_id=table.object_id, source_head=heads["source"],
+                                          target_head=heads["target"])  # fmt: skip
+    assert stored.exists()
+    assert stored.get().conflicts == []  # dev and main changed different keys
