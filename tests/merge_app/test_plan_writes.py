@@ -3,7 +3,7 @@
 these name and applies what they return."""
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -11,18 +11,11 @@ from merge_app.plan import object_writes, table_plans
 from merge_app.plan.files import file_plan, taken_plan
 from merge_app.plan.objects import ObjectDiff, Version
 from merge_app.plan.rules import SOURCE_WINS, TARGET_WINS, Op
+from tests.merge_app.test_plan_files import F
 
 pytestmark = []  # no database
 
 PARENT, OTHER_PARENT = uuid.uuid4(), uuid.uuid4()
-
-
-@dataclass(frozen=True)
-class F:
-    id: str
-    kind: str = "segment"
-    segment_id: str | None = None
-    partition_values: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass
