@@ -235,8 +235,8 @@ def merge_diff_of(
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
-    states: dict[str, Any] = {}
-    versions = {side: _versions(chain, object_ids, states) for side, chain in chains.items()}
+    decoded: dict[str, Any] = {}  # object states by their JSON text
+    versions = {side: _versions(chain, object_ids, decoded) for side, chain in chains.items()}
     keyed_changes = planner.keyed_changes(_keyed_files(versions, files))
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
@@ -244,11 +244,11 @@ def merge_diff_of(
     object_ids |= {i for i in unchanged if i not in keyed_changes}
     parents = {v.parent_id for side in versions.values() for v in side.values() if v.parent_id} - object_ids
     for side, chain in chains.items():
-        versions[side] |= _versions(chain, parents, states)
+        versions[side] |= _versions(chain, parents, decoded)
     wanted = [v for v in versions["source"].values() if v.object_id in object_ids]
     inputs = PlanInputs(
         versions=versions, source_operations=src_ops, target_operations=dest_ops, object_ids=frozenset(object_ids),
-        keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"], states),
+        keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"], decoded),
         live_files=_rewritten_files(src_ops, dest_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
@@ -458,9 +458,9 @@ def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
 
 
 def _versions(
-    chain: Chain, object_ids: set, states: dict[str, Any], known: dict | None = None
+    chain: Chain, object_ids: set, decoded: dict[str, Any], known: dict | None = None
 ) -> dict[uuid.UUID, Version]:
-    """The newest version on the chain of each object (or as `known` has it already), in one query. `states`: the
+    """The newest version on the chain of each object (or as `known` has it already), in one query. `decoded`: the
     states decoded so far, by their JSON text; the three sides mostly hold the same state of an object, and decoding
     is most of the read (the states are read, never changed)."""
     known = known or {}
@@ -470,20 +470,20 @@ def _versions(
         return found
     newest = objects_newest_rows(chain, object_ids=wanted, fields=VERSION_FIELDS, state_as_text=True)
     for *fields, text in newest:
-        state = states.get(text)
+        state = decoded.get(text)
         if state is None:
-            state = states[text] = json.loads(text)
+            state = decoded[text] = json.loads(text)
         found[fields[2]] = Version(*fields, state)
     return found
 
 
-def _live_names(chain: Chain, wanted: list[Version], known: dict, states: dict[str, Any]) -> dict[tuple, uuid.UUID]:
+def _live_names(chain: Chain, wanted: list[Version], known: dict, decoded: dict[str, Any]) -> dict[tuple, uuid.UUID]:
     """Which objects of the target hold the names the source's objects have: (kind, parent, name) -> id. `known`:
     the target's versions loaded already."""
     if not wanted:
         return {}
     named = object_ids_named(chain, names={v.name for v in wanted}, kinds=[*MERGED_KINDS, ObjectKind.VIEW])
-    live = [v for v in _versions(chain, set(named), states, known).values() if not v.dropped]
+    live = [v for v in _versions(chain, set(named), decoded, known).values() if not v.dropped]
     return {namespace(v): v.object_id for v in live}
 
 
