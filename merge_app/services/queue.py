@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog_app.models import Catalog, Role
@@ -82,9 +82,13 @@ def queue_enqueue(*, merge_request: MergeRequest, user: AbstractBaseUser) -> Que
             first = blockers[0]
             raise ApplicationError(first["code"], first["message"], status=first["status"],
                                    details={"blockers": blockers})  # fmt: skip
-        entry = QueueEntry.objects.create(
-            catalog=locked.catalog, target=locked.target, merge_request=locked, enqueued_by=_user(user)
-        )
+        try:
+            with transaction.atomic():
+                entry = QueueEntry.objects.create(
+                    catalog=locked.catalog, target=locked.target, merge_request=locked, enqueued_by=_user(user)
+                )
+        except IntegrityError:  # in line already by a way the check above could not see: never a 500
+            raise ConflictError("already_queued", f"Merge request {locked.number} is already in the queue.") from None
         position = QueueEntry.objects.filter(
             catalog=locked.catalog, target=locked.target, state__in=QueueEntry.ACTIVE, id__lte=entry.id
         ).count()
@@ -114,10 +118,20 @@ def queue_leave(*, merge_request: MergeRequest, user: AbstractBaseUser) -> Queue
 
 
 def _remove(entry: QueueEntry, reason: str, message: str, details: dict | None = None, actor=None) -> None:
-    entry.state, entry.reason, entry.message = QueueEntry.State.REMOVED, reason, message
-    entry.details, entry.finished_at = details or {}, timezone.now()
-    entry.save()
-    _event(entry, "dequeued", actor, reason=reason, message=message)
+    with transaction.atomic():
+        if not _still_in_line(entry):
+            return  # it left the line meanwhile (taken out, or removed by a pass): that stands
+        entry.state, entry.reason, entry.message = QueueEntry.State.REMOVED, reason, message
+        entry.details, entry.finished_at = details or {}, timezone.now()
+        entry.save()
+        _event(entry, "dequeued", actor, reason=reason, message=message)
+
+
+def _still_in_line(entry: QueueEntry) -> bool:
+    """Whether the entry is still in line, its row locked to the end of the transaction. The runner prepares an
+    entry for seconds from a row read before; a request taken out of the line meanwhile stays out (the runner's
+    write of the stale row would have put it back in line, and a new entry for it would then fail)."""
+    return QueueEntry.objects.select_for_update().filter(id=entry.id, state__in=QueueEntry.ACTIVE).exists()
 
 
 # --- who works the line ---------------------------------------------------------------------------------------
@@ -239,12 +253,15 @@ def _prepare(entry: QueueEntry, onto: str, ahead: list[int], job: Job, done: dic
                                                                    "onto": onto})  # fmt: skip
         done["removed"] += 1
         return False
-    if entry.state == QueueEntry.State.PREPARED:
-        entry.rebuilds += 1
-        done["rebuilt"] += 1
-    entry.state, entry.onto, entry.source_head = QueueEntry.State.PREPARED, onto, planned.source_head
-    entry.result_id, entry.checked_with, entry.plan_merge = planned.log["checked_result"], list(ahead), planned
-    entry.save()
+    with transaction.atomic():
+        if not _still_in_line(entry):
+            return False
+        if entry.state == QueueEntry.State.PREPARED:
+            entry.rebuilds += 1
+            done["rebuilt"] += 1
+        entry.state, entry.onto, entry.source_head = QueueEntry.State.PREPARED, onto, planned.source_head
+        entry.result_id, entry.checked_with, entry.plan_merge = planned.log["checked_result"], list(ahead), planned
+        entry.save()
     done["prepared"] += 1
     return True
 
@@ -258,6 +275,8 @@ def _publish(entry: QueueEntry, job: Job, done: dict[str, int]) -> None:
                           "prepared": str(planned.id)}  # fmt: skip
     try:
         with transaction.atomic():
+            if not _still_in_line(entry):
+                return  # taken out of the line while it was prepared: not published
             result = commit_by_id(entry.result_id)
             if not commit_publish(catalog=entry.catalog, branch=entry.target, commit=result,
                                   via_merge_request=entry.merge_request_id):  # fmt: skip
