@@ -377,15 +377,7 @@ def _carried(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID])
     the base's history declined that the source's made (the source's commits that hold them may be the base's
     second-parent ancestors: not among the source's commits since the base). Only the operations on `tables` are
     read: the chains may be long (a branch merged into `main` meets it where it forked), their operations need not."""
-    source_chain, base_chain = [], []
-    at_source, at_base = source, base
-    while at_source != at_base:
-        if at_base is None or (at_source is not None and graph.node(at_source).seq > graph.node(at_base).seq):
-            source_chain.append(at_source)
-            at_source = graph.node(at_source).parent
-        else:
-            base_chain.append(at_base)
-            at_base = graph.node(at_base).parent
+    source_chain, base_chain = graph.first_parents_apart(source, base)
     return _operations(graph, source, source_chain, tables)[2] - _operations(graph, base, base_chain, tables)[2]
 
 

@@ -102,6 +102,17 @@ class CommitGraph:
     def _seq(self, commit_id: str) -> int:
         return self.nodes[commit_id].seq
 
+    def first_parents_apart(self, a: str, b: str) -> tuple[list[str], list[str]]:
+        """The first-parent chains of `a` and of `b` down to the first commit both reach by first parents
+        (excluded), each newest first: walked together by sequence number, so each costs its own commits only."""
+        chains: tuple[list[str], list[str]] = ([], [])
+        at = [a, b]
+        while at[0] != at[1]:
+            side = 0 if at[1] is None or (at[0] is not None and self.node(at[0]).seq > self.node(at[1]).seq) else 1
+            chains[side].append(at[side])
+            at[side] = self.node(at[side]).parent
+        return chains
+
     def first_parents(self, head: str, within: set[str]) -> list[str]:
         """`head`'s first-parent chain as long as it stays in `within`, oldest first (once it leaves a side's
         commits it never comes back: every first parent of a base's ancestor is one too)."""

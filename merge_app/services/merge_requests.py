@@ -190,13 +190,12 @@ def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser
     )
 
 
-def merge_requests_follow_heads() -> list[int]:
+def merge_requests_follow_heads() -> None:
     """Bring up to date now every open request whose branches moved since its plan was last asked for (a plan job
     for the current heads): the new plan's dry run compares the keys of the tables both sides changed, so the diff
     and review pages of the new heads find the comparison stored instead of starting it when a page asks. The job
     workers run this every round of their upkeep (`merge_app.job_kinds`); one query for the open requests and one
     for each catalog's branch heads."""
-    moved = []
     requests = list(MergeRequest.objects.filter(state=MergeRequest.State.OPEN).select_related("plan_job"))
     by_catalog: dict = {}
     for merge_request in requests:
@@ -208,8 +207,6 @@ def merge_requests_follow_heads() -> list[int]:
             now = {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
             if None not in now.values() and now != merge_request.plan_job_heads:
                 merge_request_refresh(merge_request=merge_request, user=None)
-                moved.append(merge_request.id)
-    return moved
 
 
 def _merged_elsewhere(merge_request: MergeRequest, heads: dict[str, str | None]) -> str | None:

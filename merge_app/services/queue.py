@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from catalog_app.models import Catalog, Role
@@ -82,13 +82,9 @@ def queue_enqueue(*, merge_request: MergeRequest, user: AbstractBaseUser) -> Que
             first = blockers[0]
             raise ApplicationError(first["code"], first["message"], status=first["status"],
                                    details={"blockers": blockers})  # fmt: skip
-        try:
-            with transaction.atomic():
-                entry = QueueEntry.objects.create(
-                    catalog=locked.catalog, target=locked.target, merge_request=locked, enqueued_by=_user(user)
-                )
-        except IntegrityError:  # in line already by a way the check above could not see: never a 500
-            raise ConflictError("already_queued", f"Merge request {locked.number} is already in the queue.") from None
+        entry = QueueEntry.objects.create(
+            catalog=locked.catalog, target=locked.target, merge_request=locked, enqueued_by=_user(user)
+        )
         position = QueueEntry.objects.filter(
             catalog=locked.catalog, target=locked.target, state__in=QueueEntry.ACTIVE, id__lte=entry.id
         ).count()
