@@ -10,7 +10,7 @@ sides and each needs its rule cells decided. The segments are written
 here with pyarrow (with Parquet field ids, as the engine writes them) and registered with the commit service as
 one insert commit per table and branch, the row shapes a load job commits: the diff and the merge read only
 metadata, so Spark is not needed to set them up. Each pair is diffed and then merged, one right after the other,
-so that the two times of a pair are taken under the same load (this machine is noisy). Prints the median diff
+so that the two times of a pair are taken under the same load (this machine is noisy). Prints the median diff (as the API answers it, `merge_diff_report`)
 (with the conflict preview) time against the target of 2 s, the median merge time, the median of the pairs'
 merge / diff ratios against the target of 2, and the bytes and data files a merge created (target: zero for
 appended data).
@@ -58,7 +58,7 @@ from catalog_app.services.commits import WriteTarget  # noqa: E402
 from catalog_app.services.databases import database_create  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 from catalog_app.services.tables import table_create  # noqa: E402
-from merge_app.selectors.diff import diff_as_dict, merge_diff  # noqa: E402
+from merge_app.services.diff_reads import merge_diff_report  # noqa: E402
 from merge_app.services.merges import branch_merge  # noqa: E402
 
 COLUMNS = [{"name": "id", "type": "long", "nullable": False}, {"name": "v", "type": "string"}]
@@ -222,7 +222,7 @@ def depth_catalog(commits: int, repeat: int) -> dict[str, float]:
             branch_create(catalog=catalog, name=branch, source="main")
             append(catalog, branch, table)
         begin = time.perf_counter()
-        diff_as_dict(merge_diff(catalog=catalog, source=source, target=target))
+        merge_diff_report(catalog=catalog, source=source, target=target, user=None)
         diffs.append(time.perf_counter() - begin)
         begin = time.perf_counter()
         merged = branch_merge(catalog=catalog, source=source, target=target)
@@ -269,7 +269,7 @@ def main() -> None:
     diffs, merges, ratios, copied = [], [], [], []
     for source, target in pairs:  # each pair diffed, then merged right after: both timed under the same load
         begin = time.perf_counter()
-        report = diff_as_dict(merge_diff(catalog=catalog, source=source, target=target))
+        report = merge_diff_report(catalog=catalog, source=source, target=target, user=None)
         diffs.append(time.perf_counter() - begin)
         files_before, bytes_before = DataFile.objects.filter(catalog=catalog).count(), warehouse_bytes(catalog)
         begin = time.perf_counter()

@@ -13,7 +13,9 @@ from django.db.models import Field, ForeignObject, Lookup
 from django.db.models.lookups import In
 
 AS_TEXT = (str, int, uuid.UUID)  # values whose text is their array element's (no float: its text may round)
-UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+UUID_TEXT = re.compile(_UUID, re.IGNORECASE)
+UUID_LIST = re.compile(rf"{_UUID}(?:,{_UUID})*", re.IGNORECASE)  # ids as text, joined by commas
 
 
 class AnyOf(Lookup):
@@ -27,8 +29,11 @@ class AnyOf(Lookup):
         lhs, lhs_params = self.process_lhs(compiler, connection)
         field = self.lhs.output_field
         if field.db_type(connection) == "uuid":  # ids (a merge's reads name tens of thousands): not parsed here
-            ids = "{" + ",".join(_uuid_text(field, value, connection) for value in values) + "}"
-            return f"{lhs} = ANY(%s::uuid[])", [*lhs_params, ids]
+            texts = ",".join(values) if all(type(value) is str for value in values) else None
+            # ids as text, checked at once: as many ids as values (a value holding two, comma-joined, is no id)
+            if texts is None or len(texts) != 37 * len(values) - 1 or not UUID_LIST.fullmatch(texts):
+                texts = ",".join(_uuid_text(field, value, connection) for value in values)
+            return f"{lhs} = ANY(%s::uuid[])", [*lhs_params, "{" + texts + "}"]
         array = [field.get_db_prep_value(value, connection, prepared=False) for value in values]
         if all(type(value) in AS_TEXT for value in array):  # bool is an int, but not of these types: left out
             array = array_text(array)

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db.models import Exists, F, OuterRef, QuerySet, TextField, Window
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, TextField, Window
 from django.db.models.functions import Cast, RowNumber
 
 from catalog_app.models import Commit, ObjectKind, ObjectVersion, Operation, SchemaVersion
@@ -57,7 +57,10 @@ def objects_newest_rows(
     (the merge's diff reads thousands of objects by id this way, not by `objects_newest`'s probe per version).
     `state_as_text`: the `state` field as its JSON text, for a caller that decodes each distinct state once."""
     rows = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, object_id__any=object_ids)
-    newest = rows.annotate(n=Window(RowNumber(), partition_by=F("object_id"), order_by=F("seq").desc())).filter(n=1)
+    ranked = rows.annotate(n=Window(RowNumber(), partition_by=F("object_id"), order_by=F("seq").desc()))
+    # The window ranks ids alone; the rows, states and all, are read by id after: ranked whole, 10,000 objects'
+    # versions sorted past the server's sort memory onto disk.
+    newest = ObjectVersion.objects.filter(id__in=Subquery(ranked.filter(n=1).values("id")))
     if state_as_text:
         newest = newest.annotate(state_text=Cast("state", TextField()))
         fields = tuple("state_text" if name == "state" else name for name in fields)

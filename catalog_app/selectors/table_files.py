@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from catalog_app.engine.reads import deleted_count
 from catalog_app.engine.segments import Column, SegmentRead
@@ -14,7 +14,7 @@ from catalog_app.selectors.objects import SchemaRow, newest_on_chain
 from catalog_app.selectors.refs import Chain
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileRow:
     """A live data file read as plain values: the DataFile row's fields, with the schema version it reads with on
     the chain it was read at (as `tables_files` sets it on a DataFile). A merge of 10,000 tables reads tens of
@@ -143,14 +143,48 @@ def tables_file_rows(
         .order_by("seq", "id")
         .values_list(*FILE_ROW_FIELDS)
     )
-    rows = list(entries)
+    return _file_rows(list(entries))
+
+
+def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | str]) -> dict[str, dict]:
+    """Of these files, those live on each chain (`tables_file_rows` with `file_ids`, by the chains' keys), in two
+    queries whatever the number of chains: every entry of the files on any of the chains, each chain's newest per
+    file taken here. A merge reads the files its plan names on its three sides so (10,000 files of a 10,000-table
+    merge: a third of the reads)."""
+    on_any = Q()
+    for chain in chains.values():
+        on_any |= chain.q()
+    rows = FileEntry.objects.filter(on_any, file_id__any=list(file_ids)).order_by("seq", "id")
+    entries = list(rows.values_list("line_id", "seq", "removed", *FILE_ROW_FIELDS))
+    live = {}
+    for side, chain in chains.items():
+        upto = dict(chain.segments)
+        newest: dict[uuid.UUID, int] = {}  # file id -> the seq of its newest entry on the chain
+        for line_id, seq, _, _, file_id, *_ in entries:
+            if seq <= upto.get(line_id, -1):
+                newest[file_id] = seq  # in seq order: the last one is the newest
+        live[side] = [
+            row for line_id, seq, removed, *row in entries
+            if not removed and seq <= upto.get(line_id, -1) and newest[row[1]] == seq
+        ]  # fmt: skip
+    schemas = _schemas_of([row for rows in live.values() for row in rows])
+    return {side: _file_rows(rows, schemas) for side, rows in live.items()}
+
+
+def _schemas_of(rows: list[tuple]) -> dict[uuid.UUID, SchemaRow]:
+    """The schema versions `FILE_ROW_FIELDS` rows read with, by id."""
     schema_ids = {row[9] if row[9] is not None else row[11] for row in rows} - {None}
-    schemas = {
+    return {
         row[0]: SchemaRow(*row)
         for row in SchemaVersion.objects.filter(id__any=schema_ids).values_list(
             "id", "table_id", "columns", "visible", "commit_id"
         )
     }
+
+
+def _file_rows(rows: list[tuple], schemas: dict[uuid.UUID, SchemaRow] | None = None) -> dict[uuid.UUID, TableFiles]:
+    """`FILE_ROW_FIELDS` rows, in the order they became live, as each table's files."""
+    schemas = _schemas_of(rows) if schemas is None else schemas
     files: dict[uuid.UUID, TableFiles] = {}
     for table_id, file_id, kind, path, row_count, size, partitions, stats, segment_id, *schema in rows:
         taken_schema, taken_visible, own_schema, own_visible = schema

@@ -18,7 +18,7 @@ from lakeui.jobs.services import read_is_pending
 from merge_app.models import Merge
 from merge_app.plan.rules import PENDING
 from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
-from merge_app.services.diff_reads import DiffRead, job_brief, merge_diff_read
+from merge_app.services.diff_reads import DiffRead, job_brief, merge_diff_read, merge_diff_report
 from merge_app.services.merges import merge_submit
 from merge_app.services.picks import pick_submit
 from merge_app.services.restores import restore_submit
@@ -37,13 +37,20 @@ class DiffApi(APIView):
         "again once it has finished (each read is metadata only and starts no second job).",
     )  # fmt: skip
     def get(self, request, catalog):
-        return Response(diff_read(request, request_catalog(request, catalog)).as_dict())
+        found = request_catalog(request, catalog)
+        source, target = _refs(request)
+        return Response(merge_diff_report(catalog=found, source=source, target=target, user=request.user))
 
 
-def diff_read(request, catalog) -> DiffRead:
+def _refs(request) -> tuple[str, str]:
     source, target = request.query_params.get("from"), request.query_params.get("to")
     if not source or not target:
         raise ApplicationError("invalid_input", "Give the two refs to compare as ?from=<source>&to=<target>.")
+    return source, target
+
+
+def diff_read(request, catalog) -> DiffRead:
+    source, target = _refs(request)
     return merge_diff_read(catalog=catalog, source=source, target=target, user=request.user)
 
 

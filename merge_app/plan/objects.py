@@ -30,7 +30,7 @@ KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest
 SIDES = ("base", "source", "target")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Version:
     """An object's version as the diff reads it: the ObjectVersion row's fields, read as plain values (a diff of
     many objects reads tens of thousands; model instances cost most of its time)."""
@@ -49,7 +49,7 @@ class Version:
 VERSION_FIELDS = tuple(f.name for f in fields(Version))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pair:
     source: int  # index into the object's source operations
     target: int
@@ -511,6 +511,9 @@ def _merge_state(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
         obj.merged_state = states.database_state_merge(base, src, dest)
         return
     merged = states.table_state_merge(base, src, dest)
+    if src == base and dest == base:  # the definition as it was: nothing of it for the checks below to find
+        obj.merged_state = merged
+        return
     duplicates = states.duplicate_column_names(merged["columns"])
     if duplicates:
         obj.issues.append(

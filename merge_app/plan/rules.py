@@ -102,7 +102,7 @@ NOTES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     """One operation of one side, as recorded in its commit."""
 
@@ -143,7 +143,7 @@ class Facts:
     reverting: bool = False  # the source's operations undo a commit's (a revert): `revert_verdict` decides
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     verdict: str  # ok | conflict | discarded
     note: str  # the cell or note that decided it

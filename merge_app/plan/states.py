@@ -55,6 +55,9 @@ def columns_merge(base: list[dict], src: list[dict], dest: list[dict]) -> list[d
 
 
 def table_state_merge(base: dict, src: dict, dest: dict) -> dict:
+    if src == base and dest == base:  # neither side changed the definition (most tables of a data merge): as below
+        return {**dest, "columns": [dict(c) for c in dest["columns"]], "properties": dict(dest["properties"]),
+                **{key: dest.get(key) for key in TABLE_FIELDS}}  # fmt: skip
     state = {
         **dest,
         "columns": columns_merge(base["columns"], src["columns"], dest["columns"]),

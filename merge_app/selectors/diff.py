@@ -23,6 +23,7 @@ from catalog_app.selectors.table_files import (
     commit_file_changes,
     file_segments,
     file_stats,
+    files_live_on,
     tables_file_rows,
 )
 from lakeui.errors import ApplicationError, ConflictError
@@ -100,15 +101,20 @@ class FilesRead:
         files = self.files[side]
         return {table_id: files[table_id] for table_id in table_ids if table_id in files}
 
-    def named(self, side: str, named: dict[uuid.UUID, set[str]]) -> dict[uuid.UUID, TableFiles]:
-        """Of each table's files named (by id, as text), those live on `side`, without reading the table's others
-        unless they were read already: a table of a thousand segments that the source appended one to costs one."""
-        read = self.of(side, [t for t in named if t in self.read[side]])
-        unread = {t: ids for t, ids in named.items() if t not in self.read[side] and ids}
-        if unread:
-            ids = {file_id for file_ids in unread.values() for file_id in file_ids}
-            read |= tables_file_rows(self.chains[side], file_ids=ids)
-        return {t: _only(files, named[t]) for t, files in read.items()}
+    def named(self, named: dict[uuid.UUID, set[str]]) -> dict[str, dict[uuid.UUID, TableFiles]]:
+        """Of each table's files named (by id, as text), those live on each side, without reading the table's others
+        unless they were read already: a table of a thousand segments that the source appended one to costs one.
+        The sides' unread ones in one read (`files_live_on`)."""
+        unread = {side: {t: ids for t, ids in named.items() if t not in self.read[side] and ids} for side in self.read}
+        sides = [side for side, tables in unread.items() if tables]
+        ids = {file_id for side in sides for file_ids in unread[side].values() for file_id in file_ids}
+        found = files_live_on({side: self.chains[side] for side in sides}, file_ids=ids) if ids else {}
+        answer = {}
+        for side in self.read:
+            read = self.of(side, [t for t in named if t in self.read[side]])
+            read |= {t: files for t, files in found.get(side, {}).items() if t in unread[side]}
+            answer[side] = {t: _only(files, named[t]) for t, files in read.items()}
+        return answer
 
 
 def _only(files: TableFiles, ids: set[str]) -> TableFiles:

@@ -16,10 +16,13 @@ from catalog_app.models import Commit
 from catalog_app.selectors.refs import branch_list, commit_node, commit_nodes_before
 
 SOURCE, TARGET, STALE = 1, 2, 4
-WINDOW = 512  # sequence numbers read ahead along a line (a line is a run of first parents, see catalog_app.models)
+# Sequence numbers read ahead along a line (a line is a run of first parents, see catalog_app.models): WINDOW at
+# first, doubled at each load of the same walk up to MAX_WINDOW, so that a short walk reads a few commits and a walk
+# of 10,000 commits a few loads (not 20).
+WINDOW, MAX_WINDOW = 512, 8192
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     seq: int
     line: int
@@ -48,6 +51,7 @@ class CommitGraph:
         self.nodes: dict[str, Node] = {}
         self.queries = 0
         self.walked = 0  # commits the last walk reached
+        self.window = WINDOW
 
     def node(self, commit_id: str) -> Node:
         if commit_id not in self.nodes:
@@ -62,8 +66,9 @@ class CommitGraph:
         if row is None:
             raise Commit.DoesNotExist(commit_id)
         # A window of sequence numbers, not "the 512 before": a bounded range scan whatever the planner's statistics
-        before = commit_nodes_before(line_id=row[2], seq=row[1], window=WINDOW)
+        before = commit_nodes_before(line_id=row[2], seq=row[1], window=self.window)
         self.queries += 1
+        self.window = min(self.window * 2, MAX_WINDOW)
         for commit_id_, seq, line, parent, merge_parent in [row, *before]:
             self.nodes.setdefault(commit_id_, Node(seq, line, parent, merge_parent))
 

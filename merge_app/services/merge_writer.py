@@ -71,7 +71,8 @@ class MergeWriter:
         named = {t.object_id: w.named for t in tables if (w := self.writes[t.object_id]).named is not None}
         whole = [obj.object_id for obj in tables if obj.object_id not in named]
         read = self.diff.files
-        self.files = {side: read.of(side, whole) | read.named(side, named) for side in ("base", "source", "target")}
+        found = read.named(named)
+        self.files = {side: read.of(side, whole) | found[side] for side in ("base", "source", "target")}
         table_ids = [obj.object_id for obj in tables]
         self.target_schemas = schema_version_ids(read.chains["target"], table_ids=table_ids)
         self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,

@@ -30,6 +30,10 @@ def test_ids_and_numbers_match():
     assert Catalog.objects.filter(id__any=[catalogs[1].id.hex.upper()]).get().name == "c1"  # parsed as __in does
     with pytest.raises(ValidationError):
         list(Catalog.objects.filter(id__any=["not an id"]))
+    texts = [str(c.id) for c in catalogs]  # all text: checked as one list, and a bad one among them still refused
+    assert set(Catalog.objects.filter(id__any=texts).values_list("name", flat=True)) == {"c0", "c1", "c2"}
+    with pytest.raises(ValidationError):
+        list(Catalog.objects.filter(id__any=[*texts, f"{texts[0]},{texts[1]}"]))
     users = get_user_model().objects
     ids = [users.create(username=f"u{n}").id for n in range(3)]
     assert set(users.filter(id__any=[ids[0], ids[2], 10**9]).values_list("id", flat=True)) == {ids[0], ids[2]}

@@ -140,3 +140,17 @@ def test_a_side_made_a_column_not_null_only_where_the_base_allowed_null_in_it():
     assert not states.made_not_null(base, [base, base])
     assert not states.made_not_null(base, [table(True, True)])  # made nullable: no NOT NULL check reads statistics
     assert not states.made_not_null(base, [{"columns": []}])  # both columns dropped
+
+
+def test_a_definition_neither_side_changed_merges_to_itself_as_a_copy():
+    """The short way (all three states equal) gives what the column-by-column merge gives for one side's change
+    undone, and a copy: the merged state is written, never the diff's decoded states."""
+    column = {"id": 1, "name": "id", "type": "long", "nullable": False, "default": None}
+    state = {"columns": [column], "properties": {"k": "v"}, "last_column_id": 1, "partition_by": [1]}
+    renamed = {**state, "columns": [{**column, "name": "key"}]}
+    merged = states.table_state_merge(state, dict(state), dict(state))
+    assert merged == states.table_state_merge(renamed, state, renamed)  # the source renamed it back: the same
+    assert merged == {**state, "primary_key": None, "comment": None}
+    merged["columns"][0]["name"] = "changed"
+    merged["properties"]["k"] = "changed"
+    assert state["columns"][0]["name"] == "id" and state["properties"] == {"k": "v"}
