@@ -10,10 +10,10 @@ sides and each needs its rule cells decided. The segments are written
 here with pyarrow (with Parquet field ids, as the engine writes them) and registered with the commit service as
 one insert commit per table and branch, the row shapes a load job commits: the diff and the merge read only
 metadata, so Spark is not needed to set them up. Each pair is diffed and then merged, one right after the other,
-so that the two times of a pair are taken under the same load (this machine is noisy). Prints the median diff (as the API answers it, `merge_diff_report`)
-(with the conflict preview) time against the target of 2 s, the median merge time, the median of the pairs'
-merge / diff ratios against the target of 2, and the bytes and data files a merge created (target: zero for
-appended data).
+so that the two times of a pair are taken under the same load (this machine is noisy). Prints the median diff
+(with the conflict preview, as the API answers it: `merge_diff_report`) time against the target of 2 s, the
+median merge time, the median of the pairs' merge / diff ratios against the target of 2, and the bytes and data
+files a merge created (target: zero for appended data).
 
 With `--depth N`, two catalogs are built instead: a fresh one, and one whose `main` has N commits of history (bulk
 written, each setting a property of another table: an object version and an operation per commit, as a busy
