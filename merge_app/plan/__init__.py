@@ -1,7 +1,7 @@
 """The merge plan, a function of plain values (docs/architecture.md#the-path-of-a-merge): no ORM, no Spark.
 
 `merge_app/selectors/diff.py` reads the three sides (each side's operations since the base, the objects' versions,
-the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `merge_plan` decides every object
+the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `decide` decides every object
 (rule cells, verdicts, conflicts, discarded operations, the merged state: `objects`, by `rules`, `semantics` and
 `states`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it writes each object and which
 files it reads (`object_writes`, `writes`), reads them, and takes the exact files of each table whose files change
@@ -17,7 +17,7 @@ from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["merge_plan", "object_writes", "table_plans"]
+__all__ = ["decide", "object_writes", "table_plans"]
 
 
 class TableFiles(Protocol):
@@ -26,7 +26,7 @@ class TableFiles(Protocol):
     def by_id(self) -> Mapping[str, File]: ...
 
 
-def merge_plan(
+def decide(
     inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]
 ) -> list[ObjectDiff]:
     """Every object either side changed, decided, in report order (`objects.plan_objects`). A primary-key table

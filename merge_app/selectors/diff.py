@@ -29,7 +29,7 @@ from catalog_app.selectors.table_files import (
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app.models import KeyComparison, VirtualBase
-from merge_app.plan import merge_plan, rules, states
+from merge_app.plan import decide, rules, states
 from merge_app.plan import objects as planner
 from merge_app.plan.objects import (
     MERGED_KINDS,
@@ -279,7 +279,7 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
             table_id__any=unread, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id
         )
         results |= {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
-    return replace(diff, objects=merge_plan(diff.inputs, resolution=diff.resolution, compared=results))
+    return replace(diff, objects=decide(diff.inputs, resolution=diff.resolution, compared=results))
 
 
 def _base(catalog: Catalog, bases: list[str], *, source: str, target: str) -> Commit:

@@ -1,4 +1,4 @@
-"""Every cell of the rule tables through the merge plan's entry point (`merge_app.plan.merge_plan`), on plain values:
+"""Every cell of the rule tables through the merge plan's entry point (`merge_app.plan.decide`), on plain values:
 no database, no Spark. One object changed on both sides since the base, one operation each; the plan must name the
 table's cell for the pair and decide it as the cell says. The notes' conditions are decided both ways where they
 can go either way. `test_conflict_rules.py` runs the same cells end to end, on real data.
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from merge_app.plan import merge_plan, object_writes
+from merge_app.plan import decide, object_writes
 from merge_app.plan.objects import PlanInputs, Version
 from merge_app.plan.rules import CONFLICT, DISCARDED, OK, RULE_TABLES, Op
 
@@ -76,7 +76,7 @@ def plan_one(kind: str, src: Op, dest: Op, state: dict | None = None):
         parent, name): object_id}, live_files={object_id: {"source": dict(LIVE), "target": dict(LIVE)}},
         target_children={object_id: []}, segment_stats={},
     )  # fmt: skip
-    (obj,) = merge_plan(inputs, resolution={}, compared={})
+    (obj,) = decide(inputs, resolution={}, compared={})
     return obj
 
 
@@ -144,7 +144,7 @@ def test_a_table_the_target_holds_as_the_base_has_it_takes_the_sources_version_a
         segment_stats={}, target_unchanged=frozenset({TABLE_ID}),
         source_held={TABLE_ID: frozenset({("c-src", 0), ("c-declined", 3)})},
     )  # fmt: skip
-    (obj,) = merge_plan(inputs, resolution={}, compared={})
+    (obj,) = decide(inputs, resolution={}, compared={})
     assert obj.change == "changed_in_source" and obj.target_unchanged
     assert object_writes([obj])[TABLE_ID].how == "rows_taken"
     assert obj.held == [("c-declined", 3)]  # the source's own insert is recorded as replayed, not as held
