@@ -26,9 +26,7 @@ class TableFiles(Protocol):
     def by_id(self) -> Mapping[str, File]: ...
 
 
-def decide(
-    inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]
-) -> list[ObjectDiff]:
+def decide(inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]) -> list[ObjectDiff]:
     """Every object either side changed, decided, in report order (`objects.plan_objects`). A primary-key table
     merged by key takes its key comparison from `compared` (table id -> counts and conflicts); without one it is
     pending."""

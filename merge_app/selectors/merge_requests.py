@@ -51,9 +51,11 @@ def merge_request_by_id(merge_request_id: object) -> MergeRequest:
     return MergeRequest.objects.get(id=merge_request_id)
 
 
-def merge_request_heads(merge_request: MergeRequest) -> dict[str, str | None]:
-    """The current heads of the request's branches (None for a branch that no longer exists)."""
-    heads = branch_heads(catalog_id=merge_request.catalog_id, names=[merge_request.source, merge_request.target])
+def merge_request_heads(merge_request: MergeRequest, known: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The current heads of the request's branches (None for a branch that no longer exists); `known`: its catalog's
+    branch heads by name, read already (for many requests at once)."""
+    names = [merge_request.source, merge_request.target]
+    heads = known if known is not None else branch_heads(catalog_id=merge_request.catalog_id, names=names)
     return {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
 
 

@@ -204,7 +204,7 @@ def merge_requests_follow_heads() -> None:
         names = {name for mr in open_here for name in (mr.source, mr.target)}
         heads = branch_heads(catalog_id=catalog_id, names=list(names))
         for merge_request in open_here:
-            now = {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
+            now = merge_request_heads(merge_request, heads)
             if None not in now.values() and now != merge_request.plan_job_heads:
                 merge_request_refresh(merge_request=merge_request, user=None)
 

@@ -97,14 +97,9 @@ class MergeWriter:
                 )
 
     def written(self) -> list[str]:
-        """The files `prepare` wrote (paths from the warehouse root): a key merge's segments and delete files, and
-        the delete files of target segments that mix partitions."""
-        paths = []
-        for object_id, prepared in self.prepared.items():
-            by_key = self.writes[object_id].how == "merged_by_key"
-            files = [*prepared[0], *prepared[1]] if by_key else prepared[0]
-            paths += [file.path for file in files]
-        return paths
+        """The files `prepare` wrote (paths from the warehouse root): a key merge's segments and delete files; the
+        delete files of target segments that mix partitions, and those a revert puts back segments with."""
+        return [file.path for prepared in self.prepared.values() for files in prepared[:2] for file in files]
 
     @gc_paused()
     def apply(self, draft: CommitDraft) -> None:
