@@ -149,8 +149,7 @@ def tables_file_rows(
 def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | str]) -> dict[str, dict]:
     """Of these files, those live on each chain (`tables_file_rows` with `file_ids`, by the chains' keys), in two
     queries whatever the number of chains: every entry of the files on any of the chains, each chain's newest per
-    file taken here. A merge reads the files its plan names on its three sides so (10,000 files of a 10,000-table
-    merge: a third of the reads)."""
+    file taken here. A merge reads the files its plan names on its three sides so: one query, not one per side."""
     on_any = Q()
     for chain in chains.values():
         on_any |= chain.q()
