@@ -1,15 +1,15 @@
 """The merge queue's runner against a request taken out of the line while it works on it: each interleaving made
-deterministic, no worker. The runner's steps are called here, on the entry row as the runner read it before, and the
-request is taken out through the API at the point under test (during the preparation, or between preparing and
-publishing). The race the end-to-end queue tests met by chance: the runner wrote back the row it had read, which put
-a request taken out back in line; queueing it again then failed with a 500."""
+deterministic, with no worker in the way. The runner's steps are called here, on the entry row as the runner read
+it before, and the request is taken out through the API at the point under test (during the preparation, or between
+preparing and publishing). The race the end-to-end queue tests met by chance: the runner wrote back the row it had
+read, which put a request taken out back in line; queueing it again then failed with a 500."""
 
 import pytest
 
-from merge_app.models import MergeQueueRunner, QueueEntry
+from merge_app.models import MergeRequest, QueueEntry
 from merge_app.services import queue
 from merge_app.services.merges import merge_result_checked
-from tests.merge_app.test_merge_queue import branch_with_rows, clients, entry, lake, opened, protect, queued  # noqa: F401
+from tests.merge_app.test_merge_queue import branch_with_rows, clients, entry, lake, opened, protect  # noqa: F401
 from tests.support.catalogs import head
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,15 +21,22 @@ def taken_out(clients, catalog, number) -> None:  # noqa: F811 (clients: the fix
 
 
 def in_line(clients, user):  # noqa: F811
-    """A catalog whose protected main takes merges through its queue, and an approved request queued for it (no
-    worker runs the queue job this asks for: the test is the runner)."""
+    """A catalog whose protected main takes merges through its queue, and an approved request in line, recorded as
+    `queue_enqueue` records it but without its kick: the suite's workers would run the queue job a kick starts, and
+    here the test is the runner."""
     catalog = lake(user)
     protect(catalog, user)
     branch_with_rows(catalog, "dev", "orders", 3)
     number = opened(clients, catalog, "dev")
-    queued(clients, catalog, number)
-    job = MergeQueueRunner.objects.get(catalog=catalog, target="main").job
-    return catalog, number, job
+    queued_now(catalog, number)
+    return catalog, number
+
+
+def queued_now(catalog, number) -> QueueEntry:
+    """A new entry in line for the request (the one-active-entry constraint refuses it while another is in line)."""
+    request = MergeRequest.objects.get(catalog=catalog, number=number)
+    return QueueEntry.objects.create(catalog=catalog, target="main", merge_request=request,
+                                     enqueued_by=request.author)  # fmt: skip
 
 
 def counts() -> dict[str, int]:
@@ -37,7 +44,7 @@ def counts() -> dict[str, int]:
 
 
 def test_a_request_taken_out_while_the_runner_prepares_it_stays_out(clients, user, monkeypatch):  # noqa: F811
-    catalog, number, job = in_line(clients, user)
+    catalog, number = in_line(clients, user)
     stale = entry(number)  # the row as the runner read it, before preparing for seconds
 
     def taken_out_meanwhile(**kwargs):
@@ -47,22 +54,21 @@ def test_a_request_taken_out_while_the_runner_prepares_it_stays_out(clients, use
 
     monkeypatch.setattr(queue, "merge_result_checked", taken_out_meanwhile)
     done = counts()
-    assert not queue._prepare(stale, head(catalog), [], job, done)
+    assert not queue._prepare(stale, head(catalog), [], None, done)
     left = entry(number)
     assert (left.state, left.reason, done["prepared"]) == (QueueEntry.State.REMOVED, "dequeued", 0)
-    again = queued(clients, catalog, number)  # in line again, as a new entry (was a 500: the old one was back in line)
-    assert again["id"] != left.id and again["state"] == "queued"
+    assert queued_now(catalog, number).id != left.id  # in line again (was a 500: the old entry was back in line)
 
 
 def test_a_request_taken_out_after_it_was_prepared_is_not_published(clients, user):  # noqa: F811
-    catalog, number, job = in_line(clients, user)
+    catalog, number = in_line(clients, user)
     main = head(catalog)
-    assert queue._prepare(entry(number), main, [], job, counts())
+    assert queue._prepare(entry(number), main, [], None, counts())
     stale = entry(number)  # prepared: the runner publishes this row next
     assert stale.state == QueueEntry.State.PREPARED
     taken_out(clients, catalog, number)
     done = counts()
-    queue._publish(stale, job, done)
+    queue._publish(stale, None, done)
     assert head(catalog) == main and done["merged"] == 0  # main did not move to the prepared result
     left = entry(number)
     assert (left.state, left.reason, left.merge_id) == (QueueEntry.State.REMOVED, "dequeued", None)
