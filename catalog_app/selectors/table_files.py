@@ -127,16 +127,10 @@ FILE_ROW_FIELDS = (
 )  # fmt: skip
 
 
-def tables_file_rows(
-    chain: Chain, *, table_ids: Iterable[uuid.UUID] = (), file_ids: Iterable[uuid.UUID | str] | None = None
-) -> dict[uuid.UUID, TableFiles]:
+def tables_file_rows(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
     """`tables_files` read as plain values (`FileRow`s), in two queries: the files, then the schema versions they
-    read with. With `file_ids` instead of `table_ids`, those of these files that are live (their tables' other files
-    are not read)."""
-    if file_ids is None:
-        rows = FileEntry.objects.filter(table_id__any=list(table_ids))
-    else:
-        rows = FileEntry.objects.filter(file_id__any=list(file_ids))
+    read with. Only some files of each table, on several chains at once: `files_live_on`."""
+    rows = FileEntry.objects.filter(table_id__any=list(table_ids))
     entries = (
         newest_on_chain(rows, chain, key="file_id")
         .filter(removed=False)
@@ -147,7 +141,7 @@ def tables_file_rows(
 
 
 def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | str]) -> dict[str, dict]:
-    """Of these files, those live on each chain (`tables_file_rows` with `file_ids`, by the chains' keys), in two
+    """Of these files, those live on each chain (by the chains' keys; their tables' other files are not read), in two
     queries whatever the number of chains: every entry of the files on any of the chains, each chain's newest per
     file taken here. A merge reads the files its plan names on its three sides so: one query, not one per side."""
     on_any = Q()
