@@ -113,14 +113,17 @@ class ObjectVersion(models.Model):
     merges); `parent_id` is the database of a table or view."""
 
     # The commit's catalog and line, copied for the indexes, without database constraints of their own (as
-    # FileEntry's).
-    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    # FileEntry's). Each key is looked up through one index only (below), so that every commit maintains no more
+    # than it reads by: a merge of 10,000 tables writes as many versions.
+    catalog = models.ForeignKey(
+        Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     object_id = models.UUIDField()
     kind = models.CharField(max_length=16, choices=ObjectKind.choices)
     parent_id = models.UUIDField(null=True, blank=True)
     name = models.CharField(max_length=63)
-    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="object_versions")
-    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="object_versions", db_index=False)
+    line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
     seq = models.BigIntegerField()
     dropped = models.BooleanField(default=False)
     state = JSONField(default=dict)
@@ -132,6 +135,9 @@ class ObjectVersion(models.Model):
             # Name look-ups (a ref's object by name, the names a merge takes): the versions of one name are few,
             # a line's are as many as its commits.
             models.Index(fields=["catalog", "name"]),
+            # A commit's versions; a plain index (a foreign key to the commit's text id would add a second, for LIKE,
+            # which nothing asks of these rows).
+            models.Index(fields=["commit"], name="catalog_ov_commit_idx"),
         ]
 
 
@@ -157,7 +163,7 @@ class Operation(models.Model):
         # of the files they changed (merge_app.plan.rules.source_wins_scope); never replayed itself.
         RESOLVE = "resolve"
 
-    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="operations")
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="operations", db_index=False)
     position = models.PositiveIntegerField()
     object_id = models.UUIDField()
     object_kind = models.CharField(max_length=16, choices=ObjectKind.choices)
@@ -166,7 +172,8 @@ class Operation(models.Model):
 
     class Meta:
         ordering = ["commit", "position"]
-        indexes = [models.Index(fields=["object_id"])]
+        # A commit's operations: a plain index, as ObjectVersion's.
+        indexes = [models.Index(fields=["object_id"]), models.Index(fields=["commit"], name="catalog_op_commit_idx")]
 
 
 class SchemaVersion(models.Model):

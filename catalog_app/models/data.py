@@ -49,8 +49,8 @@ class FileEntry(models.Model):
     # constraint of their own (a merge of 10,000 tables writes as many entries: each key checked costs at its commit).
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     table_id = models.UUIDField()
-    file = models.ForeignKey(DataFile, on_delete=models.CASCADE, related_name="entries")
-    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="file_entries")
+    file = models.ForeignKey(DataFile, on_delete=models.CASCADE, related_name="entries", db_index=False)
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="file_entries", db_index=False)
     line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     seq = models.BigIntegerField()
     removed = models.BooleanField(default=False)
@@ -61,7 +61,10 @@ class FileEntry(models.Model):
     schema_visible = models.BooleanField(null=True, blank=True)
 
     class Meta:
+        # Each key is looked up through one index only, as ObjectVersion's: a file's entries by (file, seq), a
+        # commit's by a plain index.
         indexes = [
             models.Index(fields=["table_id", "line", "seq"]),
             models.Index(fields=["file", "seq"]),
+            models.Index(fields=["commit"], name="catalog_fe_commit_idx"),
         ]

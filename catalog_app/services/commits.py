@@ -48,6 +48,7 @@ AS_THEY_ARE = frozenset({
     "AutoField", "BigAutoField", "BigIntegerField", "BooleanField", "CharField", "ForeignKey", "IntegerField",
     "OneToOneField", "PositiveIntegerField", "PositiveSmallIntegerField", "SmallIntegerField", "TextField", "UUIDField",
 })  # fmt: skip
+VERSION_ATTNAMES = tuple(f.attname for f in ObjectVersion._meta.concrete_fields)
 
 
 @dataclass
@@ -94,10 +95,11 @@ class CommitDraft:
     ) -> ObjectVersion:
         """Stage the object's next version. With `new_schema`, a new visible schema version is recorded and
         `state["schema_version_id"]` is set to it."""
-        version = ObjectVersion(
-            catalog=self.catalog, object_id=object_id, kind=kind, parent_id=parent_id, name=name,
-            dropped=dropped, state=state,
-        )  # fmt: skip
+        # Made from its values in field order (the model's fast path): a merge of 10,000 tables stages as many
+        # versions, and keyword arguments cost three times as much.
+        values = {"catalog_id": self.catalog.id, "object_id": object_id, "kind": kind, "parent_id": parent_id,
+                  "name": name, "dropped": dropped, "state": state}  # fmt: skip
+        version = ObjectVersion(*[values.get(attname) for attname in VERSION_ATTNAMES])
         self._staged.append(_Staged(version=version, new_schema=new_schema))
         return version
 
