@@ -112,8 +112,9 @@ class FilesRead:
         answer = {}
         for side in self.read:
             read = self.of(side, [t for t in named if t in self.read[side]])
-            read |= {t: files for t, files in found.get(side, {}).items() if t in unread[side]}
             answer[side] = {t: _only(files, named[t]) for t, files in read.items()}
+            # Read by id: only named files, each of its own table (a file is of one table).
+            answer[side] |= {t: files for t, files in found.get(side, {}).items() if t in unread[side]}
         return answer
 
 
