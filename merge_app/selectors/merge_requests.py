@@ -59,7 +59,7 @@ def merge_request_heads(merge_request: MergeRequest, known: dict[str, str] | Non
     return {"source": heads.get(merge_request.source), "target": heads.get(merge_request.target)}
 
 
-def merge_plan(report: dict[str, Any]) -> dict[str, Any]:
+def report_plan(report: dict[str, Any]) -> dict[str, Any]:
     """The merge plan of a dry run's report (merge_app/selectors/diff.py `diff_as_dict`): per object the operations
     of each side and the verdicts with their rule cells, the conflicts, and per table the rows the merge is expected
     to insert, update and delete (the row counts of the source operations it would replay; operations a verdict

@@ -34,7 +34,7 @@ from merge_app.job_specs import MergeRequestPlanSpec
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.plan.rules import CHOICES
 from merge_app.selectors.graph import CommitGraph
-from merge_app.selectors.merge_requests import merge_plan, merge_request_heads, merge_request_status, resolution_of
+from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, report_plan, resolution_of
 from merge_app.services.events import merge_request_event_emit
 from merge_app.services.merges import checks_override, merge_submit
 
@@ -252,7 +252,7 @@ def merge_request_plan_store(*, merge_request_id: int, merge: Merge, resolution:
     current = merge_request.plan_merge
     if current is not None and (current.id == merge.id or current.created_at > merge.created_at):
         return merge_request
-    plan = merge_plan(merge.report)
+    plan = report_plan(merge.report)
     plan["merge"], plan["resolution"] = str(merge.id), resolution
     merge_request.plan, merge_request.plan_heads, merge_request.plan_merge = plan, plan["heads"], merge
     merge_request.save(update_fields=["plan", "plan_heads", "plan_merge", "updated_at"])

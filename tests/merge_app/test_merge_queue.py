@@ -6,68 +6,23 @@ with its reason and nothing built on it is published; a moved source or a direct
 import time
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from catalog_app.models import Commit
-from catalog_app.services.access import catalog_role_grant, protected_branch_create
 from catalog_app.services.refs import branch_create
 from checks_app.models import CheckRun
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, QueueEntry
-from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.catalogs import head
 from tests.support.merges import change, insert, merge
+from tests.support.queues import branch_with_rows, entry, lake, opened, protect
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
 WAIT = 600  # the shared test machine is slow: a queue of three took 240 s under load
 
 
-@pytest.fixture
-def clients(user):
-    """alice (admin: she creates the catalog), bob (editor, the requests' author), carol (approver, also CI)."""
-    answer = {}
-    for name in ("alice", "bob", "carol", "dave"):
-        person = user if name == "alice" else get_user_model().objects.create_user(name)
-        answer[name] = APIClient()
-        answer[name].force_authenticate(person)
-    return answer
-
-
-def lake(user, tables=("orders",)):
-    catalog = make_catalog()
-    for name in tables:
-        make_table(catalog, table=name)
-        insert(catalog, [{"id": 1, "amount": 10, "region": "eu"}, {"id": 2, "amount": 20, "region": "us"}],
-               table=name)  # fmt: skip
-    for name, role in (("bob", "editor"), ("carol", "approver"), ("dave", "editor")):
-        catalog_role_grant(catalog=catalog, username=name, role=role, granted_by=user)
-    return catalog
-
-
-def protect(catalog, user, **rule):
-    protected_branch_create(catalog=catalog, pattern="main", require_queue=True, created_by=user,
-                            **{"required_approvals": 1, **rule})  # fmt: skip
-
-
 def add_check(client, catalog, **body):
     response = client.post(f"/api/v1/catalogs/{catalog.name}/checks", {"branches": "main", **body}, format="json")
     assert response.status_code == 201, response.json()
-
-
-def branch_with_rows(catalog, name, table, *ids, amount=5):
-    branch_create(catalog=catalog, name=name, source="main")
-    insert(catalog, [{"id": i, "amount": amount, "region": "eu"} for i in ids], branch=name, table=table)
-
-
-def opened(clients, catalog, source, approve=True) -> int:
-    base = f"/api/v1/catalogs/{catalog.name}/merge-requests"
-    answer = clients["bob"].post(base, {"source": source, "target": "main", "title": source}, format="json")
-    assert answer.status_code == 201, answer.json()
-    number = answer.json()["number"]
-    if approve:
-        review = clients["carol"].post(f"{base}/{number}/reviews", {"decision": "approve"}, format="json")
-        assert review.status_code == 201, review.json()
-    return number
 
 
 def queued(clients, catalog, number, who="bob", expect=201):
@@ -85,10 +40,6 @@ def queue_until(client, catalog, done, timeout=WAIT):
             return body
         assert time.monotonic() < deadline, body
         time.sleep(0.1)
-
-
-def entry(number) -> QueueEntry:
-    return QueueEntry.objects.filter(merge_request__number=number).order_by("-id").first()
 
 
 def history(catalog, since) -> list[Commit]:

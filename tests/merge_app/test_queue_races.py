@@ -9,18 +9,18 @@ import pytest
 from merge_app.models import MergeRequest, QueueEntry
 from merge_app.services import queue
 from merge_app.services.merges import merge_result_checked
-from tests.merge_app.test_merge_queue import branch_with_rows, clients, entry, lake, opened, protect  # noqa: F401
 from tests.support.catalogs import head
+from tests.support.queues import branch_with_rows, entry, lake, opened, protect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def taken_out(clients, catalog, number) -> None:  # noqa: F811 (clients: the fixture's value)
+def taken_out(clients, catalog, number) -> None:
     answer = clients["bob"].delete(f"/api/v1/catalogs/{catalog.name}/merge-requests/{number}/queue")
     assert answer.status_code == 200, answer.json()
 
 
-def in_line(clients, user):  # noqa: F811
+def in_line(clients, user):
     """A catalog whose protected main takes merges through its queue, and an approved request in line, recorded as
     `queue_enqueue` records it but without its kick: the suite's workers would run the queue job a kick starts, and
     here the test is the runner."""
@@ -43,7 +43,7 @@ def counts() -> dict[str, int]:
     return {"merged": 0, "removed": 0, "prepared": 0, "rebuilt": 0}
 
 
-def test_a_request_taken_out_while_the_runner_prepares_it_stays_out(clients, user, monkeypatch):  # noqa: F811
+def test_a_request_taken_out_while_the_runner_prepares_it_stays_out(clients, user, monkeypatch):
     catalog, number = in_line(clients, user)
     stale = entry(number)  # the row as the runner read it, before preparing for seconds
 
@@ -60,7 +60,7 @@ def test_a_request_taken_out_while_the_runner_prepares_it_stays_out(clients, use
     assert queued_now(catalog, number).id != left.id  # in line again (was a 500: the old entry was back in line)
 
 
-def test_a_request_taken_out_after_it_was_prepared_is_not_published(clients, user):  # noqa: F811
+def test_a_request_taken_out_after_it_was_prepared_is_not_published(clients, user):
     catalog, number = in_line(clients, user)
     main = head(catalog)
     assert queue._prepare(entry(number), main, [], None, counts())
