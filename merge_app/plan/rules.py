@@ -141,6 +141,9 @@ class Facts:
     keyed: bool = False  # a primary-key table: its data operations are compared by key, never by file (4.4)
     keys: dict | None = None  # the key comparison's counts, with `unresolved` conflicts; None: not run yet
     reverting: bool = False  # the source's operations undo a commit's (a revert): `revert_verdict` decides
+    # The segments the source wrote by rewriting others' rows, each with the segments it did not write whose rows it
+    # holds (`segment_origins`); any other segment holds its own.
+    src_origins: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +172,37 @@ def _common_segment(note: str) -> Condition:
     return decide
 
 
+def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
+    """Of the segments these operations (one side's, in order) wrote by rewriting rows (an update's new rows, a
+    copy-on-write rewrite's kept rows, a compaction's), the segments they did not write whose rows each holds:
+    followed back through the side's own rewrites (`segments_from` where it was recorded, else every segment the
+    operation rewrote). A segment the source wrote from an older one holds the older one's rows: a target overwrite
+    that replaced the older one replaced them too (A4/A5)."""
+    origins: dict[str, frozenset[str]] = {}
+    for op in ops:
+        if op.op not in REWRITES:
+            continue
+        recorded = op.details.get("segments_from", {})
+        rewritten = frozenset().union(*(origins.get(s, {s}) for s in op.touched | op.removed))
+        for new in op.details.get("segments_added", []):
+            origin = recorded.get(new)
+            origins[new] = origins.get(origin, frozenset({origin})) if origin is not None else rewritten
+    return origins
+
+
 def _replaced_by_overwrite(note: str) -> Condition:
     def decide(src: Op, dest: Op, facts: Facts) -> Verdict:
-        replaced = src.touched & dest.removed
+        # A segment the source rewrote from one the overwrite replaced holds the replaced one's rows (seed 13 of
+        # the keyless model: an update discarded here, then a second update of its new rows, took those rows back).
+        lineage = {segment: facts.src_origins.get(segment, {segment}) for segment in src.touched}
+        replaced = {segment for segment, origins in lineage.items() if origins & dest.removed}
+        mixed = {segment for segment in replaced if not lineage[segment] <= dest.removed}
+        if mixed:
+            return Verdict(
+                CONFLICT, note,
+                f"The source's {src.op} changed rows of segment(s) {segments_named(mixed)}, which hold rows the "
+                "target's overwrite replaced together with rows it did not: they cannot be split.",
+            )  # fmt: skip
         if not replaced:
             return Verdict(OK, note, "The source changed only rows the target's overwrite did not replace.")
         kept = src.touched - replaced

@@ -263,7 +263,7 @@ class Model:
         if MUST in verdicts:
             return "refused", None
         overwritten = any(d.kind == "overwrite" for d in dest_ops)
-        own = set().union(*(op.created for op in src_ops))
+        own = own_rows(src_ops)
         applied, partial = [], False
         for op in src_ops:
             if overwritten and op.kind in POSITIONAL:
@@ -324,6 +324,20 @@ class Model:
         self.origin |= {op.uid: number for op in undo}
         self.heads[target] = MCommit(number, dest, None, rows, [replace(op, commit=number) for op in undo])
         return "merged", rows
+
+
+def own_rows(ops: list[MOp]) -> set[int]:
+    """The row versions these operations (one side's, in order) made of rows of their own: the rows they inserted or
+    overwrote with, and new versions of those. A new version of an older row is that row still: a target overwrite
+    that replaced the row replaced its versions too (A4/A5; seed 13: a second update of a row whose first update was
+    discarded took the rows of its copy-on-write rewrite back)."""
+    own: set[int] = set()
+    for op in ops:
+        if op.kind in ("insert", "overwrite"):
+            own |= {row.rid for row in op.rows}
+        elif op.kind == "update":
+            own |= {op.step * 10**6 + rid % 10**6 for rid in op.rids & own}
+    return own
 
 
 def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp]) -> dict[int, Row]:

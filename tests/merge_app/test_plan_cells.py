@@ -54,9 +54,10 @@ TARGET_DETAILS = {
 LIVE = {"s1": None, "s2": None, "s3": None, "s4": None}  # the segments both sides hold
 
 
-def plan_one(kind: str, src: Op, dest: Op, state: dict | None = None):
-    """The plan of one object of `kind` that the source changed by `src` and the target by `dest` (the three sides
-    hold `state`)."""
+def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None):
+    """The plan of one object of `kind` that the source changed by `src` (one operation, or several in order) and
+    the target by `dest` (the three sides hold `state`)."""
+    src = src if isinstance(src, list) else [src]
     object_id = TABLE_ID if kind == "table" else DATABASE_ID
     state = state or (TABLE_STATE if kind == "table" else DATABASE_STATE)
     parent = DATABASE_ID if kind == "table" else None
@@ -67,11 +68,11 @@ def plan_one(kind: str, src: Op, dest: Op, state: dict | None = None):
 
     versions = {
         "base": {object_id: version(1)},
-        "source": {object_id: version(2, dropped=src.op == "drop")},
+        "source": {object_id: version(2, dropped=src[-1].op == "drop")},
         "target": {object_id: version(3, dropped=dest.op == "drop")},
     }
     inputs = PlanInputs(
-        versions=versions, source_operations={object_id: [src]}, target_operations={object_id: [dest]},
+        versions=versions, source_operations={object_id: src}, target_operations={object_id: [dest]},
         object_ids=frozenset({object_id}), keyed_changes={}, taken={("table" if kind == "table" else kind,
         parent, name): object_id}, live_files={object_id: {"source": dict(LIVE), "target": dict(LIVE)}},
         target_children={object_id: []}, segment_stats={},
@@ -148,3 +149,34 @@ def test_a_table_the_target_holds_as_the_base_has_it_takes_the_sources_version_a
     assert obj.change == "changed_in_source" and obj.target_unchanged
     assert object_writes([obj])[TABLE_ID].how == "rows_taken"
     assert obj.held == [("c-declined", 3)]  # the source's own insert is recorded as replayed, not as held
+
+
+def rewrite(position: int, kind: str, touched: list[str], added: dict[str, str | None]) -> Op:
+    """A source operation that rewrote `touched` copy-on-write: `added` maps each new segment to the segment its
+    rows come from (None: not recorded, as for a compaction)."""
+    details = {"segments_touched": touched, "segments_removed": touched, "segments_added": list(added)}
+    if all(origin is not None for origin in added.values()):
+        details["segments_from"] = added
+    return Op("c-src", position, kind, details)
+
+
+def test_a_source_rewrite_of_rows_the_target_overwrote_is_discarded_through_the_sources_own_rewrites():
+    """Unkeyed model seed 13: the source updated a row of s1 copy-on-write (n1 holds s1's rows), then updated the
+    new row (n2 holds n1's); the target overwrote the table, replacing s1. Both updates change rows the overwrite
+    replaced (A4): both are discarded, and neither n1 nor n2 is taken, which would bring back s1's other rows."""
+    first = rewrite(0, "update", ["s1"], {"n1": "s1"})
+    second = rewrite(1, "update", ["n1"], {"n2": "n1"})
+    obj = plan_one("table", [first, second], op("target", "overwrite", segments_removed=["s1", "s2"]))
+    assert [(p.decided.note, p.decided.verdict) for p in obj.pairs] == [("A4", DISCARDED), ("A4", DISCARDED)]
+    assert {f for p in obj.pairs for f in p.decided.discarded} == {"n1", "n2"}
+
+
+def test_a_source_segment_holding_rows_the_target_overwrote_and_rows_of_its_own_is_a_conflict():
+    """The source compacted s1 with a segment of its own (i1: its insert), and then deleted a row of the
+    compaction's output: those rows cannot be split into the replaced ones and the source's own (A5)."""
+    insert = Op("c-src", 0, "insert", {"segments_added": ["i1"]})
+    compaction = rewrite(1, "compaction", ["s1", "i1"], {"c1": None})
+    delete = rewrite(2, "delete", ["c1"], {"n1": "c1"})
+    obj = plan_one("table", [insert, compaction, delete], op("target", "overwrite", segments_removed=["s1", "s2"]))
+    (verdict,) = [p.decided for p in obj.pairs if p.source == 2]
+    assert (verdict.note, verdict.verdict) == ("A5", CONFLICT) and "cannot be split" in verdict.reason

@@ -125,6 +125,22 @@ def test_a4_one_update_of_rows_the_source_added_and_of_older_rows_is_split(spark
     assert_consistent(catalog.name)
 
 
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a4_a_second_update_of_a_replaced_rows_new_version_is_discarded_too(spark, mode):
+    """The keyless model's seed 13 (docs/merge-semantics.md#notes A4): dev updates row 2 of segment A, then the
+    row's new version; main overwrites the table. Both updates change a row the overwrite replaced: both are
+    discarded. Copy-on-write, the second update's segment holds the first's copy of A's other rows (1, 3, 4), and
+    taking it brought them back onto main."""
+    catalog = two_segments(properties={"write.mode": mode})
+    update(catalog, -1, "id = 2", "dev")
+    update(catalog, -2, "id = 2", "dev")  # the row's new version, in a segment dev wrote from A's rows
+    overwrite(catalog, [400], "main")
+    result = merge(catalog)
+    assert amounts(spark, catalog) == {400: 4000}
+    assert [(d["op"], d["note"]) for d in result.log["discarded_operations"]] == [("update", "A4")] * 2
+    assert_consistent(catalog.name)
+
+
 def test_a5_a_copy_on_write_delete_over_own_and_older_rows_is_split(spark):
     catalog = two_segments(properties={"write.mode": "copy-on-write"})
     insert(catalog, rows(500, 501), branch="dev")
