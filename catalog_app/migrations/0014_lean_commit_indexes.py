@@ -7,15 +7,15 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-# The indexes that go: the foreign keys' own, whose column a composite index starts with, and PostgreSQL's LIKE
-# copies of the commit key (absent on SQLite).
+# The indexes that go (name, table, column, whether it is a LIKE copy): the foreign keys' own, whose column a
+# composite index starts with, and PostgreSQL's LIKE copies of the commit key (absent on SQLite).
 DROPPED = [
-    "catalog_app_fileentry_file_id_f6e08c91",
-    "catalog_app_fileentry_commit_id_1b35f23d_like",
-    "catalog_app_objectversion_catalog_id_40a072f0",
-    "catalog_app_objectversion_line_id_a7cf3059",
-    "catalog_app_objectversion_commit_id_618127a7_like",
-    "catalog_app_operation_commit_id_80b4c26f_like",
+    ("catalog_app_fileentry_file_id_f6e08c91", "catalog_app_fileentry", "file_id", False),
+    ("catalog_app_fileentry_commit_id_1b35f23d_like", "catalog_app_fileentry", "commit_id", True),
+    ("catalog_app_objectversion_catalog_id_40a072f0", "catalog_app_objectversion", "catalog_id", False),
+    ("catalog_app_objectversion_line_id_a7cf3059", "catalog_app_objectversion", "line_id", False),
+    ("catalog_app_objectversion_commit_id_618127a7_like", "catalog_app_objectversion", "commit_id", True),
+    ("catalog_app_operation_commit_id_80b4c26f_like", "catalog_app_operation", "commit_id", True),
 ]
 # The commit indexes the foreign keys made, now named in Meta.indexes.
 RENAMED = [
@@ -26,13 +26,29 @@ RENAMED = [
 
 
 def lean(apps, schema_editor):
-    for name in DROPPED:
+    for name, *_ in DROPPED:
         schema_editor.execute(f'DROP INDEX IF EXISTS "{name}"')
     for model, old, new in RENAMED:
-        index = models.Index(fields=["commit"], name=new)
-        schema_editor.rename_index(
-            apps.get_model("catalog_app", model), models.Index(fields=["commit"], name=old), index
+        _rename(apps, schema_editor, model, old, new)
+
+
+def unlean(apps, schema_editor):
+    """Back to 0013's indexes."""
+    for model, old, new in RENAMED:
+        _rename(apps, schema_editor, model, new, old)
+    for name, table, column, like in DROPPED:
+        if like and schema_editor.connection.vendor != "postgresql":
+            continue
+        schema_editor.execute(
+            f'CREATE INDEX "{name}" ON "{table}" ("{column}"{" varchar_pattern_ops" if like else ""})'
         )
+
+
+def _rename(apps, schema_editor, model: str, old: str, new: str) -> None:
+    model = apps.get_model("catalog_app", model)
+    schema_editor.rename_index(
+        model, models.Index(fields=["commit"], name=old), models.Index(fields=["commit"], name=new)
+    )
 
 
 class Migration(migrations.Migration):
@@ -42,7 +58,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.RunPython(lean, migrations.RunPython.noop)],
+            database_operations=[migrations.RunPython(lean, unlean)],
             state_operations=[
                 migrations.AlterField(
                     model_name="fileentry",
