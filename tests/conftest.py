@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import OperationalError, connection
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Q
 from pytest_django.fixtures import validate_django_db
 from rest_framework.test import APIClient
@@ -38,6 +39,27 @@ NEW_FILE_SECONDS = 30.0
 def pytest_configure(config):
     if FILE_SECONDS and hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # xdist keeps the order of the collection, made below
+    BaseDatabaseOperations.execute_sql_flush = _flush_retried
+
+
+_execute_sql_flush = BaseDatabaseOperations.execute_sql_flush
+FLUSH_TRIES = 5
+
+
+def _flush_retried(self, sql_list):
+    """The flush after a transactional test (one TRUNCATE of every table, which takes their locks one by one),
+    tried again when the server ends it as a deadlock: the session's workers read several tables at once in their
+    upkeep every few seconds (merge requests following their branches' heads), whatever test runs, and one such read
+    can hold a table the TRUNCATE needs while it waits for one the TRUNCATE holds. The read goes on; the flush, run
+    again at once, finds the tables free. Seen under load: the flush failed and the next test found the last one's
+    rows."""
+    for attempt in range(FLUSH_TRIES):
+        try:
+            return _execute_sql_flush(self, sql_list)
+        except OperationalError as error:
+            if attempt == FLUSH_TRIES - 1 or "deadlock detected" not in str(error):
+                raise
+            time.sleep(POLL_INTERVAL)
 
 
 @pytest.hookimpl(trylast=True)
