@@ -73,8 +73,12 @@ class MOp:
     @property
     def created(self) -> set[int]:
         """The row versions it may have added (ids are under 10**6, so a rid names its row's id)."""
-        updated = {self.step * 10**6 + rid % 10**6 for rid in self.rids} if self.kind == "update" else set()
+        updated = self.versions_of(self.rids) if self.kind == "update" else set()
         return {row.rid for row in self.rows} | updated
+
+    def versions_of(self, rids: set[int] | frozenset[int]) -> set[int]:
+        """An update's new versions of these rows."""
+        return {self.step * 10**6 + rid % 10**6 for rid in rids}
 
 
 @dataclass
@@ -336,7 +340,7 @@ def own_rows(ops: list[MOp]) -> set[int]:
         if op.kind in ("insert", "overwrite"):
             own |= {row.rid for row in op.rows}
         elif op.kind == "update":
-            own |= {op.step * 10**6 + rid % 10**6 for rid in op.rids & own}
+            own |= op.versions_of(op.rids & own)
     return own
 
 
