@@ -4,9 +4,10 @@ merge took over, what it discarded and what it kept of the target, as the merge 
 import json
 
 import pytest
+from django.db import connection
 
 from catalog_app.services.refs import branch_create
-from merge_app.models import Merge
+from merge_app.models import ZSTD_MAGIC, Merge
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import files_at
 from tests.support.merges import change, insert, merge
@@ -48,3 +49,21 @@ def test_the_stored_log_holds_what_was_taken_over_discarded_and_kept(spark):
     assert stored.log["resolutions"] == [
         {"object": "sales.kept", "scope": "table", "choice": "target_wins", "chosen_by": None}
     ]
+
+
+@pytest.mark.django_db
+def test_a_log_is_stored_compressed_and_one_stored_as_plain_json_text_reads_the_same():
+    fields = {"catalog": make_catalog(), "source": "dev", "target": "main", "source_head": "a", "target_head": "b",
+              "base": "c", "status": Merge.Status.PLANNED}  # fmt: skip
+    log = {"files": [{"id": f"segment-{n}", "rows": 2**70 + n} for n in range(500)]}  # a big integer read exactly
+    merge = Merge.objects.create(**fields, log=log)
+    key = Merge._meta.pk.get_db_prep_value(merge.id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT log FROM merge_app_merge WHERE id = %s", [key])
+        stored = bytes(cursor.fetchone()[0])
+        assert stored[:4] == ZSTD_MAGIC and len(stored) < len(json.dumps(log)) / 4
+        plain = json.dumps({"written": "before 0012"})  # as rows written before the logs were compressed hold it
+        cursor.execute("UPDATE merge_app_merge SET log = %s WHERE id = %s",
+                       [plain.encode() if connection.vendor == "postgresql" else plain, key])  # fmt: skip
+    assert Merge.objects.get(id=merge.id).log == {"written": "before 0012"}
+    assert Merge.objects.get(id=merge.id).report == {}
