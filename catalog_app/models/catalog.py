@@ -112,9 +112,10 @@ class ObjectVersion(models.Model):
     """The state of one object as of one commit. `object_id` is the object's stable id (survives renames and
     merges); `parent_id` is the database of a table or view."""
 
-    # The commit's catalog and line, copied for the indexes, without database constraints of their own (as
-    # FileEntry's). Each key is looked up through one index only (below), so that every commit maintains no more
-    # than it reads by: a merge of 10,000 tables writes as many versions.
+    # The commit, its catalog and line (copied for the indexes), without database constraints, as FileEntry's: a
+    # commit's rows are written only with it (CommitDraft.commit). Each key is looked up through one index only
+    # (below), so that every commit maintains no more than it reads by: a merge of 10,000 tables writes as many
+    # versions.
     catalog = models.ForeignKey(
         Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
     )
@@ -122,7 +123,9 @@ class ObjectVersion(models.Model):
     kind = models.CharField(max_length=16, choices=ObjectKind.choices)
     parent_id = models.UUIDField(null=True, blank=True)
     name = models.CharField(max_length=63)
-    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="object_versions", db_index=False)
+    commit = models.ForeignKey(
+        Commit, on_delete=models.CASCADE, related_name="object_versions", db_constraint=False, db_index=False
+    )
     line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
     seq = models.BigIntegerField()
     dropped = models.BooleanField(default=False)
@@ -163,7 +166,10 @@ class Operation(models.Model):
         # of the files they changed (merge_app.plan.rules.source_wins_scope); never replayed itself.
         RESOLVE = "resolve"
 
-    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="operations", db_index=False)
+    # Without a database constraint, as ObjectVersion's: written only with its commit.
+    commit = models.ForeignKey(
+        Commit, on_delete=models.CASCADE, related_name="operations", db_constraint=False, db_index=False
+    )
     position = models.PositiveIntegerField()
     object_id = models.UUIDField()
     object_kind = models.CharField(max_length=16, choices=ObjectKind.choices)

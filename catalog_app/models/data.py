@@ -45,12 +45,16 @@ class DataFile(models.Model):
 class FileEntry(models.Model):
     """A file becoming live in (or removed from) a table in one commit."""
 
-    # The commit's catalog and line, copied for the indexes: the commit's key checks them, so these have no database
-    # constraint of their own (a merge of 10,000 tables writes as many entries: each key checked costs at its commit).
+    # The commit, its catalog and line (copied for the indexes) have no database constraint: a commit's rows are
+    # written only with it, by CommitDraft.commit, in its transaction (a merge of 10,000 tables writes as many
+    # entries, and each key checked costs at COMMIT). The file's and the schema version's keys, rows that outlive
+    # any one commit, are checked.
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     table_id = models.UUIDField()
     file = models.ForeignKey(DataFile, on_delete=models.CASCADE, related_name="entries", db_index=False)
-    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="file_entries", db_index=False)
+    commit = models.ForeignKey(
+        Commit, on_delete=models.CASCADE, related_name="file_entries", db_constraint=False, db_index=False
+    )
     line = models.ForeignKey(Line, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     seq = models.BigIntegerField()
     removed = models.BooleanField(default=False)
