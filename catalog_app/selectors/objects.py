@@ -1,8 +1,10 @@
 """Objects as of a commit: the newest version of each object along the commit's first-parent chain."""
 
+import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, TextField, Window
 from django.db.models.functions import Cast, RowNumber
@@ -12,19 +14,29 @@ from catalog_app.selectors.refs import Chain
 from lakeui.errors import NotFoundError
 
 KIND_LABEL = {kind.value: kind.label.lower() for kind in ObjectKind}
-SCHEMA_ROW_FIELDS = ("id", "table_id", "columns", "visible", "commit_id")
 
 
 @dataclass(frozen=True)
 class SchemaRow:
-    """A schema version read as plain values (`schema_histories`, `table_files.tables_file_rows`): a merge of many
-    tables reads thousands, and model instances would cost most of its time."""
+    """A schema version read as plain values (`schema_rows`): a merge of many tables reads thousands, and model
+    instances would cost most of its time. Its columns are read as JSON text and decoded when asked for: a merge
+    that takes a segment over with a schema version the target has needs only the version's id."""
 
     id: int
     table_id: uuid.UUID
-    columns: list[dict]
+    columns_json: str
     visible: bool
     commit_id: str
+
+    @cached_property
+    def columns(self) -> list[dict]:
+        return json.loads(self.columns_json)
+
+
+def schema_rows(versions: QuerySet) -> Iterable[SchemaRow]:
+    """These schema versions (in their order) as `SchemaRow`s."""
+    text = versions.annotate(columns_json=Cast("columns", TextField()))
+    return (SchemaRow(*row) for row in text.values_list("id", "table_id", "columns_json", "visible", "commit_id"))
 
 
 def newest_on_chain(rows: QuerySet, chain: Chain, *, key: str, newer_among: QuerySet | None = None) -> QuerySet:
@@ -161,8 +173,8 @@ def schema_histories(
     if commit_ids is not None:
         versions = versions.filter(commit_id__any=commit_ids)
     histories: dict[uuid.UUID, list[SchemaRow]] = {}
-    for row in versions.order_by("seq", "id").values_list(*SCHEMA_ROW_FIELDS):
-        histories.setdefault(row[1], []).append(SchemaRow(*row))
+    for row in schema_rows(versions.order_by("seq", "id")):
+        histories.setdefault(row.table_id, []).append(row)
     return histories
 
 

@@ -10,7 +10,7 @@ from catalog_app.engine.reads import deleted_count
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile, FileEntry, ObjectVersion, ReclaimedFile, SchemaVersion
-from catalog_app.selectors.objects import SchemaRow, newest_on_chain
+from catalog_app.selectors.objects import SchemaRow, newest_on_chain, schema_rows
 from catalog_app.selectors.refs import Chain
 
 
@@ -167,12 +167,7 @@ def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | st
 def _schemas_of(rows: list[tuple]) -> dict[uuid.UUID, SchemaRow]:
     """The schema versions `FILE_ROW_FIELDS` rows read with, by id."""
     schema_ids = {row[9] if row[9] is not None else row[11] for row in rows} - {None}
-    return {
-        row[0]: SchemaRow(*row)
-        for row in SchemaVersion.objects.filter(id__any=schema_ids).values_list(
-            "id", "table_id", "columns", "visible", "commit_id"
-        )
-    }
+    return {row.id: row for row in schema_rows(SchemaVersion.objects.filter(id__any=schema_ids))}
 
 
 def _file_rows(rows: list[tuple], schemas: dict[uuid.UUID, SchemaRow] | None = None) -> dict[uuid.UUID, TableFiles]:

@@ -6,6 +6,7 @@ numbers and times. A writer that names the head it read (`expected_head`) gets a
 branch has moved since; one that does not is applied to the current head.
 """
 
+import operator
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -157,7 +158,7 @@ class CommitDraft:
                     commit=commit, line=commit.line, seq=commit.seq,
                 )  # fmt: skip
                 staged.version.state = {**staged.version.state, "schema_version_id": schema.id}
-            staged.version.commit, staged.version.line, staged.version.seq = commit, commit.line, commit.seq
+            _recorded_by(staged.version, commit)
         for copy in self._schema_copies:
             copy.commit, copy.line, copy.seq = commit, commit.line, commit.seq
             copy.save()
@@ -197,7 +198,15 @@ def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_fro
         return
     meta = model._meta
     fields = list(meta.concrete_fields)
-    prepared = [f.get_internal_type() not in AS_THEY_ARE for f in fields]
+    as_they_are = operator.attrgetter(*(f.attname for f in fields))  # every value in one call; then the others
+    prepared = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() not in AS_THEY_ARE]
+
+    def values(row: models.Model) -> list:
+        found = list(as_they_are(row))
+        for i, f in prepared:
+            found[i] = f.get_db_prep_save(f.pre_save(row, True), connection)
+        return found
+
     unnumbered = [row for row in rows if row.pk is None]
     if unnumbered:
         with connection.cursor() as cursor:
@@ -207,18 +216,22 @@ def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_fro
             )
             for row, (pk,) in zip(unnumbered, cursor.fetchall(), strict=True):
                 row.pk = pk
-    _copy(
-        model, [f.column for f in fields],
-        (
-            [f.get_db_prep_save(f.pre_save(row, True), connection) if prep else getattr(row, f.attname)
-             for f, prep in zip(fields, prepared, strict=True)]
-            for row in rows
-        ),
-    )  # fmt: skip
+    _copy(model, [f.column for f in fields], (values(row) for row in rows))
     for row in rows:
         row._state.adding, row._state.db = False, connection.alias
 
 
+def _recorded_by(version: ObjectVersion, commit: Commit) -> None:
+    """A staged version recorded by `commit`: its keys set as values (the relations' setters check each instance
+    they are given, and a merge of 10,000 tables stages as many versions), the commit and its line kept as read."""
+    version.commit_id, version.line_id, version.seq = commit.id, commit.line_id, commit.seq
+    _VERSION_COMMIT.set_cached_value(version, commit)
+    if _COMMIT_LINE.is_cached(commit):
+        _VERSION_LINE.set_cached_value(version, commit.line)
+
+
+_VERSION_COMMIT, _VERSION_LINE = ObjectVersion._meta.get_field("commit"), ObjectVersion._meta.get_field("line")
+_COMMIT_LINE = Commit._meta.get_field("line")
 OPERATION_FIELDS = ("commit_id", "position", "object_id", "object_kind", "op", "details")
 FILE_ENTRY_FIELDS = ("catalog_id", "table_id", "file_id", "commit_id", "line_id", "seq", "removed",
                      "schema_version_id", "schema_visible")  # fmt: skip
