@@ -1,10 +1,12 @@
 """A table's data at a commit: its live segments and delta files."""
 
+import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from catalog_app.engine.reads import deleted_count
 from catalog_app.engine.segments import Column, SegmentRead
@@ -26,11 +28,19 @@ class FileRow:
     path: str
     row_count: int
     size_bytes: int
-    partition_values: dict
-    stats: dict
+    partition_values_json: str  # as read: decoded when asked for (a file taken over by reference needs neither)
+    stats_json: str
     segment_id: uuid.UUID | None
     schema_version: SchemaRow | None
     schema_visible: bool
+
+    @property
+    def partition_values(self) -> dict:
+        return json.loads(self.partition_values_json)
+
+    @property
+    def stats(self) -> dict:
+        return json.loads(self.stats_json)
 
 
 @dataclass(frozen=True)
@@ -121,23 +131,25 @@ def tables_files(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.U
 
 
 FILE_ROW_FIELDS = (
-    "table_id", "file_id", "file__kind", "file__path", "file__row_count", "file__size_bytes", "file__partition_values",
-    "file__stats", "file__segment_id", "schema_version_id", "schema_visible", "file__schema_version_id",
+    "table_id", "file_id", "file__kind", "file__path", "file__row_count", "file__size_bytes", "partition_values_json",
+    "stats_json", "file__segment_id", "schema_version_id", "schema_visible", "file__schema_version_id",
     "file__schema_visible",
 )  # fmt: skip
+
+
+def _file_row_values(entries: QuerySet, *fields: str) -> QuerySet:
+    """File entries as `fields` and then `FILE_ROW_FIELDS`, the files' JSON as its text (`FileRow`)."""
+    as_text = {"partition_values_json": Cast("file__partition_values", TextField()),
+               "stats_json": Cast("file__stats", TextField())}  # fmt: skip
+    return entries.annotate(**as_text).values_list(*fields, *FILE_ROW_FIELDS)
 
 
 def tables_file_rows(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
     """`tables_files` read as plain values (`FileRow`s), in two queries: the files, then the schema versions they
     read with. Only some files of each table, on several chains at once: `files_live_on`."""
     rows = FileEntry.objects.filter(table_id__any=list(table_ids))
-    entries = (
-        newest_on_chain(rows, chain, key="file_id")
-        .filter(removed=False)
-        .order_by("seq", "id")
-        .values_list(*FILE_ROW_FIELDS)
-    )
-    return _file_rows(list(entries))
+    entries = newest_on_chain(rows, chain, key="file_id").filter(removed=False).order_by("seq", "id")
+    return _file_rows(list(_file_row_values(entries)))
 
 
 def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | str]) -> dict[str, dict]:
@@ -148,7 +160,7 @@ def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | st
     for chain in chains.values():
         on_any |= chain.q()
     rows = FileEntry.objects.filter(on_any, file_id__any=list(file_ids)).order_by("seq", "id")
-    entries = list(rows.values_list("line_id", "seq", "removed", *FILE_ROW_FIELDS))
+    entries = list(_file_row_values(rows, "line_id", "seq", "removed"))
     live = {}
     for side, chain in chains.items():
         upto = dict(chain.segments)
@@ -180,7 +192,8 @@ def _file_rows(rows: list[tuple], schemas: dict[uuid.UUID, SchemaRow] | None = N
             own_schema, own_visible = taken_schema, taken_visible
         file = FileRow(
             id=file_id, table_id=table_id, kind=kind, path=path, row_count=row_count, size_bytes=size,
-            partition_values=partitions, stats=stats, segment_id=segment_id, schema_version=schemas.get(own_schema),
+            partition_values_json=partitions, stats_json=stats, segment_id=segment_id,
+            schema_version=schemas.get(own_schema),
             schema_visible=own_visible,
         )  # fmt: skip
         table = files.setdefault(table_id, TableFiles(segments=[], deltas={}))

@@ -108,7 +108,7 @@ class MergeWriter:
             if obj.merges and obj.resolution == TARGET_WINS:
                 self.log["objects"].append(
                     {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
-                     "verdict": obj.verdict, "operations": []}
+                     "verdict": self.diff.verdicts[obj.object_id], "operations": []}
                 )  # fmt: skip
         for obj in self.merging:
             self._object(obj)
@@ -143,8 +143,9 @@ class MergeWriter:
             # The source's version carries these too: a later pick or merge of one of them finds it held here.
             details = {"held": [list(identity) for identity in obj.held]}
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
+        verdict = self.diff.verdicts[obj.object_id]  # as the diff decided it once
         self.log["objects"].append(
-            {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": obj.verdict,
+            {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": verdict,
              "operations": [op.op for op in replayed]}
         )  # fmt: skip
 
