@@ -39,6 +39,11 @@ class JSONField(models.JSONField):
     def _dumps(self, value) -> str:
         return json_dumps(value, self.encoder)
 
+    def db_text(self, value) -> str:
+        """The value as the JSON text PostgreSQL's COPY takes for the column (`get_db_prep_value`'s, unwrapped):
+        a commit's rows go in by COPY, tens of thousands of values at a time."""
+        return self._dumps(self.get_prep_value(value))
+
     def deconstruct(self):
         # The column is Django's JSONField's: migrations record it as one, so that none alters a table for this
         # (a subclass with a column of its own keeps its own path).

@@ -8,12 +8,12 @@ branch has moved since; one that does not is applied to the current head.
 
 import operator
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, models, transaction
+from django.db import connection, connections, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from catalog_app.selectors.refs import Chain, commit_chain
 from catalog_app.selectors.table_files import FileRow
 from catalog_app.services.access import branch_write_check
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
+from lakeui.fields import JSONField
 from lakeui.jobs.models import Job
 from lakeui.jobs.registry import ClaimLost, crash_point
 from lakeui.jobs.services import job_claim_held
@@ -196,20 +197,25 @@ def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_fro
     if connection.vendor != "postgresql" or len(rows) < copy_from:
         model.objects.bulk_create(rows)
         return
+    db = connections[connection.alias]  # the connection itself: `connection` looks it up on every use
     meta = model._meta
     fields = list(meta.concrete_fields)
     as_they_are = operator.attrgetter(*(f.attname for f in fields))  # every value in one call; then the others
-    prepared = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() not in AS_THEY_ARE]
+    as_text = [(i, f) for i, f in enumerate(fields) if isinstance(f, JSONField)]
+    prepared = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() not in AS_THEY_ARE and
+                not isinstance(f, JSONField)]  # fmt: skip
 
     def values(row: models.Model) -> list:
         found = list(as_they_are(row))
+        for i, f in as_text:
+            found[i] = f.db_text(found[i])
         for i, f in prepared:
-            found[i] = f.get_db_prep_save(f.pre_save(row, True), connection)
+            found[i] = f.get_db_prep_save(f.pre_save(row, True), db)
         return found
 
     unnumbered = [row for row in rows if row.pk is None]
     if unnumbered:
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
                 [meta.db_table, meta.pk.column, len(unnumbered)],
@@ -218,7 +224,7 @@ def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_fro
                 row.pk = pk
     _copy(model, [f.column for f in fields], (values(row) for row in rows))
     for row in rows:
-        row._state.adding, row._state.db = False, connection.alias
+        row._state.adding, row._state.db = False, db.alias
 
 
 def _recorded_by(version: ObjectVersion, commit: Commit) -> None:
@@ -247,21 +253,27 @@ def values_insert(model: type[models.Model], fields: tuple[str, ...], rows: list
         return
     by_attname = {f.attname: f for f in model._meta.concrete_fields}
     targets = [by_attname[name] for name in fields]
-    json_fields = {i: f for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
-    if json_fields:
-        rows = (
-            [json_fields[i].get_db_prep_save(v, connection) if i in json_fields else v for i, v in enumerate(row)]
-            for row in rows
-        )
+    db = connections[connection.alias]
+    as_text = {i: _json_text(f, db) for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
+    if as_text:
+        rows = ([as_text[i](v) if i in as_text else v for i, v in enumerate(row)] for row in rows)
     _copy(model, [f.column for f in targets], rows)
+
+
+def _json_text(field: models.JSONField, db) -> Callable[[Any], Any]:
+    """How a JSON field's values go into COPY: as text (`JSONField.db_text`), or as Django prepares them."""
+    if isinstance(field, JSONField):
+        return field.db_text
+    return lambda value: field.get_db_prep_save(value, db)
 
 
 def _copy(model: type[models.Model], columns: list[str], rows: Iterable[list | tuple]) -> None:
     """COPY `rows` (values of `columns`, as the database takes them) into the model's table. A commit's many rows
     as one INSERT have their values quoted into the statement and parsed again, which costs several times this."""
-    quote = connection.ops.quote_name
+    db = connections[connection.alias]
+    quote = db.ops.quote_name
     statement = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
-    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(statement) as copy:
+    with db.cursor() as cursor, db.wrap_database_errors, cursor.cursor.copy(statement) as copy:
         for row in rows:
             copy.write_row(row)
 
