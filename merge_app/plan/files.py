@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions
-from merge_app.plan.objects import ObjectDiff, Pair, rewrites_of_source_rows
+from merge_app.plan.objects import ObjectDiff, Pair, discarded_whole, rewrites_of_source_rows
 from merge_app.plan.rules import Op
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
@@ -77,16 +77,14 @@ def file_plan(
     for op in operations:
         added_by |= op.added
         removed_by |= op.removed | set(op.details.get("deltas_removed", []))
-    not_taken, not_removed, whole = set(), set(), set()
-    for pair in discarded:
-        op = operations[pair.source]
-        not_taken |= set(pair.decided.discarded)
-        # An operation discarded whole (a dropped compaction, an A4/A5 update or delete of older rows) is not
-        # replayed, so the target keeps the files it would have replaced, wherever the target got them; the audit
-        # log lists it as discarded and the writer records no operation for it.
-        if op.op == "compaction" or set(pair.decided.discarded) >= op.added:
-            not_removed |= op.removed | set(op.details.get("deltas_removed", []))
-            whole.add(pair.source)
+    not_taken = {file for pair in discarded for file in pair.decided.discarded}
+    # An operation discarded whole (a dropped compaction, an A4/A5 update or delete of older rows) is not replayed, so
+    # the target keeps the files it would have replaced, wherever the target got them; the audit log lists it as
+    # discarded and the writer records no operation for it.
+    whole = discarded_whole(operations, discarded)
+    not_removed = set()
+    for index in whole:
+        not_removed |= operations[index].removed | set(operations[index].details.get("deltas_removed", []))
     put_back = [
         found for index, op in enumerate(operations) if index not in whole
         for found in puts_back(op, base=base, source=source, target=target) if str(found.segment.id) not in not_taken

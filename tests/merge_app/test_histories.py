@@ -9,6 +9,7 @@ from catalog_app.services.refs import branch_create, branch_delete, tag_create
 from lakeui.errors import ConflictError
 from merge_app.selectors.diff import merge_diff
 from merge_app.selectors.graph import CommitGraph
+from merge_app.services.picks import commits_pick
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change, insert, merge
@@ -380,3 +381,25 @@ def test_a_source_rewrite_of_a_segment_the_target_deleted_rows_of_unseen_is_a_co
     assert "R*" in str(refused.value.details)
     assert head(catalog, "b") == before
     assert table(spark, catalog, "b") == expect(2, 3, 4, 9)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_pick_of_a_compaction_the_targets_overwrite_discards_changes_no_row(spark, mode):
+    """Found by the model (seed 94): `dev` compacted main's segment with one of its own; `main` then overwrote the
+    table. A pick of the compaction onto `main` meets the overwrite, which replaced a segment it compacted: C* drops
+    it, and nothing of it is replayed. It was refused all the same (R*, "the target does not have them": `dev`'s own
+    segment), as the check for segments the target lacks looked at operations the rules had discarded."""
+    catalog = make_catalog()
+    make_table(catalog, properties={"write.mode": mode})
+    insert(catalog, rows(1, 2))
+    branch_create(catalog=catalog, name="dev", source="main")
+    insert(catalog, rows(3), branch="dev")
+    compact(catalog, "dev")
+    compaction = head(catalog, "dev")
+    refresh(catalog, "main", 9)
+    (picked,) = commits_pick(catalog=catalog, kind="cherry_pick", branch="main", commits=[compaction])
+    assert [(op["op"], op["note"]) for op in picked.log["discarded_operations"]] == [("compaction", "C*")]
+    assert table(spark, catalog, "main") == expect(9)
+    assert table(spark, catalog, "dev") == expect(1, 2, 3)
+    merge(catalog, source="main", target="dev")  # the overwrite replaces dev's rows too
+    assert table(spark, catalog, "dev") == expect(9)

@@ -90,6 +90,9 @@ class MCommit:
     ops: list[MOp] = field(default_factory=list)  # a plain commit's operations; a merge's, those it replayed
     partial: bool = False  # a merge that replayed less than the source's changes (target_wins, A4/A5 discards)
     held: frozenset[int] = frozenset()  # a merge that took the source's rows: the operations those rows carry
+    # Of its operations (and `held`), the compactions LakeUI may have dropped (C*) rather than replayed: they change
+    # no row, so the model cannot tell, and the target may or may not hold them afterwards (seed 94).
+    unsure: frozenset[int] = frozenset()
 
     @property
     def parents(self) -> list["MCommit"]:
@@ -126,24 +129,29 @@ def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
     return sorted(picked.values(), key=lambda op: (op.commit, op.uid))
 
 
-def chain_held(head: MCommit, since: dict[int, MCommit]) -> set[int]:
+def chain_held(head: MCommit, since: dict[int, MCommit], *, sure: bool = False) -> set[int]:
     """The operations the head's first-parent history since the base holds: those its commits made or replayed, and
-    those a merge that took another side's rows holds with them."""
-    return {uid for c in first_parents(head, since) for uid in [*(op.uid for op in c.ops), *c.held]}
+    those a merge that took another side's rows holds with them (`sure`: only those no merge may have dropped)."""
+    return {
+        uid for c in first_parents(head, since) for uid in [*(op.uid for op in c.ops), *c.held]
+        if not (sure and uid in c.unsure)
+    }  # fmt: skip
 
 
-def carried_ops(src: MCommit, base: MCommit) -> set[int]:
+def carried_ops(src: MCommit, base: MCommit) -> tuple[set[int], set[int]]:
     """The operations the source's first-parent history holds down to where it meets the base's, less those the
-    base's holds down to there."""
-    at_src, at_base, held_src, held_base = src, base, set(), set()
+    base's holds down to there; and of those, the ones no commit there holds for sure (`MCommit.unsure`)."""
+    at_src, at_base, held_src, held_base, sure = src, base, set(), set(), set()
     while at_src is not at_base:
         if at_base is None or (at_src is not None and at_src.id > at_base.id):
-            held_src |= {op.uid for op in at_src.ops} | at_src.held
+            held = {op.uid for op in at_src.ops} | at_src.held
+            held_src |= held
+            sure |= held - at_src.unsure
             at_src = at_src.parent
         else:
             held_base |= {op.uid for op in at_base.ops} | at_base.held
             at_base = at_base.parent
-    return held_src - held_base
+    return held_src - held_base, held_src - held_base - sure
 
 
 def pair_verdict(src: MOp, dest: MOp) -> str:
@@ -172,6 +180,7 @@ class Model:
     uids: itertools.count = field(default_factory=lambda: itertools.count(1))
     heads: dict[str, MCommit] = field(default_factory=dict)
     origin: dict[int, int] = field(default_factory=dict)  # an operation's uid -> the commit that made it
+    unsure_pick: MCommit | None = None  # a pick that may be up to date: its commit, if LakeUI makes one
 
     def commit(self, branch: str, op_kind: str, **fields) -> None:
         head = self.heads[branch]
@@ -237,11 +246,25 @@ class Model:
         held = {op.uid for op in [*src_ops, *dest_ops] if self.origin[op.uid] in in_base}
         src_held = held | chain_held(src, since)
         dest_held = held | chain_held(dest, since)
+        src_unsure = src_held - held - chain_held(src, since, sure=True)
+        # An operation a side holds only through a merge that may have dropped it (a compaction, C*) may be the other
+        # side's change in LakeUI: the cells it would meet may go either way.
+        unsure = [op for op in src_ops if op.uid in dest_held - held - chain_held(dest, since, sure=True)]
+        unsure_dest = [op for op in dest_ops if op.uid in src_unsure]
         src_ops = [op for op in src_ops if op.uid not in dest_held]
         dest_ops = [op for op in dest_ops if op.uid not in src_held]
+        if not src_ops and merge_parent is None and unsure:
+            # A pick of operations the target may hold (seed 94: a compaction a merge into the target may have
+            # dropped, C*): up to date, or a pick commit that changes no row (the pick planned again, and dropped or
+            # replayed). Made only if LakeUI made one (`Run.outcome`).
+            number = next(self.commits)
+            ops = [replace(op, commit=number) for op in unsure]
+            uids = frozenset(op.uid for op in ops)
+            return "held_maybe", MCommit(number, dest, None, dict(dest.rows), ops, partial=True, unsure=uids)
         if (src.id in ancestors(dest) and merge_parent is not None) or (not src_ops and merge_parent is None):
             # nothing to merge (a criss-cross history's bases merged first: they may refuse)
             return ("up_to_date_maybe" if MAYBE in verdicts else "up_to_date"), None
+        verdicts += [MAYBE] * bool(unsure or unsure_dest)
         number = next(self.commits)
         chain, src_chain = first_parents(dest, since), first_parents(src, since)
         touched = src_ops or any(c.ops or c.partial for c in src_chain)
@@ -250,16 +273,20 @@ class Model:
             # changed nothing): the merge takes the source's rows, whatever merges on the source declined (4.7).
             # It holds what those rows carry: the operations the source's first-parent history holds and the base's
             # does not (LakeUI's `_carried`).
-            carried = frozenset(carried_ops(src, base) - {op.uid for op in src_ops})
+            carried, unsure_carried = carried_ops(src, base)
+            carried = frozenset(carried - {op.uid for op in src_ops})
             if merge_parent is None:
                 src_ops = [replace(op, commit=number) for op in src_ops]
             outcome = "maybe" if MAYBE in verdicts else "merged"
-            return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops, held=carried)
+            unsure_ops = (unsure_carried & carried) | {op.uid for op in src_ops if op.uid in src_unsure}
+            return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops, held=carried,
+                                    unsure=frozenset(unsure_ops))  # fmt: skip
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
         verdicts += [pair_verdict(s, d) for s in src_ops for d in dest_ops]
-        if any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()]):
+        declined = any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()])
+        if declined:
             # A side's table is not the base's with its changes replayed (a merge in either history kept its own
             # version, and its files stay apart even once merged back): rows a source operation changed by
             # position may sit in files the target lacks (a conflict, R*) or has.
@@ -284,7 +311,12 @@ class Model:
         self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
         if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
             applied = [replace(op, commit=number) for op in applied]
-        commit = MCommit(number, dest, merge_parent, rows, applied, partial)
+        # A compaction against the target's changes, or on a history that declined some (C*: LakeUI drops one whose
+        # segments the target changed or holds in no version), may be dropped rather than replayed.
+        unsure = {
+            op.uid for op in applied if op.uid in src_unsure or (op.kind == "compaction" and (dest_ops or declined))
+        }
+        commit = MCommit(number, dest, merge_parent, rows, applied, partial, unsure=frozenset(unsure))
         return ("maybe" if MAYBE in verdicts else "merged"), commit
 
     def pick(self, commit: MCommit, target: str) -> tuple[str, dict[int, Row] | None]:
@@ -294,7 +326,9 @@ class Model:
         dest_since = {i: c for i, c in ancestors(dest).items() if i not in base_anc}
         outcome, made = self.three_way(base, commit, dest, list(commit.ops), side_ops(dest, dest_since),
                                        dest_since | {commit.id: commit}, [OK], merge_parent=None)  # fmt: skip
-        if made is not None:
+        if outcome == "held_maybe":
+            self.unsure_pick = made  # the target's head if LakeUI makes a commit for the pick
+        elif made is not None:
             self.heads[target] = made
         return outcome, None if made is None else made.rows
 
@@ -453,12 +487,16 @@ class Run:
         refuse, and if it went through, the rows are the model's."""
         if refused is not None:
             self.model.heads = dict(saved)
-            assert expected in ("refused", "maybe", "up_to_date_maybe"), self.failure(
+            assert expected in ("refused", "maybe", "up_to_date_maybe", "held_maybe"), self.failure(
                 f"refused ({refused.code}: {refused.message} {refused.details}); the model merges: {sorted(rows or [])}"
             )
             self.count(f"refused_{expected}")
             return False
         assert expected != "refused", self.failure(f"merged ({result.status}); model: {expected}")
+        if expected == "held_maybe":  # up to date, or a pick commit that changes no row: the model's if LakeUI made one
+            if result.status == "merged":
+                self.model.heads[branch] = self.model.unsure_pick
+            expected = "merged_maybe" if result.status == "merged" else "up_to_date_maybe"
         self.count(expected)
         wanted = "up_to_date" if expected.startswith("up_to_date") else "merged"
         assert result.status == wanted, self.failure(f"{result.status}, the model: {expected}")

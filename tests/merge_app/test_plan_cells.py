@@ -54,9 +54,9 @@ TARGET_DETAILS = {
 LIVE = {"s1": None, "s2": None, "s3": None, "s4": None}  # the segments both sides hold
 
 
-def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None):
+def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None, live: dict | None = None):
     """The plan of one object of `kind` that the source changed by `src` (one operation, or several in order) and
-    the target by `dest` (the three sides hold `state`)."""
+    the target by `dest` (the three sides hold `state`; `live`: each side's live files, else `LIVE` on both)."""
     src = src if isinstance(src, list) else [src]
     object_id = TABLE_ID if kind == "table" else DATABASE_ID
     state = state or (TABLE_STATE if kind == "table" else DATABASE_STATE)
@@ -74,7 +74,7 @@ def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None)
     inputs = PlanInputs(
         versions=versions, source_operations={object_id: src}, target_operations={object_id: [dest]},
         object_ids=frozenset({object_id}), keyed_changes={}, taken={("table" if kind == "table" else kind,
-        parent, name): object_id}, live_files={object_id: {"source": dict(LIVE), "target": dict(LIVE)}},
+        parent, name): object_id}, live_files={object_id: live or {"source": dict(LIVE), "target": dict(LIVE)}},
         target_children={object_id: []}, segment_stats={},
     )  # fmt: skip
     (obj,) = decide(inputs, resolution={}, compared={})
@@ -180,3 +180,18 @@ def test_a_source_segment_holding_rows_the_target_overwrote_and_rows_of_its_own_
     obj = plan_one("table", [insert, compaction, delete], op("target", "overwrite", segments_removed=["s1", "s2"]))
     (verdict,) = [p.decided for p in obj.pairs if p.source == 2]
     assert (verdict.note, verdict.verdict) == ("A5", CONFLICT) and "cannot be split" in verdict.reason
+
+
+def test_a_compaction_the_targets_overwrite_discards_is_not_looked_for_on_the_target():
+    """Unkeyed model seed 94, a cherry-pick (`test_histories.py` has it on real data): the source compacted s1 with
+    n1, a segment of its own the target never had; the target's overwrite has replaced s1 since. C* drops the
+    compaction (the target changed a segment it compacted), so nothing of it is replayed and the target lacking n1
+    is no conflict. The check for segments the target lacks (R*) looked at it all the same and refused."""
+    compaction = Op("c-src", 0, "compaction", {"segments_removed": ["s1", "n1"], "segments_added": ["c1"]})
+    overwrite = op("target", "overwrite", segments_removed=["s1"])
+    obj = plan_one("table", compaction, overwrite, live={"source": {"c1": None}, "target": {"m1": None}})
+    assert [(p.decided.note, p.decided.verdict) for p in obj.pairs] == [("C*", DISCARDED)]
+    assert obj.conflicts == [] and obj.verdict == DISCARDED
+    # had the target changed none of the segments, the compaction would be dropped as one of segments it lacks
+    obj = plan_one("table", compaction, op("target", "insert"), live={"source": {"c1": None}, "target": {"s1": None}})
+    assert obj.conflicts == [] and [(p.source, p.decided.note) for p in obj.discarded] == [(0, "C*")]
