@@ -67,9 +67,19 @@ class MergeWriter:
         plan (`plan.table_plans`); then the data work."""
         self.writes = plan.object_writes(self.diff.objects)
         self.merging = [obj for obj in self.diff.objects if obj.object_id in self.writes]
-        tables = [obj for obj in self.merging if self.writes[obj.object_id].reads]
-        named = {t.object_id: w.named for t in tables if (w := self.writes[t.object_id]).named is not None}
-        whole = [obj.object_id for obj in tables if obj.object_id not in named]
+        tables, named, whole, overwrites = [], {}, [], {}
+        for obj in self.merging:  # one pass: a merge of 10,000 tables asks each of these of every table
+            write = self.writes[obj.object_id]
+            if not write.reads:
+                continue
+            tables.append(obj)
+            if write.named is not None:
+                named[obj.object_id] = write.named
+            else:
+                whole.append(obj.object_id)
+            if write.by_file and any(op.op == "overwrite" for op in obj.source_operations):
+                replaced = replayed_overwrites(obj)
+                overwrites[obj.object_id] = [overwritten_partitions(op, obj.object_id) for op in replaced]
         read = self.diff.files
         found = read.named(named)
         self.files = {side: read.of(side, whole) | found[side] for side in ("base", "source", "target")}
@@ -78,9 +88,6 @@ class MergeWriter:
         self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
                                                commit_ids=self.diff.source_commits)  # fmt: skip
         self.source_commits = set(self.diff.source_commits)
-        by_file = [obj for obj in tables if self.writes[obj.object_id].by_file]
-        overwrites = {obj.object_id: [overwritten_partitions(op, obj.object_id) for op in replayed_overwrites(obj)]
-                      for obj in by_file}  # fmt: skip
         self.plans = plan.table_plans(tables, self.writes, self.files, overwrites)
         for obj in tables:
             if self.writes[obj.object_id].how == "merged_by_key":
@@ -267,6 +274,8 @@ class MergeWriter:
         """The target's own segments that mix partitions (written before the table was partitioned by the source
         overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
         files (written here, on Spark), recorded as a `delete` of the merge commit."""
+        if not partitions:
+            return []
         target = self.files["target"].get(obj.object_id, NO_FILES)
         ids = {column_id for partition in partitions for column_id in partition}
         mixed = {s.id for s in target.unsplit(ids)} & {f.id for f in kept}
