@@ -10,6 +10,7 @@ from lakeui.errors import ConflictError
 from merge_app.selectors.diff import merge_diff
 from merge_app.selectors.graph import CommitGraph
 from merge_app.services.picks import commits_pick
+from tests.merge_app.test_merge_model import Scripted
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import change, insert, merge
@@ -403,3 +404,27 @@ def test_a_pick_of_a_compaction_the_targets_overwrite_discards_changes_no_row(sp
     assert table(spark, catalog, "dev") == expect(1, 2, 3)
     merge(catalog, source="main", target="dev")  # the overwrite replaces dev's rows too
     assert table(spark, catalog, "dev") == expect(9)
+
+
+def test_updates_of_a_row_an_overwrite_in_the_base_replaced_on_both_sides_merge_by_segment(spark):
+    """Found by the model (seed 84, copy-on-write), run beside it: `b1` and `b2` each updated row 1 since their merge
+    base, `b1` in the segment the load wrote, `b2` in the one its delete of row 2 rewrote; the base holds `main`'s
+    overwrite, which replaced row 1 on both lines after the updates. A3 merges the two (different segments) and no
+    version of row 1 is left to lose, double or bring back; the model refused the merge as A3 on a common row."""
+    run = Scripted(spark, mode="copy-on-write")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.delete("b2", 2)  # row 1 now lives in a segment of b2's own
+    run.load("main", "full_refresh", 10)
+    assert run.merge("b2", "main")  # A5: the delete of an older row is discarded
+    run.update("b1", 1)
+    run.update("b2", 1)
+    assert run.merge("main", "b1")
+    assert run.merge("main", "b2")
+    (diff,) = merge_diff(catalog=run.catalog, source="b1", target="b2").objects
+    assert [(pair.cell, pair.decided.verdict) for pair in diff.pairs] == [("A3", "ok")]
+    assert run.merge("b1", "b2")
+    assert run.rows_of("b2") == [(10, 10, 100)]
+    assert run.merge("b2", "b1")
+    assert run.rows_of("b1") == [(10, 10, 100)]

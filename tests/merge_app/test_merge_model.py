@@ -7,9 +7,11 @@ target the source's changes since the merge base (4.0: the operations of the com
 target does not, each once, as the source's first-parent history holds them), by what they left on the source
 (`replay`), with the rule table of 4.3: a source
 delete or update against target inserts is refused, and so is one that addresses a row the target also deleted
-or updated; a target overwrite discards the source's updates and deletes of older rows (A4/A5); a source
-overwrite replaces the target's rows. The cells whose verdict depends on files (a common segment, compactions,
-copy-on-write rewrites) may go either way; whatever the system does, if it merges, the rows must be the model's.
+or updated, if the base or either side still holds a version of that row (seed 84: where none does, the merge can
+neither lose, double nor bring back any of it, and the two sides may hold it in different segments); a target
+overwrite discards the source's updates and deletes of older rows (A4/A5); a source overwrite replaces the target's
+rows. The cells whose verdict depends on files (a common segment, compactions, copy-on-write rewrites) may go either
+way; whatever the system does, if it merges, the rows must be the model's.
 Criss-cross histories merge from a virtual base: the bases merged into one another first, under the same rules.
 After a share of the merges (LAKEUI_MODEL_CONVERGE, 0.3), the target is merged back into the source on copies of
 the two branches: merges converge (DESIGN 4.7), so both must then hold the same rows, whatever a merge in either
@@ -35,8 +37,6 @@ from merge_app.services.picks import commits_pick
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import CONVERGE, change, converges
-
-pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_MODEL_SEED", "11,12").split(",")]
 STEPS = int(os.environ.get("LAKEUI_MODEL_STEPS", "100"))
@@ -154,7 +154,8 @@ def carried_ops(src: MCommit, base: MCommit) -> tuple[set[int], set[int]]:
     return held_src - held_base, held_src - held_base - sure
 
 
-def pair_verdict(src: MOp, dest: MOp) -> str:
+def pair_verdict(src: MOp, dest: MOp, live: set[int]) -> str:
+    """The pair's verdict; `live`: the ids of the rows the base or either side holds a version of."""
     if src.uncertain or dest.uncertain:
         return MAYBE
     if src.kind in POSITIONAL and dest.kind == "insert":
@@ -162,8 +163,9 @@ def pair_verdict(src: MOp, dest: MOp) -> str:
     if src.kind in POSITIONAL and dest.kind in POSITIONAL:
         if dest.kind == "delete" and src.kind == "delete":
             return MAYBE  # A2 is ok; a copy-on-write rewrite of a common segment is R*
-        if src.rids & dest.rids and not (src.kind == "delete" and dest.kind == "update"):
-            return MUST  # A1, A3 on a common row
+        common = {rid for rid in src.rids & dest.rids if rid % 10**6 in live}
+        if common and not (src.kind == "delete" and dest.kind == "update"):
+            return MUST  # A1, A3 on a common row (seed 84: not on one an overwrite in the base replaced on both)
         return MAYBE  # a common segment (A1/A3), copy-on-write rewrites (R*)
     if src.kind in POSITIONAL and dest.kind == "compaction":
         return MAYBE  # F*
@@ -284,13 +286,16 @@ class Model:
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
-        verdicts += [pair_verdict(s, d) for s in src_ops for d in dest_ops]
+        live = {rid % 10**6 for rows in (base.rows, src.rows, dest.rows) for rid in rows}
+        verdicts += [pair_verdict(s, d, live) for s in src_ops for d in dest_ops]
         declined = any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()])
         if declined:
             # A side's table is not the base's with its changes replayed (a merge in either history kept its own
             # version, and its files stay apart even once merged back): rows a source operation changed by
             # position may sit in files the target lacks (a conflict, R*) or has.
             verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL | {"compaction"}]
+        self.last = f"base {sorted(base.rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
+        self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
         if MUST in verdicts:
             return "refused", None
         overwritten = any(d.kind == "overwrite" for d in dest_ops)
@@ -307,8 +312,6 @@ class Model:
                 op = MOp(op.uid, op.commit, op.kind, rids=frozenset(kept), step=op.step)
             applied.append(op)
         rows = replay(base.rows, src.rows, dest.rows, applied)
-        self.last = f"base {sorted(base.rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
-        self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
         if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
             applied = [replace(op, commit=number) for op in applied]
         # A compaction against the target's changes, or on a history that declined some (C*: LakeUI drops one whose
@@ -411,14 +414,14 @@ def apply(rows: dict[int, Row], op: MOp) -> dict[int, Row]:
 class Run:
     """One random history, run for real and in the model side by side."""
 
-    def __init__(self, seed: int, spark) -> None:
+    def __init__(self, seed: int, spark, *, mode: str | None = None) -> None:
         self.random = random.Random(seed)
         self.converging = random.Random(-seed)  # apart, so that checking convergence leaves the history as it was
         self.spark = spark
         self.seed = seed
         self.log: list[str] = []
         self.catalog = make_catalog()
-        mode = self.random.choice(["merge-on-read", "copy-on-write"])
+        mode = mode or self.random.choice(["merge-on-read", "copy-on-write"])
         make_table(self.catalog, columns=COLUMNS, properties={"write.mode": mode})
         self.log.append(f"table write.mode={mode}")
         self.model = Model()
@@ -590,6 +593,52 @@ class Run:
         return f"seed {self.seed}: {what}\nreplay with LAKEUI_MODEL_SEED={self.seed}; last steps:\n{steps}"
 
 
+class Scripted(Run):
+    """A history given step by step (a hunt's failure cut down, for a regression test), each step run for real and in
+    the model and checked as a random history's are: refused only where the model may refuse; merged, the model's
+    rows. A row `rid` is loaded as (rid, rid, rid * 10); step n's update makes (n * 10**6 + id, id, amount + 1)."""
+
+    def __init__(self, spark, *, mode: str) -> None:
+        super().__init__(0, spark, mode=mode)
+
+    def load(self, branch: str, strategy: str, *rids: int) -> None:
+        rows = tuple(Row(rid, rid, rid * 10) for rid in rids)
+        self.log.append(f"{len(self.log)}: {strategy} {list(rids)} on {branch}")
+        change(self.catalog, "table_load", {"strategy": strategy, "rows": [r.__dict__ for r in rows]}, branch=branch)
+        self.model.commit(branch, "insert" if strategy == "append_only" else "overwrite", rows=rows)
+
+    def branch(self, name: str, source: str) -> None:
+        self.log.append(f"{len(self.log)}: branch {name} from {source}")
+        branch_create(catalog=self.catalog, name=name, source=source)
+        self.model.heads[name] = self.model.heads[source]
+
+    def delete(self, branch: str, *rids: int) -> None:
+        self.log.append(f"{len(self.log)}: delete on {branch} rids {list(rids)}")
+        change(self.catalog, "table_delete", {"where": f"rid IN ({', '.join(map(str, rids))})"}, branch=branch)
+        self.model.commit(branch, "delete", rids=frozenset(rids))
+
+    def update(self, branch: str, *rids: int) -> None:
+        number = len(self.log)
+        self.log.append(f"{number}: update on {branch} rids {list(rids)}")
+        assignments = {"amount": "amount + 1", "rid": f"id + {number * 10**6}"}
+        change(self.catalog, "table_update", {"set": assignments, "where": f"rid IN ({', '.join(map(str, rids))})"},
+               branch=branch)  # fmt: skip
+        self.model.commit(branch, "update", rids=frozenset(rids), step=number)
+
+    def merge(self, source: str, target: str) -> bool:
+        """Whether it merged (or was up to date)."""
+        saved = dict(self.model.heads)
+        expected, rows = self.model.merge(source, target)
+        self.log.append(f"{len(self.log)}: merge {source} into {target}")
+        return self.merged(source, target, expected, rows, saved)
+
+    def failure(self, what: str) -> str:  # no seed to replay
+        return (
+            f"{what}\nsteps:\n" + "\n".join(self.log) + "\nlast merge in the model: " + getattr(self.model, "last", "")
+        )
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(max(600, STEPS * 15))  # long hunts take many steps
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_histories_merge_as_the_model_says(spark, seed):
@@ -603,3 +652,40 @@ def test_random_histories_merge_as_the_model_says(spark, seed):
         run.check(branch)
     print(f"seed {seed}: {STEPS} steps, merges {run.outcomes}")
     assert sum(run.outcomes.values()) >= STEPS // 5  # the history did merge
+
+
+# The model on its own (no database, no Spark): histories a hunt found it wrong on.
+
+
+def seed_84_model(*, overwrite: bool = True) -> Model:
+    """Seed 84 (150 steps, copy-on-write) cut down: main holds rows 1 and 2; b1 and b2 branch from it; b2 deletes row
+    2 (copy-on-write: row 1 moves to a segment of b2's own); main overwrites with row 10 (`overwrite`) and merges b2
+    (the delete is discarded, A5); b1 and b2 each update row 1 (in the load's segment and in b2's)."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b2", "delete", rids=frozenset({2}))
+    if overwrite:
+        model.commit("main", "overwrite", rows=(Row(10, 10, 100),))
+    assert model.merge("b2", "main")[0] == "merged"
+    model.commit("b1", "update", rids=frozenset({1}), step=5)
+    model.commit("b2", "update", rids=frozenset({1}), step=6)
+    return model
+
+
+def test_model_both_sides_updated_a_row_an_overwrite_in_the_base_replaced_may_merge():
+    """Each side takes main's overwrite; the merge base then holds it, and no version of row 1 is left in the base or
+    on either side: A3 merges the two updates where they touched different segments (the product's answer on seed
+    84), and the rows are the overwrite's. The model refused it as A3 on a common row."""
+    model = seed_84_model()
+    assert model.merge("main", "b1") == ("maybe", {10: Row(10, 10, 100)})
+    assert model.merge("main", "b2") == ("maybe", {10: Row(10, 10, 100)})
+    assert model.merge("b1", "b2") == ("maybe", {10: Row(10, 10, 100)})
+
+
+def test_model_both_sides_updated_a_row_both_still_hold_is_refused():
+    """Without the overwrite each side still holds its version of row 1: merged, it would be there twice."""
+    model = seed_84_model(overwrite=False)
+    assert model.merge("b1", "b2") == ("refused", None)
+    assert model.merge("b2", "b1") == ("refused", None)
