@@ -160,16 +160,17 @@ def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | st
     for chain in chains.values():
         on_any |= chain.q()
     rows = FileEntry.objects.filter(on_any, file_id__any=list(file_ids)).order_by("seq", "id")
-    entries = list(_file_row_values(rows, "line_id", "seq", "removed"))
+    found = _file_row_values(rows, "line_id", "seq", "removed")
+    entries = [(line_id, seq, removed, row) for line_id, seq, removed, *row in found]  # each unpacked once
     live = {}
     for side, chain in chains.items():
         upto = dict(chain.segments)
         newest: dict[uuid.UUID, int] = {}  # file id -> the seq of its newest entry on the chain
-        for line_id, seq, _, _, file_id, *_ in entries:
+        for line_id, seq, _, row in entries:
             if seq <= upto.get(line_id, -1):
-                newest[file_id] = seq  # in seq order: the last one is the newest
+                newest[row[1]] = seq  # in seq order: the last one is the newest
         live[side] = [
-            row for line_id, seq, removed, *row in entries
+            row for line_id, seq, removed, row in entries
             if not removed and seq <= upto.get(line_id, -1) and newest[row[1]] == seq
         ]  # fmt: skip
     schemas = _schemas_of([row for rows in live.values() for row in rows])

@@ -91,7 +91,8 @@ def file_plan(
     ]  # fmt: skip
     held = set(base) | set(target)
     removed = {fid for fid in held if fid in removed_by and fid not in source and fid not in not_removed}
-    removed |= {fid for fid, f in target.items() if fid not in source and derived(f, contested)}
+    if contested:
+        removed |= {fid for fid, f in target.items() if fid not in source and derived(f, contested)}
     kept_rows = set(source_rows)
     for partitions in overwrites:
         removed |= {
@@ -103,7 +104,7 @@ def file_plan(
     put_back_ids = {str(p.segment.id) for p in put_back}
     added = [
         f for fid, f in source.items()
-        if ((fid in added_by and fid not in base) or derived(f, contested)) and fid not in target
+        if ((fid in added_by and fid not in base) or (contested and derived(f, contested))) and fid not in target
         and fid not in not_taken and fid not in put_back_ids
     ]  # fmt: skip
     live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed}
