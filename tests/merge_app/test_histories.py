@@ -428,3 +428,30 @@ def test_updates_of_a_row_an_overwrite_in_the_base_replaced_on_both_sides_merge_
     assert run.rows_of("b2") == [(10, 10, 100)]
     assert run.merge("b2", "b1")
     assert run.rows_of("b1") == [(10, 10, 100)]
+
+
+def test_updates_of_a_row_a_later_source_overwrite_replaced_merge_by_segment(spark):
+    """Found by the model (seed 103, copy-on-write), run beside it: `b1` kept its own table when it merged `b2`, which
+    had deleted row 2 (row 1 moved to a segment of `b2`'s own); the merge base of the two is `b2`'s delete. Both then
+    updated row 1, each in its own segment, and `b1` overwrote the table. A3 merges the two updates (different
+    segments), and the overwrite replaces `b2`'s version of the row: nothing of it is lost or doubled. The model
+    refused the merge as A3 on a common row, which the base and `b2` still held."""
+    run = Scripted(spark, mode="copy-on-write")
+    run.load("main", "append_only", 1, 2)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.delete("b2", 2)  # row 1 now lives in a segment of b2's own
+    run.load("b1", "append_only", 3)
+    assert not run.merge("b2", "b1")  # delete x insert
+    assert run.merge("b2", "b1", target_wins=True)
+    run.update("b1", 1)
+    run.load("b1", "full_refresh", 5)
+    run.update("b2", 1)
+    (diff,) = merge_diff(catalog=run.catalog, source="b1", target="b2").objects
+    assert [(pair.cell, pair.decided.verdict) for pair in diff.pairs] == [("ok", "ok"), ("A3", "ok"), ("ok", "ok")], (
+        diff.pairs
+    )
+    assert run.merge("b1", "b2")
+    assert run.rows_of("b2") == [(5, 5, 50)]
+    assert run.merge("b2", "b1")
+    assert run.rows_of("b1") == [(5, 5, 50)]

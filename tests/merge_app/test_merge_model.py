@@ -7,9 +7,9 @@ target the source's changes since the merge base (4.0: the operations of the com
 target does not, each once, as the source's first-parent history holds them), by what they left on the source
 (`replay`), with the rule table of 4.3: a source
 delete or update against target inserts is refused, and so is one that addresses a row the target also deleted
-or updated, if the base or either side still holds a version of that row (seed 84: where none does, the merge can
-neither lose, double nor bring back any of it, and the two sides may hold it in different segments); a target
-overwrite discards the source's updates and deletes of older rows (A4/A5); a source overwrite replaces the target's
+or updated, if the base or either side still holds a version of that row, or only the source once a later source
+overwrite replaced it (seeds 84 and 103: where none does, the merge can neither lose, double nor bring back any of
+it, and the two sides may hold it in different segments); a target overwrite discards the source's updates and deletes of older rows (A4/A5); a source overwrite replaces the target's
 rows. The cells whose verdict depends on files (a common segment, compactions, copy-on-write rewrites) may go either
 way; whatever the system does, if it merges, the rows must be the model's.
 Criss-cross histories merge from a virtual base: the bases merged into one another first, under the same rules.
@@ -155,7 +155,7 @@ def carried_ops(src: MCommit, base: MCommit) -> tuple[set[int], set[int]]:
 
 
 def pair_verdict(src: MOp, dest: MOp, live: set[int]) -> str:
-    """The pair's verdict; `live`: the ids of the rows the base or either side holds a version of."""
+    """The pair's verdict; `live`: the ids of the rows a common row must be one of to be a certain conflict."""
     if src.uncertain or dest.uncertain:
         return MAYBE
     if src.kind in POSITIONAL and dest.kind == "insert":
@@ -165,7 +165,7 @@ def pair_verdict(src: MOp, dest: MOp, live: set[int]) -> str:
             return MAYBE  # A2 is ok; a copy-on-write rewrite of a common segment is R*
         common = {rid for rid in src.rids & dest.rids if rid % 10**6 in live}
         if common and not (src.kind == "delete" and dest.kind == "update"):
-            return MUST  # A1, A3 on a common row (seed 84: not on one an overwrite in the base replaced on both)
+            return MUST  # A1, A3 on a common row (seeds 84, 103: not on one an overwrite replaced)
         return MAYBE  # a common segment (A1/A3), copy-on-write rewrites (R*)
     if src.kind in POSITIONAL and dest.kind == "compaction":
         return MAYBE  # F*
@@ -286,8 +286,15 @@ class Model:
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
-        live = {rid % 10**6 for rows in (base.rows, src.rows, dest.rows) for rid in rows}
-        verdicts += [pair_verdict(s, d, live) for s in src_ops for d in dest_ops]
+        # The rows a common row of two positional operations must be one of to be a certain conflict: those the base
+        # or either side holds a version of (seed 84: an overwrite in the base replaced it on both lines); after a
+        # later source overwrite, those the source holds (seed 103: the overwrite replaces the target's version too).
+        # Else the two sides may hold the row in different segments (A1/A3 compare segments), and the merge can
+        # neither lose nor double it.
+        held = {rid % 10**6 for rid in src.rows}
+        live = held | {rid % 10**6 for rows in (base.rows, dest.rows) for rid in rows}
+        replaced = [any(later.kind == "overwrite" for later in src_ops[i + 1 :]) for i in range(len(src_ops))]
+        verdicts += [pair_verdict(s, d, held if replaced[i] else live) for i, s in enumerate(src_ops) for d in dest_ops]
         declined = any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()])
         if declined:
             # A side's table is not the base's with its changes replayed (a merge in either history kept its own
@@ -625,12 +632,13 @@ class Scripted(Run):
                branch=branch)  # fmt: skip
         self.model.commit(branch, "update", rids=frozenset(rids), step=number)
 
-    def merge(self, source: str, target: str) -> bool:
-        """Whether it merged (or was up to date)."""
+    def merge(self, source: str, target: str, *, target_wins: bool = False) -> bool:
+        """Whether it merged (or was up to date); `target_wins`: with that resolution (after a refusal)."""
         saved = dict(self.model.heads)
-        expected, rows = self.model.merge(source, target)
-        self.log.append(f"{len(self.log)}: merge {source} into {target}")
-        return self.merged(source, target, expected, rows, saved)
+        expected, rows = self.model.merge(source, target, keep_target=target_wins)
+        self.log.append(f"{len(self.log)}: merge {source} into {target}" + " with target_wins" * target_wins)
+        resolution = {"default": "target_wins"} if target_wins else None
+        return self.merged(source, target, expected, rows, saved, resolution=resolution)
 
     def failure(self, what: str) -> str:  # no seed to replay
         return (
@@ -689,3 +697,36 @@ def test_model_both_sides_updated_a_row_both_still_hold_is_refused():
     model = seed_84_model(overwrite=False)
     assert model.merge("b1", "b2") == ("refused", None)
     assert model.merge("b2", "b1") == ("refused", None)
+
+
+def seed_103_model(*, overwrite: bool = True) -> Model:
+    """Seed 103 (150 steps, copy-on-write) cut down: main holds rows 1 and 2; b1 and b2 branch from it; b2 deletes row
+    2 (row 1 moves to a segment of b2's own), b1 inserts row 3; b1 merges b2 keeping its own table (delete x insert,
+    `target_wins`): the merge base of the two is now b2's delete, and b1 holds row 1 in the load's segment still. Both
+    update row 1; b1 then overwrites the table with row 5 (`overwrite`)."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b2", "delete", rids=frozenset({2}))
+    model.commit("b1", "insert", rows=(Row(3, 3, 30),))
+    assert model.merge("b2", "b1") == ("refused", None)
+    assert model.merge("b2", "b1", keep_target=True)[0] == "kept_target"
+    model.commit("b1", "update", rids=frozenset({1}), step=7)
+    if overwrite:
+        model.commit("b1", "overwrite", rows=(Row(5, 5, 50),))
+    model.commit("b2", "update", rids=frozenset({1}), step=9)
+    return model
+
+
+def test_model_both_sides_updated_a_row_a_later_source_overwrite_replaced_may_merge():
+    """The row lives on in the base and on the target, but the source's overwrite, replayed after the source's update,
+    replaces the target's version too: the merge can neither lose nor double it. A3 merges the two updates where
+    they touched different segments (the product's answer on seed 103), and the rows are the overwrite's."""
+    model = seed_103_model()
+    assert model.merge("b1", "b2") == ("maybe", {5: Row(5, 5, 50)})
+
+
+def test_model_both_sides_updated_a_row_the_source_still_holds_is_refused():
+    model = seed_103_model(overwrite=False)
+    assert model.merge("b1", "b2") == ("refused", None)
