@@ -9,6 +9,7 @@ branch has moved since; one that does not is applied to the current head.
 import operator
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +147,11 @@ class CommitDraft:
         message: str,
         merge_parent: Commit | None = None,
         job: Job | None = None,
+        also: Callable[[Commit], models.Model] | None = None,
     ) -> Commit:
+        """Write the commit and what it staged, and move the branch to it. `also`: a row of another model that records
+        the commit (a merge's audit log), made from it without the database while the database stores the commit's
+        rows (`rows_in_turn`), and written in the same transaction."""
         if not (self._staged or self._operations or self._file_entries or merge_parent):
             raise ApplicationError("empty_commit", "Nothing to commit: the change leaves every object as it was.")
         commit = _commit_insert(
@@ -164,24 +169,25 @@ class CommitDraft:
         for copy in self._schema_copies:
             copy.commit, copy.line, copy.seq = commit, commit.line, commit.seq
             copy.save()
-        rows_insert(ObjectVersion, [staged.version for staged in self._staged])
-        schema_of = {staged.version.object_id: staged.version.state.get("schema_version_id") for staged in self._staged}
+        versions = [staged.version for staged in self._staged]
+        schema_of = {version.object_id: version.state.get("schema_version_id") for version in versions}
         for file in self._new_files:  # a segment written for this commit reads with the schema its table gets here
             if file.kind == DataFile.Kind.SEGMENT and file.schema_version_id is None:
                 file.schema_version_id = schema_of[file.table_id]
-        values_insert(
-            Operation, OPERATION_FIELDS,
-            [(commit.id, position, *operation) for position, operation in enumerate(self._operations)],
-        )  # fmt: skip
-        rows_insert(DataFile, self._new_files)
-        values_insert(
-            FileEntry, FILE_ENTRY_FIELDS,
-            [
-                (self.catalog.id, file.table_id, file.id, commit.id, commit.line_id, commit.seq, removed,
-                 None if schema_version is None else schema_version.id, schema_visible)
-                for file, removed, schema_version, schema_visible in self._file_entries
-            ],
-        )  # fmt: skip
+        rows_number(ObjectVersion, versions)
+        operations = [(commit.id, position, *operation) for position, operation in enumerate(self._operations)]
+        entries = [
+            (self.catalog.id, file.table_id, file.id, commit.id, commit.line_id, commit.seq, removed,
+             None if schema_version is None else schema_version.id, schema_visible)
+            for file, removed, schema_version, schema_visible in self._file_entries
+        ]  # fmt: skip
+        rows_in_turn([
+            lambda: instance_rows(ObjectVersion, versions),
+            lambda: value_rows(Operation, OPERATION_FIELDS, operations),
+            lambda: instance_rows(DataFile, self._new_files),
+            lambda: value_rows(FileEntry, FILE_ENTRY_FIELDS, entries),
+            *([lambda: _one_row(also(commit))] if also else []),
+        ])  # fmt: skip
         if self.branch is None:
             return commit
         moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
@@ -191,16 +197,79 @@ class CommitDraft:
         return commit
 
 
+@dataclass(frozen=True)
+class NewRows:
+    """New rows of one model made ready for the database (`instance_rows`, `value_rows`): the values of `columns`
+    COPY takes, or the model instances `bulk_create` inserts (`instances`: another database, or a few rows)."""
+
+    model: type[models.Model]
+    columns: list[str] = field(default_factory=list)
+    values: list[list] = field(default_factory=list)
+    instances: list[models.Model] | None = None
+
+    def insert(self, copying: ExitStack) -> None:
+        """Send the rows. A COPY is left open in `copying`: closing it waits for the database to store them."""
+        if self.instances is not None:
+            if self.instances:
+                self.model.objects.bulk_create(self.instances)
+            return
+        db = connections[connection.alias]
+        quote = db.ops.quote_name
+        statement = f"COPY {quote(self.model._meta.db_table)} ({', '.join(quote(c) for c in self.columns)}) FROM STDIN"
+        cursor = copying.enter_context(db.cursor())
+        copying.enter_context(db.wrap_database_errors)
+        copy = copying.enter_context(cursor.cursor.copy(statement))
+        for row in self.values:
+            copy.write_row(row)
+
+
+def rows_in_turn(batches: Iterable[Callable[[], NewRows]]) -> None:
+    """Insert batches of new rows one after the other, each made (`batches` called) while the database still
+    stores the COPY before it. A COPY's rows are stored for some time after the client sent the last of them (their
+    index entries made, their JSON parsed: 0.3-0.5 s of a merge of 10,000 tables), in which the client would only
+    wait. A batch is made without the database: its connection is in the COPY until the batch is made. A commit's
+    many rows as one INSERT have their values quoted into the statement and parsed again, which costs several times
+    a COPY."""
+    with ExitStack() as copying:
+        for make in batches:
+            rows = make()
+            copying.close()  # the COPY before ends: its rows are stored
+            rows.insert(copying)
+
+
 def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_from: int = COPY_ROWS) -> None:
-    """Insert new rows of one model as `bulk_create` does, ids included (the caller keeps the instances). On
-    PostgreSQL, from `copy_from` rows on, with COPY (`_copy`): the ids of an auto-numbered key are drawn from its
-    sequence first."""
-    if connection.vendor != "postgresql" or len(rows) < copy_from:
-        model.objects.bulk_create(rows)
+    """Insert new rows of one model as `bulk_create` does, ids included (the caller keeps the instances)."""
+    rows_number(model, rows, copy_from=copy_from)
+    rows_in_turn([lambda: instance_rows(model, rows, copy_from=copy_from)])
+
+
+def _copied(rows: list, copy_from: int) -> bool:
+    """Whether rows go in by COPY: from `copy_from` rows on, on PostgreSQL."""
+    return connection.vendor == "postgresql" and len(rows) >= copy_from
+
+
+def rows_number(model: type[models.Model], rows: list[models.Model], *, copy_from: int = COPY_ROWS) -> None:
+    """The ids of an auto-numbered key, drawn from its sequence for rows that go in by COPY (`bulk_create` has the
+    database number them)."""
+    unnumbered = [row for row in rows if row.pk is None]
+    if not unnumbered or not _copied(rows, copy_from):
         return
-    db = connections[connection.alias]  # the connection itself: `connection` looks it up on every use
     meta = model._meta
-    fields = list(meta.concrete_fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [meta.db_table, meta.pk.column, len(unnumbered)],
+        )
+        for row, (pk,) in zip(unnumbered, cursor.fetchall(), strict=True):
+            row.pk = pk
+
+
+def instance_rows(model: type[models.Model], rows: list[models.Model], *, copy_from: int = COPY_ROWS) -> NewRows:
+    """Model instances as `NewRows`, with their keys (`rows_number` first, where the database numbers them)."""
+    if not _copied(rows, copy_from):
+        return NewRows(model, instances=rows)
+    db = connections[connection.alias]  # the connection itself: `connection` looks it up on every use
+    fields = list(model._meta.concrete_fields)
     as_they_are = operator.attrgetter(*(f.attname for f in fields))  # every value in one call; then the others
     as_text = [(i, f) for i, f in enumerate(fields) if isinstance(f, JSONField)]
     prepared = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() not in AS_THEY_ARE and
@@ -214,18 +283,31 @@ def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_fro
             found[i] = f.get_db_prep_save(f.pre_save(row, True), db)
         return found
 
-    unnumbered = [row for row in rows if row.pk is None]
-    if unnumbered:
-        with db.cursor() as cursor:
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                [meta.db_table, meta.pk.column, len(unnumbered)],
-            )
-            for row, (pk,) in zip(unnumbered, cursor.fetchall(), strict=True):
-                row.pk = pk
-    _copy(model, [f.column for f in fields], (values(row) for row in rows))
+    made = [values(row) for row in rows]
     for row in rows:
         row._state.adding, row._state.db = False, db.alias
+    return NewRows(model, [f.column for f in fields], made)
+
+
+def _one_row(row: models.Model) -> NewRows:
+    """One row as `NewRows` (by COPY on PostgreSQL: a merge's audit log is megabytes of JSON, which an INSERT would
+    send quoted into its text for the server to parse again)."""
+    return instance_rows(type(row), [row], copy_from=1)
+
+
+def value_rows(model: type[models.Model], fields: tuple[str, ...], rows: list[tuple]) -> NewRows:
+    """Rows of one model given as plain values of `fields` (attribute names; JSON as Python values) as `NewRows`,
+    their auto-numbered ids drawn by the database: rows nobody reads back from the commit (operations, file
+    entries). A merge of 10,000 tables writes 20,000 of them; as model instances, making them cost about what their
+    COPY costs."""
+    if not _copied(rows, COPY_ROWS):
+        return NewRows(model, instances=[model(**dict(zip(fields, row, strict=True))) for row in rows])
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    targets = [by_attname[name] for name in fields]
+    db = connections[connection.alias]
+    as_text = {i: _json_text(f, db) for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
+    made = [[as_text[i](v) if i in as_text else v for i, v in enumerate(row)] for row in rows] if as_text else rows
+    return NewRows(model, [f.column for f in targets], made)
 
 
 def _recorded_by(version: ObjectVersion, commit: Commit) -> None:
@@ -244,39 +326,11 @@ FILE_ENTRY_FIELDS = ("catalog_id", "table_id", "file_id", "commit_id", "line_id"
                      "schema_version_id", "schema_visible")  # fmt: skip
 
 
-def values_insert(model: type[models.Model], fields: tuple[str, ...], rows: list[tuple]) -> None:
-    """Insert new rows of one model given as plain values of `fields` (attribute names; JSON as Python values),
-    their auto-numbered ids drawn by the database: rows nobody reads back from the commit (operations, file
-    entries). A merge of 10,000 tables writes 20,000 of them; as model instances, making them cost about what their
-    COPY costs. As `rows_insert`: COPY from COPY_ROWS rows on (PostgreSQL), else `bulk_create`."""
-    if connection.vendor != "postgresql" or len(rows) < COPY_ROWS:
-        model.objects.bulk_create([model(**dict(zip(fields, row, strict=True))) for row in rows])
-        return
-    by_attname = {f.attname: f for f in model._meta.concrete_fields}
-    targets = [by_attname[name] for name in fields]
-    db = connections[connection.alias]
-    as_text = {i: _json_text(f, db) for i, f in enumerate(targets) if isinstance(f, models.JSONField)}
-    if as_text:
-        rows = ([as_text[i](v) if i in as_text else v for i, v in enumerate(row)] for row in rows)
-    _copy(model, [f.column for f in targets], rows)
-
-
 def _json_text(field: models.JSONField, db) -> Callable[[Any], Any]:
     """How a JSON field's values go into COPY: as text (`JSONField.db_text`), or as Django prepares them."""
     if isinstance(field, JSONField):
         return field.db_text
     return lambda value: field.get_db_prep_save(value, db)
-
-
-def _copy(model: type[models.Model], columns: list[str], rows: Iterable[list | tuple]) -> None:
-    """COPY `rows` (values of `columns`, as the database takes them) into the model's table. A commit's many rows
-    as one INSERT have their values quoted into the statement and parsed again, which costs several times this."""
-    db = connections[connection.alias]
-    quote = db.ops.quote_name
-    statement = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
-    with db.cursor() as cursor, db.wrap_database_errors, cursor.cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(row)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from merge_app.job_specs import MergeSpec
 from merge_app.models import Merge
 from merge_app.selectors.diff import REVERT, MergeDiff, resolution_check
 from merge_app.services.events import merge_event_emit
-from merge_app.services.merge_logs import merge_conflict_error, merge_log
+from merge_app.services.merge_logs import merge_conflict_error, merge_log, merge_log_row, merge_log_write
 from merge_app.services.merge_plans import merge_plan
 from merge_app.services.merge_writer import MergeWriter
 
@@ -180,17 +180,25 @@ def branch_merge(
 def merge_commit(
     diff: MergeDiff, writer: "MergeWriter | None", draft: CommitDraft, *, user, job, extra, started
 ) -> Merge:
-    """Under the commit lock, on the planned heads: refuse, log an up-to-date merge, or stage and commit."""
+    """Under the commit lock, on the planned heads: refuse, log an up-to-date merge, or stage and commit, the audit
+    log written with the commit's rows (made while the database stores them)."""
     if not diff.mergeable:
         raise MergeRefused(diff)
     if diff.up_to_date:
         return merge_log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
-    commit = merge_write(diff, writer, draft, user=user, job=job, extra=extra)
-    return merge_recorded(diff, writer, commit, user=user, job=job, extra=extra, started=started)
+    logged: list[Merge] = []
+
+    def audit_log(commit: Commit) -> Merge:
+        logged.append(_merged_log(diff, writer, commit, user=user, job=job, extra=extra, started=started))
+        return logged[0]
+
+    merge_write(diff, writer, draft, user=user, job=job, extra=extra, also=audit_log)
+    merge_event_emit(logged[0])
+    return logged[0]
 
 
-def merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, user, job, extra) -> Commit:
-    """Stage the planned merge on `draft` and commit it."""
+def merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, user, job, extra, also=None) -> Commit:
+    """Stage the planned merge on `draft` and commit it (`also`: a row written with the commit, its audit log)."""
     writer.apply(draft)
     chooser = user.username if user is not None and user.is_authenticated else None
     writer.log["resolutions"] = [
@@ -202,15 +210,19 @@ def merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, u
         verb = "Revert" if diff.explicit.kind == REVERT else "Cherry-pick"
         message = f"{verb} {diff.explicit.commit.id[:12]}: {diff.explicit.commit.message}"[:500]
         merge_parent = None
-    return draft.commit(author=user, message=message, merge_parent=merge_parent, job=job)
+    return draft.commit(author=user, message=message, merge_parent=merge_parent, job=job, also=also)
 
 
 def merge_recorded(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
-    """Log a merge whose commit is on the target, and tell listeners."""
-    merge = merge_log(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
-                      log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
+    """Log a merge whose commit is on the target already (a pick made before the lock), and tell listeners."""
+    merge = merge_log_write(_merged_log(diff, writer, commit, user=user, job=job, extra=extra, started=started))
     merge_event_emit(merge)
     return merge
+
+
+def _merged_log(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
+    return merge_log_row(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
+                         log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
 
 
 def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job, extra, override, dry_run) -> Commit:
