@@ -120,6 +120,16 @@ class Op:
         return set(self.details.get("segments_removed", []))
 
     @property
+    def addressed(self) -> set[str]:
+        """The segments whose rows it deleted or updated by position, by what it did to files: those it names as
+        touched, those it put delete files on and, a delete or an update, those it took out. For a plain delete or
+        update these are the segments it names as touched; a revert's undo names only those whose rows it brings
+        back, and deletes rows by taking segments out and putting delete files back (unkeyed model seed 102)."""
+        taken_out = self.removed if self.op in TOUCHING else set()
+        on = {segment for segment in self.details.get("deltas_on", {}).values() if segment is not None}
+        return self.touched | taken_out | on
+
+    @property
     def added(self) -> set[str]:
         return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
 
@@ -276,7 +286,7 @@ def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
 
 
 def _compacted_touched(src: Op, dest: Op, facts: Facts) -> Verdict:
-    common = src.touched & dest.removed
+    common = src.addressed & dest.removed
     if common:
         return Verdict(CONFLICT, "F*", f"The target compacted segment(s) {segments_named(common)} the source changed.")
     return Verdict(OK, "F*", "The target compacted none of the segments the source changed.")
@@ -323,7 +333,7 @@ def _rewritten_positions(src: Op, dest: Op) -> set[str]:
         return set()
     common = set()
     if dest.op in REWRITES and src.op in TOUCHING:
-        common |= src.touched & dest.removed
+        common |= src.addressed & dest.removed
     if src.op in REWRITES and dest.op in TOUCHING:
         common |= dest.touched & src.removed
     return common

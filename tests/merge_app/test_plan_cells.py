@@ -195,3 +195,23 @@ def test_a_compaction_the_targets_overwrite_discards_is_not_looked_for_on_the_ta
     # had the target changed none of the segments, the compaction would be dropped as one of segments it lacks
     obj = plan_one("table", compaction, op("target", "insert"), live={"source": {"c1": None}, "target": {"s1": None}})
     assert obj.conflicts == [] and [(p.source, p.decided.note) for p in obj.discarded] == [(0, "C*")]
+
+
+def test_a_reverts_undo_against_a_target_rewrite_of_the_segments_it_deletes_from_is_a_conflict():
+    """Unkeyed model seed 102 (`test_histories.py` has it on real data): a revert's undo names as touched only the
+    segments whose rows it brings back, not those it takes out (an undo of an append: s1) or puts delete files on
+    (an undo of a merge that had taken a delete file out: d1 on s2). The target compacted both since: F* found no
+    common segment, and the replay deleted nothing, the rows stayed. A copy-on-write rewrite of s2 is R* likewise."""
+    reverts = {"reverts": ["c0", 0, "insert"], "segments_touched": []}
+    takes_out = Op("c-src", 0, "delete", {**reverts, "segments_removed": ["s1"]})
+    deletes_again = Op("c-src", 0, "update", {**reverts, "deltas_added": ["d1"], "deltas_on": {"d1": "s2"}})
+    compaction = op("target", "compaction", segments_removed=["s1", "s2"])
+    for undo in (takes_out, deletes_again):
+        obj = plan_one("table", undo, compaction)
+        assert [(p.decided.note, p.decided.verdict) for p in obj.pairs] == [("F*", CONFLICT)], obj.pairs
+    rewrite = op("target", "delete", segments_touched=["s2"], segments_removed=["s2"], segments_added=["m1"])
+    obj = plan_one("table", deletes_again, rewrite)
+    assert [(p.decided.note, p.decided.verdict) for p in obj.pairs] == [("R*", CONFLICT)], obj.pairs
+    # the target compacted other segments: the undo replays
+    obj = plan_one("table", takes_out, op("target", "compaction"))
+    assert [(p.decided.note, p.decided.verdict) for p in obj.pairs] == [("F*", OK)]
