@@ -295,11 +295,17 @@ class Model:
         live = held | {rid % 10**6 for rows in (base.rows, dest.rows) for rid in rows}
         replaced = [any(later.kind == "overwrite" for later in src_ops[i + 1 :]) for i in range(len(src_ops))]
         verdicts += [pair_verdict(s, d, held if replaced[i] else live) for i, s in enumerate(src_ops) for d in dest_ops]
-        declined = any(c.partial for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()])
+        # A merge that may have dropped a compaction (C*, `MCommit.unsure`) kept the uncompacted segments on its side
+        # while the other holds them compacted, as one that kept its own table does (seed 109: main drops b2's
+        # compaction for its own delete and b2 takes main's table back; b3 holds the compaction: b2's delete by
+        # position addresses a segment b3 lacks, R*).
+        declined = any(
+            c.partial or c.unsure for c in [*since.values(), *ancestors(src).values(), *ancestors(dest).values()]
+        )
         if declined:
             # A side's table is not the base's with its changes replayed (a merge in either history kept its own
-            # version, and its files stay apart even once merged back): rows a source operation changed by
-            # position may sit in files the target lacks (a conflict, R*) or has.
+            # version, or dropped a compaction, and its files stay apart even once merged back): rows a source
+            # operation changed by position may sit in files the target lacks (a conflict, R*) or has.
             verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL | {"compaction"}]
         self.last = f"base {sorted(base.rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
         self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
@@ -730,3 +736,30 @@ def test_model_both_sides_updated_a_row_a_later_source_overwrite_replaced_may_me
 def test_model_both_sides_updated_a_row_the_source_still_holds_is_refused():
     model = seed_103_model(overwrite=False)
     assert model.merge("b1", "b2") == ("refused", None)
+
+
+def seed_109_model() -> Model:
+    """Seed 109 (150 steps, copy-on-write) cut down: main holds rows 1 and 2 (segment S); b1 and b2 branch from it; b2
+    compacts S into C; main deletes row 1 (by position in S); b1 merges b2 (unchanged: it takes b2's table, C);
+    main merges b2 (C* may drop the compaction for main's delete: main keeps S); b2 merges main back (unchanged since
+    the base: it takes main's table, S with the delete); b3 branches from b1."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b2", "compaction")
+    model.commit("main", "delete", rids=frozenset({1}))
+    assert model.merge("b2", "b1")[0] == "merged"
+    assert model.merge("b2", "main")[0] == "maybe"
+    assert model.merge("main", "b2")[0] == "merged"
+    model.heads["b3"] = model.heads["b1"]
+    return model
+
+
+def test_model_a_delete_in_a_segment_a_merge_kept_uncompacted_may_be_refused():
+    """b2 into b3: the base is b2's compaction and b3 holds it (its first-parent chain leads to b1's fork, not to the
+    base: the delete is replayed). b2's delete of row 1 addresses S, which b3 holds only compacted (C): LakeUI
+    refuses it (R*, the target lacks the segment); the model merged it, counting only `target_wins` and A4/A5
+    discards (`partial`) as merges that kept a side's own files, not a compaction C* may have dropped."""
+    model = seed_109_model()
+    assert model.merge("b2", "b3") == ("maybe", {2: Row(2, 2, 20)})
