@@ -271,14 +271,14 @@ def instance_rows(model: type[models.Model], rows: list[models.Model], *, copy_f
     db = connections[connection.alias]  # the connection itself: `connection` looks it up on every use
     fields = list(model._meta.concrete_fields)
     as_they_are = operator.attrgetter(*(f.attname for f in fields))  # every value in one call; then the others
-    as_text = [(i, f) for i, f in enumerate(fields) if isinstance(f, JSONField)]
+    as_text = [(i, _json_text(f, db)) for i, f in enumerate(fields) if isinstance(f, models.JSONField)]
     prepared = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() not in AS_THEY_ARE and
-                not isinstance(f, JSONField)]  # fmt: skip
+                not isinstance(f, models.JSONField)]  # fmt: skip
 
     def values(row: models.Model) -> list:
         found = list(as_they_are(row))
-        for i, f in as_text:
-            found[i] = f.db_text(found[i])
+        for i, text in as_text:
+            found[i] = text(found[i])
         for i, f in prepared:
             found[i] = f.get_db_prep_save(f.pre_save(row, True), db)
         return found
