@@ -479,3 +479,40 @@ def test_a_revert_of_an_insert_against_a_target_that_compacted_its_segment_is_a_
     assert table(spark, catalog, "main") == expect(1, 2, 3)
     merge(catalog, source="main", target="dev")  # the other way, C* drops main's compaction: dev keeps its revert
     assert table(spark, catalog, "dev") == expect(1, 2)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_reverted_compaction_does_not_bring_a_change_the_target_declined(spark, mode):
+    """Found by the model (seed 121): `main` updated row 1, which `dev` had deleted; `dev` merged `main` with
+    `target_wins` and kept its table, without the update. `main` compacted and reverted the compaction, merged `dev`
+    with `target_wins` in turn (keeping its table), and appended row 3. The revert's undo brings back the segments the
+    compaction took out, among them the one the update wrote, which `dev` never had. The check for segments the target
+    lacks counted them as `main`'s own, as a source operation wrote them (after the compaction had addressed them),
+    and the merge into `dev` brought the update with it: row 1 was back on `dev`. Now the compaction addresses
+    segments `dev` does not have: R*, and `dev` is unchanged."""
+    catalog = make_catalog()
+    make_table(catalog, properties={"write.mode": mode})
+    insert(catalog, rows(1))
+    insert(catalog, rows(2))
+    branch_create(catalog=catalog, name="dev", source="main")
+    update(catalog, "main", "id = 1", 11)
+    change(catalog, "table_delete", {"where": "id = 1"}, branch="dev")
+
+    def keeps_its_table(target, source):
+        with pytest.raises(ConflictError):
+            merge(catalog, source=source, target=target)
+        merge(catalog, source=source, target=target, resolution={"default": "target_wins"})
+
+    keeps_its_table("dev", "main")
+    compact(catalog, "main")
+    commits_pick(catalog=catalog, kind="revert", branch="main", commits=[head(catalog, "main")])
+    keeps_its_table("main", "dev")
+    insert(catalog, rows(3), branch="main")
+    insert(catalog, rows(4), branch="dev")
+    assert table(spark, catalog, "main") == expect(1, 2, 3, _1=11)
+    before = head(catalog, "dev")
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog, source="main", target="dev")
+    assert "R*" in str(refused.value.details)
+    assert head(catalog, "dev") == before
+    assert table(spark, catalog, "dev") == expect(2, 4)

@@ -215,3 +215,30 @@ def test_a_reverts_undo_against_a_target_rewrite_of_the_segments_it_deletes_from
     # the target compacted other segments: the undo replays
     obj = plan_one("table", takes_out, op("target", "compaction"))
     assert [(p.decided.note, p.decided.verdict) for p in obj.pairs] == [("F*", OK)]
+
+
+def test_a_reverted_compaction_of_segments_the_target_never_had_is_a_conflict():
+    """Unkeyed model seed 121 (`test_histories.py` has it on real data): the source compacted p1 and p2 into c1 and
+    reverted that (the undo takes c1 out and brings p1 and p2 back), then appended n1. The target never had p1 or p2
+    (p2 holds a row the source updated and the target declined, a merge with `target_wins`). The check for segments
+    the target lacks counted p1 and p2 as the source's own, since a source operation wrote them, though it wrote them
+    only after the compaction addressed them: the merge replayed the undo and brought p2's row to the target. Only
+    what an earlier source operation wrote is the source's own."""
+    compaction = Op("c-src", 0, "compaction", {"segments_removed": ["p1", "p2"], "segments_added": ["c1"]})
+    reverts = {"reverts": ["c-src", 0, "compaction"], "segments_touched": []}
+    undo = Op("c-rev", 0, "compaction", {**reverts, "segments_removed": ["c1"], "segments_added": ["p1", "p2"]})
+    append = Op("c-app", 0, "insert", {"segments_added": ["n1"]})
+    source = {"p1": None, "p2": None, "n1": None}
+    obj = plan_one("table", [compaction, undo, append], op("target", "update"),
+                   live={"source": source, "target": {"s1": None, "s2": None, "m1": None}})  # fmt: skip
+    assert [(c.verdict, c.note) for c in obj.conflicts] == [(CONFLICT, "R*")], obj.conflicts
+    assert "segment(s) p1, p2 by position" in obj.conflicts[0].reason
+    # the target holds p1 and p2 (the history declined nothing): the compaction and its undo replay
+    obj = plan_one("table", [compaction, undo, append], op("target", "update"),
+                   live={"source": source, "target": {"p1": None, "p2": None, "m1": None}})  # fmt: skip
+    assert obj.conflicts == [] and obj.verdict == OK
+    # the source wrote p1 and p2 itself before it compacted them: its own segments, no conflict either
+    wrote = Op("c-ins", 0, "insert", {"segments_added": ["p1", "p2"]})
+    obj = plan_one("table", [wrote, compaction, undo, append], op("target", "update"),
+                   live={"source": source, "target": {"s1": None, "s2": None, "m1": None}})  # fmt: skip
+    assert obj.conflicts == [] and obj.verdict == OK
