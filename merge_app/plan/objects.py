@@ -358,9 +358,9 @@ def _check_segments_present(objects: list[ObjectDiff], live_files: Mapping[uuid.
         # One the rules discarded whole (C*, A4/A5) or that was dropped above is not replayed: nothing of it is
         # looked for on the target (unkeyed model seed 94: a pick of a compaction a target overwrite discards).
         discarded = discarded_whole(obj.source_operations, obj.discarded)
-        # What they address, and what they rewrite from the source's version (a compaction, a copy-on-write delete or
-        # update, an update by position), but the segments an earlier source operation wrote: those are the
-        # source's own. One a later operation writes again is not: a revert of a compaction brings back segments
+        # The segments the replayed rewrites address, and those they rewrite from the source's version (a compaction,
+        # a copy-on-write delete or update, an update by position), less those an earlier source operation wrote:
+        # the source's own. One a later operation writes again is not: a revert of a compaction brings back segments
         # that may never have been on the target (unkeyed model seed 121: `main` updated a row `b1` then declined,
         # and compacted and reverted the compaction; merged into `b1`, the revert brought the update with it).
         addressed: set[str] = set()
