@@ -95,6 +95,13 @@ class MCommit:
     unsure: frozenset[int] = frozenset()
 
     @property
+    def changed(self) -> bool:
+        """Whether LakeUI records a change of the table in this commit: operations made or replayed, a merge's
+        decision (a `resolve` with `declined`), or a taken version's held operations (a `resolve` with `held`: seed
+        135, a merge that took another side's rows and replayed nothing of its own still changed the table)."""
+        return bool(self.ops or self.partial or self.held)
+
+    @property
     def parents(self) -> list["MCommit"]:
         return [p for p in (self.parent, self.merge_parent) if p is not None]
 
@@ -269,8 +276,8 @@ class Model:
         verdicts += [MAYBE] * bool(unsure or unsure_dest)
         number = next(self.commits)
         chain, src_chain = first_parents(dest, since), first_parents(src, since)
-        touched = src_ops or any(c.ops or c.partial for c in src_chain)
-        if touched and not any(c.ops or c.partial for c in chain) and (chain[-1].parent if chain else dest) is base:
+        touched = src_ops or any(c.changed for c in src_chain)
+        if touched and not any(c.changed for c in chain) and (chain[-1].parent if chain else dest) is base:
             # The target holds the table as the base has it (its first-parent history leads back to the base and
             # changed nothing): the merge takes the source's rows, whatever merges on the source declined (4.7).
             # It holds what those rows carry: the operations the source's first-parent history holds and the base's
@@ -763,3 +770,31 @@ def test_model_a_delete_in_a_segment_a_merge_kept_uncompacted_may_be_refused():
     discards (`partial`) as merges that kept a side's own files, not a compaction C* may have dropped."""
     model = seed_109_model()
     assert model.merge("b2", "b3") == ("maybe", {2: Row(2, 2, 20)})
+
+
+def test_model_a_merge_that_took_rows_and_replayed_nothing_changed_the_target():
+    """Seed 135 (150 steps, copy-on-write) cut down: b1 deletes row 1 (X); main overwrites and merges b1 (X discarded,
+    A5); b2 inserts row 4 and keeps its table against main (`target_wins`); main takes b2's table; b1 keeps its own
+    against b2 and overwrites; b2 takes main's table back (a merge that replays nothing of its own and holds main's
+    overwrite: LakeUI records it, a `resolve` with `held`). Merging b1 into b2 from that base, b2 is not the base's
+    table: b1's overwrite is replayed, and b2 does not hold X. A pick of X onto b2 is planned again (delete x insert:
+    refused). The model counted the merge that took main's table as no change, took b1's table with X and found the
+    pick up to date."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20), Row(3, 3, 30)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b1", "delete", rids=frozenset({1}))
+    deleted = model.heads["b1"]
+    model.commit("main", "overwrite", rows=(Row(7, 7, 70),))
+    assert model.merge("b1", "main") == ("merged", {7: Row(7, 7, 70)})
+    model.commit("b2", "insert", rows=(Row(4, 4, 40),))
+    assert model.merge("main", "b2", keep_target=True)[0] == "kept_target"
+    assert model.merge("b2", "main")[0] == "merged"
+    assert model.merge("b2", "b1", keep_target=True)[0] == "kept_target"
+    model.commit("b1", "overwrite", rows=(Row(8, 8, 80),))
+    assert model.merge("main", "b2")[0] == "merged"
+    assert model.heads["b2"].held and not model.heads["b2"].ops
+    assert model.merge("b1", "b2") == ("merged", {8: Row(8, 8, 80)})
+    assert not model.heads["b2"].held  # b1's overwrite replayed: b1's table not taken, with X
+    assert model.pick(deleted, "b2") == ("refused", None)
