@@ -376,7 +376,7 @@ class Run:
         assert expected in ("merged", "up_to_date"), self.failure(f"merged ({result.status}); the model: {expected}")
         if result.status == "up_to_date":  # no commit: the branch stays (and must then hold the model's rows)
             self.model.heads[target] = saved[target]
-        self.count(expected if result.status == "merged" else result.status)
+        self.count(expected if result.status == "merged" else str(result.status))
         self.check(target)
         if self.converging.random() < CONVERGE:
             self.log.append(f"(merge {target} back into {source} on copies: the same rows?)")
