@@ -4,7 +4,6 @@ import json
 import os
 import sys
 import warnings
-from pathlib import Path
 
 import click
 import httpx
@@ -13,7 +12,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from lakeui_client.client import Client
+from lakeui_client.client import Client, config_path
 from lakeui_client.errors import ApiError, LakeUIError
 
 MODE = {"json": False}
@@ -23,16 +22,8 @@ err = Console(stderr=True, highlight=False)
 out = Console(highlight=False, width=UNCUT)  # colors say what they say in the UI, not rich's guesses at numbers
 
 
-def config_path() -> Path:
-    return Path(click.get_app_dir("lakeui")) / "config.json"
-
-
 def make_client() -> Client:
-    url, token = os.environ.get("LAKEUI_URL"), os.environ.get("LAKEUI_TOKEN")
-    if not url and config_path().exists():
-        saved = json.loads(config_path().read_text())
-        url, token = saved.get("url"), token or saved.get("token")
-    return Client(url=url, token=token)
+    return Client()  # LAKEUI_URL and LAKEUI_TOKEN, else the saved login
 
 
 NULL = "null"  # as the UI shows a null value
