@@ -5,12 +5,16 @@ a line, and a merged request shown without blockers."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from merge_app.management.commands.lakeui_demo import ORDER_COLUMNS
 from tests.clients.test_client_cli import COLUMNS, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -119,3 +123,22 @@ def test_cli_prints_a_job_readably_and_a_merged_request_without_blockers(
     assert f"!{number} load orders (dev into main): merged" in shown.stdout, shown.stdout
     assert "merged by alice at " in shown.stdout, shown.stdout
     assert "merge_request_not_open" not in shown.stdout and "not mergeable" not in shown.stdout, shown.stdout
+
+
+def test_the_readmes_example_csv_upserts_by_key_as_the_tour_says(live_server, client, token, celery_worker):
+    """The tour's `lakeui load ... docs/examples/orders.csv --strategy upsert --key id` on the demo's keyed
+    orders: orders 3 and 4 move to `us` and order 101 is added (the CSV ships in the repository)."""
+    readme = (ROOT / "README.md").read_text()
+    assert "lakeui load demo fix-regions sales.orders docs/examples/orders.csv --strategy upsert --key id" in readme
+    client.catalog_create("demo")
+    client.database_create("demo", "main", "sales")
+    client.table_create("demo", "main", "sales.orders", ORDER_COLUMNS, primary_key=["id"])
+    client.load("demo", "main", "sales.orders", strategy="append_only",
+                rows=[{"id": i, "amount": 10 * i, "region": "eu"} for i in range(1, 7)])  # fmt: skip
+    loaded = run(live_server, token, "load", "demo", "main", "sales.orders", str(ROOT / "docs/examples/orders.csv"),
+                 "--strategy", "upsert", "--key", "id")  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    lines = loaded.stdout.splitlines()
+    assert "  rows_updated: 2" in lines and "  rows_inserted: 1" in lines and "  rows_deleted: 0" in lines, lines
+    regions = client.sql("demo", "SELECT id, region FROM sales.orders WHERE region = 'us' ORDER BY id")["rows"]
+    assert [list(r.values()) if isinstance(r, dict) else r for r in regions] == [[3, "us"], [4, "us"]]
