@@ -1,7 +1,5 @@
 """Catalogs, the branch graph, refs and the commit log."""
 
-import fnmatch
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -10,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
-from catalog_app.selectors.access import catalogs_visible, protected_branch_list
+from catalog_app.selectors.access import catalogs_visible, queue_required_branches
 from catalog_app.selectors.commits import commits_with_operations
 from catalog_app.selectors.refs import (
     branch_list,
@@ -71,8 +69,7 @@ def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
 def _queues(catalog, branches) -> dict[str, int]:
     """The branches whose merge queue the page links to, with how many requests wait in it: those a rule makes
     merge only through their queue, and any other a request waits in."""
-    rules = [rule.pattern for rule in protected_branch_list(catalog=catalog) if rule.require_queue]
-    required = {b.name for b in branches if any(fnmatch.fnmatchcase(b.name, pattern) for pattern in rules)}
+    required = queue_required_branches(catalog=catalog, branches=[b.name for b in branches])
     waiting = queue_lengths(catalog=catalog)
     return {name: waiting.get(name, 0) for name in sorted(required | set(waiting))}
 
