@@ -13,8 +13,8 @@ and prints medians on warm workers of:
   Spark on the jobs worker (`amount + 0`, outside the subset);
 - both on a `--large-rows` table, which is past LAKEUI_QUICK_SQL_ROWS and read by Spark on the workers.
 
-Target (DESIGN.md section 6): a console SELECT and a check on a table of a few thousand rows under 0.5 s. The
-machine's load average is printed with the figures.
+Target (docs/performance.md#interactive-sql-on-small-data): a console SELECT and a check on a table of a few
+thousand rows under 0.5 s. The machine's load average is printed with the figures.
 """
 
 import argparse

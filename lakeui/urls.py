@@ -9,7 +9,7 @@ urlpatterns = [
     path("api/v1/", include("lakeui.api.urls")),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^api/.*$", NotFoundApi.as_view()),
-    path("iceberg/", include("catalog_app.urls_iceberg")),  # the Iceberg REST catalog
+    path("iceberg/", include("catalog_app.urls_iceberg")),  # Iceberg REST: reads any ref, writes a branch
     path("", include("frontend.urls")),
 ]
 handler500 = "lakeui.api.views.server_error"

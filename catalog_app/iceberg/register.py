@@ -1,5 +1,5 @@
 """Iceberg's `register` at a branch: an existing Iceberg table (another catalog's, written by any engine) becomes a
-LakeUI table without copying a data file. DESIGN.md section 5, "Other engines write any branch".
+LakeUI table without copying a data file: docs/iceberg.md#registering-an-existing-table.
 
 The table must lie under one of the folders LAKEUI_ICEBERG_REGISTER_ROOTS names (from the warehouse root, never a
 catalog's own folder): its metadata file, manifests, data and delete files alike, each checked before it is opened.

@@ -1,6 +1,6 @@
 """The write half of the Iceberg REST catalog: an engine's create, drop, rename and commit at a branch become
 ordinary LakeUI commits (databases.py and tables.py services, and the data operations a LakeUI job records), never
-a copy of data. DESIGN.md section 5, "Other engines write any branch".
+a copy of data: docs/iceberg.md#what-a-write-does.
 
 The engine writes its data files itself into the write location loadTable hands out for the table on that branch
 (`<warehouse>/<catalog id>/<table id>/writes/<branch id>/`, given as the `write.data.path` and

@@ -95,3 +95,10 @@ def branch_protection(*, catalog: Catalog, branch: str) -> Protection | None:
         required_checks=sorted({name for rule in rules for name in rule.required_checks or []}),
         require_queue=any(rule.require_queue for rule in rules),
     )
+
+
+def queue_required_branches(*, catalog: Catalog, branches: list[str]) -> set[str]:
+    """The branches among `branches` that a rule makes merge only through their merge queue (one read of the
+    rules, matched as `branch_protection` matches them)."""
+    patterns = [rule.pattern for rule in protected_branch_list(catalog=catalog) if rule.require_queue]
+    return {name for name in branches if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}

@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
-from catalog_app.selectors.access import catalogs_visible
+from catalog_app.selectors.access import catalogs_visible, queue_required_branches
 from catalog_app.selectors.commits import commits_with_operations
 from catalog_app.selectors.refs import (
     branch_list,
@@ -23,6 +23,7 @@ from catalog_app.services.refs import branch_create, catalog_create, tag_create
 from frontend.graph import MAX_COMMITS, graph_layout
 from frontend.views.common import back, get_catalog, ref_context, refused, ui_view
 from lakeui.errors import ApplicationError
+from merge_app.selectors.queue import queue_lengths
 
 LOG_PAGE_SIZE = 50
 
@@ -59,10 +60,18 @@ def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
     branches, tags = _refs(found)
     commits = commits_newest(catalog=found, limit=MAX_COMMITS + 1)
     graph = graph_layout(commits, branches, tags)
-    context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph}
+    context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph, "queues": _queues(found, branches)}
     # On request only: it reads every branch's and tag's live files (docs/retention.md).
     context["storage"] = storage_per_branch(catalog=found) if request.GET.get("storage") else None
     return render(request, "frontend/catalog.html", context)
+
+
+def _queues(catalog, branches) -> dict[str, int]:
+    """The branches whose merge queue the page links to, with how many requests wait in it: those a rule makes
+    merge only through their queue, and any other a request waits in."""
+    required = queue_required_branches(catalog=catalog, branches=[b.name for b in branches])
+    waiting = queue_lengths(catalog=catalog)
+    return {name: waiting.get(name, 0) for name in sorted(required | set(waiting))}
 
 
 def _ref_new(request: HttpRequest, catalog: str, create) -> HttpResponse:

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
+from catalog_app.selectors.access import branch_protection
 from catalog_app.selectors.refs import branch_list, tag_list
 from frontend.views.common import back, get_catalog, refused, ui_view, url_with
 from frontend.views.jobs import job_state
@@ -180,6 +181,10 @@ def diff_page(request: HttpRequest, catalog: str) -> HttpResponse:
             context.update(report=report, objects=shown, hidden=len(objects) - len(shown), keys_job=read.job)
             # A merge target must be a branch: a tag or a commit is offered no merge (the service refuses it too).
             context["target_not_branch"] = target not in {b.name for b in context["branches"]}
+            # A protected target takes changes only through a merge request: the page offers that, not a merge
+            # the service would refuse (`branch_protected`).
+            if not context["target_not_branch"]:
+                context["protection"] = branch_protection(catalog=found, branch=target)
     return render(request, "frontend/diff.html", context)
 
 

@@ -34,6 +34,7 @@ from merge_app.services.merge_requests import (
     merge_request_review,
     merge_request_update,
 )
+from merge_app.services.queue import GATES as QUEUE_GATES
 
 PAGE_SIZE = 50
 STATES = MergeRequest.State.values
@@ -181,6 +182,9 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         # An admin may merge through failed checks with a reason (merge_request_merge's `override_checks`).
         "can_override": is_open and checks_failed and role_at_least(request.catalog_role.role, Role.ADMIN),
         "other_blockers": [blocker for blocker in status.blockers if blocker["code"] != "checks_failed"],
+        # "Merge when ready" is offered once the queue would take the request (queue_enqueue's gates), and the
+        # page says what it waits for otherwise; the request's checks run in the queue.
+        "queue_gates": [blocker for blocker in status.blockers if blocker["code"] in QUEUE_GATES],
         "diff_url": url_with(reverse("frontend:diff", args=[found.name]),
                              **{"from": merge_request.source, "to": merge_request.target}),
         "plan_job": merge_request.plan_job, "merge_job": merge_request.merge_job,

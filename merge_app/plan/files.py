@@ -72,7 +72,8 @@ def file_plan(
     not the difference of its files from the base's: where a merge on the source kept its own side (target_wins, a
     discard), its files differ from the base's by what it did not take, and that is no change to replay. What the
     source took out is taken out of the target's files wherever the target got them: from the base, or by a
-    cherry-pick of the source's (a revert of the picked commit takes out the picked copy, DESIGN 4.7)."""
+    cherry-pick of the source's (a revert of the picked commit takes out the picked copy:
+    docs/merge-semantics.md#a-revert-after-a-pick)."""
     added_by, removed_by = set(), set()
     for op in operations:
         added_by |= op.added

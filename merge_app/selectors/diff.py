@@ -230,7 +230,7 @@ def merge_diff_of(
         src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
     # A table without a key the source changed and the target holds as the base has it: the merge takes the
     # source's version (the three-way merge of a side that did not change; after A merged into B, B merged back
-    # into A leaves A as B, whatever B's merge declined: merges converge, DESIGN 4.7).
+    # into A leaves A as B, whatever B's merge declined: docs/merge-semantics.md#merges-converge).
     # A table only a merge on the source's chain touched, declining changes, counts: its state is that decision.
     unchanged, carried = set(), set()
     if _target_is_base_plus(graph, target_head.id, sides.target, base.id):

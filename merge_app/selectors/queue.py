@@ -3,7 +3,7 @@ reason, and the entry of one merge request."""
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from catalog_app.models import Catalog
 from merge_app.models import MergeRequest, QueueEntry
@@ -21,6 +21,12 @@ def queue_recent(*, catalog: Catalog, target: str) -> QuerySet[QueueEntry]:
     """The entries that left `target`'s queue, newest first."""
     entries = QueueEntry.objects.filter(catalog=catalog, target=target).exclude(state__in=QueueEntry.ACTIVE)
     return entries.select_related("merge_request", "enqueued_by").order_by("-finished_at", "-id")[:RECENT]
+
+
+def queue_lengths(*, catalog: Catalog) -> dict[str, int]:
+    """Each branch with entries waiting in its queue, and how many."""
+    waiting = QueueEntry.objects.filter(catalog=catalog, state__in=QueueEntry.ACTIVE).values("target")
+    return {row["target"]: row["n"] for row in waiting.annotate(n=Count("id")).order_by("target")}
 
 
 def queue_entry_of(merge_request: MergeRequest) -> QueueEntry | None:

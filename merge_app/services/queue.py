@@ -1,5 +1,5 @@
-"""The merge queue of a branch (docs/merge-queue.md, DESIGN 4.10): approved merge requests merge one after another,
-each checked on exactly the state it will publish.
+"""The merge queue of a branch (docs/merge-queue.md#how-it-works-merge_appservicesqueuepy): approved merge
+requests merge one after another, each checked on exactly the state it will publish.
 
 "Merge when ready" puts a request in line (`queue_enqueue`). A job works the line (`queue_run`, one job per branch
 at a time, `MergeQueueRunner`): the entry at position k is prepared on the result of the entries 1..k-1, a commit

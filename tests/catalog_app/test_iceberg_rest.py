@@ -1,4 +1,4 @@
-"""The Iceberg REST catalog (read-only) against a live server, read by pyiceberg's RestCatalog (and DuckDB over
+"""The Iceberg REST catalog's reads against a live server, read by pyiceberg's RestCatalog (and DuckDB over
 pyiceberg's Arrow): every table of a catalog built for the test, at a branch, a tag, a commit id and a past
 timestamp, equals what the rows API gives."""
 

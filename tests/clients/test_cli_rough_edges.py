@@ -1,15 +1,20 @@
-"""The `lakeui` command's rough edges a new user hit (issue 41): refusals with their per-field details, uploads
-refused saying what is wrong with the file, job results as JSON values with nulls as the UI shows them, no blank
-line before an error, and a merge's rows described as what the merge brings to its target."""
+"""The `lakeui` command's rough edges a new user hit (issues 41 and 52): refusals with their per-field details,
+uploads refused saying what is wrong with the file, job results as JSON values with nulls as the UI shows them, no
+blank line before an error, a merge's rows described as what the merge brings to its target, jobs printed one field
+a line, and a merged request shown without blockers."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from merge_app.management.commands.lakeui_demo import ORDER_COLUMNS
 from tests.clients.test_client_cli import COLUMNS, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -57,7 +62,7 @@ def test_cli_job_results_are_json_values_and_nulls_as_the_ui_shows_them(
     waited = run(live_server, token, "job", "wait", dry["id"])
     assert waited.returncode == 0, waited.stderr
     assert "False" not in waited.stdout and "None" not in waited.stdout and "'" not in waited.stdout, waited.stdout
-    assert '"dry_run": true' in waited.stdout, waited.stdout
+    assert "  dry_run: true\n" in waited.stdout, waited.stdout
 
     rows = run(live_server, token, "diff", "sales", "dev", "--into", "main", "--table", orders)
     assert rows.returncode == 0, rows.stderr
@@ -80,3 +85,60 @@ def test_cli_diff_rows_into_describes_what_the_merge_brings_to_the_target(
     assert "90" not in shown.stdout
     as_json = json.loads(run(live_server, token, "--json", "diff", "sales", "dev", "--into", "main", "--rows").stdout)
     assert [(t["table"], t["counts"]) for t in as_json] == [(orders, {"insert": 2, "update": 0, "delete": 0})]
+
+
+def test_cli_prints_a_job_readably_and_a_merged_request_without_blockers(
+    live_server, client, token, orders, celery_worker, tmp_path
+):
+    """Issue 52: `load`, `merge` and `mr merge` print the job's id, kind and state on one line and its result one
+    field a line (not the job's JSON in a table wider than a terminal; `--json` keeps the raw form), and `mr show`
+    of a merged request says how it merged rather than listing what would block merging it."""
+    client.branch_create("sales", "dev")
+    path = tmp_path / "orders.csv"
+    path.write_text("id,amount\n1,10\n2,20\n")
+    loaded = run(live_server, token, "load", "sales", "dev", orders, str(path), "--strategy", "upsert", "--key", "id")
+    assert loaded.returncode == 0, loaded.stderr
+    lines = loaded.stdout.splitlines()
+    assert re.fullmatch(r"job [0-9a-f-]{36} \(table_load\): succeeded", lines[0]), loaded.stdout
+    assert "  rows_inserted: 2" in lines and "  strategy: upsert" in lines, loaded.stdout
+    assert "{" not in loaded.stdout and "│" not in loaded.stdout and max(map(len, lines)) < 80, loaded.stdout
+
+    merged = run(live_server, token, "merge", "sales", "dev", "--into", "main", "--dry-run")
+    assert merged.returncode == 0, merged.stderr
+    assert "(branch_merge): succeeded\n" in merged.stdout, merged.stdout
+    assert "  counts: objects 1, conflicts 0, discarded 0\n" in merged.stdout, merged.stdout
+    assert "  dry_run: true\n" in merged.stdout, merged.stdout
+
+    number = str(client.merge_request_open("sales", "dev", "main", "load orders")["number"])
+    raw = run(live_server, token, "--json", "mr", "merge", "sales", number)
+    assert raw.returncode == 0, raw.stderr
+    job = json.loads(raw.stdout)  # --json: the job as the API gives it
+    assert job["status"] == "succeeded" and job["result"]["status"] == "merged", job
+    again = run(live_server, token, "job", "wait", job["id"])
+    assert again.stdout.startswith(f"job {job['id']} ({job['kind']}): succeeded\n"), again.stdout
+    assert "  status: merged\n" in again.stdout, again.stdout
+
+    shown = run(live_server, token, "mr", "show", "sales", number)
+    assert shown.returncode == 0, shown.stderr
+    assert f"!{number} load orders (dev into main): merged" in shown.stdout, shown.stdout
+    assert "merged by alice at " in shown.stdout, shown.stdout
+    assert "merge_request_not_open" not in shown.stdout and "not mergeable" not in shown.stdout, shown.stdout
+
+
+def test_the_readmes_example_csv_upserts_by_key_as_the_tour_says(live_server, client, token, celery_worker):
+    """The tour's `lakeui load ... docs/examples/orders.csv --strategy upsert --key id` on the demo's keyed
+    orders: orders 3 and 4 move to `us` and order 101 is added (the CSV ships in the repository)."""
+    readme = (ROOT / "README.md").read_text()
+    assert "lakeui load demo fix-regions sales.orders docs/examples/orders.csv --strategy upsert --key id" in readme
+    client.catalog_create("demo")
+    client.database_create("demo", "main", "sales")
+    client.table_create("demo", "main", "sales.orders", ORDER_COLUMNS, primary_key=["id"])
+    client.load("demo", "main", "sales.orders", strategy="append_only",
+                rows=[{"id": i, "amount": 10 * i, "region": "eu"} for i in range(1, 7)])  # fmt: skip
+    loaded = run(live_server, token, "load", "demo", "main", "sales.orders", str(ROOT / "docs/examples/orders.csv"),
+                 "--strategy", "upsert", "--key", "id")  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    lines = loaded.stdout.splitlines()
+    assert "  rows_updated: 2" in lines and "  rows_inserted: 1" in lines and "  rows_deleted: 0" in lines, lines
+    regions = client.sql("demo", "SELECT id, region FROM sales.orders WHERE region = 'us' ORDER BY id")["rows"]
+    assert [list(r.values()) if isinstance(r, dict) else r for r in regions] == [[3, "us"], [4, "us"]]

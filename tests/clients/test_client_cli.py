@@ -99,6 +99,35 @@ def test_cli_login_writes_private_config(live_server, token, tmp_path, user):
     assert [b["name"] for b in json.loads(listed.stdout)] == ["main"]
 
 
+def test_client_with_no_arguments_uses_the_saved_login_and_the_environment_wins(
+    live_server, token, tmp_path, user, monkeypatch
+):
+    """`Client()` connects with what `lakeui login` saved (its error says to run it); `LAKEUI_URL` and
+    `LAKEUI_TOKEN` still win over the saved login, and `url=`/`token=` over both."""
+    monkeypatch.delenv("LAKEUI_URL", raising=False)
+    monkeypatch.delenv("LAKEUI_TOKEN", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    with pytest.raises(lakeui_client.LakeUIError, match="run `lakeui login URL`"):
+        Client()
+    logged = run(live_server, token, "login", live_server.url, "--token", token, home=tmp_path)
+    assert logged.returncode == 0, logged.stderr
+
+    with Client() as saved:
+        assert saved.url == live_server.url
+        saved.catalog_create("sales")
+        assert [b["name"] for b in saved.branches("sales")] == ["main"]
+
+    monkeypatch.setenv("LAKEUI_TOKEN", "not-a-token")  # the environment's token wins over the saved one
+    with Client() as wrong, pytest.raises(ApiError) as refused:
+        wrong.branches("sales")
+    assert refused.value.status == 401
+    with Client(token=token) as given:  # and an argument over both
+        assert [b["name"] for b in given.branches("sales")] == ["main"]
+
+    monkeypatch.setenv("LAKEUI_URL", "http://127.0.0.1:9")  # the environment's URL wins too
+    assert Client().url == "http://127.0.0.1:9"
+
+
 COLUMNS = [{"name": "id", "type": "long", "nullable": False}, {"name": "amount", "type": "int"}]
 
 

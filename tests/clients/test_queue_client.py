@@ -3,6 +3,7 @@ a branch protected with `--require-queue` refuses a request's direct merge, take
 CLI shows the request's place and the branch's line."""
 
 import json
+import re
 import time
 
 import pytest
@@ -51,6 +52,8 @@ def test_cli_queues_a_request_into_a_branch_that_requires_the_queue(live_server,
             time.sleep(0.5)
         shown = run(live_server, tokens["bob"], "mr", "queue", "sales", "--branch", "main")
         assert shown.returncode == 0 and "load orders" in shown.stdout and "merged" in shown.stdout
+        assert "null" not in shown.stdout, shown.stdout  # a merged entry has no position: a dash, as in the UI
+        assert re.search(r"│ - +│ " + str(number) + r" +│ load orders", shown.stdout), shown.stdout
         assert bob.merge_request("sales", number)["state"] == "merged"
         assert bob.branch_queue("sales", "main")["entries"] == []
         again = run(live_server, tokens["bob"], "mr", "queue", "sales", str(number), "--leave")

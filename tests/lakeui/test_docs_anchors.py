@@ -1,7 +1,9 @@
 """Every `docs/<page>.md#<anchor>` the code cites, and every link between the README, CONTRIBUTING and docs/, leads
-to a page that exists and to a heading on it (GitHub's anchor of the heading)."""
+to a page that exists and to a heading on it (GitHub's anchor of the heading); and nothing cites a design document
+that is not in the repository."""
 
 import re
+import subprocess
 import unicodedata
 from functools import cache
 from pathlib import Path
@@ -16,6 +18,8 @@ CODE_NAMES = {"Makefile", "Dockerfile", "run"}
 CITATION = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)#([\w-]+)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
+# A citation of a design document outside the repository: its file name, or a section number after its name.
+OUTSIDE_DESIGN = re.compile(r"\bDESIGN(?:\.md\b|\s+(?:section\s+)?\d)|\.\./shared\b")
 
 
 def _files() -> list[Path]:
@@ -153,3 +157,81 @@ def test_the_docs_index_lists_every_page():
     index = (ROOT / "docs" / "README.md").read_text()
     unlisted = [p.name for p in (ROOT / "docs").glob("*.md") if p.name != "README.md" and f"({p.name})" not in index]
     assert not unlisted, f"docs/README.md does not list {unlisted}"
+
+
+def _tracked() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    return [ROOT / name for name in listed.decode().split("\0") if name]
+
+
+def test_nothing_cites_a_design_document_outside_the_repository():
+    """The design is docs/ (cited as `docs/<page>.md#<anchor>`): a citation of the design document the product
+    was first described in, by name or by its section numbers, leads a reader nowhere."""
+    assert OUTSIDE_DESIGN.search("the target (" + "DESIGN" + ".md section 6)")
+    assert OUTSIDE_DESIGN.search("merges converge, " + "DESIGN" + " 4.7")
+    assert not OUTSIDE_DESIGN.search("# LakeUI design")
+    tracked = _tracked()
+    assert len(tracked) > 100 and ROOT / "README.md" in tracked
+    citing = [
+        f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}"
+        for path in tracked
+        if path.is_file()
+        for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE_DESIGN.search(line)
+    ]
+    assert not citing, "\n".join(citing)
+
+
+SENTENCE_END = re.compile(r"[.!?:)*`]$")
+NOT_PROSE = re.compile(r"^(#|\||[-*] |\d+\. |\s|<|>)")
+
+
+def _unfinished_paragraphs(text: str) -> list[str]:
+    """The last line of each prose paragraph that ends without ending its sentence and is not followed by what it
+    introduces (a code block or a list, as in "made on the server with" above a command)."""
+    blocks, block, fenced = [], [], False
+    for line in [*text.splitlines(), ""]:
+        if FENCE.match(line):
+            fenced = not fenced
+            blocks, block = [*blocks, block, ["```"]] if block else [*blocks, ["```"]], []
+        elif fenced:
+            continue
+        elif not line.strip():
+            blocks, block = ([*blocks, block] if block else blocks), []
+        else:
+            block.append(line)
+    unfinished = []
+    for i, lines in enumerate(blocks):
+        introduces = i + 1 < len(blocks) and (blocks[i + 1][0] == "```" or NOT_PROSE.match(blocks[i + 1][0]))
+        prose = lines[0] != "```" and not NOT_PROSE.match(lines[0])
+        if prose and not introduces and not SENTENCE_END.search(lines[-1].rstrip()):
+            unfinished.append(lines[-1])
+    return unfinished
+
+
+def test_no_paragraph_ends_mid_sentence():
+    """A page's paragraph that stops mid-sentence ("..., beside pyiceberg in") is a page cut short."""
+    assert _unfinished_paragraphs("Tested here and beside pyiceberg in\n\nHow fast it is.\n") == [
+        "Tested here and beside pyiceberg in"
+    ]
+    assert _unfinished_paragraphs("A token is made on the server with\n\n```sh\nmake token\n```\n\nDone.") == []
+    unfinished = [
+        f"{page.relative_to(ROOT)}: {line}"
+        for page in _markdown()
+        if page.parent == ROOT / "docs" or page.parent == ROOT
+        for line in _unfinished_paragraphs(page.read_text())
+    ]
+    assert not unfinished, "\n".join(unfinished)
+
+
+def test_the_iceberg_catalog_is_not_called_read_only():
+    """Engines write at a branch through the Iceberg REST catalog (docs/iceberg.md): no page or comment calls the
+    catalog itself read-only (a tag or a commit id is)."""
+    calling = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in _tracked()
+        if path.suffix in {".md", ".py"} and path.is_file()
+        for line in path.read_text(errors="replace").splitlines()
+        if re.search(r"Iceberg REST catalog \(read-only\)", line)
+    ]
+    assert not calling, "\n".join(calling)

@@ -1,4 +1,4 @@
-"""Merges converge (DESIGN 4.7, docs/merge-semantics.md#merges-converge): merging A into B and then B into A with
+"""Merges converge (docs/merge-semantics.md#merges-converge): merging A into B and then B into A with
 nothing in between leaves both with the same rows. On real Spark data."""
 
 import pytest

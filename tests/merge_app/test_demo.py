@@ -1,4 +1,5 @@
-"""`manage.py lakeui_demo` (run by `make run`): the demo catalog whose diff page shows a red and a green cell."""
+"""`manage.py lakeui_demo` (run by `make run`): the demo catalog whose diff page shows a red and a green cell, with
+`sales.orders` keyed by `id` (an upsert by key changes cells, merges go key by key)."""
 
 import pytest
 from django.core.management import call_command
@@ -7,16 +8,18 @@ from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.access import catalog_with_role
 from catalog_app.services.refs import catalog_create
 from merge_app.models import MergeRequest
-from merge_app.selectors.diff import diff_as_dict, merge_diff
+from merge_app.selectors.diff import diff_as_dict
+from merge_app.services.merge_plans import merge_plan
 from tests.support.catalogs import head
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def verdicts(catalog, source):
-    [orders] = [o for o in diff_as_dict(merge_diff(catalog=catalog, source=source, target="main"))["objects"]
-                if o["name"] == "sales.orders"]  # fmt: skip
-    return {(p["row"], p["column"]): p["verdict"] for p in orders["pairs"]}
+def orders_diff(catalog, source):
+    """sales.orders in the diff of `source` into main, compared by key here (as a worker does for the pages)."""
+    diff = diff_as_dict(merge_plan(catalog=catalog, source=source, target="main", in_worker=True).diff)
+    [orders] = [o for o in diff["objects"] if o["name"] == "sales.orders"]
+    return diff, orders
 
 
 def test_demo_seeds_branches_to_merge_once(capsys):
@@ -24,9 +27,16 @@ def test_demo_seeds_branches_to_merge_once(capsys):
     catalog = Catalog.objects.get(name="demo")
     assert sorted(catalog.branches.values_list("name", flat=True)) == ["cleanup", "feature-discounts", "main"]
     assert sorted(catalog.tags.values_list("name", flat=True)) == ["seeded", "v1"]
-    assert verdicts(catalog, "cleanup") == {("delete", "insert"): "conflict", ("insert", "insert"): "ok"}
-    clean = verdicts(catalog, "feature-discounts")
-    assert clean == {("alter_column", "insert"): "ok", ("insert", "insert"): "ok"}
+    # cleanup deleted order 2, which main corrected since: a conflict on that key, and nothing else conflicts.
+    diff, orders = orders_diff(catalog, "cleanup")
+    assert (diff["mergeable"], diff["counts"]["conflicts"], orders["verdict"]) == (False, 1, "conflict")
+    [key] = orders["keys"]["listed"]
+    assert (key["key"], key["source_change"], key["target_change"]) == ({"id": 2}, "delete", "update")
+    assert (key["base"]["amount"], key["source"], key["target"]["amount"]) == (20, None, 25)
+    # feature-discounts merges cleanly: its new column and two orders beside main's new orders.
+    diff, orders = orders_diff(catalog, "feature-discounts")
+    assert (diff["mergeable"], orders["verdict"], orders["keys"]["conflicts"]) == (True, "ok", 0)
+    assert orders["keys"]["source"] == {"insert": 2, "update": 0, "delete": 0}
     commits, main = Commit.objects.filter(catalog=catalog).count(), head(catalog)
     [request] = MergeRequest.objects.filter(catalog=catalog)
     assert (request.source, request.target, request.state) == ("feature-discounts", "main", "open")

@@ -368,7 +368,7 @@ def test_a_source_rewrite_of_a_segment_the_target_deleted_rows_of_unseen_is_a_co
     compacted; the compaction rewrote the segment without `b`'s delete, and merging `a` into `b` (which changed
     the table again since) brought row 1 back. It is now refused (R*): the source's rewrite would undo deletes it
     never had. (Had `b` changed nothing since, it would hold the table as the merge base has it and take `a`'s
-    version, row 1 included: `a`'s merge declined the delete, and merges converge, DESIGN 4.7.)"""
+    version, row 1 included: `a`'s merge declined the delete, and merges converge: docs/merge-semantics.md#merges-converge.)"""
     catalog = start(branches=("a", "b"))
     change(catalog, "table_delete", {"where": "id = 1"}, branch="b")
     insert(catalog, rows(8), branch="a")

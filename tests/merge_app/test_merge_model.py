@@ -14,7 +14,7 @@ rows. The cells whose verdict depends on files (a common segment, compactions, c
 way; whatever the system does, if it merges, the rows must be the model's.
 Criss-cross histories merge from a virtual base: the bases merged into one another first, under the same rules.
 After a share of the merges (LAKEUI_MODEL_CONVERGE, 0.3), the target is merged back into the source on copies of
-the two branches: merges converge (DESIGN 4.7), so both must then hold the same rows, whatever a merge in either
+the two branches: merges converge, so both must then hold the same rows, whatever a merge in either
 history declined (`target_wins`, A4/A5 discards): a target that holds a table as the merge base has it takes the
 source's version (docs/merge-semantics.md#merges-converge).
 

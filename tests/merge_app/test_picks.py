@@ -329,7 +329,7 @@ def test_a_revert_replaces_a_key_where_a_restore_brought_its_older_row_back(spar
 
 def test_a_revert_undoes_a_picked_copy_where_the_reverting_branch_is_merged_and_the_branches_converge(spark):
     """The six-step history of issue 37 (docs/merge-semantics.md#a-revert-after-a-pick): rows X appended on b1 and
-    cherry-picked onto main, reverted on b1, b1 merged into main, main merged into b1. DESIGN 4.7: the revert undoes
+    cherry-picked onto main, reverted on b1, b1 merged into main, main merged into b1. The revert undoes
     its commit wherever the reverting branch is merged, the picked copy included; merges converge; the audit log says
     what the merge did to the files. It said the delete was replayed while main kept X's segment, for good."""
     from catalog_app.selectors.table_files import commit_file_changes
@@ -406,7 +406,7 @@ def test_a_pick_runs_no_spark_while_the_catalog_lock_is_held(spark, monkeypatch,
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 @pytest.mark.parametrize("kind", ["table_delete", "table_update"])
 def test_a_revert_on_a_branch_that_declined_the_rows_brings_back_only_those_the_commit_removed(spark, mode, kind):
-    """A three-way merge with the commit as its base (DESIGN 4.7): the rows the commit removed come back, also on a
+    """A three-way merge with the commit as its base (docs/merge-semantics.md#revert-and-cherry-pick): the rows the commit removed come back, also on a
     branch that kept its own table when it merged them (`target_wins`), and only those: not the other rows of the
     segment they were in, which that branch never had (seed 20 of the unkeyed model lost the row; copy-on-write
     brought the whole segment)."""
@@ -426,7 +426,7 @@ def test_a_revert_on_a_branch_that_declined_the_rows_brings_back_only_those_the_
     (done,) = revert(catalog, "dev", removed)
     assert table(spark, catalog, "dev") == expect(1, 2, 3, 4, 6)
     # main, unchanged since dev merged it, takes dev's version: row 4 as it was, not row 5, which dev's merge
-    # declined (merges converge, DESIGN 4.7)
+    # declined (docs/merge-semantics.md#merges-converge)
     merge(catalog, source="dev", target="main")
     assert table(spark, catalog, "main") == table(spark, catalog, "dev") == expect(1, 2, 3, 4, 6)
     # and reverting the revert takes row 4 out again

@@ -45,7 +45,7 @@ CONVERGE = float(os.environ.get("LAKEUI_MODEL_CONVERGE", "0.3"))  # the share of
 
 
 def converges(catalog, *, source: str, target: str, rows) -> str | None:
-    """DESIGN 4.7: after merging `source` into `target`, merging `target` back into `source` with nothing between
+    """docs/merge-semantics.md#merges-converge: after merging `source` into `target`, merging `target` back into `source` with nothing between
     leaves both with the same rows. Checked on copies of the two branches (new names at the same heads, deleted
     afterwards), so that the history being tested goes on as it was. `rows(branch)` reads a branch's rows as a
     sorted list. Returns what went wrong, or None."""

@@ -119,7 +119,8 @@ class Command(BaseCommand):
             self.data_job(on(branch, message), table, "table_load", {"strategy": "append_only", "rows": rows})
 
         database_create(target=on("main"), name="sales", properties={"owner": "analytics"}, comment="Orders")
-        table_create(target=on("main"), database="sales", name="orders", columns=ORDER_COLUMNS)
+        # Orders have a key, so an upsert by key changes cells (the diff shows `old → new`) and merges go by key.
+        table_create(target=on("main"), database="sales", name="orders", columns=ORDER_COLUMNS, primary_key=["id"])
         table_create(target=on("main"), database="sales", name="customers", columns=CUSTOMER_COLUMNS)
         load("main", "orders", _orders(1, 2, 3, 4, 5, 6), "Initial orders")
         customers = [{"id": 1, "name": "Ada", "country": "UK"}, {"id": 2, "name": "Linus", "country": "FI"}]
@@ -132,14 +133,16 @@ class Command(BaseCommand):
                    spec={"name": "discount", "type": "int", "nullable": True})  # fmt: skip
         load("feature-discounts", "orders", _orders(7, 8, discount=5), "Discounted orders")
 
-        # A branch that conflicts with main: it deletes a row and main inserts rows after the fork (4.3: a source
-        # delete against a target insert is a conflict; its insert against main's insert is ok).
+        # A branch that conflicts with main: it deletes order 2, which main corrects after the fork (by key, a key
+        # deleted on one side and updated on the other is a conflict; its new order 9 merges).
         branch_create(catalog=catalog, name="cleanup", source="main", created_by=user)
         self.data_job(on("cleanup", "Remove test order 2"), "orders", "table_delete", {"where": "id = 2"})
         load("cleanup", "orders", _orders(9), "Re-enter order 9")
 
         # Main moves on after both forks.
         load("main", "orders", _orders(10, 11, region="apac"), "APAC orders")
+        corrected = {"strategy": "upsert", "key_columns": ["id"], "rows": [{"id": 2, "amount": 25, "region": "eu"}]}
+        self.data_job(on("main", "Correct order 2"), "orders", "table_load", corrected)
         table_update(target=on("main"), database="sales", name="customers", set_properties={"pii": "true"})
         tag_create(catalog=catalog, name=DONE_TAG, ref="main", created_by=user)
         self.merge_request(catalog, user)

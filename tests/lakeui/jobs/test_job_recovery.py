@@ -315,7 +315,7 @@ def test_change_whose_worker_is_killed_ends_once_with_exactly_its_rows(
     assert [r["id"] for r in got] == expected_ids
 
 
-RECOVERY_BOUND = 120  # seconds from the kill to the job's end (DESIGN.md section 6)
+RECOVERY_BOUND = 120  # seconds from the kill to the job's end (docs/performance.md#recovery-within-two-minutes)
 OVERLOADED = 4  # load average per core past which a merge run again from the start may not hold the bound
 KEYED_CRASHES = ["before_commit", "while_writing"]
 

@@ -4,7 +4,6 @@ import json
 import os
 import sys
 import warnings
-from pathlib import Path
 
 import click
 import httpx
@@ -13,7 +12,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from lakeui_client.client import Client
+from lakeui_client.client import Client, config_path
 from lakeui_client.errors import ApiError, LakeUIError
 
 MODE = {"json": False}
@@ -23,39 +22,58 @@ err = Console(stderr=True, highlight=False)
 out = Console(highlight=False, width=UNCUT)  # colors say what they say in the UI, not rich's guesses at numbers
 
 
-def config_path() -> Path:
-    return Path(click.get_app_dir("lakeui")) / "config.json"
-
-
 def make_client() -> Client:
-    url, token = os.environ.get("LAKEUI_URL"), os.environ.get("LAKEUI_TOKEN")
-    if not url and config_path().exists():
-        saved = json.loads(config_path().read_text())
-        url, token = saved.get("url"), token or saved.get("token")
-    return Client(url=url, token=token)
+    return Client()  # LAKEUI_URL and LAKEUI_TOKEN, else the saved login
 
 
 NULL = "null"  # as the UI shows a null value
 
 
-def cell(value: object) -> str:
-    """A value as a table cell: JSON values as JSON (`false`, `{"dry_run": false}`), a null as the UI shows it."""
+def cell(value: object, null: str = NULL) -> str:
+    """A value as a table cell: JSON values as JSON (`false`, `{"dry_run": false}`), a null as the UI shows it
+    (or as `null` says, e.g. a dash where a null means "not yet" or "does not apply")."""
     if value is None:
-        return NULL
+        return null
     if isinstance(value, dict | list | tuple | bool):
         return json.dumps(value, default=str)
     return str(value)
 
 
-def emit(ctx: click.Context, data, columns: list[str]) -> None:
+def emit(ctx: click.Context, data, columns: list[str], null: str = NULL) -> None:
     if ctx.obj["json"]:
         click.echo(json.dumps(data, indent=2, default=str))
         return
     rows = data if isinstance(data, list) else [data]
     table = Table(*columns)
     for row in rows:
-        table.add_row(*(cell(row[c]) if c in row else "" for c in columns))
+        table.add_row(*(cell(row[c], null) if c in row else "" for c in columns))
     out.print(table)
+
+
+JOB_STATES = {"succeeded": "green", "failed": "bold red", "cancelled": "yellow"}
+
+
+def summary(value: object) -> str:
+    """A job result's value on one line: `objects 1, conflicts 0` for a mapping, items joined for a list."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {summary(item)}" for key, item in value.items()) or "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(summary(item) for item in value) or "-"
+    return cell(value)
+
+
+def show_job(ctx: click.Context, job: dict) -> None:
+    """A finished job: its id, kind and state on one line, then its result one field a line (`--json`: the job as
+    the API gives it)."""
+    if ctx.obj["json"]:
+        click.echo(json.dumps(job, indent=2, default=str))
+        return
+    state = painted(job["status"], JOB_STATES.get(job["status"]))
+    out.print(Text.assemble(f"job {job['id']} ({job['kind']}): ", state))
+    if job.get("error_code"):
+        out.print(painted(f"  {job['error_code']}: {job.get('error_message') or ''}", "red"))
+    for key, value in (job.get("result") or {}).items():
+        out.print(Text(f"  {key}: {summary(value)}"))
 
 
 @click.group()
@@ -182,7 +200,7 @@ def job() -> None:
 @click.argument("job_id")
 @click.pass_context
 def job_wait(ctx, job_id):
-    emit(ctx, make_client().wait(job_id), ["id", "kind", "status", "result"])
+    show_job(ctx, make_client().wait(job_id))
 
 
 def waiting(ctx: click.Context, submit) -> dict:
@@ -215,7 +233,7 @@ def load(ctx, catalog, branch, table, file, strategy, keys, file_format):
     fields = {"strategy": strategy, **({"key_columns": list(keys)} if keys else {})}
     fields |= {"format": file_format} if file_format else {}
     job = waiting(ctx, lambda show: make_client().load(catalog, branch, table, file=file, progress=show, **fields))
-    emit(ctx, job, ["id", "status", "result"])
+    show_job(ctx, job)
 
 
 override_option = click.option(
@@ -245,7 +263,7 @@ def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins, overr
     job = waiting(
         ctx, lambda show: make_client().merge(catalog, source, target, dry_run=dry_run, progress=show, **fields)
     )
-    emit(ctx, job, ["id", "status", "result"])
+    show_job(ctx, job)
 
 
 def _resolution(source_wins: bool, target_wins: bool) -> dict:
@@ -267,7 +285,7 @@ def revert(ctx, catalog, commit, branch, source_wins, target_wins):
     later change of what COMMIT wrote is a conflict (exit 1) unless --source-wins or --target-wins settles it."""
     fields = _resolution(source_wins, target_wins)
     job = waiting(ctx, lambda show: make_client().revert(catalog, branch, commit, progress=show, **fields))
-    emit(ctx, job, ["id", "status", "result"])
+    show_job(ctx, job)
 
 
 @cli.command("cherry-pick")
@@ -285,7 +303,7 @@ def cherry_pick(ctx, catalog, commits, branch, source_wins, target_wins):
         raise click.UsageError("a range is FROM..TO")
     fields = _resolution(source_wins, target_wins) | picked
     job = waiting(ctx, lambda show: make_client().cherry_pick(catalog, branch, progress=show, **fields))
-    emit(ctx, job, ["id", "status", "result"])
+    show_job(ctx, job)
 
 
 @cli.command()
@@ -460,7 +478,7 @@ def restore(ctx, catalog, branch, table, commit, timestamp):
         ctx,
         lambda show: make_client().restore(catalog, branch, table=table, commit=commit, at=timestamp, progress=show),
     )
-    emit(ctx, job, ["id", "status", "result"])
+    show_job(ctx, job)
 
 
 @cli.group()
@@ -486,8 +504,15 @@ def show_merge_request(ctx: click.Context, found: dict) -> None:
     out.print(
         f"[bold]!{found['number']}[/bold] {found['title']} ({found['source']} into {found['target']}): {found['state']}"
     )
+    if found["state"] == "merged":
+        commit = (found.get("merge_commit") or "")[:12]
+        out.print(
+            f"merged by {found.get('merged_by') or '-'} at {found.get('merged_at') or '-'}, commit {commit or '-'}"
+        )
+    elif found["state"] == "closed":
+        out.print(f"closed at {found.get('closed_at') or '-'}")
     status = found.get("status") or {}
-    if status:
+    if status and found["state"] == "open":  # what blocks a merge is said of an open request only
         verdict = "[green]mergeable[/green]" if status["mergeable"] else "[red]not mergeable[/red]"
         approvals = (
             f"approved by {', '.join(status['approved_by']) or 'nobody'} ({status['required_approvals']} required)"
@@ -563,7 +588,7 @@ def mr_merge(ctx, catalog, number, override_checks):
         ctx,
         lambda show: make_client().merge_request_merge(catalog, number, override_checks=override_checks, progress=show),
     )
-    emit(ctx, job, ["id", "status", "result"])
+    show_job(ctx, job)
 
 
 MR_CHECK_COLUMNS = ["kind", "name", "state", "advisory", "row_count", "commit", "url", "description", "message"]
@@ -614,11 +639,11 @@ def mr_queue(ctx, catalog, number, leave, branch):
     client = make_client()
     if branch is not None:
         shown = client.branch_queue(catalog, branch)
-        return emit(ctx, queue_rows(shown["entries"] + shown["recent"]), QUEUE_COLUMNS)
+        return emit(ctx, queue_rows(shown["entries"] + shown["recent"]), QUEUE_COLUMNS, null="-")
     if number is None:
         raise click.UsageError("Give a merge request NUMBER, or --branch to show a queue.")
     entry = client.merge_request_dequeue(catalog, number) if leave else client.merge_request_queue(catalog, number)
-    emit(ctx, queue_rows([entry])[0], QUEUE_COLUMNS)
+    emit(ctx, queue_rows([entry])[0], QUEUE_COLUMNS, null="-")
 
 
 @cli.group()

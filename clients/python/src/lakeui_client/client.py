@@ -3,13 +3,16 @@
 import contextlib
 import hashlib
 import hmac
+import json
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import click
 import httpx
 
 from lakeui_client.errors import JobFailed, LakeUIError, VersionMismatch, VersionWarning, from_job, from_response
@@ -47,14 +50,43 @@ def version_problem(server: str | None, client: str = API_VERSION) -> tuple[bool
     return theirs[0] != ours[0], message
 
 
+def config_path() -> Path:
+    """Where `lakeui login` saves the URL and token: `~/.config/lakeui/config.json` (under `XDG_CONFIG_HOME` when
+    it is set)."""
+    return Path(click.get_app_dir("lakeui")) / "config.json"
+
+
+def saved_login() -> dict:
+    """The URL and token `lakeui login` saved, or {} when there is no saved login."""
+    path = config_path()
+    if not path.exists():
+        return {}
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError as error:
+        raise LakeUIError(f"the saved login {path} is not JSON ({error}): run `lakeui login URL` again") from None
+    return saved if isinstance(saved, dict) else {}
+
+
+def connection(url: str | None = None, token: str | None = None) -> tuple[str | None, str | None]:
+    """The URL and token to use: the arguments, else `LAKEUI_URL` and `LAKEUI_TOKEN`, else the saved login (its
+    token only with its URL: a token saved for one server is never sent to another)."""
+    url, token = url or os.environ.get("LAKEUI_URL"), token or os.environ.get("LAKEUI_TOKEN")
+    if not url:
+        saved = saved_login()
+        url, token = saved.get("url"), token or saved.get("token")
+    return url, token
+
+
 class Client:
     api_version = API_VERSION
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 60) -> None:
-        url = url or os.environ.get("LAKEUI_URL")
+        """`Client()` connects with `LAKEUI_URL` and `LAKEUI_TOKEN`, or else with the login `lakeui login` saved;
+        `url=` and `token=` win over both."""
+        url, token = connection(url, token)
         if not url:
             raise LakeUIError("no LakeUI URL: pass url=, set LAKEUI_URL or run `lakeui login URL`")
-        token = token or os.environ.get("LAKEUI_TOKEN")
         headers = {"Authorization": f"Token {token}"} if token else {}
         self.url = url.rstrip("/")
         self.server_version: str | None = None  # the API version the server named, once it answered
