@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -461,8 +462,11 @@ def clean_var() -> None:
 def start(command: list[str], log_path: Path) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
+        # In a process group of its own (as a terminal's foreground job), SIGINT at its default (a shell that runs
+        # this script in the background would have it ignored): the stop below is then what Ctrl-C does.
         return subprocess.Popen(command, cwd=ROOT, env=stack_env(), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
 
 
 def stop(stack: subprocess.Popen) -> list[str]:
@@ -508,6 +512,15 @@ def leftovers(port: int) -> list[str]:
     return found
 
 
+def print_log(path: Path, head: int = 80, tail: int = 300) -> None:
+    """`make run`'s output: its start (install, migrate, the demo's seeding) and its end (the workers' last words)."""
+    lines = path.read_text(errors="replace").splitlines()
+    print(f"\n--- {path} ({len(lines)} lines) ---", file=sys.stderr)
+    if len(lines) > head + tail:
+        lines = [*lines[:head], f"... ({len(lines) - head - tail} lines left out) ...", *lines[-tail:]]
+    print("\n".join(lines), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="the server (make run's by default)")
@@ -528,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_start:
             clean_var()
             print(f"README tour: `{args.command}` with no LakeUI environment, output in {log_path}", flush=True)
-            stack = start(args.command.split(), log_path)
+            stack = start(shlex.split(args.command), log_path)
         else:
             log_path = args.log
         WORK.mkdir(parents=True, exist_ok=True)
@@ -551,21 +564,22 @@ def main(argv: list[str] | None = None) -> int:
         if tour is not None:
             tour.http.close()
         if stack is not None:
+            stopping = time.monotonic()
             problems += stop(stack)
             deadline = time.monotonic() + LEFTOVER_WAIT
             while (left := leftovers(port)) and time.monotonic() < deadline:
                 time.sleep(1)
             if left:
                 problems.append("still running after the stack stopped:\n" + "\n".join(f"    {p}" for p in left))
+            else:
+                print(f"  ok  stopped in {time.monotonic() - stopping:.0f} s, nothing left running", flush=True)
     took = time.monotonic() - started
     if problems:
         print(f"\nREADME tour FAILED after {took:.0f} s:", file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         if stack is not None and log_path.exists():
-            lines = log_path.read_text(errors="replace").splitlines()
-            print(f"\n--- the last {min(len(lines), 300)} lines of {log_path} ---", file=sys.stderr)
-            print("\n".join(lines[-300:]), file=sys.stderr)
+            print_log(log_path)
         return 1
     print(f"README tour passed in {took:.0f} s", flush=True)
     return 0
