@@ -443,6 +443,12 @@ def printed_tokens(log: str) -> tuple[str, str]:
     return admin.group(1), reviewer.group(1) if reviewer else ""
 
 
+def server_errors(log: str) -> list[str]:
+    """The 5xx answers Django logged (`ERROR django.request: Internal Server Error: /path`): a page's script or a
+    worker's request can meet one that no step reads."""
+    return [line for line in log.splitlines() if re.search(r"\bERROR django\.request: ", line)]
+
+
 def stack_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in STACK_ENV_DROP and not k.startswith(STACK_ENV_DROP_PREFIX)}
 
@@ -495,21 +501,41 @@ def ancestors() -> set[int]:
     return pids
 
 
-def leftovers(port: int) -> list[str]:
-    """Processes whose command line holds this checkout's path (the server, the workers, the embedded database
-    under var/), other than this script and those that started it; and anything listening on the port."""
+def processes_holding(text: str) -> list[str]:
+    """Processes whose command line holds `text`, other than this script and those that started it."""
     mine, found = ancestors(), []
-    root = str(ROOT)
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) in mine:
             continue
         with contextlib.suppress(OSError):
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            if root in cmdline:
+            if text in cmdline:
                 found.append(f"pid {proc.name}: {cmdline[:300]}")
+    return found
+
+
+def listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        return True
+    return False
+
+
+def leftovers(port: int) -> list[str]:
+    """Processes whose command line holds this checkout's path (the server, the workers, the embedded database
+    under var/), and anything listening on the port."""
+    found = processes_holding(str(ROOT))
+    if listening(port):
         found.append(f"something still listens on 127.0.0.1:{port}")
     return found
+
+
+def refuse_busy(port: int) -> None:
+    """The tour must meet the stack it starts: nothing may serve the port yet, nor run on the var/ it clears."""
+    if listening(port):
+        raise StepFailed(f"something already listens on 127.0.0.1:{port}: stop it (a `make run`?) first")
+    running = [line for line in processes_holding(f"{VAR}/") if f"{VAR}/test" not in line]
+    if running:
+        raise StepFailed("processes run on var/, which the stage clears: stop them first\n" + "\n".join(running))
 
 
 def print_log(path: Path, head: int = 80, tail: int = 300) -> None:
@@ -519,6 +545,31 @@ def print_log(path: Path, head: int = 80, tail: int = 300) -> None:
     if len(lines) > head + tail:
         lines = [*lines[:head], f"... ({len(lines) - head - tail} lines left out) ...", *lines[-tail:]]
     print("\n".join(lines), file=sys.stderr)
+
+
+def begin(args: argparse.Namespace, port: int, log_path: Path | None, stacks: list) -> Tour:
+    """Start the stack (unless --no-start; its process goes into `stacks` at once, to be stopped whatever happens
+    next), wait for health, and read the tokens it printed: the tour's session."""
+    if not args.no_start:
+        refuse_busy(port)
+        clean_var()
+        print(f"README tour: `{args.command}` with no LakeUI environment, output in {log_path}", flush=True)
+        stacks.append(start(shlex.split(args.command), log_path))
+    WORK.mkdir(parents=True, exist_ok=True)
+    tour = Tour(args.base_url)
+    try:
+        health(tour, timeout=START_TIMEOUT, stack=stacks[0] if stacks else None)
+        if args.token:
+            tour.token, tour.reviewer_token = args.token, args.reviewer_token or ""
+        else:
+            printed = log_path.read_text(errors="replace") if log_path and log_path.exists() else ""
+            tour.token, tour.reviewer_token = printed_tokens(printed)
+        if not tour.reviewer_token:
+            raise StepFailed("no reviewer token: `make run` printed none (`as reviewer: -H 'Authorization: ...'`)")
+    except BaseException:
+        tour.http.close()
+        raise
+    return tour
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -533,29 +584,25 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     port = urlparse(args.base_url).port or 80
-    log_path = WORK / "make-run.log"
-    stack = None
+    log_path = WORK / "make-run.log" if not args.no_start else args.log
+    stacks: list[subprocess.Popen] = []
     tour = None
     problems: list[str] = []
     try:
-        if not args.no_start:
-            clean_var()
-            print(f"README tour: `{args.command}` with no LakeUI environment, output in {log_path}", flush=True)
-            stack = start(shlex.split(args.command), log_path)
-        else:
-            log_path = args.log
-        WORK.mkdir(parents=True, exist_ok=True)
-        tour = Tour(args.base_url)
         try:
-            health(tour, timeout=START_TIMEOUT, stack=stack)
+            tour = begin(args, port, log_path, stacks)
         except StepFailed as exc:
             raise StepFailed(f"step 'start and health' failed: {exc}") from exc
         print(f"  ok  healthy after {time.monotonic() - started:.0f} s", flush=True)
-        printed = log_path.read_text(errors="replace") if log_path and log_path.exists() else ""
-        tour.token, tour.reviewer_token = (args.token, args.reviewer_token) if args.token else printed_tokens(printed)
-        if not tour.reviewer_token:
-            raise StepFailed("no reviewer token: `make run` printed none (`as reviewer: -H 'Authorization: ...'`)")
+        logged_before = log_path.stat().st_size if log_path and log_path.exists() else 0
         run_steps(tour)
+        if log_path and log_path.exists():
+            with open(log_path, "rb") as log:
+                log.seek(logged_before)
+                errors = server_errors(log.read().decode(errors="replace"))
+            if errors:
+                raise StepFailed("the server logged answers of 500 or more during the tour, which no step saw:\n"
+                                 + first_lines("\n".join(errors), 20))  # fmt: skip
     except StepFailed as exc:
         problems.append(str(exc))
     except KeyboardInterrupt:
@@ -563,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tour is not None:
             tour.http.close()
-        if stack is not None:
+        for stack in stacks:
             stopping = time.monotonic()
             problems += stop(stack)
             deadline = time.monotonic() + LEFTOVER_WAIT
@@ -578,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nREADME tour FAILED after {took:.0f} s:", file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
-        if stack is not None and log_path.exists():
+        if stacks and log_path.exists():
             print_log(log_path)
         return 1
     print(f"README tour passed in {took:.0f} s", flush=True)
