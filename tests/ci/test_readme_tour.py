@@ -5,7 +5,9 @@ The tour itself runs in CI against `make run` (`.ci/run`); here its request laye
 server that answers what each test tells it to."""
 
 import importlib.util
+import io
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -14,7 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
+from django.http import HttpResponse, HttpResponseServerError
+from django.test import RequestFactory
+from django.utils.log import log_response
 from rest_framework.authtoken.models import Token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +167,33 @@ def test_what_the_stack_leaves_running_is_found():
     found = tour_script.leftovers(port)
     assert not any(line.startswith(f"pid {left.pid}: ") for line in found)
     assert f"something still listens on 127.0.0.1:{port}" not in found
+
+
+def test_a_5xx_the_server_logs_is_found_in_its_output_and_a_4xx_is_not():
+    """Django's request logger, with the stack's log format (settings.LOGGING): what `make run` prints."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"]))
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    try:
+        factory = RequestFactory()
+        log_response("Not Found: %s", factory.get("/api/v1/catalogs/nope").path,
+                     response=HttpResponse(status=404), request=factory.get("/api/v1/catalogs/nope"))  # fmt: skip
+        log_response("%s: %s", "Internal Server Error", "/catalogs/demo/storage",
+                     response=HttpResponseServerError(), request=factory.get("/catalogs/demo/storage"))  # fmt: skip
+    finally:
+        logger.removeHandler(handler)
+    errors = tour_script.server_errors(stream.getvalue())
+    assert len(errors) == 1 and errors[0].endswith("Internal Server Error: /catalogs/demo/storage"), errors
+
+
+def test_the_stage_refuses_to_start_over_a_busy_port():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    try:
+        with pytest.raises(tour_script.StepFailed, match="already listens"):
+            tour_script.refuse_busy(listener.getsockname()[1])
+    finally:
+        listener.close()
