@@ -36,7 +36,7 @@ the ratios of every configuration to the first.
 
 Per run and phase it prints the throughput, p50/p95/p99/max, the server's and the generator's CPU per request, how
 busy the machine was and its load average, and how the requests spread over the gunicorn workers. Uses DATABASE_URL
-when set (e.g. postgres://.../lakeui_bench, as in production), else a throwaway SQLite file.
+when set (e.g. postgres://.../lakeui_bench, as in production), else an embedded PostgreSQL server in a throwaway folder.
 """
 
 import argparse
@@ -630,7 +630,7 @@ def main() -> None:
     if not set(args.phases) <= set(PHASES) or (not args.spread and any("writer" in p for p in args.phases)):
         parser.error(f"--phases: of {', '.join(PHASES)} (a writer needs --spread)")
     specs = (args.server or ["default"]) + ([BEFORE] if args.compare else [])
-    vendor = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite"
+    vendor = "PostgreSQL" if os.environ.get("DATABASE_URL") else "the embedded PostgreSQL"
     print(
         f"{args.clients} clients, {args.seconds:.0f} s per run and phase (after {args.warmup:.0f} s warm-up), "
         f"{args.repeat} runs per configuration, {vendor}, {os.cpu_count()} cores shared with the load generator; "

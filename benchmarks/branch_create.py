@@ -2,9 +2,9 @@
 
     python benchmarks/branch_create.py [--tables 10000] [--commits 100000] [--repeat 200]
 
-Uses DATABASE_URL when set (e.g. the PostgreSQL of the machine), else a throwaway SQLite file. The large
-catalog is bulk-inserted with the row shapes the services write (one root line for main, feature branches
-forked from it, one object version per commit); the branches measured are created through the service, from
+Uses DATABASE_URL when set (e.g. the PostgreSQL of the machine), else an embedded PostgreSQL server in a throwaway
+folder. The large catalog is bulk-inserted with the row shapes the services write (one root line for main, feature
+branches forked from it, one object version per commit); the branches measured are created through the service, from
 a branch head, from a commit and from a timestamp. Prints the medians and the ratio large / small (target < 2).
 """
 
@@ -140,7 +140,7 @@ def main() -> None:
     args = parser.parse_args()
     from django.db import connection
 
-    print(f"database: {connection.vendor}; repeat {args.repeat} branch creations per figure")
+    print(f"database: PostgreSQL {connection.pg_version}; repeat {args.repeat} branch creations per figure")
     started = time.perf_counter()
     small = small_catalog(10)
     large = large_catalog(args.tables, args.commits)

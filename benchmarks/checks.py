@@ -10,7 +10,7 @@ unrelated head move (another table of `main` changes: no check's tables changed,
 move that changes `shop.orders` (all three run again); medians of `--repeat`.
 
 Data jobs run in this process as real jobs (`job_execute`), as `make run`'s demo does: no worker needed. Uses
-DATABASE_URL when set, else a throwaway SQLite file.
+DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder.
 """
 
 import argparse

@@ -4,9 +4,9 @@ the same upsert through the API with an uploaded file, and the bytes each sent t
     python benchmarks/client_roundtrip.py [--rows 10000000] [--upsert 100000] [--repeat 3]
 
 Starts the product as `make run` does (the API under gunicorn, a jobs worker and an interactive worker) on
-DATABASE_URL (else a throwaway SQLite file) and REDIS_URL (else the filesystem broker), on queues of its own, and
-a SparkSession of the user's own in this process (`local[2]`). Loads a table of `--rows` rows with `write_table`,
-then prints, medians of `--repeat`:
+DATABASE_URL (else an embedded PostgreSQL server in a throwaway folder) and REDIS_URL (else the filesystem broker), on
+queues of its own, and a SparkSession of the user's own in this process (`local[2]`). Loads a table of `--rows` rows
+with `write_table`, then prints, medians of `--repeat`:
 
 - `read_table(...).count()` of the whole table (the scan plan from the API, the files read by the user's Spark);
 - `write_table(df, strategy="upsert")` of `--upsert` rows (half of them new keys), from the call to the job's end;

@@ -3,9 +3,9 @@
     python benchmarks/crash_recovery.py [--kills 20] [--rows 200000] [--stale-after 10] [--brokers embedded,redis]
                                         [--seed 1]
 
-For each broker it runs in a process of its own: `embedded` is `make run`'s defaults (a throwaway SQLite file,
-kombu's filesystem broker, a warehouse folder); `redis` is DATABASE_URL (default the machine's PostgreSQL,
-database `lakeui_bench`, created if missing) with REDIS_URL (default db 9), on a queue of its own. One real
+For each broker it runs in a process of its own: `embedded` is `make run`'s defaults (an embedded PostgreSQL server in a
+throwaway folder, kombu's filesystem broker, a warehouse folder); `redis` is DATABASE_URL (default the machine's
+PostgreSQL, database `lakeui_bench`, created if missing) with REDIS_URL (default db 9), on a queue of its own. One real
 Celery worker (concurrency 1, its own process group: pool and Spark JVM) runs `append_only` loads of a Parquet
 file of R rows into one table. Two loads, not killed, start Spark and measure how long a load runs on a warm
 worker (each new worker is warm once it has run the job it recovered). Then N times: submit a load, wait until a

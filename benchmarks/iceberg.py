@@ -3,13 +3,13 @@ under 20 ms; the metadata written for a commit that changed one segment costs wh
 
     python benchmarks/iceberg.py [--segments 1000] [--repeat 20]
 
-Uses DATABASE_URL when set, else a throwaway SQLite file; the warehouse is a temporary folder. The table's history
-is bulk-inserted with the row shapes the services write (one commit per segment, each segment a real small Parquet
-file written by pyarrow with column ids as field ids), then read through the real view (`/iceberg/{cat}/main/v1/
-namespaces/db/tables/t`, bearer token, role check) in this process. Prints: the first loadTable (every manifest
-written), a loadTable after one more one-segment commit (the new commit's manifest, manifest list and metadata.json
-written, the rest reused), a repeat in a process that has it kept and one that reads it from the warehouse, and the
-bytes written for the one-segment commit against the table's whole Iceberg folder.
+Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder; the warehouse is a temporary
+folder. The table's history is bulk-inserted with the row shapes the services write (one commit per segment, each
+segment a real small Parquet file written by pyarrow with column ids as field ids), then read through the real view
+(`/iceberg/{cat}/main/v1/namespaces/db/tables/t`, bearer token, role check) in this process. Prints: the first
+loadTable (every manifest written), a loadTable after one more one-segment commit (the new commit's manifest, manifest
+list and metadata.json written, the rest reused), a repeat in a process that has it kept and one that reads it from the
+warehouse, and the bytes written for the one-segment commit against the table's whole Iceberg folder.
 """
 
 import argparse

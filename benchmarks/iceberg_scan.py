@@ -3,11 +3,11 @@ Iceberg REST catalog, against the client's own readers (`read_arrow`, and PySpar
 
     python benchmarks/iceberg_scan.py [--rows 10000000] [--segments 20] [--repeat 3]
 
-Uses DATABASE_URL when set, else a throwaway SQLite file; the warehouse is a temporary folder. Table `db.t` (id
-long, v string, amount double) gets `--segments` commits of one segment each (real Parquet files written by pyarrow
-with column ids as field ids, recorded as the services record them), then this process serves LakeUI on a loopback
-port (the real WSGI application: token, roles, the Iceberg REST views and the scan-plan API) and reads the table at
-`main` four ways, each checked to return every row once (count and sum of ids):
+Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder; the warehouse is a temporary
+folder. Table `db.t` (id long, v string, amount double) gets `--segments` commits of one segment each (real Parquet
+files written by pyarrow with column ids as field ids, recorded as the services record them), then this process serves
+LakeUI on a loopback port (the real WSGI application: token, roles, the Iceberg REST views and the scan-plan API) and
+reads the table at `main` four ways, each checked to return every row once (count and sum of ids):
 - pyiceberg: `RestCatalog(uri=.../iceberg/{cat}/main).load_table("db.t").scan().to_arrow()` (loadTable, then
   pyiceberg plans from the manifests and reads the segments with pyarrow);
 - DuckDB over pyiceberg's Arrow: the same scan, then `SELECT count(*), sum(amount)` in DuckDB;

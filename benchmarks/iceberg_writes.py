@@ -3,10 +3,10 @@
 
     python benchmarks/iceberg_writes.py [--repeat 5] [--rows 1000]
 
-Uses DATABASE_URL when set, else a throwaway SQLite file; the warehouse is a temporary folder. The server is the
-real Django application behind a WSGI server in this process (a thread), reached over HTTP by pyiceberg's
-RestCatalog with a bearer token. Each measured commit is `Transaction.add_files` of 1 or 100 new Parquet files
-(written beforehand by pyarrow with field ids into the table's write location on the branch): both catalogs read
+Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder; the warehouse is a temporary
+folder. The server is the real Django application behind a WSGI server in this process (a thread), reached over HTTP by
+pyiceberg's RestCatalog with a bearer token. Each measured commit is `Transaction.add_files` of 1 or 100 new Parquet
+files (written beforehand by pyarrow with field ids into the table's write location on the branch): both catalogs read
 the same footers on the client and write a manifest and a manifest list; LakeUI then checks every file (location,
 Parquet footer, field ids and types, NOT NULL), reads the snapshot's manifests and records the insert, where the
 SqlCatalog writes a metadata.json. Prints the median and the best of `--repeat` commits per size.

@@ -3,8 +3,9 @@
     python benchmarks/interactive.py [--rows 4000000] [--repeat 20]
 
 Starts the product as `make run` does (the API under gunicorn, a jobs worker and an interactive worker, each its
-own process group) on DATABASE_URL (else a throwaway SQLite file) and REDIS_URL (else the filesystem broker), on
-queues of its own. Seeds a table, warms both workers, then measures through the Python client (httpx):
+own process group) on DATABASE_URL (else an embedded PostgreSQL server in a throwaway folder) and REDIS_URL (else the
+filesystem broker), on queues of its own. Seeds a table, warms both workers, then measures through the Python client
+(httpx):
 
 - a 10-row `append_only` load and a one-row `update`, each from POST to `succeeded` as a user sees it, median of
   `--repeat` on the warm jobs worker (target: well under a second);

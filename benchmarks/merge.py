@@ -23,7 +23,8 @@ pairs of branches forked from main's head change one table each and are diffed
 and merged; it prints the median diff and merge times in both and the ratio deep / fresh (target under 2: the
 cost follows the change, not the history).
 
-Uses DATABASE_URL when set, else a throwaway SQLite file; the warehouse is LAKEUI_WAREHOUSE's folder.
+Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder; the warehouse is
+LAKEUI_WAREHOUSE's folder.
 """
 
 import argparse
@@ -139,10 +140,9 @@ def analyze() -> None:
     """The database as a catalog that grew over time leaves it: vacuumed, with statistics (what autovacuum keeps),
     and the set-up's writes checkpointed. Measured right after a bulk set-up, the pairs met autovacuum and the
     checkpointer at work on it, at random: a pair's merge / diff ranged over 0.5 of the ratio."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
-            cursor.execute("CHECKPOINT")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+        cursor.execute("CHECKPOINT")
 
 
 def deepen(catalog, commits: int, batch: int = 5000) -> None:

@@ -14,7 +14,7 @@ append 100 rows of their own, and each has an approved merge request into `main`
   compare-and-swap (the next entry was prepared on exactly that commit, so nothing is planned or checked twice).
 
 Jobs run in this process (`job_execute`), as benchmarks/checks.py runs them: no worker needed. Uses DATABASE_URL
-when set, else a throwaway SQLite file.
+when set, else an embedded PostgreSQL server in a throwaway folder.
 """
 
 import argparse

@@ -13,7 +13,8 @@
    when its section is opened, so they are not part of it), first view and repeat.
 
 Data jobs run in this process as real jobs (`job_execute`, Spark local), as `make run`'s demo does: no worker
-needed. Uses DATABASE_URL when set, else a throwaway SQLite file. Prints one line per figure.
+needed. Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder. Prints one line per
+figure.
 """
 
 import argparse

@@ -1,5 +1,7 @@
-"""Django set-up for benchmark scripts: the configured database, or a throwaway SQLite file."""
+"""Django set-up for benchmark scripts: the configured database, or an embedded PostgreSQL server in a throwaway
+folder, stopped when the script ends."""
 
+import atexit
 import os
 import sys
 import tempfile
@@ -12,6 +14,10 @@ def django_setup() -> None:
     sys.path.insert(0, str(ROOT))
     if not os.environ.get("DATABASE_URL"):
         os.environ.setdefault("LAKEUI_VAR_DIR", tempfile.mkdtemp(prefix="lakeui-bench-"))
+        os.environ.setdefault("LAKEUI_PGDATA", str(Path(os.environ["LAKEUI_VAR_DIR"]) / "postgres"))
+        from lakeui import embedded_postgres
+
+        atexit.register(embedded_postgres.stop, Path(os.environ["LAKEUI_PGDATA"]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lakeui.settings.local")
     import django
     from django.core.management import call_command

@@ -14,8 +14,8 @@ rows, and, for each of deltalake (delta-rs), pyiceberg and duckdb that is instal
 requirements-bench.txt`), the same upsert on the same rows in the same F files, with the ratio of its warm time
 to LakeUI's.
 
-Uses DATABASE_URL when set, else a throwaway SQLite file; the warehouse is LAKEUI_WAREHOUSE or a temporary
-folder.
+Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder; the warehouse is LAKEUI_WAREHOUSE
+or a temporary folder.
 """
 
 import argparse

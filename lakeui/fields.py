@@ -27,11 +27,9 @@ def json_dumps(value, encoder: type[json.JSONEncoder] | None = None) -> str:
 
 
 class JSONField(models.JSONField):
-    """A JSONField whose values go to PostgreSQL through `json_dumps` (to other databases as Django sends them)."""
+    """A JSONField whose values go to PostgreSQL through `json_dumps`."""
 
     def get_db_prep_value(self, value, connection, prepared=False):
-        if connection.vendor != "postgresql":
-            return super().get_db_prep_value(value, connection, prepared)
         if not prepared:
             value = self.get_prep_value(value)
         return Jsonb(value, dumps=self._dumps)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("api/v1/", include("lakeui.api.urls")),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^api/.*$", NotFoundApi.as_view()),
-    path("iceberg/", include("catalog_app.urls_iceberg")),  # the Iceberg REST catalog (read-only)
+    path("iceberg/", include("catalog_app.urls_iceberg")),  # the Iceberg REST catalog
     path("", include("frontend.urls")),
 ]
+handler500 = "lakeui.api.views.server_error"

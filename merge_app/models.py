@@ -17,7 +17,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # how a zstd frame begins
 
 class LogField(models.Field):
     """A JSON document written once and read whole, never queried inside (a merge's audit log and the report it
-    decided on), kept as zstd-compressed bytes (`bytea`; a BLOB on SQLite). A merge of 10,000 tables logs some 13 MB
+    decided on), kept as zstd-compressed bytes (`bytea`). A merge of 10,000 tables logs some 13 MB
     of JSON inside its commit's transaction: as a `json` column, the server checked and compressed it in 0.15-0.2 s;
     compressed here first (10 ms), it stores 3 MB it does not look into. Rows written before hold the plain JSON
     text; they read the same (`log_loads`)."""

@@ -1,6 +1,8 @@
 import json
 import os
+import shutil
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from rest_framework.test import APIClient
 
 import tests.support.jobkinds  # noqa: F401  (registers the test job kinds in this process too)
 from catalog_app.engine import session as spark_session_module
+from lakeui import embedded_postgres
 from lakeui.jobs.models import Job
 from tests.support.worker import Worker
 
@@ -142,6 +145,17 @@ def spark(tmp_path_factory):
     config = spark_session_module.SparkConfig(warehouse=str(warehouse), extra=dict(settings.LAKEUI_SPARK_CONF))
     yield spark_session_module.get_or_create(config)
     spark_session_module.stop()
+
+
+@pytest.fixture
+def embedded_pgdata():
+    """A data folder for an embedded PostgreSQL server of the test's own (lakeui/embedded_postgres.py), stopped and
+    removed after it: under the var folder, since pytest's temporary folders are root's only, and run as root the
+    server runs as a user of its own."""
+    folder = Path(settings.VAR_DIR) / "embedded" / uuid.uuid4().hex[:8]
+    yield folder
+    embedded_postgres.stop(folder)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def wait_for_job(job_id, timeout: float = 120) -> Job:

@@ -75,8 +75,7 @@ def namespace_table_get(chain: Chain, *, database: ObjectVersion, name: str) -> 
 
 def table_head(chain: Chain, *, table_id: uuid.UUID) -> tuple[int, str]:
     """The sequence number and id of the table's newest commit on the chain (a version of it or a file change): with
-    the table, the key of its Iceberg metadata. Two index probes (not one UNION: SQLite, the embedded default, has
-    no LIMIT inside a compound statement)."""
+    the table, the key of its Iceberg metadata: two index probes, each reading one row of an index from its end."""
     versions = ObjectVersion.objects.filter(chain.q(), object_id=table_id).order_by("-seq")
     files = FileEntry.objects.filter(chain.q(), table_id=table_id).order_by("-seq")
     newest = [query.values_list("seq", "commit_id").first() for query in (versions, files)]

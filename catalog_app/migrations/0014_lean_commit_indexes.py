@@ -37,8 +37,6 @@ def unlean(apps, schema_editor):
     for model, old, new in RENAMED:
         _rename(apps, schema_editor, model, new, old)
     for name, table, column, like in DROPPED:
-        if like and schema_editor.connection.vendor != "postgresql":
-            continue
         schema_editor.execute(
             f'CREATE INDEX "{name}" ON "{table}" ("{column}"{" varchar_pattern_ops" if like else ""})'
         )

@@ -1,6 +1,6 @@
-"""`field__any=values`: membership in a long list of values. On PostgreSQL the list is one array parameter
-(`= ANY(%s::type[])`): `__in` with thousands of values sends thousands of placeholders, which psycopg splits and
-PostgreSQL parses anew each time (a tenth of a 10,000-table diff). Elsewhere it is `__in`.
+"""`field__any=values`: membership in a long list of values, as one array parameter (`= ANY(%s::type[])`): `__in`
+with thousands of values sends thousands of placeholders, which psycopg splits and PostgreSQL parses anew each time
+(a tenth of a 10,000-table diff).
 
 Ids and numbers go as the array's text (`{"v1","v2"}`), one string the server parses: as a list, psycopg's
 client-side binding quotes the array element by element in Python, which cost a merge of 10,000 tables, whose reads
@@ -24,7 +24,7 @@ class AnyOf(Lookup):
 
     def as_sql(self, compiler, connection):
         values = list(self.rhs)
-        if connection.vendor != "postgresql" or not values:
+        if not values:
             return In(self.lhs, values).as_sql(compiler, connection)
         lhs, lhs_params = self.process_lhs(compiler, connection)
         field = self.lhs.output_field

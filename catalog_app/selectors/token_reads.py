@@ -61,7 +61,7 @@ def catalog_state(
     (SHOWN_CATALOG_COLUMNS) and its creator; for branches and tags: the catalog's, and their creators; for a branch
     or a tag: its row and its creator. The same expression as token_read's, so the view and the cached-read path
     name an answer alike.
-    None where there is no such name (a database other than PostgreSQL): the answer is made each time.
+    None where there is no such name (a kind this does not name): the answer is made each time.
 
     Read before the answer is made: if the rows change in between, the answer is kept under a state that never
     comes back, so it is never served (never stale)."""
@@ -77,10 +77,10 @@ def catalog_state(
 
 
 def _fetch(name: str, sql: str, params: list) -> tuple | None:
-    """The query's one row. On PostgreSQL (LAKEUI_READ_PREPARED) as a statement prepared once per connection: every
-    API read runs it, and planning it took several times as long as running it."""
+    """The query's one row, as a statement prepared once per connection (LAKEUI_READ_PREPARED): every API read runs
+    it, and planning it took several times as long as running it."""
     with connection.cursor() as cursor:
-        if not settings.LAKEUI_READ_PREPARED or connection.vendor != "postgresql":
+        if not settings.LAKEUI_READ_PREPARED:
             cursor.execute(sql, params)
             return cursor.fetchone()
         raw = connection.connection  # a new connection (a restart, CONN_MAX_AGE) prepares it again
@@ -100,9 +100,8 @@ _state_sql: dict[str, str] = {}
 
 
 def _states() -> dict[str, str]:
-    """Each kind's state as an SQL expression over the reader `u` and the catalog `c` (NULL if none is named);
-    none but on PostgreSQL."""
-    if not _state_sql and connection.vendor == "postgresql":
+    """Each kind's state as an SQL expression over the reader `u` and the catalog `c` (NULL if none is named)."""
+    if not _state_sql:
         catalogs, roles = Catalog._meta.db_table, CatalogRole._meta.db_table
         shown = _shown_catalog if settings.LAKEUI_READ_CARRY else _versions  # off: as before
         visible = (

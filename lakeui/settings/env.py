@@ -11,26 +11,20 @@ database URL parser) with LakeUI's three rules, which every variable of docs/con
 - a list's items are stripped and empty ones dropped (`a, b,` is `["a", "b"]`).
 
 A bad value is an `ImproperlyConfigured` naming the variable. The functions take the environment as a mapping so
-that tests can check every choice (PostgreSQL or SQLite, Redis or the filesystem broker) without reloading the
-settings module.
+that tests can check every choice (a PostgreSQL URL or the embedded server, Redis or the filesystem broker) without
+reloading the settings module.
 """
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-SQLITE_OPTIONS = {
-    # Django 5.1+: BEGIN IMMEDIATE makes each atomic block take the write lock up front, so concurrent writers
-    # (web and worker processes) queue instead of failing with "database is locked" half-way.
-    "transaction_mode": "IMMEDIATE",
-    "timeout": 30,
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-}
-SUPPORTED_DATABASE_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+# One SQL dialect: the app's raw SQL (arrays, COPY, prepared statements, row versions) is PostgreSQL's.
+POSTGRES_ENGINE = "django.db.backends.postgresql"
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -78,25 +72,29 @@ def spark_conf(env: Mapping[str, str], name: str) -> dict[str, str]:
 
 
 def database_config(env: Mapping[str, str], var_dir: Path) -> dict:
-    """PostgreSQL (or an explicit SQLite file) from DATABASE_URL, else a SQLite file under var/."""
+    """PostgreSQL from DATABASE_URL, else the embedded PostgreSQL server under var/ (`embedded_pgdata`), whose
+    socket `lakeui.embedded_postgres.start` adds once the server runs. Any other database refuses to start."""
     url = Env(env).str("DATABASE_URL", "")
-    if not url:
-        return {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(var_dir / "lakeui.sqlite3"),
-            "OPTIONS": SQLITE_OPTIONS,
-        }
-    config = Env.db_url_config(url)
-    if config.get("ENGINE") not in SUPPORTED_DATABASE_ENGINES:
-        raise ImproperlyConfigured(f"DATABASE_URL must be postgres:// or sqlite://, not {urlparse(url).scheme}://")
-    if config["ENGINE"] == "django.db.backends.sqlite3":
-        config["OPTIONS"] = dict(SQLITE_OPTIONS)
-        config["CONN_MAX_AGE"] = 0
-    else:
-        # Connections are kept for a minute and checked before reuse (a restarted PostgreSQL costs no request).
-        config.setdefault("CONN_MAX_AGE", 60)
-        config.setdefault("CONN_HEALTH_CHECKS", True)
+    config = Env.db_url_config(url) if url else {"ENGINE": POSTGRES_ENGINE}
+    if config.get("ENGINE") != POSTGRES_ENGINE:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must be a postgres:// URL, not {urlparse(url).scheme}://: LakeUI keeps its metadata in "
+            "PostgreSQL only (unset DATABASE_URL to use the embedded PostgreSQL server under var/)"
+        )
+    if config.get("HOST", "").lower().startswith("%2f"):  # a socket folder, percent-encoded as libpq's URLs write it
+        config["HOST"] = unquote(config["HOST"])
+    # Connections are kept for a minute and checked before reuse (a restarted PostgreSQL costs no request).
+    config.setdefault("CONN_MAX_AGE", 60)
+    config.setdefault("CONN_HEALTH_CHECKS", True)
     return config
+
+
+def embedded_pgdata(env: Mapping[str, str], var_dir: Path) -> Path | None:
+    """The embedded server's data folder when no DATABASE_URL is set (LAKEUI_PGDATA, default `var/postgres`)."""
+    reader = Env(env)
+    if reader.str("DATABASE_URL", ""):
+        return None
+    return Path(reader.str("LAKEUI_PGDATA", str(var_dir / "postgres")))
 
 
 def celery_broker_config(env: Mapping[str, str], var_dir: Path, *, visibility_timeout: int) -> dict:

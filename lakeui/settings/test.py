@@ -1,4 +1,5 @@
-"""Test settings: the real PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set, else the embedded defaults.
+"""Test settings: the real PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set, else the embedded defaults (the
+embedded PostgreSQL server and the filesystem broker).
 
 The worker that the suite starts is a subprocess with these same settings; the values it must share with the
 test process (queue name, var folder) are put in the environment so that it inherits them.
@@ -11,6 +12,9 @@ from pathlib import Path
 _root = Path(__file__).resolve().parent.parent.parent
 os.environ.setdefault("LAKEUI_VAR_DIR", str(_root / "var" / "test"))
 os.environ.setdefault("LAKEUI_WAREHOUSE", str(Path(os.environ["LAKEUI_VAR_DIR"]) / "warehouse"))
+# With no DATABASE_URL, one embedded PostgreSQL server for the whole run (var/test/postgres), fixed before the
+# folders are split per process below: each process's test database lies on it (pytest-django names them apart).
+os.environ.setdefault("LAKEUI_PGDATA", str(Path(os.environ["LAKEUI_VAR_DIR"]) / "postgres"))
 # Under pytest-xdist (`make test` runs two test processes) each process has its own test database (pytest-django
 # names it per process) and so its own var folder and warehouse: the ids in two databases are the same numbers.
 # Their queues are their own too: the two processes inherit one environment from pytest's main process, and a
@@ -35,13 +39,8 @@ os.environ.setdefault("LAKEUI_WEBHOOK_RETRY_DELAYS", "0.2,0.4")
 os.environ.setdefault("LAKEUI_WEBHOOK_TIMEOUT", "2")
 
 from lakeui.settings.base import *  # noqa: E402, F403
-from lakeui.settings.base import DATABASES, VAR_DIR  # noqa: E402
 
 SECRET_KEY = "django-insecure-test-key"
 DEBUG = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file, not pytest-django's in-memory default: the worker process must open the same database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}

@@ -7,10 +7,10 @@ from lakeui.fields import JSONField
 
 class JsonTextField(JSONField):
     """What `merge_app.models.LogField` was when this migration was made (0012 replaced it): JSON kept as
-    PostgreSQL's `json` (the text, checked as it is written) rather than `jsonb`; elsewhere a JSONField."""
+    PostgreSQL's `json` (the text, checked as it is written) rather than `jsonb`."""
 
     def db_type(self, connection) -> str:
-        return "json" if connection.vendor == "postgresql" else super().db_type(connection)
+        return "json"
 
     def from_db_value(self, value, expression, connection):
         if value is None or not isinstance(value, str):  # psycopg decodes `json` itself

@@ -18,15 +18,7 @@ END $$;
 """
 
 
-def compression(sql: str):
-    def run(apps, schema_editor) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("merge_app", "0009_merge_logs_as_json")]
 
-    operations = [migrations.RunPython(compression(LZ4), compression(PGLZ))]
+    operations = [migrations.RunSQL(LZ4, PGLZ)]

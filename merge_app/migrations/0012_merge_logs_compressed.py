@@ -1,7 +1,7 @@
-"""Merge audit logs (`report`, `log`) kept as zstd-compressed JSON (`merge_app.models.LogField`). On PostgreSQL the
-`json` columns become `bytea`, each row holding its JSON text as it was (the field reads both), which the server
-does not try to compress again (STORAGE EXTERNAL: what the field writes is compressed already); SQLite's are
-remade as BLOBs, their rows keeping their text. Going back, every row is made plain JSON text again."""
+"""Merge audit logs (`report`, `log`) kept as zstd-compressed JSON (`merge_app.models.LogField`). The `json` columns
+become `bytea`, each row holding its JSON text as it was (the field reads both), which the server does not try to
+compress again (STORAGE EXTERNAL: what the field writes is compressed already). Going back, every row is made plain
+JSON text again."""
 
 from django.db import migrations
 
@@ -24,30 +24,21 @@ END $$
 
 
 class CompressLog(migrations.AlterField):
-    """AlterField to `LogField`: on PostgreSQL by casting the JSON to its bytes (Django has no cast of `json` to
-    `bytea`); elsewhere as AlterField does it."""
+    """AlterField to `LogField` by casting the JSON to its bytes (Django has no cast of `json` to `bytea`)."""
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(TO_BYTES.format(column=self.name))
-        else:
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
+        schema_editor.execute(TO_BYTES.format(column=self.name))
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state) -> None:
-        postgresql = schema_editor.connection.vendor == "postgresql"
         with schema_editor.connection.cursor() as cursor:  # the rows written compressed: plain JSON text again
             cursor.execute(f"SELECT id, {self.name} FROM merge_app_merge")
             for row_id, stored in cursor.fetchall():
                 text = merge_app.models.log_text(stored)
-                if postgresql != isinstance(text, bytes):
-                    text = text.encode() if postgresql else text.decode()
+                text = text if isinstance(text, bytes) else text.encode()
                 cursor.execute(f"UPDATE merge_app_merge SET {self.name} = %s WHERE id = %s", [text, row_id])
-        if postgresql:
-            schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the updates' checks run now, not at the ALTER
-            schema_editor.execute(TO_JSON.format(column=self.name))
-            schema_editor.execute(LZ4.format(column=self.name))
-        else:
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the updates' checks run now, not at the ALTER
+        schema_editor.execute(TO_JSON.format(column=self.name))
+        schema_editor.execute(LZ4.format(column=self.name))
 
 
 class Migration(migrations.Migration):

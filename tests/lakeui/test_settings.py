@@ -9,7 +9,14 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from lakeui.settings.env import Env, celery_broker_config, database_config, spark_conf, warehouse_location
+from lakeui.settings.env import (
+    Env,
+    celery_broker_config,
+    database_config,
+    embedded_pgdata,
+    spark_conf,
+    warehouse_location,
+)
 
 VAR = Path("/srv/lakeui/var")
 
@@ -20,11 +27,12 @@ def test_database_url_selects_postgresql():
     assert (config["NAME"], config["USER"], config["HOST"], config["PORT"]) == ("lakeui", "lake", "db.example", 5433)
 
 
-def test_no_database_url_selects_sqlite_under_var():
+def test_no_database_url_selects_the_embedded_postgresql_server_under_var():
     config = database_config({}, VAR)
-    assert config["ENGINE"] == "django.db.backends.sqlite3"
-    assert config["NAME"] == str(VAR / "lakeui.sqlite3")
-    assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert embedded_pgdata({}, VAR) == VAR / "postgres"
+    assert embedded_pgdata({"LAKEUI_PGDATA": "/data/pg"}, VAR) == Path("/data/pg")
+    assert embedded_pgdata({"DATABASE_URL": "postgres://u@h/db"}, VAR) is None
 
 
 def test_a_postgresql_connection_is_kept_a_minute_and_checked_before_reuse():
@@ -33,18 +41,18 @@ def test_a_postgresql_connection_is_kept_a_minute_and_checked_before_reuse():
     assert (config["CONN_MAX_AGE"], config["CONN_HEALTH_CHECKS"]) == (60, True)
 
 
-def test_an_explicit_sqlite_file_is_opened_per_request_with_the_lock_options():
-    config = database_config({"DATABASE_URL": "sqlite:////srv/lake.sqlite3"}, VAR)
-    assert (config["ENGINE"], config["NAME"], config["CONN_MAX_AGE"]) == (
-        "django.db.backends.sqlite3",
-        "/srv/lake.sqlite3",
-        0,
-    )
-    assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+def test_a_socket_folder_as_host_is_read_back_from_its_percent_encoded_form():
+    config = database_config({"DATABASE_URL": "postgres://postgres@%2Fsrv%2Flake%20ui%2Fpg:5432/lakeui"}, VAR)
+    assert (config["HOST"], config["PORT"]) == ("/srv/lake ui/pg", 5432)
+
+
+def test_a_sqlite_url_is_refused_with_a_message_that_says_what_to_do():
+    with pytest.raises(ImproperlyConfigured, match=r"PostgreSQL only .*unset DATABASE_URL"):
+        database_config({"DATABASE_URL": "sqlite:////srv/lake.sqlite3"}, VAR)
 
 
 def test_an_empty_database_url_is_the_embedded_default():
-    assert database_config({"DATABASE_URL": ""}, VAR)["NAME"] == str(VAR / "lakeui.sqlite3")
+    assert embedded_pgdata({"DATABASE_URL": ""}, VAR) == VAR / "postgres"
 
 
 def test_unsupported_database_is_refused():
@@ -155,12 +163,15 @@ def test_spark_settings_are_spark_key_value_pairs():
 
 
 def _settings_in_a_subprocess(tmp_path, module: str, names: list[str], **env: str) -> dict:
-    """The values `names` take in `module` under exactly `env` (plus PATH), read in a new process."""
+    """The values `names` take in `module` under exactly `env` (plus PATH), read in a new process. A DATABASE_URL
+    that is never connected to, unless `env` sets one (the empty one is none: the settings start the embedded
+    server)."""
     code = f"import json, {module} as s; print(json.dumps({{n: getattr(s, n) for n in {names!r}}}, default=str))"
+    unused = "postgres://settings-only@localhost/unused"
     run = subprocess.run(
         [sys.executable, "-c", code],
         cwd=settings.BASE_DIR,
-        env={"PATH": os.environ["PATH"], "LAKEUI_VAR_DIR": str(tmp_path), **env},
+        env={"PATH": os.environ["PATH"], "LAKEUI_VAR_DIR": str(tmp_path), "DATABASE_URL": unused, **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -176,10 +187,15 @@ NAMES = ["DEBUG", "ALLOWED_HOSTS", "LAKEUI_MAX_ROWS", "DATA_UPLOAD_MAX_MEMORY_SI
          "CELERY_WORKER_CONCURRENCY", "LAKEUI_WAREHOUSE"]  # fmt: skip
 
 
-def test_the_defaults_with_nothing_set(tmp_path):
-    values = _settings_in_a_subprocess(tmp_path, "lakeui.settings.local", NAMES)
+def test_the_defaults_with_nothing_set(tmp_path, embedded_pgdata):
+    values = _settings_in_a_subprocess(
+        tmp_path, "lakeui.settings.local", [*NAMES, "DATABASES"], DATABASE_URL="", LAKEUI_PGDATA=str(embedded_pgdata)
+    )
+    database = values.pop("DATABASES")["default"]  # the embedded server, started by the settings
+    assert (database["ENGINE"], database["NAME"]) == ("django.db.backends.postgresql", "lakeui")
+    assert database["HOST"] == str(embedded_pgdata)  # its socket's folder
     assert values == {
-        "DEBUG": True, "ALLOWED_HOSTS": ["127.0.0.1", "localhost", "[::1]"], "LAKEUI_MAX_ROWS": 100_000,
+        "DEBUG": False, "ALLOWED_HOSTS": ["127.0.0.1", "localhost", "[::1]"], "LAKEUI_MAX_ROWS": 100_000,
         "DATA_UPLOAD_MAX_MEMORY_SIZE": 16 * 1024 * 1024, "LAKEUI_JOB_STALE_AFTER": 20, "LAKEUI_JOB_RECOVER_EVERY": 5.0,
         "LAKEUI_INTERACTIVE_TIME_LIMIT": 120, "CELERY_TASK_DEFAULT_QUEUE": "lakeui",
         "LAKEUI_INTERACTIVE_QUEUE": "lakeui-interactive", "LAKEUI_WEBHOOK_QUEUE": "lakeui",
@@ -211,13 +227,14 @@ def test_every_value_follows_its_variable_and_derived_defaults_follow_theirs(tmp
 
 
 def test_running_settings_follow_this_machines_environment():
-    expected_vendor = "postgresql" if os.environ.get("DATABASE_URL") else "sqlite"
-    assert connection.vendor == expected_vendor
+    assert connection.vendor == "postgresql"  # the one dialect, embedded or not
+    assert (settings.EMBEDDED_PGDATA is None) == bool(os.environ.get("DATABASE_URL"))
     expected_broker = os.environ.get("REDIS_URL") or "filesystem://"
     assert expected_broker == settings.CELERY_BROKER_URL
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        # CI must exercise the production parts, not the embedded defaults.
-        assert connection.vendor == "postgresql"
+        # The suite in CI runs on the machine's PostgreSQL and Redis (.ci/run); the README stage after it runs the
+        # embedded defaults.
+        assert settings.EMBEDDED_PGDATA is None
         assert settings.CELERY_BROKER_URL.startswith("redis://")
 
 

@@ -16,12 +16,11 @@ READY_TIMEOUT = 120
 
 
 def database_url(db: dict) -> str:
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
+    """The URL of `db` (a socket folder as HOST percent-encoded, as django-environ reads it back)."""
     credentials = quote(db.get("USER") or "")
     if db.get("PASSWORD"):
         credentials += ":" + quote(db["PASSWORD"])
-    host = f"{credentials}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}"
+    host = f"{credentials}@{quote(db.get('HOST') or 'localhost', safe='')}:{db.get('PORT') or 5432}"
     return f"postgres://{host}/{db['NAME']}"
 
 

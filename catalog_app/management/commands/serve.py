@@ -1,6 +1,7 @@
 """Run the web server and the Celery workers together (one for jobs, one for the interactive reads a person waits
 for). A process that exits on its own (a worker killed, out of memory, crashed) is started again after a back-off,
-with the reason logged, while the others keep serving; Ctrl-C or SIGTERM stops them all. The web server is gunicorn
+with the reason logged, while the others keep serving; Ctrl-C or SIGTERM stops them all, and then the embedded
+PostgreSQL server when the settings use it (no DATABASE_URL: lakeui/embedded_postgres.py). The web server is gunicorn
 as the Docker image runs it (lakeui/gunicorn_conf.py: gthread workers sized from the cores, each on its own
 listening socket)."""
 
@@ -15,6 +16,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import connections
+
+from lakeui import embedded_postgres
 
 GUNICORN = ["--config", "python:lakeui.gunicorn_conf"]
 # A process that exits is started again after 1 s, then 2, 4, ... up to this; one that ran this long counts as
@@ -143,3 +147,7 @@ class Command(BaseCommand):
             deadline = time.monotonic() + STOP_TIMEOUT
             for process in processes:
                 process.wait(deadline)
+            if settings.EMBEDDED_PGDATA is not None:
+                connections.close_all()
+                embedded_postgres.stop(settings.EMBEDDED_PGDATA)
+                self.stdout.write("Stopped the embedded PostgreSQL server.")
