@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -501,16 +501,17 @@ def ancestors() -> set[int]:
     return pids
 
 
-def processes_holding(text: str) -> list[str]:
-    """Processes whose command line holds `text`, other than this script and those that started it."""
-    mine, found = ancestors(), []
+def processes_holding(text: str) -> dict[int, str]:
+    """Processes whose command line holds `text` (pid: command line), other than this script and those that
+    started it."""
+    mine, found = ancestors(), {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) in mine:
             continue
         with contextlib.suppress(OSError):
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
             if text in cmdline:
-                found.append(f"pid {proc.name}: {cmdline[:300]}")
+                found[int(proc.name)] = cmdline[:300]
     return found
 
 
@@ -520,22 +521,24 @@ def listening(port: int) -> bool:
     return False
 
 
-def leftovers(port: int) -> list[str]:
+def leftovers(port: int, before: Collection[int] = ()) -> list[str]:
     """Processes whose command line holds this checkout's path (the server, the workers, the embedded database
-    under var/), and anything listening on the port."""
-    found = processes_holding(str(ROOT))
+    under var/) that were not there `before` the stack started, and anything listening on the port."""
+    found = [f"pid {pid}: {line}" for pid, line in processes_holding(str(ROOT)).items() if pid not in before]
     if listening(port):
         found.append(f"something still listens on 127.0.0.1:{port}")
     return found
 
 
 def refuse_busy(port: int) -> None:
-    """The tour must meet the stack it starts: nothing may serve the port yet, nor run on the var/ it clears."""
+    """The tour must meet the stack it starts: nothing may serve the port yet, nor an embedded database run on
+    the var/ it clears (a `make run` of your own)."""
     if listening(port):
         raise StepFailed(f"something already listens on 127.0.0.1:{port}: stop it (a `make run`?) first")
-    running = [line for line in processes_holding(f"{VAR}/") if f"{VAR}/test" not in line]
+    running = processes_holding(str(VAR / "postgres"))
     if running:
-        raise StepFailed("processes run on var/, which the stage clears: stop them first\n" + "\n".join(running))
+        lines = "\n".join(f"    pid {pid}: {line}" for pid, line in running.items())
+        raise StepFailed(f"a database runs on {VAR / 'postgres'}, which the stage clears: stop it first\n{lines}")
 
 
 def print_log(path: Path, head: int = 80, tail: int = 300) -> None:
@@ -586,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     port = urlparse(args.base_url).port or 80
     log_path = WORK / "make-run.log" if not args.no_start else args.log
     stacks: list[subprocess.Popen] = []
+    before = set(processes_holding(str(ROOT)))  # what ran before the stack: a shell or an editor in the checkout
     tour = None
     problems: list[str] = []
     try:
@@ -614,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
             stopping = time.monotonic()
             problems += stop(stack)
             deadline = time.monotonic() + LEFTOVER_WAIT
-            while (left := leftovers(port)) and time.monotonic() < deadline:
+            while (left := leftovers(port, before)) and time.monotonic() < deadline:
                 time.sleep(1)
             if left:
                 problems.append("still running after the stack stopped:\n" + "\n".join(f"    {p}" for p in left))

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -150,8 +151,18 @@ def test_the_tokens_make_run_prints_are_read(capsys):
     assert reviewer == Token.objects.get(user__username="reviewer").key
 
 
+def _sleeper(path: Path) -> subprocess.Popen:
+    """A process whose command line names `path`, once the kernel shows that command line."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(path)])
+    deadline = time.monotonic() + 10
+    while str(path) not in Path(f"/proc/{process.pid}/cmdline").read_bytes().decode(errors="replace"):
+        assert time.monotonic() < deadline, "the sleeper never showed its command line"
+        time.sleep(0.05)
+    return process
+
+
 def test_what_the_stack_leaves_running_is_found():
-    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(ROOT / "var" / "pg")])
+    left = _sleeper(ROOT / "var" / "pg")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -167,6 +178,17 @@ def test_what_the_stack_leaves_running_is_found():
     found = tour_script.leftovers(port)
     assert not any(line.startswith(f"pid {left.pid}: ") for line in found)
     assert f"something still listens on 127.0.0.1:{port}" not in found
+
+
+def test_what_ran_before_the_stack_is_not_counted_as_left_by_it():
+    running = _sleeper(ROOT / "notes.txt")
+    try:
+        before = set(tour_script.processes_holding(str(ROOT)))
+        assert running.pid in before
+        assert not any(line.startswith(f"pid {running.pid}: ") for line in tour_script.leftovers(1, before))
+    finally:
+        running.kill()
+        running.wait()
 
 
 def test_a_5xx_the_server_logs_is_found_in_its_output_and_a_4xx_is_not():
