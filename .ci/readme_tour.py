@@ -179,7 +179,8 @@ def step_branch_and_tag(tour: Tour) -> None:
     expect(main.get("name") == "main" and main.get("head"), f"branch main: {main}")
     tag = tour.api("GET", f"catalogs/{CATALOG}/tags/v1")
     expect(tag.get("name") == "v1" and tag.get("commit"), f"tag v1: {tag}")
-    tour.api("GET", f"catalogs/{CATALOG}/branches/nope", ok=(404,))
+    missing = tour.api("GET", f"catalogs/{CATALOG}/branches/nope", ok=(404,))
+    expect(missing.get("code") == "branch_not_found", f"a missing branch answered {missing}")
     tour.facts["main_head"] = main["head"]
 
 
@@ -192,6 +193,8 @@ def step_rows(tour: Tour) -> None:
 def step_branch(tour: Tour) -> None:
     """1. Branch: `fix-amounts` from main."""
     made = tour.api("POST", f"catalogs/{CATALOG}/branches", json={"name": "fix-amounts", "from": "main"})
+    bad = tour.api("POST", f"catalogs/{CATALOG}/branches", json={"name": "fix amounts!", "from": "main"}, ok=(400,))
+    expect(bad.get("code") and bad.get("message"), f"a bad branch name answered {bad}, not the API's error JSON")
     expect(made.get("head") == tour.facts.get("main_head", made.get("head")), f"fix-amounts: {made}")
 
 
