@@ -48,8 +48,12 @@ STOP_GRACE = 60.0  # after Ctrl-C's SIGINT, before SIGTERM (`manage.py serve` gi
 TERM_GRACE = 20.0
 LEFTOVER_WAIT = 20.0
 BODY_LINES = 12
-# What `make run` must not inherit: it is started as a newcomer starts it, with nothing set.
-STACK_ENV_DROP = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+# What `make run` must not inherit: it is started as a newcomer starts it, with nothing set (every variable of
+# docs/configuration.md: LAKEUI_* and these; the machine's SPARK_LOCAL_IP and XDG_CONFIG_HOME stay).
+STACK_ENV_DROP = (
+    "DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS", "LOG_LEVEL", "SPARK_MASTER", "SPARK_DRIVER_MEMORY", "WEB_CONCURRENCY",
+)  # fmt: skip
 STACK_ENV_DROP_PREFIX = "LAKEUI_"
 CHROMIUM = os.environ.get("LAKEUI_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # What the UI's error pages (and Django's debug page) carry: a tour page showing one failed.

@@ -8,6 +8,8 @@ import importlib.util
 import io
 import json
 import logging
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -219,3 +221,16 @@ def test_the_stage_refuses_to_start_over_a_busy_port():
             tour_script.refuse_busy(listener.getsockname()[1])
     finally:
         listener.close()
+
+
+def test_make_run_inherits_no_variable_of_docs_configuration(monkeypatch):
+    """The stage starts `make run` with none of LakeUI's configuration set, whatever CI exports (DATABASE_URL and
+    REDIS_URL for the suite): every variable docs/configuration.md lists, but the machine's own two."""
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", doc, flags=re.M)) - {"SPARK_LOCAL_IP", "XDG_CONFIG_HOME"}
+    assert {"DATABASE_URL", "REDIS_URL", "DEBUG", "LAKEUI_PGDATA"} <= documented
+    for name in documented:
+        monkeypatch.setenv(name, "set by CI")
+    inherited = tour_script.stack_env()
+    assert not documented & inherited.keys()
+    assert inherited["PATH"] == os.environ["PATH"]
