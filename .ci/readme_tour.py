@@ -150,11 +150,31 @@ def expect(condition: bool, message: str) -> None:
         raise StepFailed(message)
 
 
-def cli(tour: Tour, *args: str, token: str | None = None) -> str:
-    """`.venv/bin/lakeui ARGS` as the README runs it: the saved login in the tour's own config folder, so a
-    developer's own login is left alone; `token` is `LAKEUI_TOKEN=...` before the command."""
+def login_environment(tour: Tour) -> dict[str, str]:
+    """This process's environment as a user who ran `lakeui login` has it: the saved login in the tour's own config
+    folder (so a developer's own login is left alone), no LAKEUI_URL or LAKEUI_TOKEN to win over it."""
     env = {k: v for k, v in os.environ.items() if k not in ("LAKEUI_URL", "LAKEUI_TOKEN")}
     env["XDG_CONFIG_HOME"] = str(tour.work / "config")
+    return env
+
+
+@contextlib.contextmanager
+def logged_in(tour: Tour):
+    """This process in `login_environment` for a while (the Python client reads it when it is made)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(login_environment(tour))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def cli(tour: Tour, *args: str, token: str | None = None) -> str:
+    """`.venv/bin/lakeui ARGS` as the README runs it, after `lakeui login`; `token` is `LAKEUI_TOKEN=...` before
+    the command."""
+    env = login_environment(tour)
     if token:
         env["LAKEUI_TOKEN"] = token
     command = [str(ROOT / ".venv" / "bin" / "lakeui"), *args]
@@ -265,10 +285,8 @@ def step_python_client(tour: Tour) -> None:
     from lakeui_client import Client
     from lakeui_client.errors import LakeUIError
 
-    # TODO(issue 52, `Client()` reads the saved `lakeui login`): once it does, this is `Client()` alone, reading
-    # the login step_cli saved (XDG_CONFIG_HOME is the tour's config folder), as docs/clients.md shows.
     try:
-        with Client(tour.base, tour.token) as lake:
+        with logged_in(tour), Client() as lake:  # the login step_cli saved, as docs/clients.md shows
             head = lake.branch(CATALOG, "main")["head"]
             expect(bool(head), "Client().branch(demo, main) has no head")
             names = {branch["name"] for branch in lake.branches(CATALOG)}
