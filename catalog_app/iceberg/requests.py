@@ -332,7 +332,7 @@ UPDATES: dict[str, type[Spec]] = {
 
 def _action(value: Any) -> str:
     action = value.get("action") if isinstance(value, dict) else getattr(value, "action", None)
-    return action if action in UPDATES else "other"
+    return action if isinstance(action, str) and action in UPDATES else "other"
 
 
 Update = Annotated[
