@@ -26,7 +26,7 @@ from pyiceberg.typedef import Record
 from catalog_app.models import Branch
 from catalog_app.models import DataFile as LakeFile
 from tests.catalog_app.test_iceberg_rest import api_rows, client, iceberg, token  # noqa: F401
-from tests.catalog_app.test_iceberg_writes import KEYLESS, SCHEMA, append_files, external_catalog, rows
+from tests.catalog_app.test_iceberg_writes import KEYLESS, SCHEMA, external_catalog, rows
 
 ERROR_TYPES = {400: "BadRequestException", 403: "ForbiddenException", 404: "NoSuchTableException",
                409: "CommitFailedException"}  # fmt: skip
@@ -230,11 +230,11 @@ def test_files_that_cannot_be_read_are_a_400_naming_them(lake):
         refused(lake, ORDERS, body, says=says)
 
 
-def engine_append(table, location: str, size: int = 1) -> None:
+def engine_append(table, location: str, size: int = 1, record_count: int = 1) -> None:
     """An append naming `location` as a data file, unread (pyiceberg writes its manifests, LakeUI checks the rest)."""
     data_file = DataFile.from_args(
         _table_format_version=2, content=DataFileContent.DATA, file_path=location, file_format=FileFormat.PARQUET,
-        partition=Record(), record_count=1, file_size_in_bytes=size,
+        partition=Record(), record_count=record_count, file_size_in_bytes=size,
     )  # fmt: skip
     data_file.spec_id = 0
     with table.transaction() as transaction, transaction.update_snapshot().fast_append() as append:
@@ -312,7 +312,8 @@ def test_links_to_another_catalogs_files_are_refused_by_commit_and_register(live
     before = state()
     for name, says in planted.items():
         with pytest.raises(BadRequestError, match=says):
-            append_files(lake.main.load_table("shop.orders"), lake.data / name)
+            # the file's true row count and size: only how it is reached is wrong
+            engine_append(lake.main.load_table("shop.orders"), str(lake.data / name), secret_file.stat().st_size, 2)
     unchanged_but_the_engines_metadata(before, lake)
 
     # planted under external/: a registered table's data file replaced by a symlink, then by a hard link, and its
