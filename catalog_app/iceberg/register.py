@@ -29,6 +29,7 @@ from catalog_app.iceberg.writes import (
     _data_files,
     _operation,
     _relative,
+    files_written_under,
     ids_in_order,
     refused_as,
     table_put_new,
@@ -113,7 +114,7 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
             "registered once (branch or tag the table that holds them instead).",
         )  # fmt: skip
     tag = f"register-{uuid.uuid4().hex}"
-    with written_or_removed(warehouse, catalog_id=target.catalog.id, tag=tag), transaction.atomic():
+    with written_or_removed(warehouse, tag=tag), transaction.atomic():
         draft = target.begin()
         db = draft.get(ObjectKind.DATABASE, database)
         table = table_put_new(draft, database=db, name=name, spec=spec, object_id=uuid.uuid4())
@@ -174,6 +175,7 @@ def _files_register(
     if not lost:
         return
     base = f"{table.catalog_id}/{table.object_id}"
+    files_written_under(base)
     deltas = [iceberg_writes.positions_write(warehouse, delta_folder(base, tag), s, sorted(p)) for s, p in lost.items()]
     delta_files = _data_files(draft, table, deltas, None, kind=DataFile.Kind.DELTA)
     touched = [s for s in segments if str(s.id) in lost]

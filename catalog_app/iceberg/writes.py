@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,6 @@ import pyarrow as pa
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from pyarrow import fs as pafs
 
 from catalog_app import table_schema
 from catalog_app.engine import iceberg_writes
@@ -40,7 +40,7 @@ from catalog_app.engine.iceberg import table_uri
 from catalog_app.engine.iceberg_writes import FileRefused
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits
-from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder, path_remove
+from catalog_app.engine.warehouse import Warehouse, data_folder, delta_folder, path_remove
 from catalog_app.engine.writes import write_segments_here
 from catalog_app.iceberg.requests import NOT_IDENTIFIER_TYPES
 from catalog_app.iceberg.selectors import namespace_get, namespace_table_find, namespace_table_get
@@ -93,31 +93,37 @@ def refused_as(code: str, unreadable: str | None = None) -> Iterator[None]:
         raise ApplicationError(code, f"{unreadable} cannot be read: {str(exc)[:300]}") from None
 
 
+_WRITTEN: ContextVar[set[str] | None] = ContextVar("iceberg_written", default=None)
+
+
+def files_written_under(base: str) -> None:
+    """The running commit writes files of its own (delta files, segments) under the table folder `base`."""
+    written = _WRITTEN.get()
+    if written is not None:
+        written.add(base)
+
+
 @contextmanager
-def written_or_removed(warehouse: Warehouse, *, catalog_id, tag: str) -> Iterator[None]:
-    """The files a commit writes itself (delta files of positions, segments of rewritten rows: every folder named by
-    its `tag`, under any table of the catalog) are removed when the commit fails, so a refused commit leaves no file
-    behind. A unique constraint the commit breaks means another commit took the same file or name meanwhile (two
-    registers of one table, two transactions naming one file): Iceberg's 409 CommitFailedException, for the
-    engine to reload and retry, never a 500."""
+def written_or_removed(warehouse: Warehouse, *, tag: str) -> Iterator[None]:
+    """The files a commit writes itself (delta files of positions, segments of rewritten rows: the folders named by
+    its `tag` under each table folder it noted with `files_written_under`) are removed when the commit fails, so a
+    refused commit leaves no file behind. A unique constraint the commit breaks means another commit took the same
+    file or name meanwhile (two registers of one table, two transactions naming one file): Iceberg's 409
+    CommitFailedException, for the engine to reload and retry, never a 500."""
+    written: set[str] = set()
+    token = _WRITTEN.set(written)
     try:
         yield
     except BaseException as exc:
-        _tag_folders_remove(warehouse, catalog_id=catalog_id, tag=tag)
+        for base in written:
+            for folder in (data_folder(base, tag), delta_folder(base, tag)):
+                path_remove(warehouse.uri(folder))
         if isinstance(exc, IntegrityError):
             constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) or "a unique key"
             raise ConflictError("commit_failed", MESSAGE_RACED.format(constraint=constraint)) from exc
         raise
-
-
-def _tag_folders_remove(warehouse: Warehouse, *, catalog_id, tag: str) -> None:
-    filesystem, root = arrow_filesystem(warehouse.uri(str(catalog_id)))
-    tables = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-    for table in tables:
-        if table.type == pafs.FileType.Directory:
-            base = f"{catalog_id}/{table.base_name}"
-            for folder in (data_folder(base, tag), delta_folder(base, tag)):
-                path_remove(warehouse.uri(folder))
+    finally:
+        _WRITTEN.reset(token)
 
 
 def iceberg_branch(resolved: ResolvedRef) -> Branch:
@@ -400,7 +406,7 @@ def iceberg_tables_commit(
         raise ApplicationError("invalid_input", "A commit names at least one table.")
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     tag = uuid.uuid4().hex
-    with written_or_removed(warehouse, catalog_id=catalog.id, tag=f"iceberg-{tag}"), transaction.atomic():
+    with written_or_removed(warehouse, tag=f"iceberg-{tag}"), transaction.atomic():
         draft = commit_begin(catalog=catalog, branch=branch)
         tables = []
         for request in requests:
@@ -724,6 +730,7 @@ def _record(
     draft, table, files: TableFiles, columns: list[Column], removed, written, engine_deleted, *, warehouse, tag
 ) -> None:
     base = f"{table.catalog_id}/{table.object_id}"
+    files_written_under(base)
     schema_version_id = table.state.get("schema_version_id")  # a table this commit creates: given at the commit
     reads = {s.id: r for s, r in zip(files.segments, files.reads(), strict=True)}
     removed_ids = {s.id for s in removed}

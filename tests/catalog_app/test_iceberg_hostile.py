@@ -425,15 +425,16 @@ def mutated(draw, template):
 def drawn_bodies_refused(lake, endpoint: str, template: dict) -> None:
     """Drawn mutations of the endpoint's template, and drawn JSON of any shape, each refused with nothing changed."""
 
-    @hypothesis_settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @hypothesis_settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(drawn=mutated(template))
     def a_wrong_type_is_a_400_naming_it(drawn):
         path, body = drawn
         error = refused(lake, endpoint, body)
         field = error["message"].removeprefix("Invalid request body: ").split(":")[0]
-        assert not path or field == "body" or named(path).startswith(field), (path, error)  # the body: any 400
+        nul = "NUL character" in error["message"]  # refused as text before the body is parsed, anywhere in it
+        assert not path or nul or field == "body" or named(path).startswith(field), (path, error)
 
-    @hypothesis_settings(max_examples=10, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @hypothesis_settings(max_examples=6, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(body=JSON)
     def any_json_is_refused(body):
         refused(lake, endpoint, body)
