@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.common import request_catalog
+from catalog_app.iceberg import requests
 from catalog_app.iceberg.register import iceberg_table_register
 from catalog_app.iceberg.selectors import (
     iceberg_ref,
@@ -130,10 +131,12 @@ class IcebergApi(APIView):
         branch = iceberg_branch(self.resolved(request, catalog, ref))
         return WriteTarget(catalog=request_catalog(request, catalog), branch=branch.name, author=request.user)
 
-    def body(self, request) -> dict:
+    def body(self, request, model: type[requests.M]) -> tuple[requests.M, dict]:
+        """The request body as the REST spec's `model` (a 400 naming the field that does not fit, before anything is
+        read or written) and as the JSON object it was sent as, which the services read, its shape now known."""
         if not isinstance(request.data, dict):
             raise ApplicationError("invalid_input", "The request body must be a JSON object.")
-        return request.data
+        return requests.parsed(model, request.data), request.data
 
 
 def _namespace(namespace: str) -> str:
@@ -170,15 +173,14 @@ class IcebergNamespaceListApi(IcebergApi):
         return Response({"namespaces": [[db.name] for db in namespace_list(chain)], "next-page-token": None})
 
     def post(self, request, catalog, ref):
-        body = self.body(request)
-        levels = body.get("namespace")
-        if not isinstance(levels, list) or len(levels) != 1 or not isinstance(levels[0], str):
+        body, _ = self.body(request, requests.CreateNamespaceRequest)
+        if len(body.namespace) != 1:
             raise ApplicationError("invalid_input", 'A namespace is one level here: a database name, as ["name"].')
-        properties = dict(body.get("properties") or {})
+        properties = dict(body.properties or {})
         comment = properties.pop("comment", "")
-        database = database_create(target=self.target(request, catalog, ref), name=levels[0], properties=properties,
-                                   comment=comment)  # fmt: skip
-        return Response({"namespace": [database.name], "properties": body.get("properties") or {}})
+        database = database_create(target=self.target(request, catalog, ref), name=body.namespace[0],
+                                   properties=properties, comment=comment)  # fmt: skip
+        return Response({"namespace": [database.name], "properties": body.properties or {}})
 
 
 class IcebergNamespaceDetailApi(IcebergApi):
@@ -210,14 +212,14 @@ class IcebergTableListApi(IcebergApi):
         """createTable: a table of the schema's columns (ids as LakeUI numbers them, 1 up), identity partitions,
         identifier fields as the primary key; answered with its metadata and write location on the branch. With
         `stage-create`, only the metadata: a later commit asserting `assert-create` creates the table."""
-        body = self.body(request)
+        parsed, body = self.body(request, requests.CreateTableRequest)
         target = self.target(request, catalog, ref)
-        if body.get("stage-create"):
+        if parsed.stage_create:
             staged = iceberg_table_stage(target=target, database=_namespace(namespace), body=body)
             return HttpResponse(staged, content_type="application/json")
         spec = table_spec(body)
         table = table_create(
-            target=target, database=_namespace(namespace), name=str(body.get("name", "")), columns=spec.columns,
+            target=target, database=_namespace(namespace), name=parsed.name, columns=spec.columns,
             partition_by=spec.partition_by, primary_key=spec.primary_key, properties=spec.properties,
         )  # fmt: skip
         return _loaded_response(target, table)
@@ -248,12 +250,10 @@ class IcebergTableLoadApi(IcebergApi):
 
     def post(self, request, catalog, ref, namespace, table):
         """commitTable: the requirements checked and the updates applied as one LakeUI commit."""
-        body = self.body(request)
+        _, body = self.body(request, requests.CommitTableRequest)
         target = self.target(request, catalog, ref)
-        change = TableCommitRequest(
-            namespace=_namespace(namespace), name=_table_name(namespace, table),
-            requirements=list(body.get("requirements") or []), updates=list(body.get("updates") or []),
-        )  # fmt: skip
+        change = TableCommitRequest(namespace=_namespace(namespace), name=_table_name(namespace, table),
+                                    requirements=body["requirements"], updates=body["updates"])  # fmt: skip
         commit, (version,) = iceberg_tables_commit(
             catalog=target.catalog, branch=target.branch, author=request.user, requests=[change]
         )
@@ -269,15 +269,13 @@ class IcebergTableRegisterApi(IcebergApi):
     def post(self, request, catalog, ref, namespace):
         """registerTable: an Iceberg table lying under a folder tables are registered from, as a LakeUI table of the
         branch whose segments are its data files where they lie (catalog_app/iceberg/register.py)."""
-        body = self.body(request)
-        if body.get("overwrite"):
+        body, _ = self.body(request, requests.RegisterTableRequest)
+        if body.overwrite:
             raise ApplicationError("unsupported", "register with overwrite is not served: drop the table first.",
                                    status=406)  # fmt: skip
         target = self.target(request, catalog, ref)
-        table = iceberg_table_register(
-            target=target, database=_namespace(namespace), name=str(body.get("name", "")),
-            metadata_location=body.get("metadata-location"),
-        )  # fmt: skip
+        table = iceberg_table_register(target=target, database=_namespace(namespace), name=body.name,
+                                       metadata_location=body.metadata_location)  # fmt: skip
         return _loaded_response(target, table)
 
 
@@ -286,17 +284,16 @@ def _loaded_response(target: WriteTarget, table, commit=None) -> HttpResponse:
     return HttpResponse(body, content_type="application/json")
 
 
-def _identifier(value) -> tuple[str, str]:
-    if not isinstance(value, dict) or not isinstance(value.get("namespace"), list) or len(value["namespace"]) != 1:
-        raise ApplicationError("invalid_input", "A table identifier is {namespace: [database], name}.")
-    return _namespace(str(value["namespace"][0])), str(value.get("name", ""))
+def _identifier(value: requests.TableIdentifier) -> tuple[str, str]:
+    if len(value.namespace) != 1:
+        raise ApplicationError("invalid_input", "A table identifier is {namespace: [database], name} here.")
+    return _namespace(value.namespace[0]), value.name
 
 
 class IcebergTableRenameApi(IcebergApi):
     def post(self, request, catalog, ref):
-        body = self.body(request)
-        (source_db, source), (target_db, destination) = _identifier(body.get("source")), _identifier(
-            body.get("destination"))  # fmt: skip
+        body, _ = self.body(request, requests.RenameTableRequest)
+        (source_db, source), (target_db, destination) = _identifier(body.source), _identifier(body.destination)
         if source_db != target_db:
             raise ApplicationError("invalid_input", "A table is renamed within its namespace (database) here.")
         table_update(target=self.target(request, catalog, ref), database=source_db, name=source, new_name=destination)
@@ -307,16 +304,13 @@ class IcebergTransactionCommitApi(IcebergApi):
     """commitTransaction: every table's requirements and updates as one LakeUI commit, all or nothing."""
 
     def post(self, request, catalog, ref):
-        body = self.body(request)
+        parsed, body = self.body(request, requests.CommitTransactionRequest)
         target = self.target(request, catalog, ref)
         changes = []
-        for change in body.get("table-changes") or []:
-            if not isinstance(change, dict):
-                raise ApplicationError("invalid_input", "table-changes holds objects.")
-            namespace, name = _identifier(change.get("identifier"))
-            changes.append(TableCommitRequest(namespace=namespace, name=name,
-                                              requirements=list(change.get("requirements") or []),
-                                              updates=list(change.get("updates") or [])))  # fmt: skip
+        for change, raw in zip(parsed.table_changes, body["table-changes"], strict=True):
+            namespace, name = _identifier(change.identifier)
+            changes.append(TableCommitRequest(namespace=namespace, name=name, requirements=raw["requirements"],
+                                              updates=raw["updates"]))  # fmt: skip
         iceberg_tables_commit(catalog=target.catalog, branch=target.branch, author=request.user, requests=changes)
         return HttpResponse(status=204)
 

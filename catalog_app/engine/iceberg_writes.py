@@ -7,15 +7,19 @@ the branch into LakeUI operations.
 """
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, read_manifest_list
-from pyiceberg.serializers import FromInputFile
+from pyiceberg.table.metadata import TableMetadataUtil
 
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.types import arrow_type
@@ -23,10 +27,61 @@ from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.engine.writes import _field_ids, segment_described
 
 MAX_NAMED = 5  # doubled keys named in a refusal
+MAX_PATH = 1024  # a file's path from the warehouse root, as the catalog keeps it (DataFile.path)
+MAX_METADATA_BYTES = 64 * 1024 * 1024  # a metadata file, manifest list or manifest read on an engine's word
+FORMAT_VERSION = 2  # the Iceberg table format LakeUI reads and serves
 
 
 class FileRefused(Exception):
     """A file the commit names that the table cannot take: the message says which and why (Iceberg's 400)."""
+
+
+def file_checked(warehouse: Warehouse, path: str, what: str, *, max_bytes: int | None = None) -> None:
+    """A file an engine names (`path` from the warehouse root, inside a folder it may name) is opened as what it is:
+    a regular file at exactly that path, reached through no symbolic link, with no second name (a hard link is a
+    file of another folder, another catalog's perhaps, under a name this one allows), and within `max_bytes`. Paths
+    are checked where they are opened, after resolving, not as strings. An object store has no links: there only
+    the path itself is checked. Raises FileRefused."""
+    shown = repr(path[:200]) + ("..." if len(path) > 200 else "")
+    if "\x00" in path or len(path) > MAX_PATH:
+        raise FileRefused(f"{what} {shown}: a path holds no NUL character and at most {MAX_PATH} characters.")
+    root = warehouse.root.removeprefix("file://")
+    if "://" in root:
+        return
+    root = os.path.realpath(root)
+    wanted = os.path.join(root, path)
+    if os.path.normpath(wanted) != wanted:
+        raise FileRefused(f"{what} {shown} is no plain path (it holds '.', '..' or '//').")
+    try:
+        real = os.path.realpath(wanted, strict=True)
+        info = os.lstat(real)
+    except OSError:
+        raise FileRefused(f"{what} {shown} does not exist.") from None
+    if real != wanted:
+        raise FileRefused(
+            f"{what} {shown} is a symbolic link or lies under one; LakeUI opens files only as themselves."
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise FileRefused(f"{what} {shown} is not a regular file.")
+    if info.st_nlink > 1:
+        raise FileRefused(
+            f"{what} {shown} has {info.st_nlink} names (hard links); LakeUI takes only a file of one name, written "
+            "where it is named."
+        )
+    if max_bytes is not None and info.st_size > max_bytes:
+        raise FileRefused(f"{what} {shown} is larger than {max_bytes:,} bytes.")
+
+
+@contextmanager
+def decoded(what: str, location: str) -> Iterator[None]:
+    """Decoding a file of an engine's choosing fails in any way its decoder does (pyiceberg's Avro reader raises
+    SystemError on a negative size): each is the 400 naming the file, never a 500."""
+    try:
+        yield
+    except FileRefused:
+        raise
+    except Exception as exc:
+        raise FileRefused(f"{what} {location[:300]!r} cannot be read: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 @dataclass(frozen=True)
@@ -55,9 +110,15 @@ def manifest_entries_remember(location: str, data_files: Sequence) -> None:
     )
 
 
-def snapshot_files(manifest_list: str, allowed: Sequence[str], immutable: str | None = None) -> SnapshotFiles:
+def snapshot_files(
+    manifest_list: str,
+    allowed: Sequence[str],
+    immutable: str | None = None,
+    checked: Callable[[str, str], None] = lambda location, what: None,
+) -> SnapshotFiles:
     """Every live file the snapshot's manifest list names (entries marked deleted are left out). Its manifests must
-    be under one of the `allowed` locations; those under `immutable` (LakeUI's own) are read once per process."""
+    be under one of the `allowed` locations; those under `immutable` (LakeUI's own) are read once per process, the
+    others each `checked(location, what)` before it is opened (it raises FileRefused)."""
     io = PyArrowFileIO()
     files = SnapshotFiles()
     kinds = {
@@ -65,13 +126,18 @@ def snapshot_files(manifest_list: str, allowed: Sequence[str], immutable: str | 
         DataFileContent.POSITION_DELETES: files.position_deletes,
         DataFileContent.EQUALITY_DELETES: files.equality_deletes,
     }
-    for manifest in read_manifest_list(io.new_input(manifest_list)):
+    with decoded("Manifest list", manifest_list):
+        manifests = list(read_manifest_list(io.new_input(manifest_list)))
+    for manifest in manifests:
         path = manifest.manifest_path
-        if not path.startswith(tuple(allowed)) or "/../" in path:
-            raise FileRefused(f"Manifest {path!r} is not under the table's locations.")
+        if not isinstance(path, str) or not path.startswith(tuple(allowed)) or "/../" in path:
+            raise FileRefused(f"Manifest {str(path)[:300]!r} is not under the table's locations.")
         entries = _ENTRIES.get(path) if immutable and path.startswith(immutable) else None
         if entries is None:
-            live = [entry.data_file for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)]
+            if not (immutable and path.startswith(immutable)):
+                checked(path, "Manifest")
+            with decoded("Manifest", path):
+                live = [entry.data_file for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)]
             if immutable and path.startswith(immutable):
                 manifest_entries_remember(path, live)
                 entries = _ENTRIES[path]
@@ -111,6 +177,7 @@ def data_file_checked(
     whose every column carries the field id of a column of the table with its name and type, holding every NOT
     NULL column without a null, one value per partition column, and as many rows as the commit says. Raises
     FileRefused otherwise."""
+    file_checked(warehouse, path, "Data file")
     size, footer = _footer(warehouse, path)
     schema = footer.schema.to_arrow_schema()
     by_id = {c.id: c for c in columns}
@@ -291,7 +358,9 @@ def rows_take(warehouse: Warehouse, path: str, positions: Sequence[int], columns
 
 def position_deletes_read(warehouse: Warehouse, path: str) -> dict[str, list[int]]:
     """An Iceberg position delete file's positions, by the data file location they delete from."""
-    rows = _read(warehouse, path, ["file_path", "pos"])
+    file_checked(warehouse, path, "Position delete file")
+    with decoded("Position delete file", path):
+        rows = _read(warehouse, path, ["file_path", "pos"])
     by_file: dict[str, list[int]] = {}
     for location, position in zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True):
         by_file.setdefault(location, []).append(position)
@@ -303,6 +372,7 @@ def equality_deletes_match(
 ) -> dict[str, list[int]]:
     """The positions, by segment id, of the live rows whose key an equality delete file names (its columns found by
     field id): a delete by key."""
+    file_checked(warehouse, path, "Equality delete file")
     _, footer = _footer(warehouse, path)
     by_id = {c.id: c for c in columns}
     named = dict(zip(_field_ids(footer), footer.schema.to_arrow_schema().names, strict=True))
@@ -349,27 +419,42 @@ class ForeignTable:
     equality_deletes: list[ForeignFile]
 
 
-def foreign_table_read(metadata_location: str, allowed: Callable[[str], bool]) -> ForeignTable:
-    """Read the table whose metadata file is `metadata_location`: every file its current snapshot names (manifest
-    list, manifests, data and delete files) must be a location `allowed` accepts, checked before it is opened, and
-    every data file Parquet. Raises FileRefused otherwise."""
+def foreign_table_read(metadata_location: str, checked: Callable[[str, str], None]) -> ForeignTable:
+    """Read the table whose metadata file is `metadata_location`: every file it and its current snapshot name
+    (metadata file, manifest list, manifests, data and delete files) is `checked(location, what)` before it is
+    opened (it raises FileRefused), every data file must be Parquet, and each file LakeUI decodes is refused as
+    the 400 naming it when it cannot be. Raises FileRefused otherwise."""
     io = PyArrowFileIO()
-    metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+    checked(metadata_location, "Metadata file")
+    with decoded("Metadata file", metadata_location), io.new_input(metadata_location).open() as stream:
+        document = json.loads(stream.read())
+    if not isinstance(document, dict) or document.get("format-version") != FORMAT_VERSION:
+        found = document.get("format-version") if isinstance(document, dict) else f"a JSON {type(document).__name__}"
+        raise FileRefused(
+            f"Metadata file {metadata_location[:300]!r} is no Iceberg table metadata of format version "
+            f"{FORMAT_VERSION} (it is {str(found)[:60]}); LakeUI registers format version {FORMAT_VERSION} tables."
+        )
+    try:
+        metadata = TableMetadataUtil.parse_obj(document)
+    except (ValidationError, ValueError) as exc:
+        raise FileRefused(f"Metadata file {metadata_location[:300]!r} is no valid Iceberg table metadata: "
+                          f"{str(exc)[:300]}") from None  # fmt: skip
     schema = json.loads(metadata.schema().model_dump_json(by_alias=True))
     spec = json.loads(metadata.spec().model_dump_json(by_alias=True))
     table = ForeignTable(schema, spec, dict(metadata.properties), [], [], [])
     snapshot = metadata.current_snapshot()
     if snapshot is None:
         return table
-    if not allowed(snapshot.manifest_list):
-        raise FileRefused(f"Manifest list {snapshot.manifest_list!r} is not under a folder tables are registered from.")
-    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
-        if not allowed(manifest.manifest_path):
-            raise FileRefused(f"Manifest {manifest.manifest_path!r} is not under a folder tables are registered from.")
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+    checked(snapshot.manifest_list, "Manifest list")
+    with decoded("Manifest list", snapshot.manifest_list):
+        manifests = list(read_manifest_list(io.new_input(snapshot.manifest_list)))
+    for manifest in manifests:
+        checked(manifest.manifest_path, "Manifest")
+        with decoded("Manifest", manifest.manifest_path):
+            entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
+        for entry in entries:
             data_file = entry.data_file
-            if not allowed(data_file.file_path):
-                raise FileRefused(f"File {data_file.file_path!r} is not under a folder tables are registered from.")
+            checked(data_file.file_path, "File")
             if data_file.file_format != FileFormat.PARQUET:
                 raise FileRefused(f"File {data_file.file_path!r} is {data_file.file_format}; LakeUI reads Parquet.")
             found = ForeignFile(data_file.file_path, data_file.record_count, entry.sequence_number or 0,

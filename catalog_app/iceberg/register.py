@@ -29,10 +29,12 @@ from catalog_app.iceberg.writes import (
     _data_files,
     _operation,
     _relative,
+    files_written_under,
     ids_in_order,
     refused_as,
     table_put_new,
     table_spec,
+    written_or_removed,
 )
 from catalog_app.models import DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.names import check_identifier
@@ -92,10 +94,17 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
             "register_not_allowed",
             MESSAGE_NOT_ALLOWED.format(location=str(metadata_location)[:300], roots=", ".join(roots)), status=403,
         )  # fmt: skip
+
+    def opened(location: str, what: str) -> None:
+        """A file of the table, checked where it is opened: under a register root, and itself (no link)."""
+        path = registered_path(warehouse, location, roots)
+        if path is None:
+            raise FileRefused(f"{what} {str(location)[:300]!r} is not under a folder tables are registered from.")
+        limit = None if what == "File" else iceberg_writes.MAX_METADATA_BYTES
+        iceberg_writes.file_checked(warehouse, path, what, max_bytes=limit)
+
     with refused_as("invalid_registration", unreadable="The table's metadata"):
-        foreign = iceberg_writes.foreign_table_read(
-            metadata_location, lambda location: registered_path(warehouse, location, roots) is not None
-        )
+        foreign = iceberg_writes.foreign_table_read(metadata_location, opened)
     spec = _spec(foreign, name)
     paths = {f.location: registered_path(warehouse, f.location, roots) for f in foreign.data}
     taken = set(DataFile.objects.filter(path__in=list(paths.values())).values_list("path", flat=True))
@@ -104,12 +113,13 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
             "file_registered", f"Files of this table are a LakeUI table's already: {sorted(taken)[:3]}; a file is "
             "registered once (branch or tag the table that holds them instead).",
         )  # fmt: skip
-    with transaction.atomic():
+    tag = f"register-{uuid.uuid4().hex}"
+    with written_or_removed(warehouse, tag=tag), transaction.atomic():
         draft = target.begin()
         db = draft.get(ObjectKind.DATABASE, database)
         table = table_put_new(draft, database=db, name=name, spec=spec, object_id=uuid.uuid4())
         with refused_as("invalid_registration"):
-            _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots)
+            _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots, tag=tag)
         target.finish(draft, f"Register Iceberg table {database}.{name} from {metadata_location}")
     return table
 
@@ -121,7 +131,9 @@ def _spec(foreign: ForeignTable, name: str):
                        "properties": properties})  # fmt: skip
 
 
-def _files_register(draft, table: ObjectVersion, foreign: ForeignTable, paths: dict[str, str], *, warehouse, roots):
+def _files_register(
+    draft, table: ObjectVersion, foreign: ForeignTable, paths: dict[str, str], *, warehouse, roots, tag: str
+):
     """The snapshot's data files as segments where they lie (an insert), its deletes as LakeUI delta files (a
     delete)."""
     columns = table_columns(table)
@@ -163,7 +175,7 @@ def _files_register(draft, table: ObjectVersion, foreign: ForeignTable, paths: d
     if not lost:
         return
     base = f"{table.catalog_id}/{table.object_id}"
-    tag = f"register-{uuid.uuid4().hex}"
+    files_written_under(base)
     deltas = [iceberg_writes.positions_write(warehouse, delta_folder(base, tag), s, sorted(p)) for s, p in lost.items()]
     delta_files = _data_files(draft, table, deltas, None, kind=DataFile.Kind.DELTA)
     touched = [s for s in segments if str(s.id) in lost]

@@ -25,13 +25,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from catalog_app import table_schema
 from catalog_app.engine import iceberg_writes
@@ -39,8 +40,9 @@ from catalog_app.engine.iceberg import table_uri
 from catalog_app.engine.iceberg_writes import FileRefused
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits
-from catalog_app.engine.warehouse import Warehouse, delta_folder
+from catalog_app.engine.warehouse import Warehouse, data_folder, delta_folder, path_remove
 from catalog_app.engine.writes import write_segments_here
+from catalog_app.iceberg.requests import NOT_IDENTIFIER_TYPES
 from catalog_app.iceberg.selectors import namespace_get, namespace_table_find, namespace_table_get
 from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
 from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
@@ -71,6 +73,10 @@ MESSAGE_READ_ONLY = "{ref!r} is a {kind}: it is read-only; commit to a branch (/
 MESSAGE_MOVED = (
     "Table {name!r} changed on branch {branch!r} since it was read ({what}); load it again and retry the commit."
 )
+MESSAGE_RACED = (
+    "Another commit took a file or name this one names, at the same time ({constraint}); nothing was committed: "
+    "load the table again and retry."
+)
 
 
 @contextmanager
@@ -85,6 +91,39 @@ def refused_as(code: str, unreadable: str | None = None) -> Iterator[None]:
         if unreadable is None:
             raise
         raise ApplicationError(code, f"{unreadable} cannot be read: {str(exc)[:300]}") from None
+
+
+_WRITTEN: ContextVar[set[str] | None] = ContextVar("iceberg_written", default=None)
+
+
+def files_written_under(base: str) -> None:
+    """The running commit writes files of its own (delta files, segments) under the table folder `base`."""
+    written = _WRITTEN.get()
+    if written is not None:
+        written.add(base)
+
+
+@contextmanager
+def written_or_removed(warehouse: Warehouse, *, tag: str) -> Iterator[None]:
+    """The files a commit writes itself (delta files of positions, segments of rewritten rows: the folders named by
+    its `tag` under each table folder it noted with `files_written_under`) are removed when the commit fails, so a
+    refused commit leaves no file behind. A unique constraint the commit breaks means another commit took the same
+    file or name meanwhile (two registers of one table, two transactions naming one file): Iceberg's 409
+    CommitFailedException, for the engine to reload and retry, never a 500."""
+    written: set[str] = set()
+    token = _WRITTEN.set(written)
+    try:
+        yield
+    except BaseException as exc:
+        for base in written:
+            for folder in (data_folder(base, tag), delta_folder(base, tag)):
+                path_remove(warehouse.uri(folder))
+        if isinstance(exc, IntegrityError):
+            constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) or "a unique key"
+            raise ConflictError("commit_failed", MESSAGE_RACED.format(constraint=constraint)) from exc
+        raise
+    finally:
+        _WRITTEN.reset(token)
 
 
 def iceberg_branch(resolved: ResolvedRef) -> Branch:
@@ -361,12 +400,13 @@ def iceberg_tables_commit(
     *, catalog: Catalog, branch: str, author: AbstractBaseUser | None, requests: list[TableCommitRequest]
 ) -> tuple[Commit, list[ObjectVersion]]:
     """Commit one table (`POST .../tables/{t}`) or several (`POST /v1/transactions/commit`) as one LakeUI commit:
-    all or nothing. Files written for a refused commit stay orphans for garbage collection."""
+    all or nothing. What a refused commit wrote itself is removed (`written_or_removed`); the engine's own files
+    stay orphans for garbage collection."""
     if not requests:
         raise ApplicationError("invalid_input", "A commit names at least one table.")
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     tag = uuid.uuid4().hex
-    with transaction.atomic():
+    with written_or_removed(warehouse, tag=f"iceberg-{tag}"), transaction.atomic():
         draft = commit_begin(catalog=catalog, branch=branch)
         tables = []
         for request in requests:
@@ -540,9 +580,21 @@ def _schema_apply(draft: CommitDraft, table: ObjectVersion, state: dict, schema:
                 "nullable": not field.get("required", False)}  # fmt: skip
         columns, detail = table_schema.column_add(columns, spec, column_id=last, table_has_rows=has_rows)
         details.append(detail)
+    _key_kept(columns, state["primary_key"])
     for detail in details:
         draft.operation(object_id=table.object_id, kind=TABLE, op=Op.ALTER_COLUMN, details=detail)
     return {**state, "columns": columns, "last_column_id": last}
+
+
+def _key_kept(columns: list[dict], key_ids: list[int]) -> None:
+    """The table's key columns are its Iceberg identifier fields: a schema that made one nullable, or of a type no
+    identifier field may be, would leave the table unloadable by every engine (Iceberg checks them on loading)."""
+    for column in columns:
+        if column["id"] in key_ids and (column["nullable"] or column["type"] in NOT_IDENTIFIER_TYPES):
+            raise ApplicationError(
+                "invalid_schema", f"Column {column['name']!r} is the table's key (an identifier field): it stays "
+                "required and of a type an identifier field may be (not float or double); drop the key first.",
+            )  # fmt: skip
 
 
 def _requirements_check(metadata: dict, requirements: list[dict], *, table: ObjectVersion, branch: str) -> None:
@@ -597,9 +649,17 @@ def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, wa
             f"location on this branch ({table_uri(warehouse, folder)}).",
         )
     allowed = [table_uri(warehouse, f"{folder}/"), table_uri(warehouse, f"{base}/iceberg/")]
+
+    def opened(location: str, what: str) -> None:
+        path = _relative(warehouse, location)
+        if path is None or not path.startswith((f"{folder}/", f"{base}/iceberg/")):
+            raise FileRefused(f"{what} {location[:300]!r} is not under the table's locations.")
+        iceberg_writes.file_checked(warehouse, path, what, max_bytes=iceberg_writes.MAX_METADATA_BYTES)
+
     with refused_as("invalid_snapshot", unreadable="The snapshot's manifests"):
+        opened(snapshot["manifest-list"], "Manifest list")
         served = table_uri(warehouse, f"{base}/iceberg/manifests") + "/"  # LakeUI's own: content-addressed
-        named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed, immutable=served)
+        named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed, immutable=served, checked=opened)
     # plain values, not models: a commit to a table of thousands of files reads them all
     files = tables_file_rows(draft.chain, table_ids=[table.object_id]).get(table.object_id, NO_FILES)
     live = {table_uri(warehouse, s.path): s for s in files.segments}
@@ -615,9 +675,11 @@ def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, wa
         if path is None or not path.startswith(f"{folder}/data/"):
             raise ApplicationError(
                 "file_outside_location",
-                f"Data file {location!r} is not under the table's write "
+                f"Data file {location[:300]!r} is not under the table's write "
                 f"location on this branch ({table_uri(warehouse, folder)}/data).",
             )
+        with refused_as("invalid_data_file"):
+            iceberg_writes.file_checked(warehouse, path, "Data file")  # before its path is looked up, too
         added.append((path, records))
     taken = set(DataFile.objects.filter(path__in=[p for p, _ in added]).values_list("path", flat=True))
     if taken:
@@ -668,6 +730,7 @@ def _record(
     draft, table, files: TableFiles, columns: list[Column], removed, written, engine_deleted, *, warehouse, tag
 ) -> None:
     base = f"{table.catalog_id}/{table.object_id}"
+    files_written_under(base)
     schema_version_id = table.state.get("schema_version_id")  # a table this commit creates: given at the commit
     reads = {s.id: r for s, r in zip(files.segments, files.reads(), strict=True)}
     removed_ids = {s.id for s in removed}
