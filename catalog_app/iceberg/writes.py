@@ -712,12 +712,15 @@ def _record(
     key_ids = table.state.get("primary_key") or []
     if key_ids:
         new_paths = [f.path for f in new_segments]
-        doubled = iceberg_writes.keys_doubled(warehouse, new_paths, list(reads.values()), columns, key_ids, lost)
+        stats = {str(s.id): s.stats for s in files.segments}  # only segments whose key range overlaps are read
+        doubled = iceberg_writes.keys_doubled(
+            warehouse, new_paths, list(reads.values()), columns, key_ids, lost, stats=stats
+        )
         if doubled:
             seen = _started_segments(draft, table, *started)
             if seen is not None:  # only the rows the engine started from count as its mistake
                 saw = [r for r in reads.values() if r.id in seen]
-                doubled = iceberg_writes.keys_doubled(warehouse, new_paths, saw, columns, key_ids, lost)
+                doubled = iceberg_writes.keys_doubled(warehouse, new_paths, saw, columns, key_ids, lost, stats=stats)
             if not doubled:
                 moved = MESSAGE_MOVED_KEYS.format(name=table.name, branch=draft.branch.name)
                 raise ConflictError("commit_failed", moved)
