@@ -3,7 +3,7 @@ paths, with and without a writer committing, against the numbers before the chan
 
     python benchmarks/api_reads.py [--clients 50] [--seconds 15] [--warmup 3] [--repeat 3] [--server SPEC ...]
         [--spread] [--databases 4] [--tables 300] [--branches 8] [--tags 6] [--commit-refs 6] [--paths 500]
-        [--phases closed,closed+writer,open,open+writer] [--rate 300] [--writer-rate 2] [--compare]
+        [--phases closed,closed+writer,open,open+writer] [--rate 300] [--writer-rate 2] [--compare] [--cold]
 
 Seeds a catalog, starts the API as `manage.py serve` and the Docker image serve it (gunicorn with
 lakeui/gunicorn_conf.py, DEBUG off) on a free loopback port, waits until every worker answers, reads every path
@@ -18,6 +18,11 @@ connection is opened again when the server closes it):
   that falls behind shows the queue it builds (the generator's own delay in sending is printed as `lag`).
 - `+writer`: the same while another process commits `--writer-rate` times a second on `main` (each commit sets a
   property of one table, chosen at random: a table's metadata at a head that did not change it stays the same).
+- `cold` (`--cold`: `cold` and `cold+writer` over `--spread`, 20 s each): the closed loop against a server just
+  started, on nothing read before it (no priming, no warm-up), measured from its first request: what a catalog whose
+  reads are mostly new to the process answering them sees. Each cold phase starts a server of its own. `--cold` also
+  prints what each kind of read costs uncached, in this process: the median and p90 time of reads of distinct paths
+  with the read caches emptied before each, and their queries.
 
 Without `--spread` the paths are the 9 of the first benchmark (catalogs, a catalog, branches, tags, the commit log,
 databases, tables, a table, its history at `main`). With `--spread` the catalog has `--tables` tables over
@@ -59,6 +64,7 @@ from setup import ROOT, django_setup
 django_setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.cache import caches  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
@@ -80,8 +86,9 @@ SPREAD_MIX = {
     "branches": 5, "tags": 3, "tag": 3, "catalog": 4, "catalogs": 3,
 }  # fmt: skip
 REF_MIX = {"main": 40, "branch": 35, "tag": 15, "commit": 10}  # which refs the reads at a ref name
-PHASES = ("closed", "closed+writer", "open", "open+writer")
-TARGETS = {"closed": 100, "closed+writer": 150, "open": 50}  # p99, ms (issue 40)
+PHASES = ("closed", "closed+writer", "open", "open+writer", "cold", "cold+writer")
+TARGETS = {"closed": 100, "closed+writer": 150, "open": 50, "cold": 100, "cold+writer": 150}  # p99, ms (issues 40, 57)
+UNCACHED_TARGET = 5.0  # ms of server time for one read with nothing kept (issue 57)
 
 
 @dataclass
@@ -418,7 +425,8 @@ class Writer:
 
 async def load(port: int, server_pid: int, token: str, targets, phase: str, args, run: Run) -> None:
     start = time.perf_counter()
-    warm_until, until = start + args.warmup, start + args.warmup + args.seconds
+    warmup = 0.0 if phase.startswith("cold") else args.warmup
+    warm_until, until = start + warmup, start + warmup + args.seconds
 
     async def meter() -> None:
         await asyncio.sleep(max(0.0, warm_until - time.perf_counter()))
@@ -499,14 +507,23 @@ async def prime(port: int, token: str, targets, connections: int, workers: int, 
 
 
 def measure(spec: str, token: str, targets, spread: Spread | None, catalog: str, args) -> list[Run]:
-    """One server of configuration `spec`, primed, each phase run against it in turn."""
+    """One server of configuration `spec`, primed, each phase run against it in turn; each cold phase on a server of
+    its own, not primed."""
+    warm = [phase for phase in args.phases if not phase.startswith("cold")]
+    runs = [run for phase in args.phases if phase.startswith("cold")
+            for run in _served(spec, token, targets, spread, catalog, args, [phase])]  # fmt: skip
+    return runs + (_served(spec, token, targets, spread, catalog, args, warm) if warm else [])
+
+
+def _served(spec: str, token: str, targets, spread: Spread | None, catalog: str, args, phases: list[str]) -> list[Run]:
     runs = []
     port = free_port()
     server = serve(port, spec)
     try:
         wait_until_up(port, server, workers_of(spec), token)
-        asyncio.run(prime(port, token, targets, args.clients, workers_of(spec)))
-        for phase in args.phases:
+        if not phases[0].startswith("cold"):
+            asyncio.run(prime(port, token, targets, args.clients, workers_of(spec)))
+        for phase in phases:
             run = Run(spec, phase)
             writer = Writer(catalog, args.writer_rate, spread) if phase.endswith("+writer") else None
             try:
@@ -537,6 +554,32 @@ def queries_per_read(token: str, targets: list[tuple[str, str]]) -> dict[str, tu
                 runs.append(len(captured.captured_queries))
             counts[name] = (runs[0], runs[1])
     return counts
+
+
+def uncached_costs(token: str, catalog: str, spread: Spread, per_kind: int = 25) -> dict[str, dict[str, float]]:
+    """Each kind of read (SPREAD_MIX) of `per_kind` distinct paths, answered in this process with the read caches
+    emptied before each (nothing kept: a process's first read of the path): median and p90 ms, the median CPU time
+    of this process's thread (the Python side alone: on a loaded machine a truer measure than the wall time), and
+    queries."""
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}", HTTP_ACCEPT="application/json")
+    rng, costs = random.Random(57), {}
+    with override_settings(ALLOWED_HOSTS=["*"]):
+        client.get(f"/api/v1/catalogs/{catalog}")  # the process's first request (imports, connection) left out
+        for kind in SPREAD_MIX:
+            times, cpu, queries = [], [], []
+            for path in {spread_path(kind, catalog, spread, rng) for _ in range(per_kind)}:
+                for cache in ("reads", "default"):
+                    caches[cache].clear()
+                with CaptureQueriesContext(connection) as captured:
+                    began, began_cpu = time.perf_counter(), time.thread_time()
+                    assert client.get(path).status_code == 200, path
+                    times.append((time.perf_counter() - began) * 1000)
+                    cpu.append((time.thread_time() - began_cpu) * 1000)
+                queries.append(len(captured.captured_queries))
+            costs[kind] = {"n": len(times), "p50": percentile(times, 0.5), "p90": percentile(times, 0.9),
+                           "cpu": statistics.median(cpu), "queries": statistics.median(queries),
+                           "most": max(queries)}  # fmt: skip
+    return costs
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -624,15 +667,21 @@ def main() -> None:
     parser.add_argument("--phases", default=None, help=f"comma-separated of {','.join(PHASES)}")
     parser.add_argument("--rate", type=float, default=300, help="open loop: requests per second")
     parser.add_argument("--writer-rate", type=float, default=2, help="+writer: commits per second on main")
+    parser.add_argument("--cold", action="store_true", help="cold,cold+writer over --spread, 20 s; uncached costs")
     args = parser.parse_args()
+    if args.cold:
+        args.spread, args.phases = True, args.phases or "cold,cold+writer"
+        args.seconds = 20 if args.seconds == parser.get_default("seconds") else args.seconds
     args.tables = args.tables or (300 if args.spread else 50)
-    args.phases = (args.phases or (",".join(PHASES) if args.spread else "closed")).split(",")
+    warm = ",".join(phase for phase in PHASES if not phase.startswith("cold"))
+    args.phases = (args.phases or (warm if args.spread else "closed")).split(",")
     if not set(args.phases) <= set(PHASES) or (not args.spread and any("writer" in p for p in args.phases)):
         parser.error(f"--phases: of {', '.join(PHASES)} (a writer needs --spread)")
     specs = (args.server or ["default"]) + ([BEFORE] if args.compare else [])
     vendor = "PostgreSQL" if os.environ.get("DATABASE_URL") else "the embedded PostgreSQL"
     print(
-        f"{args.clients} clients, {args.seconds:.0f} s per run and phase (after {args.warmup:.0f} s warm-up), "
+        f"{args.clients} clients, {args.seconds:.0f} s per run and phase (after {args.warmup:.0f} s warm-up; none in a "
+        f"cold phase), "
         f"{args.repeat} runs per configuration, {vendor}, {os.cpu_count()} cores shared with the load generator; "
         f"load average {' '.join(f'{value:.2f}' for value in os.getloadavg())}",
         flush=True,
@@ -651,6 +700,13 @@ def main() -> None:
         (catalog, token), layout = seed(args.tables), None
         targets = list(paths(catalog).items())
     queries = queries_per_read(token, targets)
+    if args.cold:
+        print(f"\nuncached, in this process (read caches emptied before each read; target < {UNCACHED_TARGET:.0f} ms):")
+        for kind, cost in uncached_costs(token, catalog, layout).items():
+            verdict = "met" if cost["p50"] < UNCACHED_TARGET else "NOT met"
+            print(f"  {kind:<10} {cost['n']:>3} paths  p50 {cost['p50']:6.2f} ms  p90 {cost['p90']:6.2f} ms  "
+                  f"CPU {cost['cpu']:5.2f} ms  queries {cost['queries']:.0f} (most {cost['most']})  {verdict}",
+                  flush=True)  # fmt: skip
     runs: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for round_ in range(args.repeat):
         for spec in specs:

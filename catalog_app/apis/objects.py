@@ -1,5 +1,6 @@
 """Databases, tables, columns, views, shares and roles at a ref. Reads take `?at=`; writes need a branch."""
 
+from django.db.models import Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -8,6 +9,7 @@ from rest_framework.views import APIView
 from catalog_app import table_schema
 from catalog_app.apis.common import (
     AT_PARAMETER,
+    DATETIME,
     IF_MATCH_PARAMETER,
     CommitIdOutputSerializer,
     CommitOutputSerializer,
@@ -18,7 +20,7 @@ from catalog_app.apis.common import (
     write_target,
 )
 from catalog_app.models import ObjectKind
-from catalog_app.selectors.objects import object_get, object_history, objects_at, schema_history
+from catalog_app.selectors.objects import object_find, object_get, object_history, objects_at, schema_history
 from catalog_app.services import tables as table_services
 from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
 from catalog_app.services.databases import database_create, database_drop, database_update
@@ -38,8 +40,12 @@ def _database(chain, name, request=None):
 
 
 def _table(chain, database, name, request=None):
-    """The table named `name` in `database`; with `request`, both noted as what its answer reads."""
-    version = object_get(chain, kind=TABLE, name=name, parent_id=_database(chain, database).object_id)
+    """The table named `name` in `database`; with `request`, both noted as what its answer reads. One query: the
+    database is found inside the table's (a missing one is looked for again, to say which of the two is missing)."""
+    parent = objects_at(chain, kind=DATABASE).filter(name=database).values("object_id")[:1]
+    version = object_find(chain, kind=TABLE, name=name, parent_id=Subquery(parent))
+    if version is None:
+        version = object_get(chain, kind=TABLE, name=name, parent_id=_database(chain, database).object_id)
     if request is not None:
         objects_read(request, objects=[version.object_id, version.parent_id])
     return version
@@ -52,9 +58,26 @@ class VersionOutputSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField(source="commit.created_at")
 
 
+def version_json(version) -> dict:
+    """VersionOutputSerializer's fields, written directly: the database and table serializers write theirs so (a list
+    of tables cost more in the fields' machinery than in its query; tests/catalog_app/test_cold_reads.py compares
+    them with the fields' answer)."""
+    return {
+        "id": str(version.object_id),
+        "name": version.name,
+        "commit": version.commit_id,
+        "updated_at": DATETIME.to_representation(version.commit.created_at),
+    }
+
+
 class DatabaseOutputSerializer(VersionOutputSerializer):
     properties = serializers.DictField(source="state.properties")
     comment = serializers.CharField(source="state.comment")
+
+    def to_representation(self, version) -> dict:
+        state = version.state
+        return {**version_json(version), "properties": dict(state["properties"]),
+                "comment": state["comment"]}  # fmt: skip
 
 
 class ColumnSerializer(serializers.Serializer):
@@ -79,6 +102,27 @@ class TableOutputSerializer(VersionOutputSerializer):
 
     def get_primary_key(self, version) -> list[str]:
         return table_schema.column_names(version.state["columns"], version.state["primary_key"])
+
+    def to_representation(self, version) -> dict:
+        state = version.state
+        return {
+            **version_json(version),
+            "database": str(version.parent_id),
+            "columns": [column_json(c) for c in state["columns"]],
+            "partition_by": self.get_partition_by(version),
+            "primary_key": self.get_primary_key(version),
+            "properties": dict(state["properties"]),
+            "comment": state["comment"],
+            "schema_version": state["schema_version_id"],
+        }
+
+
+def column_json(column: dict) -> dict:
+    """A column as ColumnSerializer writes it: `default` only when the column has one."""
+    out = {"id": column["id"], "name": column["name"], "type": column["type"], "nullable": column.get("nullable", True)}
+    if "default" in column:
+        out["default"] = column["default"]
+    return out
 
 
 class OperationOutputSerializer(serializers.Serializer):
@@ -178,12 +222,11 @@ class ObjectHistoryApi(APIView):
     def get(self, request, catalog, ref, database, table=None):
         chain = read_chain(request, catalog, ref)
         current = _database(chain, database, request) if table is None else _table(chain, database, table, request)
-        body = {
-            "versions": HistoryEntryOutputSerializer(object_history(chain, object_id=current.object_id), many=True).data
-        }
+        schemas = list(schema_history(chain, table_id=current.object_id)) if table is not None else []
+        history = object_history(chain, object_id=current.object_id, schemas=schemas)
+        body = {"versions": HistoryEntryOutputSerializer(history, many=True).data}
         if table is not None:
-            versions = schema_history(chain, table_id=current.object_id)
-            body["schema_versions"] = SchemaVersionOutputSerializer(versions, many=True).data
+            body["schema_versions"] = SchemaVersionOutputSerializer(schemas, many=True).data
         return Response(body)
 
 

@@ -21,6 +21,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, read_manifest_list
 from pyiceberg.table.metadata import TableMetadataUtil
 
+from catalog_app.engine.pruning import bounds
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.types import arrow_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
@@ -250,15 +251,21 @@ def keys_doubled(
     lost: Mapping[str, Sequence[int]],
     *,
     live_too: bool = False,
+    stats: Mapping[str, Mapping] | None = None,
 ) -> list[tuple]:
     """Keys that the new files hold twice, or that the live segments' rows (less the positions `lost` by segment
     id) hold already: a few, sorted. Without new files, none (the live rows were checked when committed), unless
-    `live_too` (rows registered from another catalog, which checked no key)."""
+    `live_too` (rows registered from another catalog, which checked no key). With the live segments' catalog
+    `stats` (by segment id), only the segments whose first key column's min/max overlap a new file's are read."""
     by_id = {c.id: c for c in columns}
     names = [by_id[i].name for i in key_ids]
     new = [_read(warehouse, p, names) for p in new_paths]
     if not new and not live_too:
         return []
+    if stats is not None and not live_too:
+        ranges = [pc.min_max(t.column(names[0])).as_py() for t in new]
+        first = by_id[key_ids[0]]
+        live = [s for s in live if _may_hold_keys(stats.get(s.id, {}).get(str(first.id)), first.type, ranges)]
     old = [
         _live_keys(warehouse, s, key_ids, names, lost.get(s.id, ()))
         for s in live
@@ -270,6 +277,21 @@ def keys_doubled(
     counted = every.group_by(names).aggregate([([], "count_all")])
     doubled = counted.filter(pc.greater(counted.column("count_all"), 1)).select(names).to_pylist()
     return sorted(tuple(row[n] for n in names) for row in doubled)[:MAX_NAMED]
+
+
+def _may_hold_keys(stat: Mapping | None, type_name: str, ranges: Sequence[Mapping]) -> bool:
+    """Whether a segment whose first key column has the catalog statistic `stat` may hold a key inside one of the
+    new files' `ranges` ({min, max} of that column): unknown, unpruned or incomparable bounds may."""
+    found = bounds(stat, type_name) if stat else None
+    if found is None:
+        return True
+    try:
+        return any(
+            r["min"] is not None and found.low is not None and not (found.high < r["min"] or found.low > r["max"])
+            for r in ranges
+        )
+    except TypeError:
+        return True
 
 
 @dataclass(frozen=True)

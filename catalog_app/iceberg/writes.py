@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import caches
 from django.db import IntegrityError, transaction
 
 from catalog_app import table_schema
@@ -70,6 +71,10 @@ ICEBERG_TYPES = {
     "timestamptz": "timestamp",
 }
 MESSAGE_READ_ONLY = "{ref!r} is a {kind}: it is read-only; commit to a branch (/iceberg/{{catalog}}/{{branch}})."
+MESSAGE_MOVED_KEYS = (
+    "Table {name!r} changed on branch {branch!r} since the commit's snapshot started: rows committed meanwhile hold "
+    "keys it adds, so it would hold them twice; load the table again and retry (an upsert then updates them)."
+)
 MESSAGE_MOVED = (
     "Table {name!r} changed on branch {branch!r} since it was read ({what}); load it again and retry the commit."
 )
@@ -363,7 +368,7 @@ def _table_create_commit(
     if main is not None:
         if main not in snapshots:
             raise ApplicationError("invalid_update", f"set-snapshot-ref names snapshot {main}, which is not added.")
-        _data_commit(draft, table, snapshots[main], warehouse=warehouse, tag=tag)
+        _data_commit(draft, table, snapshots[main], warehouse=warehouse, tag=tag, started=(main, None))
     return table
 
 
@@ -437,7 +442,11 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
         return _table_create_commit(draft, database, request, warehouse=warehouse, tag=tag)
     table = namespace_table_get(draft.chain, database=database, name=request.name)
     metadata = json.loads(iceberg_table_load(draft.chain, table=table).metadata_json)
-    _requirements_check(metadata, request.requirements, table=table, branch=draft.branch.name)
+    try:
+        _requirements_check(metadata, request.requirements, table=table, branch=draft.branch.name)
+    except ConflictError:
+        _started_remember(draft.branch, table, request.updates)
+        raise
     state = dict(table.state)
     snapshots: dict[int, dict] = {}
     added_schemas: list[dict] = []
@@ -530,7 +539,7 @@ def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse:
         if new_schema is not None:  # data in the new schema: its segments take the version the commit records
             version.state = {k: v for k, v in version.state.items() if k != "schema_version_id"}
         _data_commit(draft, version if new_schema is not None else table, snapshots[main], warehouse=warehouse,
-                     tag=tag)  # fmt: skip
+                     tag=tag, started=(main, _started_from(snapshots, main)))  # fmt: skip
     return version
 
 
@@ -637,8 +646,11 @@ def _relative(warehouse: Warehouse, location: str) -> str | None:
     return location[len(root) :]
 
 
-def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, warehouse: Warehouse, tag: str) -> None:
-    """The snapshot's files against the table's live files on the branch, recorded as LakeUI operations."""
+def _data_commit(
+    draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, warehouse: Warehouse, tag: str, started: tuple
+) -> None:
+    """The snapshot's files against the table's live files on the branch, recorded as LakeUI operations. `started`:
+    the snapshot's id and the one the engine started from (`_started_from`)."""
     folder = write_folder(catalog_id=table.catalog_id, table_id=table.object_id, branch_id=draft.branch.id)
     base = f"{table.catalog_id}/{table.object_id}"
     manifest_list = _relative(warehouse, snapshot.get("manifest-list") or "")
@@ -688,7 +700,8 @@ def _data_commit(draft: CommitDraft, table: ObjectVersion, snapshot: dict, *, wa
         written = [
             iceberg_writes.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added
         ]
-        _record(draft, table, files, columns, removed, written, deleted, warehouse=warehouse, tag=tag)
+        _record(draft, table, files, columns, removed, written, deleted, warehouse=warehouse, tag=tag,
+                started=started)  # fmt: skip
 
 
 def _engine_deletes(named, files: TableFiles, live: dict, table, *, warehouse, base, folder) -> dict[str, set[int]]:
@@ -727,8 +740,9 @@ def _engine_deletes(named, files: TableFiles, live: dict, table, *, warehouse, b
 
 
 def _record(
-    draft, table, files: TableFiles, columns: list[Column], removed, written, engine_deleted, *, warehouse, tag
-) -> None:
+    draft, table, files: TableFiles, columns: list[Column], removed, written, engine_deleted, *, warehouse, tag,
+    started: tuple,
+) -> None:  # fmt: skip
     base = f"{table.catalog_id}/{table.object_id}"
     files_written_under(base)
     schema_version_id = table.state.get("schema_version_id")  # a table this commit creates: given at the commit
@@ -760,10 +774,19 @@ def _record(
         )
     key_ids = table.state.get("primary_key") or []
     if key_ids:
+        new_paths = [f.path for f in new_segments]
+        stats = {str(s.id): s.stats for s in files.segments}  # only segments whose key range overlaps are read
         doubled = iceberg_writes.keys_doubled(
-            warehouse, [f.path for f in new_segments], list(reads.values()), columns, key_ids, lost
+            warehouse, new_paths, list(reads.values()), columns, key_ids, lost, stats=stats
         )
         if doubled:
+            seen = _started_segments(draft, table, *started)
+            if seen is not None:  # only the rows the engine started from count as its mistake
+                saw = [r for r in reads.values() if r.id in seen]
+                doubled = iceberg_writes.keys_doubled(warehouse, new_paths, saw, columns, key_ids, lost, stats=stats)
+            if not doubled:
+                moved = MESSAGE_MOVED_KEYS.format(name=table.name, branch=draft.branch.name)
+                raise ConflictError("commit_failed", moved)
             raise FileRefused(f"The commit would hold these keys twice: {doubled}; nothing was committed.")
     live_rows = {str(s.id): s.row_count - _deleted_count(warehouse, reads[s.id]) for s in removed}
     every_row = not kept and all(len(lost[str(s.id)]) == live_rows[str(s.id)] for s in removed)
@@ -806,6 +829,56 @@ def _record(
     if new_segments:
         segments = _data_files(draft, table, new_segments, schema_version_id)
         _operation(draft, table, Op.INSERT, segments_added=segments, rows_inserted=sum(f.row_count for f in segments))
+
+
+def _started_key(branch: Branch, table: ObjectVersion, snapshot_id) -> str:
+    return f"iceberg-started:{branch.id}:{table.object_id}:{snapshot_id}"
+
+
+def _started_from(snapshots: dict[int, dict], snapshot_id) -> Any:
+    """The snapshot a commit's snapshot started from: its parent, past the snapshots the same commit adds (an upsert
+    adds an overwrite, then an append on it)."""
+    parent, passed = snapshots[snapshot_id].get("parent-snapshot-id"), {snapshot_id}
+    while parent in snapshots and parent not in passed:
+        passed.add(parent)
+        parent = snapshots[parent].get("parent-snapshot-id")
+    return parent
+
+
+def _started_remember(branch: Branch, table: ObjectVersion, updates: list[dict]) -> None:
+    """A commit refused because the table moved: the snapshot each of its new snapshots started from, kept an hour
+    by snapshot id. An engine's retry keeps the snapshot ids and its data files but makes the head it reloaded the
+    parent (pyiceberg's does), so without this the rows committed meanwhile would look like rows it saw. A memo
+    only: when it is not there, the commit is judged by its parent."""
+    added = [u.get("snapshot") for u in updates if u.get("action") == "add-snapshot"]
+    snapshots = {s["snapshot-id"]: s for s in added if isinstance(s, dict) and isinstance(s.get("snapshot-id"), int)}
+    for snapshot_id in snapshots:
+        try:  # the first refusal's is kept: a later retry started no earlier
+            started = {"parent": _started_from(snapshots, snapshot_id)}
+            caches["shared"].add(_started_key(branch, table, snapshot_id), started, 3600)
+        except Exception:  # the shared cache down: the retry is judged by its parent
+            continue
+
+
+def _started_segments(draft: CommitDraft, table: ObjectVersion, snapshot_id, parent) -> set[str] | None:
+    """The ids of the table's segments live at the snapshot the engine's commit started from (`parent`, or the one
+    its first attempt that a 409 refused started from): rows committed after it are rows the engine could not see.
+    None when that snapshot is not known (then every live row counts as seen, as before)."""
+    try:
+        remembered = caches["shared"].get(_started_key(draft.branch, table, snapshot_id))
+    except Exception:  # the shared cache down: judged by the parent
+        remembered = None
+    if remembered is not None:
+        parent = remembered["parent"]
+    if parent is None:  # started from a table without a snapshot: it saw no rows
+        return set()
+    if not isinstance(parent, int) or parent < 0:
+        return None
+    commit = Commit.objects.filter(catalog=draft.catalog, id__startswith=f"{parent:015x}").first()
+    if commit is None:
+        return None
+    files = tables_file_rows(commit_chain(commit), table_ids=[table.object_id]).get(table.object_id, NO_FILES)
+    return {str(s.id) for s in files.segments}
 
 
 def _deleted_count(warehouse, read) -> int:

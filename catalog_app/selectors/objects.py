@@ -133,8 +133,11 @@ class HistoryEntry:
     schema_version: SchemaVersion | None
 
 
-def object_history(chain: Chain, *, object_id: uuid.UUID) -> list[HistoryEntry]:
-    """Every version of the object on the chain, newest first, with its commit and operations."""
+def object_history(
+    chain: Chain, *, object_id: uuid.UUID, schemas: Iterable[SchemaVersion] | None = None
+) -> list[HistoryEntry]:
+    """Every version of the object on the chain, newest first, with its commit and operations; `schemas`: the
+    table's schema history on the chain when the caller has it (`schema_history`), else read here."""
     versions = list(
         ObjectVersion.objects.filter(chain.q(), object_id=object_id)
         .select_related("commit", "commit__author")
@@ -145,7 +148,9 @@ def object_history(chain: Chain, *, object_id: uuid.UUID) -> list[HistoryEntry]:
     for operation in Operation.objects.filter(commit_id__in=commit_ids, object_id=object_id):
         operations.setdefault(operation.commit_id, []).append(operation)
     schema_ids = {version.state.get("schema_version_id") for version in versions} - {None}
-    schemas = SchemaVersion.objects.in_bulk(schema_ids)
+    known = {} if schemas is None else {schema.id: schema for schema in schemas}
+    missing = schema_ids - set(known)  # none when the caller gave the history: a version's schema is on its chain
+    schemas = {**known, **(SchemaVersion.objects.in_bulk(missing) if missing else {})}
     return [
         HistoryEntry(
             version=version,

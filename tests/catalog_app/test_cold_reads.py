@@ -1,0 +1,114 @@
+"""Metadata reads answered cold (nothing kept by the process: the read caches emptied before each) cost a fixed
+number of queries, whatever the number of tables, versions or commits they list: a table, its history, a table
+list and a commit log page. A regression to a query per item fails here. And the serializers that write these
+answers directly write what their fields would."""
+
+import pytest
+from django.core.cache import caches
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework import serializers
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from catalog_app.apis.common import CommitOutputSerializer
+from catalog_app.apis.objects import DatabaseOutputSerializer, TableOutputSerializer
+from catalog_app.models import Commit, ObjectVersion
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/v1/catalogs"
+COLUMNS = [
+    {"name": "id", "type": "long", "nullable": False},
+    {"name": "amount", "type": "int"},
+    {"name": "day", "type": "date"},
+]
+
+
+@pytest.fixture
+def reader(user):
+    """A client with an API token, as engines and scripts read (the token's query counted too)."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+def made(response, code=201):
+    assert response.status_code == code, response.content
+    return response.json()
+
+
+def lake(client, tables: int, updates: int, name: str = "lake") -> None:
+    """Catalog `name` with database sales of `tables` tables, t0 changed `updates` times, branch dev and tag v1."""
+    made(client.post(API, {"name": name}, format="json"))
+    made(client.post(f"{API}/{name}/refs/main/databases", {"name": "sales"}, format="json"))
+    for index in range(tables):
+        body = {"name": f"t{index}", "columns": COLUMNS, "primary_key": ["id"], "comment": "c"}
+        made(client.post(f"{API}/{name}/refs/main/databases/sales/tables", body, format="json"))
+    for index in range(updates):
+        body = {"set_properties": {"n": str(index)}}
+        made(client.patch(f"{API}/{name}/refs/main/databases/sales/tables/t0", body, format="json"), 200)
+    made(client.post(f"{API}/{name}/branches", {"name": "dev", "source": "main"}, format="json"))
+    made(client.post(f"{API}/{name}/tags", {"name": "v1", "ref": "main"}, format="json"))
+
+
+def cold_queries(client, path: str) -> int:
+    """The queries of one read of `path` with nothing kept from an earlier one."""
+    caches["reads"].clear()
+    caches["default"].clear()
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path)
+    assert response.status_code == 200, response.content
+    return len(captured.captured_queries)
+
+
+READS = {
+    "table": "refs/{ref}/databases/sales/tables/t0",
+    "history": "refs/{ref}/databases/sales/tables/t0/history",
+    "tables": "refs/{ref}/databases/sales/tables",
+    "commits": "refs/{ref}/commits",
+}
+# token, catalog and role, the ref (a tag: a branch looked for first), its chain; then the read's own queries
+EXPECTED = {"table": 5, "history": 8, "tables": 6, "commits": 5}
+
+
+@pytest.mark.parametrize(("ref", "more"), [("main", 0), ("dev", 0), ("v1", 1)])
+def test_cold_reads_cost_a_fixed_number_of_queries(user_client, reader, ref, more):
+    lake(user_client, tables=3, updates=2, name="small")
+    lake(user_client, tables=40, updates=60, name="big")  # more tables, versions and commits than a page holds
+
+    def counts(catalog: str) -> dict[str, int]:
+        return {kind: cold_queries(reader, f"{API}/{catalog}/{path.format(ref=ref)}") for kind, path in READS.items()}
+
+    assert counts("small") == {kind: count + more for kind, count in EXPECTED.items()}
+    # the same queries, but a commit log longer than its page counts its commits
+    assert counts("big") == {kind: count + more + (kind == "commits") for kind, count in EXPECTED.items()}
+
+
+def test_a_table_list_longer_than_its_page_reads_the_page_once(user_client, reader):
+    lake(user_client, tables=4, updates=0)
+    page = f"{API}/lake/refs/main/databases/sales/tables?page_size=3"
+    assert cold_queries(reader, page) == EXPECTED["tables"] + 1  # and a COUNT
+    body = reader.get(page).json()
+    assert body["count"] == 4 and [t["name"] for t in body["results"]] == ["t0", "t1", "t2"]
+    second = reader.get(page + "&page=2").json()
+    assert [t["name"] for t in second["results"]] == ["t3"] and second["previous"]
+
+
+def test_answers_written_directly_are_what_the_fields_write(user_client):
+    lake(user_client, tables=1, updates=1)
+    body = {"name": "events", "columns": [*COLUMNS, {"name": "note", "type": "string", "default": "x"}],
+            "partition_by": ["day"], "properties": {"a": "b"}}  # fmt: skip
+    made(user_client.post(f"{API}/lake/refs/main/databases/sales/tables", body, format="json"))
+    checked = 0
+    for version in ObjectVersion.objects.filter(dropped=False).select_related("commit"):
+        serializer = {"table": TableOutputSerializer, "database": DatabaseOutputSerializer}.get(version.kind)
+        if serializer is not None:
+            fields = serializers.Serializer.to_representation(serializer(), version)
+            assert serializer().to_representation(version) == fields
+            checked += 1
+    for commit in Commit.objects.select_related("author"):
+        fields = serializers.Serializer.to_representation(CommitOutputSerializer(), commit)
+        assert CommitOutputSerializer().to_representation(commit) == fields
+        checked += 1
+    assert checked > 8
