@@ -73,27 +73,31 @@ def _process(row: WorkerHeartbeat) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _worker_part(kind: str, rows: list[WorkerHeartbeat], alive_after) -> PartHealth:
-    """A kind of worker: alive if a process of it beat since `alive_after`; its Spark warm if one of those has."""
+def _worker_part(kind: str, rows: list[WorkerHeartbeat], alive_after, *, detailed: bool) -> PartHealth:
+    """A kind of worker: alive if a process of it beat since `alive_after`; its Spark warm if one of those has.
+    Where and which processes (hosts, pids) only `detailed`, for signed-in callers."""
     alive = [row for row in rows if row.beat_at >= alive_after]
     within = settings.LAKEUI_JOB_STALE_AFTER
     if not alive:
         last = max(rows, key=lambda row: row.beat_at, default=None)
-        seen = f"; last seen {last.beat_at.isoformat()} on {last.hostname}" if last else ""
+        seen = f"; last seen {last.beat_at.isoformat()}" if last else ""
+        seen += f" on {last.hostname}" if last and detailed else ""
         detail = f"no {kind} worker is alive: none has written a heartbeat in the last {within} s{seen}"
-        return PartHealth("unavailable", detail, {"alive": False, "spark_warm": False, "processes": []})
+        return PartHealth("unavailable", detail, {"alive": False, "processes_alive": 0, "spark_warm": False})
     warm = [row for row in alive if row.spark_warm]
-    hosts = ", ".join(sorted({row.hostname for row in alive}))
+    hosts = f" on {', '.join(sorted({row.hostname for row in alive}))}" if detailed else ""
     spark = (
         f"Spark {warm[0].spark_version} warm in {len(warm)} of {len(alive)}"
         if warm
         else "Spark not started yet (the first job starts it)"
     )
-    info = {
+    info: dict[str, Any] = {
         "alive": True, "processes_alive": len(alive), "spark_warm": bool(warm),
-        "spark_version": warm[0].spark_version if warm else None, "processes": [_process(row) for row in alive],
+        "spark_version": warm[0].spark_version if warm else None,
     }  # fmt: skip
-    return PartHealth("ok", f"{len(alive)} process(es) alive on {hosts}; {spark}", info)
+    if detailed:
+        info["processes"] = [_process(row) for row in alive]
+    return PartHealth("ok", f"{len(alive)} process(es) alive{hosts}; {spark}", info)
 
 
 def _report(parts: dict[str, PartHealth]) -> dict[str, Any]:
@@ -101,8 +105,11 @@ def _report(parts: dict[str, PartHealth]) -> dict[str, Any]:
     return {"status": "ok" if ok else "error", "parts": {name: asdict(part) for name, part in parts.items()}}
 
 
-def _public_parts() -> dict[str, PartHealth]:
+def _public_parts(*, detailed: bool = False) -> dict[str, PartHealth]:
     parts = {"database": _check_database(), "broker": _check_broker()}
+    for name, part in parts.items():
+        if part.status != "ok" and not detailed:  # its error may name hosts and ports: for signed-in callers only
+            part.detail = f"the {name} does not answer (the deep check, /api/v1/health/deep, says why)"
     if parts["database"].status != "ok":
         for kind in WORKER_KINDS:
             parts[f"{kind}_worker"] = PartHealth("unavailable", "needs the database")
@@ -110,7 +117,8 @@ def _public_parts() -> dict[str, PartHealth]:
     rows = list(worker_heartbeats())
     alive_after = timezone.now() - timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER)
     for kind in WORKER_KINDS:
-        parts[f"{kind}_worker"] = _worker_part(kind, [row for row in rows if row.kind == kind], alive_after)
+        mine = [row for row in rows if row.kind == kind]
+        parts[f"{kind}_worker"] = _worker_part(kind, mine, alive_after, detailed=detailed)
     return parts
 
 
@@ -140,8 +148,9 @@ def _spark_check_job() -> Job:
 
 def health_deep(*, wait: float) -> tuple[dict[str, Any], bool]:
     """The public report and a `spark` part proven by the shared check job, waited for at most `wait` seconds
-    (capped to DEEP_WAIT_MAX); and whether that job is still unfinished (the caller asks again)."""
-    parts = _public_parts()
+    (capped to DEEP_WAIT_MAX), with each worker's processes; and whether that job is still unfinished (the caller
+    asks again)."""
+    parts = _public_parts(detailed=True)
     if parts["database"].status != "ok" or parts["broker"].status != "ok":
         parts["spark"] = PartHealth("unavailable", "needs the database and the broker")
         return _report(parts), False

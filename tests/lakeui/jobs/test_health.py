@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from lakeui.jobs import health
 from lakeui.jobs.health import DEEP_WAIT_MAX, SPARK_CHECK
 from lakeui.jobs.models import Job, WorkerHeartbeat
 from tests.support.worker import Worker
@@ -64,6 +65,12 @@ print(json.dumps(answers))
 """
 
 
+@pytest.fixture(autouse=True)
+def _fresh_report():
+    """Each test sees its own state, not the public report another test's request made in the last second."""
+    health._public_last.clear()
+
+
 def _no_interactive_worker(settings) -> None:
     """Jobs for the interactive worker go to a queue no worker serves (the session's workers, if other tests started
     them, beat on: the public report may find them alive, and waits for none of them either way)."""
@@ -74,8 +81,9 @@ def test_anonymous_health_calls_answer_at_once_and_do_not_slow_other_reads(live_
     _no_interactive_worker(settings)
     token = Token.objects.get_or_create(user=user)[0].key
     read = f"{live_server.url}/api/v1/catalogs"
-    for _ in range(3):  # warm: the first requests open connections
+    for _ in range(3):  # warm: the first requests open connections (and the first health call its broker's)
         assert _get(read, token)[0] == 200
+    assert _get(f"{live_server.url}{HEALTH}")[0] in (200, 503)
     idle = statistics.median(_get(read, token)[2] for _ in range(15))
 
     # The anonymous clients in a process of their own, as they would be: they share no interpreter with the server.
@@ -100,6 +108,8 @@ def test_anonymous_health_calls_answer_at_once_and_do_not_slow_other_reads(live_
         assert (status, body["status"]) in ((200, "ok"), (503, "error")), body
         assert body["parts"]["database"]["status"] == body["parts"]["broker"]["status"] == "ok"
         assert {"jobs_worker", "interactive_worker"} <= set(body["parts"])
+    # Idle measured again after: on a shared machine its load drifts; the slower of the two idle figures counts.
+    idle = max(idle, statistics.median(_get(read, token)[2] for _ in range(15)))
     assert statistics.median(meanwhile) <= 2 * idle, (idle, meanwhile)
     assert not Job.objects.filter(kind=SPARK_CHECK).exists()  # the public report runs nothing
 
@@ -139,15 +149,20 @@ def test_health_says_clearly_that_no_worker_is_alive_and_shares_one_pending_chec
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_fresh_worker_shows_up_in_health_with_its_spark_and_goes_when_stopped(api_client, tmp_path, settings):
+def test_a_fresh_worker_shows_up_in_health_with_its_spark_and_goes_when_stopped(api_client, user, tmp_path, settings):
     queue = f"health-{uuid.uuid4().hex[:8]}"
     worker = Worker(db=dict(connection.settings_dict), log_path=tmp_path / "worker.log", concurrency=1, queue=queue,
                     env={"LAKEUI_WORKER_KIND": "interactive", "LAKEUI_INTERACTIVE_QUEUE": queue})  # fmt: skip
+    settings.LAKEUI_INTERACTIVE_QUEUE = queue  # the deep check's job goes to this worker
+    api_client.force_authenticate(user)
+
+    def deep(timeout: float = 0) -> tuple[int, dict]:
+        response = api_client.get(DEEP, {"timeout": timeout})
+        return response.status_code, response.json()
 
     def mine() -> list[dict]:
-        body = api_client.get(HEALTH).json()
-        part = body["parts"]["interactive_worker"]
-        return [p for p in part["info"].get("processes", []) if p["node"].startswith(f"{worker.name}@")]
+        processes = deep()[1]["parts"]["interactive_worker"]["info"].get("processes", [])
+        return [p for p in processes if p["node"].startswith(f"{worker.name}@")]
 
     try:
         worker.start()
@@ -157,12 +172,23 @@ def test_a_fresh_worker_shows_up_in_health_with_its_spark_and_goes_when_stopped(
             time.sleep(0.2)
         [process] = mine()
         assert process["pid"] and process["hostname"]
+        health._public_last.clear()
+        public = api_client.get(HEALTH).json()["parts"]["interactive_worker"]
+        assert public["status"] == "ok" and public["info"]["alive"] is True
+        assert "processes" not in public["info"] and process["hostname"] not in public["detail"]  # for anyone
         # Its Spark starts as the process starts (LAKEUI_SPARK_WARM), and health says so.
         deadline = time.monotonic() + 180
         while not mine()[0]["spark_warm"]:
             assert time.monotonic() < deadline, f"Spark did not show as warm:\n{worker.log()[-3000:]}"
             time.sleep(0.5)
         assert mine()[0]["spark_version"] == pyspark.__version__
+        # The deep check's Spark job ran on it meanwhile (one job, however often asked).
+        deadline = time.monotonic() + 120
+        while (answer := deep(DEEP_WAIT_MAX))[0] == 202:
+            assert time.monotonic() < deadline, answer
+        assert answer[0] == 200 and answer[1]["parts"]["spark"]["status"] == "ok", answer
+        assert f"on {worker.name}@" in answer[1]["parts"]["spark"]["detail"]
+        assert Job.objects.filter(kind=SPARK_CHECK).count() == 1
         # Its beats keep coming (the recovery timer, every LAKEUI_JOB_RECOVER_EVERY).
         first = mine()[0]["beat_at"]
         deadline = time.monotonic() + 4 * settings.LAKEUI_JOB_RECOVER_EVERY + 5
