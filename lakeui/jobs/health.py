@@ -128,11 +128,20 @@ _public_last: list[tuple[float, dict[str, Any]]] = []  # (when it was made, mono
 
 def health_report() -> dict[str, Any]:
     """The public report: `{status, parts: {database, broker, jobs_worker, interactive_worker}}`, from state only;
-    the one made in this process less than PUBLIC_REPORT_FOR ago, if any."""
-    with _public_lock:
-        if not _public_last or time.monotonic() - _public_last[0][0] >= PUBLIC_REPORT_FOR:
-            _public_last[:] = [(time.monotonic(), _report(_public_parts()))]
+    the one made in this process less than PUBLIC_REPORT_FOR ago, if any. One request at a time makes a new one;
+    the others meanwhile answer with the last one rather than wait (only the first ever waits for it)."""
+    last = _public_last[0] if _public_last else None
+    if last is not None and time.monotonic() - last[0] < PUBLIC_REPORT_FOR:
+        return last[1]
+    if not _public_lock.acquire(blocking=last is None):
+        return last[1]
+    try:
+        if _public_last and _public_last[0] is not last:  # made by another request while this one waited
+            return _public_last[0][1]
+        _public_last[:] = [(time.monotonic(), _report(_public_parts()))]
         return _public_last[0][1]
+    finally:
+        _public_lock.release()
 
 
 def _spark_check_job() -> Job:
