@@ -31,7 +31,7 @@ OPEN, SIGNED_IN = "open", "signed_in"  # endpoints outside a catalog
 
 # (view class, method) -> who may call it: a role in the catalog, or OPEN / SIGNED_IN outside catalogs.
 MATRIX = {
-    ("HealthApi", "get"): OPEN,
+    ("HealthApi", "get"): OPEN, ("HealthDeepApi", "get"): SIGNED_IN,
     ("SpectacularAPIView", "get"): SIGNED_IN, ("SpectacularSwaggerView", "get"): SIGNED_IN,
     # Unknown paths under /api/: a JSON 404 for anyone, whatever the method.
     ("NotFoundApi", "get"): OPEN, ("NotFoundApi", "post"): OPEN, ("NotFoundApi", "put"): OPEN,
