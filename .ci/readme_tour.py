@@ -42,7 +42,7 @@ WORK = VAR / "readme-tour"
 KEEP_IN_VAR = {"test"}  # `make test`'s folder: the stage runs after the suite and leaves it alone
 CATALOG = "demo"
 ADMIN, ADMIN_PASSWORD = "admin", "lakeui-admin"  # the demo's login (no LAKEUI_ADMIN_PASSWORD: the default)
-START_TIMEOUT = 480.0  # install check, migrate, the demo's Spark loads and the first health call (its Spark job)
+START_TIMEOUT = 480.0  # install check, migrate, the demo's Spark loads, and the workers up
 JOB_TIMEOUT = 240.0
 STOP_GRACE = 60.0  # after Ctrl-C's SIGINT, before SIGTERM (`manage.py serve` gives its processes 30 s)
 TERM_GRACE = 20.0
@@ -195,6 +195,19 @@ def cli(tour: Tour, *args: str, token: str | None = None) -> str:
 def step_catalogs(tour: Tour) -> None:
     names = [catalog["name"] for catalog in tour.api("GET", "catalogs")["results"]]
     expect(CATALOG in names, f"GET /api/v1/catalogs lists {names}, not the demo catalog {CATALOG!r}")
+
+
+def step_deep_health(tour: Tour) -> None:
+    """The signed-in health check that runs a real Spark job: 202 while it runs, then Spark's version."""
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while True:
+        answer = tour.api("GET", "health/deep", params={"timeout": 5})
+        spark = answer.get("parts", {}).get("spark", {})
+        if answer.get("status") == "ok" and spark.get("status") == "ok":
+            return
+        if spark.get("status") not in (None, "pending") or time.monotonic() > deadline:
+            raise StepFailed(f"GET /api/v1/health/deep: {json.dumps(answer)[:800]}")
+        time.sleep(1)
 
 
 def step_branch_and_tag(tour: Tour) -> None:
@@ -416,6 +429,7 @@ def step_browser_after(tour: Tour) -> None:
 
 STEPS: list[tuple[str, Callable[[Tour], None]]] = [
     ("API: catalogs", step_catalogs),
+    ("API: the deep health check (a Spark job)", step_deep_health),
     ("API: a branch and a tag by name", step_branch_and_tag),
     ("API: rows", step_rows),
     ("1. branch fix-amounts", step_branch),
@@ -458,7 +472,7 @@ def health(tour: Tour, *, timeout: float, stack: subprocess.Popen | None = None)
         if stack is not None and stack.poll() is not None:
             raise StepFailed(f"`make run` exited with code {stack.returncode} before the server was healthy")
         try:
-            response = tour.http.get("/api/v1/health", params={"timeout": 30})
+            response = tour.http.get("/api/v1/health")
             if response.status_code >= 500 and response.status_code != 503:
                 raise StepFailed(f"GET /api/v1/health answered {response.status_code}:\n{first_lines(response.text)}")
             if response.status_code == 200 and response.json().get("status") == "ok":

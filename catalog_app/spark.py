@@ -6,10 +6,12 @@ import time
 
 from celery.signals import worker_process_init
 from django.conf import settings
+from django.db import connection
 from pyspark.sql import SparkSession
 
 from catalog_app.engine import session
-from lakeui.jobs.tasks import worker_kind
+from lakeui.jobs.services import worker_spark_started
+from lakeui.jobs.tasks import worker_kind, worker_process
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +36,23 @@ def spark_config() -> session.SparkConfig:
 
 
 def spark_session() -> SparkSession:
-    return session.get_or_create(spark_config())
+    """This process's SparkSession; in a worker, one it starts (anew) is recorded in its heartbeat, which the
+    health report reads (the process's Spark is warm)."""
+    before = session.current()
+    spark = session.get_or_create(spark_config())
+    if spark is not before:
+        _spark_started(spark)
+    return spark
+
+
+def _spark_started(spark: SparkSession) -> None:
+    worker = worker_process()
+    if worker is None:  # not a worker (the web server, a test's own session)
+        return
+    try:
+        worker_spark_started(node=worker.node, run=worker.run, kind=worker.kind, version=spark.version)
+    except Exception:  # a busy database: the health report shows this process's Spark cold until it starts again
+        logger.warning("Recording that Spark started failed", exc_info=True)
 
 
 @worker_process_init.connect
@@ -55,3 +73,5 @@ def _warm() -> None:
         logger.info("Spark started in %.1f s", time.monotonic() - started)
     except Exception:  # the first job starts it again, and says what is wrong
         logger.warning("Starting Spark failed", exc_info=True)
+    finally:
+        connection.close()  # this thread's, if it recorded the start

@@ -1,25 +1,28 @@
 """Retention endpoints (docs/retention.md): the rules, a preview of what they remove, and expiry as a job."""
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app.apis.common import request_catalog, validated
 from catalog_app.models import Role
 from catalog_app.selectors.retention import rules_get, storage_per_branch
-from catalog_app.services.retention import expire_submit, retention_preview, rules_set
+from catalog_app.services.retention import MAX_KEEP, MAX_RULES, expire_submit, retention_preview, rules_set
+from lakeui.api.strict import ClosedSerializer, StrictCharField, StrictIntegerField
 from lakeui.jobs.apis import JobOutputSerializer
 
 
-class RuleSerializer(serializers.Serializer):
-    pattern = serializers.CharField(max_length=255, help_text="Branch and tag names, shell-style: `scratch/*`")
-    keep_days = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    keep_commits = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+class RuleSerializer(ClosedSerializer):
+    """A rule as JSON types it: `keep_commits: 1.0`, `keep_days: "3"`, a pattern `5` or an unknown key is a 400."""
+
+    pattern = StrictCharField(max_length=255, help_text="Branch and tag names, shell-style: `scratch/*`")
+    keep_days = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_KEEP)
+    keep_commits = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_KEEP)
 
 
-class RulesSerializer(serializers.Serializer):
-    rules = RuleSerializer(many=True)
+class RulesSerializer(ClosedSerializer):
+    rules = RuleSerializer(many=True, max_length=MAX_RULES)
 
 
 def _rules_answer(rules) -> Response:
@@ -45,8 +48,10 @@ class RetentionPreviewApi(APIView):
 
     required_roles = {"POST": Role.ADMIN}
 
-    class InputSerializer(serializers.Serializer):
-        rules = RuleSerializer(many=True, required=False, help_text="Proposed rules (default: the saved ones)")
+    class InputSerializer(ClosedSerializer):
+        rules = RuleSerializer(
+            many=True, required=False, max_length=MAX_RULES, help_text="Proposed rules (default: the saved ones)"
+        )
 
     @extend_schema(request=InputSerializer, responses={200: dict})
     def post(self, request, catalog):
@@ -56,10 +61,17 @@ class RetentionPreviewApi(APIView):
 
 
 class RetentionExpireApi(APIView):
+    """Expire by the saved rules. The body, if any, is an empty object: rules given here would not be the ones
+    applied, so any key is a 400 rather than ignored."""
+
     required_roles = {"POST": Role.ADMIN}
+
+    class InputSerializer(ClosedSerializer):
+        pass
 
     @extend_schema(request=None, responses={202: JobOutputSerializer})
     def post(self, request, catalog):
+        validated(self.InputSerializer, request.data)
         job = expire_submit(catalog=request_catalog(request, catalog), user=request.user)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 

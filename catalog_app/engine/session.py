@@ -128,6 +128,11 @@ def get_or_create(config: SparkConfig) -> SparkSession:
         return _session
 
 
+def current() -> SparkSession | None:
+    """This process's SparkSession if one was started (get_or_create starts a new one if it died), else None."""
+    return _session
+
+
 def stop() -> None:
     global _session
     with _lock:

@@ -17,7 +17,7 @@ import bisect
 import fnmatch
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 from django.utils import timezone
@@ -190,7 +190,7 @@ def _ref_keep_from(lines: _Lines, segments: list[tuple[int, int]], rule: Rule | 
             left -= count
         positions.append(found)
     if rule.keep_days is not None:
-        cutoff, found = now - timedelta(days=rule.keep_days), None
+        cutoff, found = days_before(now, rule.keep_days), None
         for index, (line_id, upto) in enumerate(segments):
             count = lines.upto(line_id, upto)
             at = bisect.bisect_right(lines.times[line_id], cutoff, 0, count) - 1
@@ -201,6 +201,16 @@ def _ref_keep_from(lines: _Lines, segments: list[tuple[int, int]], rule: Rule | 
     if any(p is None for p in positions):  # a part of the rule keeps the whole chain
         return None
     return max(positions, key=lambda p: (p[0], -p[1]))  # the older: the union of what each part keeps
+
+
+def days_before(now: datetime, days: int) -> datetime:
+    """The moment `days` days before `now`; before the first representable moment (a rule may keep 1,000,000
+    days, some 2,700 years: more than lies between now and year 1), that first moment, which every commit follows:
+    the rule then keeps the whole chain."""
+    try:
+        return now - timedelta(days=days)
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC)
 
 
 def refs_snapshot(catalog_id) -> tuple:

@@ -71,6 +71,8 @@ def retention_preview(*, catalog: Catalog, rules: object = None) -> Plan:
 
 
 def expire_submit(*, catalog: Catalog, user=None) -> Job:
+    """The expiry job, once the saved rules are known to be ones an expiry can apply (else refused, no job)."""
+    rules_parse([rule.as_dict() for rule in rules_get(catalog=catalog)])
     return job_create(kind=EXPIRE_JOB, params={"catalog_id": str(catalog.id)}, requested_by=user)
 
 

@@ -38,12 +38,12 @@ def retention_page(request: HttpRequest, catalog: str) -> HttpResponse:
     plan, status = None, 200
     if request.method == "POST":
         action = request.POST.get("action")
-        if action == "expire":
-            job = expire_submit(catalog=found, user=request.user)
-            messages.success(request, "Expiry started: garbage collection reclaims the files after it.")
-            return redirect("frontend:job", job_id=job.id)
-        rules = _rules_typed(request)
+        rules = rules if action == "expire" else _rules_typed(request)
         try:
+            if action == "expire":
+                job = expire_submit(catalog=found, user=request.user)
+                messages.success(request, "Expiry started: garbage collection reclaims the files after it.")
+                return redirect("frontend:job", job_id=job.id)
             if action == "save":
                 rules_set(catalog=found, rules=rules)
                 messages.success(request, "Retention rules saved. Nothing expires until an expiry runs.")

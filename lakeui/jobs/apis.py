@@ -4,12 +4,12 @@ import django_filters
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from lakeui.api.pagination import PagedApi, paginated
-from lakeui.jobs.health import health_report
+from lakeui.jobs.health import DEEP_WAIT_MAX, health_deep, health_report
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_get, job_list
 from lakeui.jobs.services import job_cancel
@@ -78,21 +78,41 @@ class JobCancelApi(APIView):
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+HEALTH_OUTPUT = inline_serializer("Health", {"status": serializers.CharField(), "parts": serializers.DictField()})
+
+
+def _health_status(report: dict) -> int:
+    return status.HTTP_200_OK if report["status"] == "ok" else status.HTTP_503_SERVICE_UNAVAILABLE
+
+
 class HealthApi(APIView):
-    """Open to anyone (load balancers, monitors); the Spark check job it runs is shared between callers."""
+    """Open to anyone (load balancers, monitors): answers at once from the workers' heartbeats, waits for nothing."""
 
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={200: HEALTH_OUTPUT, 503: HEALTH_OUTPUT})
+    def get(self, request):
+        report = health_report()
+        return Response(report, status=_health_status(report))
+
+
+class HealthDeepApi(APIView):
+    """For signed-in users: the public report and a real Spark job on the interactive worker, shared between
+    callers; 202 while that job has not finished (ask again)."""
+
+    permission_classes = [IsAuthenticated]
+
     class InputSerializer(serializers.Serializer):
-        timeout = serializers.IntegerField(min_value=1, max_value=120, required=False)
+        timeout = serializers.FloatField(min_value=0, max_value=DEEP_WAIT_MAX, required=False)
 
     @extend_schema(
-        parameters=[OpenApiParameter("timeout", int, description="Seconds to wait for the worker's Spark check")],
-        responses=inline_serializer("Health", {"status": serializers.CharField(), "parts": serializers.DictField()}),
-    )
+        parameters=[OpenApiParameter("timeout", float, description=f"Seconds to wait for the Spark check job "
+                                     f"(at most {DEEP_WAIT_MAX:.0f}; default LAKEUI_HEALTH_TIMEOUT)")],
+        responses={200: HEALTH_OUTPUT, 202: HEALTH_OUTPUT, 503: HEALTH_OUTPUT},
+    )  # fmt: skip
     def get(self, request):
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        report = health_report(timeout=params.validated_data.get("timeout", settings.LAKEUI_HEALTH_TIMEOUT))
-        code = status.HTTP_200_OK if report["status"] == "ok" else status.HTTP_503_SERVICE_UNAVAILABLE
+        report, pending = health_deep(wait=params.validated_data.get("timeout", settings.LAKEUI_HEALTH_TIMEOUT))
+        code = status.HTTP_202_ACCEPTED if pending and report["status"] == "ok" else _health_status(report)
         return Response(report, status=code)

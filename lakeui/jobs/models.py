@@ -56,3 +56,26 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+
+class WorkerHeartbeat(models.Model):
+    """A process of a worker that runs jobs (a pool process of a Celery worker), as the public health report sees
+    it (lakeui.jobs.health): alive while `beat_at` is fresh. Its worker's main process writes the row on the
+    recovery timer (LAKEUI_JOB_RECOVER_EVERY), the process itself records when its Spark started."""
+
+    process = models.CharField(max_length=255, primary_key=True)  # <node>/<run>/<pid>
+    node = models.CharField(max_length=255)  # the Celery worker's node name, `jobs@host`
+    run = models.CharField(max_length=16)  # the worker's run (lakeui.jobs.tasks.RUN): a restart is a new run
+    pid = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16)  # jobs | interactive
+    hostname = models.CharField(max_length=255)
+    started_at = models.DateTimeField(auto_now_add=True)
+    beat_at = models.DateTimeField()
+    spark_warm = models.BooleanField(default=False)  # its SparkSession started: a job needs not wait for it
+    spark_version = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "beat_at"]), models.Index(fields=["node"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} worker process {self.process}"

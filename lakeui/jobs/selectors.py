@@ -5,7 +5,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from lakeui.errors import NotFoundError
-from lakeui.jobs.models import Job
+from lakeui.jobs.models import Job, WorkerHeartbeat
 
 
 def job_list(*, user: AbstractBaseUser, status: str | None = None) -> QuerySet[Job]:
@@ -66,3 +66,8 @@ def job_brief(job: Job) -> dict[str, Any]:
 def job_of_kind(*, job_id: object, kind: str, params: dict[str, Any]) -> Job | None:
     """The job `job_id` if it is of `kind` and its params hold these values (a job a page shares by its input)."""
     return _with_params(kind, params).filter(id=job_id).first()
+
+
+def worker_heartbeats() -> QuerySet[WorkerHeartbeat]:
+    """Every worker process's heartbeat, live or stale, by kind and node."""
+    return WorkerHeartbeat.objects.order_by("kind", "node", "pid")

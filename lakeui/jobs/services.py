@@ -8,6 +8,8 @@ write progress or the outcome.
 
 import enum
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -25,7 +27,7 @@ from django.utils import timezone
 
 from lakeui.celery import app as celery_app
 from lakeui.errors import ApplicationError, ConflictError
-from lakeui.jobs.models import Job
+from lakeui.jobs.models import Job, WorkerHeartbeat
 from lakeui.jobs.registry import (
     ClaimLost,
     JobFailure,
@@ -413,19 +415,61 @@ def _sent_again(jobs: list[Job]) -> list[str]:
 
 
 class JobRecoveryLoop(threading.Thread):
-    """Runs job_recover, then the registered upkeep (`registry.job_upkeep`), every LAKEUI_JOB_RECOVER_EVERY seconds
-    inside a worker process until stopped."""
+    """Runs `beat` (the worker's heartbeat, worker_beat), job_recover, then the registered upkeep
+    (`registry.job_upkeep`), every LAKEUI_JOB_RECOVER_EVERY seconds inside a worker process until stopped."""
 
-    def __init__(self) -> None:
+    def __init__(self, beat: Callable[[], Any] | None = None) -> None:
         super().__init__(daemon=True, name="job-recovery")
         self.stopped = threading.Event()
+        self.beat = beat
 
     def run(self) -> None:
         while not self.stopped.wait(settings.LAKEUI_JOB_RECOVER_EVERY):
-            for task in [job_recover, *job_upkeep_tasks()]:
+            for task in [*([self.beat] if self.beat else []), job_recover, *job_upkeep_tasks()]:
                 try:
                     task()
                 except Exception:  # a busy or restarting database: try again next round
                     logger.warning("%s failed; retrying", task.__name__, exc_info=True)
                 finally:
                     connection.close()
+
+
+# --- Worker heartbeats: what the public health report reads (lakeui.jobs.health) -------------------------------------
+# A worker that no longer runs (killed, its host gone) leaves its rows; they are removed after this long.
+HEARTBEAT_FORGET_AFTER = timedelta(days=1)
+
+
+def _heartbeat_key(node: str, run: str, pid: int) -> str:
+    return f"{node}/{run}/{pid}"
+
+
+def worker_beat(*, node: str, run: str, kind: str, pids: list[int]) -> None:
+    """In a worker's main process, on the recovery timer: its pool processes `pids` are alive now (a missing row is
+    made again); the rows of its node that are not (an earlier run's, a pool process that exited) go, and so do
+    rows no worker refreshed for HEARTBEAT_FORGET_AFTER."""
+    now = timezone.now()
+    mine = WorkerHeartbeat.objects.filter(node=node, run=run, pid__in=pids)
+    seen = set(mine.values_list("pid", flat=True))
+    mine.update(beat_at=now)
+    identity = {"node": node, "run": run, "kind": kind, "hostname": socket.gethostname(), "beat_at": now}
+    missing = [WorkerHeartbeat(process=_heartbeat_key(node, run, pid), pid=pid, **identity) for pid in pids
+               if pid not in seen]  # fmt: skip
+    # ignore_conflicts: the process recorded its Spark meanwhile (worker_spark_started)
+    WorkerHeartbeat.objects.bulk_create(missing, ignore_conflicts=True)
+    WorkerHeartbeat.objects.filter(node=node).exclude(run=run, pid__in=pids).delete()
+    WorkerHeartbeat.objects.filter(beat_at__lt=now - HEARTBEAT_FORGET_AFTER).delete()
+
+
+def worker_forget(*, node: str, run: str) -> None:
+    """A worker stopping: its processes are gone now, not once their heartbeat is stale."""
+    WorkerHeartbeat.objects.filter(node=node, run=run).delete()
+
+
+def worker_spark_started(*, node: str, run: str, kind: str, version: str) -> None:
+    """In a worker's pool process, when its SparkSession started: the health report shows its Spark warm."""
+    pid = os.getpid()
+    spark = {"spark_warm": True, "spark_version": version, "beat_at": timezone.now()}
+    identity = {"node": node, "run": run, "pid": pid, "kind": kind, "hostname": socket.gethostname()}
+    WorkerHeartbeat.objects.update_or_create(
+        process=_heartbeat_key(node, run, pid), defaults=spark, create_defaults={**identity, **spark}
+    )

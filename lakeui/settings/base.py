@@ -212,7 +212,8 @@ LAKEUI_JOB_STALE_AFTER = env.int("LAKEUI_JOB_STALE_AFTER", 20)
 # (lakeui.jobs.services.job_recover); a job started this many times without finishing fails `worker_lost`.
 LAKEUI_JOB_RECOVER_EVERY = env.float("LAKEUI_JOB_RECOVER_EVERY", float(max(1, LAKEUI_JOB_STALE_AFTER // 4)))
 LAKEUI_JOB_MAX_ATTEMPTS = env.int("LAKEUI_JOB_MAX_ATTEMPTS", 3)
-LAKEUI_HEALTH_TIMEOUT = env.int("LAKEUI_HEALTH_TIMEOUT", 60)
+# Seconds the deep health check (`/api/v1/health/deep`) waits for its Spark job before answering 202 (at most 5).
+LAKEUI_HEALTH_TIMEOUT = env.float("LAKEUI_HEALTH_TIMEOUT", 3.0)
 # Request limits: a larger body (not counting uploaded files) or more JSON rows in one load is a 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("LAKEUI_MAX_BODY_BYTES", 16 * 1024 * 1024)
 LAKEUI_MAX_ROWS = env.int("LAKEUI_MAX_ROWS", 100_000)

@@ -223,3 +223,99 @@ def test_storage_per_branch_and_table_counts_bytes_only_it_holds_and_shared(user
     assert "Show the storage" in client.get(f"/catalogs/{catalog.name}").content.decode()
     page = client.get(f"/catalogs/{catalog.name}?storage=1").content.decode()
     assert "Storage per branch" in page and 'data-table="dev sales.orders"' in page
+
+
+def _scratch_history(catalog) -> None:
+    """A branch `scratch/x` with eight commits of its own, their times spread over the last 30 days."""
+    make_table(catalog)
+    branch_create(catalog=catalog, name="scratch/x", source="main")
+    for index in range(8):
+        make_table(catalog, branch="scratch/x", table=f"t{index}")
+    commits = list(Commit.objects.filter(catalog=catalog).order_by("seq"))
+    start, step = timezone.now() - timedelta(days=30), timedelta(days=29) / len(commits)
+    for index, commit in enumerate(commits):
+        Commit.objects.filter(id=commit.id).update(created_at=start + step * index)
+
+
+BAD_RULES = [  # (a rule or a whole body, the field the 400 names)
+    ({"pattern": "scratch/*", "keep_commits": 1.0}, "keep_commits"),
+    ({"pattern": "scratch/*", "keep_days": "3"}, "keep_days"),
+    ({"pattern": 5, "keep_days": 3}, "pattern"),
+    ({"pattern": "scratch/*", "keep_days": True}, "keep_days"),
+    ({"pattern": "scratch/*", "keep_commits": False}, "keep_commits"),
+    ({"pattern": "scratch/*", "keep_dayz": 3}, "keep_dayz"),
+    ({"pattern": "scratch/*", "keep_days": 1_000_001}, "keep_days"),
+    ({"pattern": "scratch/*", "keep_commits": 2**63}, "keep_commits"),
+    ({"pattern": ["scratch/*"]}, "pattern"),
+    ("scratch/*", "non_field_errors"),
+    ({"rules": [{"pattern": "scratch/*", "keep_days": 1}], "dry_run": True}, "dry_run"),
+    ({"rules": [{"pattern": "scratch/*", "keep_days": 1}] * 101}, "rules"),
+]
+
+
+def _named(details, field: str) -> bool:
+    """Whether a 400's details name the field (at the top, or in the rule that holds it)."""
+    if isinstance(details, dict):
+        return field in details or any(_named(value, field) for value in details.values())
+    if isinstance(details, list):
+        return any(_named(item, field) for item in details)
+    return False
+
+
+def test_retention_refuses_rules_of_the_wrong_type_and_changes_nothing(user_client):
+    catalog = make_catalog()
+    _scratch_history(catalog)
+    url = f"/api/v1/catalogs/{catalog.name}/retention"
+    saved = [{"pattern": "scratch/*", "keep_days": 3, "keep_commits": None}]
+    assert user_client.put(url, {"rules": saved}, format="json").json()["rules"] == saved
+    for rule, field in BAD_RULES:
+        body = rule if "rules" in rule else {"rules": [rule]}
+        for method, path in (("put", url), ("post", f"{url}/preview")):
+            response = getattr(user_client, method)(path, body, format="json")
+            assert response.status_code == 400, (method, rule, response.json())
+            answer = response.json()
+            assert answer["code"] == "invalid_input" and answer["message"], answer
+            assert _named(answer["details"], field), (method, rule, answer)
+        # Expiry takes the saved rules: a body naming rules (good or bad) is refused, not ignored.
+        response = user_client.post(f"{url}/expire", body, format="json")
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_input"), rule
+        assert _named(response.json()["details"], "rules"), (rule, response.json())
+    assert user_client.get(url).json()["rules"] == saved
+    assert not Job.objects.filter(kind="retention_expire").exists()
+    assert not ExpiredCommit.objects.exists()
+
+    # A rule saved some other way out of an expiry's range is refused before a job is made.
+    from catalog_app.models import RetentionRule
+
+    RetentionRule.objects.filter(catalog=catalog).update(keep_days=5_000_000)
+    refused = user_client.post(f"{url}/expire")
+    assert (refused.status_code, refused.json()["code"]) == (400, "invalid_rules"), refused.json()
+    assert "keep_days" in refused.json()["message"]
+    assert not Job.objects.filter(kind="retention_expire").exists()
+
+
+@pytest.mark.parametrize("days", [1_000_000, 800_000])
+def test_retention_keeps_everything_for_days_further_back_than_the_calendar(user_client, days):
+    catalog = make_catalog()
+    _scratch_history(catalog)
+    url = f"/api/v1/catalogs/{catalog.name}/retention"
+    # The same history loses commits to a short rule: the plan is not empty for want of commits to expire.
+    short = user_client.post(f"{url}/preview", {"rules": [{"pattern": "scratch/*", "keep_days": 1}]}, format="json")
+    assert short.status_code == 200 and short.json()["commits_expiring"] > 0, short.json()
+
+    rules = [{"pattern": "scratch/*", "keep_days": days}, {"pattern": "main", "keep_days": days, "keep_commits": 1}]
+    preview = user_client.post(f"{url}/preview", {"rules": rules}, format="json")
+    assert preview.status_code == 200, preview.json()
+    plan = preview.json()
+    assert (plan["commits_expiring"], plan["files_reclaimed"]) == (0, 0)
+    oldest = {ref["ref"]: ref["oldest_kept"]["commit"] for ref in plan["refs"]}
+    first = Commit.objects.filter(catalog=catalog).order_by("seq").first().id
+    assert oldest == {"main": first, "scratch/x": first}
+
+    assert user_client.put(url, {"rules": rules}, format="json").status_code == 200
+    expiry = user_client.post(f"{url}/expire")
+    assert expiry.status_code == 202, expiry.json()
+    job = wait_for_job(expiry.json()["id"], timeout=120)
+    assert job.status == "succeeded", (job.error_code, job.error_message)
+    assert job.result["commits_expiring"] == 0
+    assert not ExpiredCommit.objects.exists()
