@@ -9,6 +9,7 @@ the branch into LakeUI operations.
 import json
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,7 +17,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pyiceberg.avro.file
 from pydantic import ValidationError
+from pyiceberg.avro.decoder import StreamingBinaryDecoder
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, read_manifest_list
 from pyiceberg.table.metadata import TableMetadataUtil
@@ -73,16 +76,34 @@ def file_checked(warehouse: Warehouse, path: str, what: str, *, max_bytes: int |
         raise FileRefused(f"{what} {shown} is larger than {max_bytes:,} bytes.")
 
 
+# pyiceberg's Avro files are decoded by its Cython decoder, which trusts the lengths a file gives: on a junk manifest
+# list it read past its buffer and the process died of a segmentation fault (a web process, every request in it). Its
+# pure-Python decoder checks each length and raises. Files of an engine's choosing are decoded by the latter, in
+# `decoded`; LakeUI's own files by the fast one.
+_fast_decoder = pyiceberg.avro.file.new_decoder
+_untrusted = threading.local()
+
+
+def _new_decoder(data: bytes):
+    return StreamingBinaryDecoder(data) if getattr(_untrusted, "files", False) else _fast_decoder(data)
+
+
+pyiceberg.avro.file.new_decoder = _new_decoder
+
+
 @contextmanager
 def decoded(what: str, location: str) -> Iterator[None]:
-    """Decoding a file of an engine's choosing fails in any way its decoder does (pyiceberg's Avro reader raises
-    SystemError on a negative size): each is the 400 naming the file, never a 500."""
+    """Decoding a file of an engine's choosing (with the decoder that checks what it reads, above) fails in any way
+    its decoder does: each is the 400 naming the file, never a 500."""
+    _untrusted.files = True
     try:
         yield
     except FileRefused:
         raise
     except Exception as exc:
         raise FileRefused(f"{what} {location[:300]!r} cannot be read: {type(exc).__name__}: {str(exc)[:200]}") from None
+    finally:
+        _untrusted.files = False
 
 
 @dataclass(frozen=True)
