@@ -92,7 +92,10 @@ def fake():
         server.close()
 
 
-HEALTHY = {("GET", "/api/v1/health"): (200, {"status": "ok"})}
+HEALTHY = {
+    ("GET", "/api/v1/health"): (200, {"status": "ok"}),
+    ("GET", "/api/v1/health/deep"): (200, {"status": "ok", "parts": {"spark": {"status": "ok"}}}),
+}
 
 
 def test_a_5xx_ends_the_stage_with_exit_1_naming_the_step_the_request_and_the_body(fake):
