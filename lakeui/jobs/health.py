@@ -52,7 +52,7 @@ def _check_database() -> PartHealth:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        return PartHealth("ok", connection.vendor)
+        return PartHealth("ok", "postgresql")
     except Exception as exc:
         return PartHealth("error", f"{type(exc).__name__}: {exc}")
 
@@ -146,9 +146,8 @@ def health_report() -> dict[str, Any]:
 
 def _spark_check_job() -> Job:
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHECK_LOCK])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHECK_LOCK])
         checks = Job.objects.filter(kind=SPARK_CHECK).order_by("-created_at")
         unfinished = checks.filter(status__in=[Job.Status.QUEUED, Job.Status.RUNNING]).first()
         recent = checks.filter(status=Job.Status.SUCCEEDED, created_at__gte=timezone.now() - REUSE_SUCCESS_FOR).first()
