@@ -134,6 +134,15 @@ class Op:
         return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
 
     @property
+    def restored(self) -> set[str]:
+        """A restore's result: the files of the table at its point, those it added and those it kept (a restore is
+        recorded as an overwrite of the whole table). Its own result, even where a file is as old as the merge base;
+        empty for any other operation."""
+        if not self.details.get("restore"):
+            return set()
+        return {*self.added, *self.details.get("segments_kept", []), *self.details.get("deltas_kept", [])}
+
+    @property
     def identity(self) -> tuple[str, int]:
         """The operation this one is: itself, or the one it was cherry-picked from (docs/merge-semantics.md)."""
         picked = self.details.get("picked_from")
