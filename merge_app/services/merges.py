@@ -34,7 +34,8 @@ from checks_app.selectors import check_run_dict, checks_guarding, checks_verdict
 from checks_app.services.checks import checks_error, checks_run
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_checkpoint_save, job_create
+from lakeui.jobs.registry import ClaimLost
+from lakeui.jobs.services import job_checkpoint_save, job_claim_held, job_create
 from lakeui.memory import gc_paused
 from merge_app.job_specs import MergeSpec
 from merge_app.models import Merge
@@ -155,18 +156,18 @@ def branch_merge(
                                      started=started)  # fmt: skip
         try:
             if prepared is not None:
-                return _published(prepared, catalog=catalog, job=job, via_merge_request=via_merge_request,
-                                  on_merged=on_merged, timings=_since(started))  # fmt: skip
+                return merge_published(prepared, job=job, via_merge_request=via_merge_request, on_merged=on_merged,
+                                       timings=_since(started))  # fmt: skip
             with transaction.atomic():
                 draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
                 src = ref_resolve(catalog=catalog, ref=source)
                 if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
-                    raise _Moved
+                    raise MergeMoved
                 merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
-        except _Moved:
+        except MergeMoved:
             if prepared is not None:
                 _discarded(job)
             continue  # files written for the old heads: orphans for GC, or kept by the prepared result naming them
@@ -276,18 +277,26 @@ def _prepared(diff: MergeDiff, writer: MergeWriter, guards: list, *, user, job, 
     return prepared
 
 
-def _published(prepared: Prepared, *, catalog: Catalog, job, via_merge_request, on_merged, timings) -> Merge:
-    """In one transaction, under the commit lock: the target moved to the prepared result by compare-and-swap if
-    it is still at the result's parent and the source at the planned head (else `_Moved`, nothing changed), and
-    the logged plan made the merge's audit log."""
+def merge_published(
+    prepared: Prepared, *, job, via_merge_request, on_merged, timings, log: dict[str, Any] | None = None,
+    commit_of_job: bool = True,
+) -> Merge:  # fmt: skip
+    """The one publish of a merge (a merge's, a merge request's, the merge queue's): in one transaction, under the
+    commit lock, the target moved to the prepared result by compare-and-swap if it is still at the result's parent
+    and the source at the planned head (else `MergeMoved`, nothing changed), only while `job` holds its claim (else
+    `ClaimLost`), and the logged plan made the merge's audit log (with `log`'s entries added). The published
+    commit becomes the job's (`commit_of_job`) unless the job makes several (the merge queue's)."""
     merge = prepared.merge
     with transaction.atomic():
-        published = commit_publish(catalog=catalog, branch=merge.target, commit=prepared.result, job=job,
-                                   via_merge_request=via_merge_request)  # fmt: skip
-        if not published or ref_resolve(catalog=catalog, ref=merge.source).commit.id != merge.source_head:
-            raise _Moved
+        published = commit_publish(catalog=merge.catalog, branch=merge.target, commit=prepared.result,
+                                   job=job if commit_of_job else None, via_merge_request=via_merge_request)  # fmt: skip
+        if not published or ref_resolve(catalog=merge.catalog, ref=merge.source).commit.id != merge.source_head:
+            raise MergeMoved
+        if job is not None and not commit_of_job and not job_claim_held(job=job):
+            raise ClaimLost()  # as commit_publish fences the commit it makes the job's
         merge.status, merge.dry_run, merge.job, merge.timings = Merge.Status.MERGED, False, job, timings
-        merge.save(update_fields=["status", "dry_run", "job", "timings"])
+        merge.commit, merge.log = prepared.result, {**merge.log, **(log or {})}
+        merge.save(update_fields=["status", "dry_run", "job", "timings", "commit", "log"])
         merge_event_emit(merge)
         if on_merged is not None:
             on_merged(merge)
@@ -309,9 +318,9 @@ def _resumed(*, catalog: Catalog, job: Job | None, via_merge_request, on_merged,
         return None
     timings = {**merge.timings, "resumed_ms": _ms(time.monotonic() - started)}
     try:
-        return _published(prepared, catalog=catalog, job=job, via_merge_request=via_merge_request,
-                          on_merged=on_merged, timings=timings)  # fmt: skip
-    except _Moved:
+        return merge_published(prepared, job=job, via_merge_request=via_merge_request, on_merged=on_merged,
+                               timings=timings)  # fmt: skip
+    except MergeMoved:
         _discarded(job)
         return None
 
@@ -382,8 +391,8 @@ def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict
     return {"chosen_by": merger}
 
 
-class _Moved(Exception):
-    """A head moved between planning and the commit lock."""
+class MergeMoved(Exception):
+    """A head (the target's or the source's) moved between planning and the commit lock: nothing was published."""
 
 
 class MergeRefused(Exception):

@@ -23,7 +23,6 @@ from django.utils import timezone
 from catalog_app.models import Catalog, Role
 from catalog_app.selectors.access import branch_protection, catalog_with_role, role_at_least
 from catalog_app.selectors.refs import branch_heads, commit_by_id
-from catalog_app.services.commits import commit_publish
 from checks_app.selectors import checks_verdict, statuses_of
 from lakeui import events
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -33,9 +32,8 @@ from merge_app.job_specs import QueueSpec
 from merge_app.models import Merge, MergeQueueRunner, MergeRequest, MergeRequestEvent, QueueEntry
 from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, resolution_of
 from merge_app.selectors.queue import queue_line
-from merge_app.services.events import merge_event_emit
 from merge_app.services.merge_requests import merge_request_audit, merge_request_merged, merge_request_refresh
-from merge_app.services.merges import merge_result_checked
+from merge_app.services.merges import MergeMoved, Prepared, merge_published, merge_result_checked
 
 QUEUE_JOB = QueueSpec.KIND
 STEPS = 500  # a pass gives up after this many preparations and publications (the next kick goes on)
@@ -262,37 +260,39 @@ def _prepare(entry: QueueEntry, onto: str, ahead: list[int], job: Job, done: dic
     return True
 
 
-def _publish(entry: QueueEntry, job: Job, done: dict[str, int]) -> None:
-    """Move the branch to the entry's checked result by compare-and-swap, and log the merge, the request merged
-    with it; if the branch moved, nothing (the next step builds the results again)."""
+def _publish(entry: QueueEntry, job: Job | None, done: dict[str, int]) -> None:
+    """Publish the entry's checked result as a merge publishes its prepared one (`merge_published`: the branch moved
+    to it by compare-and-swap of both heads, fenced by the job's claim), its logged plan made the merge's audit log
+    and the request merged with it. If the branch or the request's source moved, or the entry left the line, nothing
+    is published (the next step prepares the entry again, or takes it out with its reason)."""
     planned = entry.plan_merge
-    log = {**planned.log}
-    log["merge_queue"] = {**log.get("merge_queue", {}), "published": entry.result_id, "rebuilds": entry.rebuilds,
-                          "prepared": str(planned.id)}  # fmt: skip
-    try:
-        with transaction.atomic():
-            if not _still_in_line(entry):
-                return  # taken out of the line while it was prepared: not published
-            result = commit_by_id(entry.result_id)
-            if not commit_publish(catalog=entry.catalog, branch=entry.target, commit=result,
-                                  via_merge_request=entry.merge_request_id):  # fmt: skip
-                return
-            merge = Merge.objects.create(
-                kind=planned.kind, catalog=entry.catalog, source=planned.source, target=planned.target,
-                source_head=planned.source_head, target_head=planned.target_head, base=planned.base, commit=result,
-                status=Merge.Status.MERGED, requested_by=entry.enqueued_by, job=job, report=planned.report, log=log,
-                timings=planned.timings,
-            )  # fmt: skip
-            merge_event_emit(merge)
-            merge_request_merged(merge_request_id=entry.merge_request_id, merge=merge)  # approvals checked again
-            entry.state, entry.merge, entry.finished_at = QueueEntry.State.MERGED, merge, timezone.now()
-            entry.save()
-            _event(entry, "merged_by_queue", entry.enqueued_by, merge=str(merge.id), commit=result.id,
-                   checked_with=entry.checked_with)  # fmt: skip
-            done["merged"] += 1
+    log = {"merge_queue": {**planned.log.get("merge_queue", {}), "published": entry.result_id,
+                           "rebuilds": entry.rebuilds}}  # fmt: skip
+
+    def merged(merge: Merge) -> None:  # in the publish's transaction, under the commit lock
+        if not _still_in_line(entry):
+            raise _LeftLine  # taken out of the line while it was prepared: not published
+        merge_request_merged(merge_request_id=entry.merge_request_id, merge=merge)  # approvals checked again
+        entry.state, entry.merge, entry.finished_at = QueueEntry.State.MERGED, merge, timezone.now()
+        entry.save()
+        _event(entry, "merged_by_queue", entry.enqueued_by, merge=str(merge.id), commit=entry.result_id,
+               checked_with=entry.checked_with)  # fmt: skip
+
+    prepared = Prepared(planned, commit_by_id(entry.result_id), written=[])
+    try:  # one queue job publishes many merges: each is fenced by its claim, none becomes its commit
+        merge_published(prepared, job=job, via_merge_request=entry.merge_request_id, on_merged=merged,
+                        timings=planned.timings, log=log, commit_of_job=False)  # fmt: skip
+    except (MergeMoved, _LeftLine):
+        return
     except ApplicationError as blocked:  # the request's recheck under the lock: nothing was published
         _remove(entry, blocked.code, blocked.message)
         done["removed"] += 1
+        return
+    done["merged"] += 1
+
+
+class _LeftLine(Exception):
+    """The entry left the line while its result was prepared: nothing is published."""
 
 
 def queue_status_posted(*, merge_request: MergeRequest) -> None:

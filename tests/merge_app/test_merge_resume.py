@@ -52,7 +52,7 @@ def _died_after_preparing(catalog, job, monkeypatch) -> dict:
         raise Died()
 
     with monkeypatch.context() as patched:
-        patched.setattr(merges, "_published", die)
+        patched.setattr(merges, "merge_published", die)
         with pytest.raises(Died):
             merges.branch_merge(catalog=catalog, source="dev", target="main", job=job)
     return Job.objects.get(id=job.id).checkpoint[merges.PREPARED]

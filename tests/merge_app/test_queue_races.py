@@ -6,10 +6,11 @@ read, which put a request taken out back in line; queueing it again then failed 
 
 import pytest
 
-from merge_app.models import MergeRequest, QueueEntry
+from merge_app.models import Merge, MergeRequest, QueueEntry
 from merge_app.services import queue
 from merge_app.services.merges import merge_result_checked
 from tests.support.catalogs import head
+from tests.support.merges import insert
 from tests.support.queues import branch_with_rows, entry, lake, opened, protect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,3 +75,34 @@ def test_a_request_taken_out_after_it_was_prepared_is_not_published(clients, use
     assert (left.state, left.reason, left.merge_id) == (QueueEntry.State.REMOVED, "dequeued", None)
     request = clients["bob"].get(f"/api/v1/catalogs/{catalog.name}/merge-requests/{number}").json()
     assert request["state"] == "open"
+
+
+@pytest.mark.parametrize("approvals", [1, 0])
+def test_a_push_to_the_source_after_its_result_was_checked_publishes_nothing_older(clients, user, approvals):
+    """The entry's result was checked on the source head it was prepared with; a push to the source before the runner
+    publishes it makes that result older than the request: nothing is published (both heads are compared under the
+    commit lock, as a merge's are). The next step takes the entry out (its approvals were for the older head) or,
+    where none is required, prepares it again on the new source head."""
+    catalog = lake(user)
+    protect(catalog, user, required_approvals=approvals)
+    branch_with_rows(catalog, "dev", "orders", 3)
+    number = opened(clients, catalog, "dev", approve=bool(approvals))
+    queued_now(catalog, number)
+    main = head(catalog)
+    assert queue._prepare(entry(number), main, [], None, counts())
+    prepared = entry(number)
+    insert(catalog, [{"id": 4, "amount": 5, "region": "eu"}], branch="dev")
+    pushed = head(catalog, "dev")
+    done = counts()
+    queue._publish(prepared, None, done)
+    assert head(catalog) == main and done["merged"] == 0  # main did not move to the older result
+    assert entry(number).state == QueueEntry.State.PREPARED and entry(number).merge_id is None
+    assert queue._prepared([entry(number)], main, None, done) is not bool(approvals)
+    after = entry(number)
+    if approvals:
+        assert (after.state, after.reason) == (QueueEntry.State.REMOVED, "approvals_missing")
+    else:
+        assert (after.state, after.source_head, after.rebuilds) == (QueueEntry.State.PREPARED, pushed, 1)
+        queue._publish(after, None, done)
+        assert head(catalog) == after.result_id and done["merged"] == 1
+        assert Merge.objects.get(id=entry(number).merge_id).source_head == pushed
