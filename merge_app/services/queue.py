@@ -9,8 +9,9 @@ source head, is published: the branch moves to its checked result by compare-and
 only ever moves to a commit that was checked as it is; if anything else moved the branch, the prepared results
 no longer lie on it and are built again. An entry that conflicts, fails a check or loses its approvals leaves the
 line with its reason; the entries behind it were prepared on a result that included it, so they are built again
-without it. Nothing wakes the queue but what it is told (an entry queued or taken out, a status posted) and a
-read of it that finds a head moved (`queue_refresh`), as merge requests are brought up to date lazily.
+without it. What wakes the queue is what changes its state: an entry queued or taken out, a status posted, and
+a head that moved (the branch or a source), which the workers' upkeep finds within a round
+(`queues_follow_heads`), as merge requests are planned again. A read of the queue starts nothing.
 """
 
 from typing import Any
@@ -148,19 +149,27 @@ def queue_kick(*, catalog_id: object, target: str) -> None:
         runner.save()
 
 
-def queue_refresh(*, catalog: Catalog, target: str) -> None:
-    """Kick the queue if what its entries were prepared on moved (the branch, a source) or one waits to be
-    prepared: a read of the queue brings it up to date, as a read of a merge request does."""
-    line = queue_line(catalog=catalog, target=target)
+def queues_follow_heads() -> None:
+    """Kick every queue whose entries were prepared on what moved since (the branch, a source) or one of which
+    waits to be prepared. The job workers run this every round of their upkeep (`merge_app.job_kinds`): a head
+    that moves wakes its queues within a round, and no read of a queue starts a job."""
+    active = QueueEntry.objects.filter(state__in=QueueEntry.ACTIVE).values_list("catalog_id", "target").distinct()
+    for catalog_id, target in sorted(set(active), key=str):
+        queue_follow_heads(catalog_id=catalog_id, target=target)
+
+
+def queue_follow_heads(*, catalog_id: object, target: str) -> None:
+    """Kick `target`'s queue if what its entries were prepared on moved or one waits to be prepared."""
+    line = queue_line(catalog_id=catalog_id, target=target)
     if not line:
         return
-    heads = branch_heads(catalog_id=catalog.id, names=[target, *{e.merge_request.source for e in line}])
+    heads = branch_heads(catalog_id=catalog_id, names=[target, *{e.merge_request.source for e in line}])
     stale = line[0].onto != heads.get(target) or any(
         entry.state == QueueEntry.State.QUEUED or entry.source_head != heads.get(entry.merge_request.source)
         for entry in line
     )
     if stale:
-        queue_kick(catalog_id=catalog.id, target=target)
+        queue_kick(catalog_id=catalog_id, target=target)
 
 
 def queue_run(*, catalog: Catalog, target: str, job: Job) -> dict[str, Any]:
@@ -184,7 +193,7 @@ def _pass(catalog: Catalog, target: str, job: Job, done: dict[str, int]) -> None
     """Prepare the first entries on what each will publish, and publish the first while it is ready."""
     depth = max(1, settings.LAKEUI_MERGE_QUEUE_DEPTH)
     for _ in range(STEPS):
-        line = queue_line(catalog=catalog, target=target)
+        line = queue_line(catalog_id=catalog.id, target=target)
         head = branch_heads(catalog_id=catalog.id, names=[target]).get(target)
         if not line:
             return

@@ -5,8 +5,11 @@ preparing and publishing). The race the end-to-end queue tests met by chance: th
 read, which put a request taken out back in line; queueing it again then failed with a 500."""
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
-from merge_app.models import Merge, MergeRequest, QueueEntry
+from lakeui.jobs.models import Job
+from merge_app.models import Merge, MergeQueueRunner, MergeRequest, QueueEntry
 from merge_app.services import queue
 from merge_app.services.merges import merge_result_checked
 from tests.support.catalogs import head
@@ -106,3 +109,20 @@ def test_a_push_to_the_source_after_its_result_was_checked_publishes_nothing_old
         queue._publish(after, None, done)
         assert head(catalog) == after.result_id and done["merged"] == 1
         assert Merge.objects.get(id=entry(number).merge_id).source_head == pushed
+
+
+def test_a_read_of_the_queue_starts_no_job_and_the_upkeep_wakes_it(clients, user):
+    """An entry waits to be prepared (its kick left out, as if a head moved since): reading the queue, through the
+    API or the page, starts no job; the workers' upkeep round finds it and starts the queue's job, once."""
+    catalog, number = in_line(clients, user)
+    base = f"/api/v1/catalogs/{catalog.name}"
+    for path in (f"{base}/branches/main/queue", f"{base}/merge-requests/{number}/queue"):
+        assert clients["bob"].get(path).status_code == 200, path
+    browser = Client()
+    browser.force_login(User.objects.get(username="bob"))
+    assert browser.get(f"/catalogs/{catalog.name}/queue/main").status_code == 200
+    assert not Job.objects.filter(kind=queue.QUEUE_JOB).exists()
+    queue.queues_follow_heads()
+    queue.queues_follow_heads()  # a job at work on the line is asked for another pass, not started twice
+    (job,) = Job.objects.filter(kind=queue.QUEUE_JOB)
+    assert job.params["target"] == "main" and MergeQueueRunner.objects.get(catalog=catalog).job_id == job.id
