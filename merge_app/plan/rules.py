@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalog_app.engine.types import is_widening, parse_type
+from catalog_app.engine.type_names import is_widening, parse_type
 
 OK, CONFLICT, DISCARDED, PENDING = "ok", "conflict", "discarded", "pending"
 FAIL, SOURCE_WINS, TARGET_WINS = "fail", "source_wins", "target_wins"
