@@ -34,7 +34,8 @@ from merge_app.models import Merge, MergeQueueRunner, MergeRequest, MergeRequest
 from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, resolution_of
 from merge_app.selectors.queue import queue_line
 from merge_app.services.merge_requests import merge_request_audit, merge_request_merged, merge_request_refresh
-from merge_app.services.merges import MergeMoved, Prepared, merge_published, merge_result_checked
+from merge_app.services.merges import merge_result_checked
+from merge_app.services.pipeline import MergeMoved, MergeRun, Prepared
 
 QUEUE_JOB = QueueSpec.KIND
 STEPS = 500  # a pass gives up after this many preparations and publications (the next kick goes on)
@@ -270,7 +271,7 @@ def _prepare(entry: QueueEntry, onto: str, ahead: list[int], job: Job, done: dic
 
 
 def _publish(entry: QueueEntry, job: Job | None, done: dict[str, int]) -> None:
-    """Publish the entry's checked result as a merge publishes its prepared one (`merge_published`: the branch moved
+    """Publish the entry's checked result as a merge publishes its prepared one (`MergeRun.publish`: the branch moved
     to it by compare-and-swap of both heads, fenced by the job's claim), its logged plan made the merge's audit log
     and the request merged with it. If the branch or the request's source moved, or the entry left the line, nothing
     is published (the next step prepares the entry again, or takes it out with its reason)."""
@@ -288,9 +289,11 @@ def _publish(entry: QueueEntry, job: Job | None, done: dict[str, int]) -> None:
                checked_with=entry.checked_with)  # fmt: skip
 
     prepared = Prepared(planned, commit_by_id(entry.result_id), written=[])
-    try:  # one queue job publishes many merges: each is fenced by its claim, none becomes its commit
-        merge_published(prepared, job=job, via_merge_request=entry.merge_request_id, on_merged=merged,
-                        timings=planned.timings, log=log, commit_of_job=False)  # fmt: skip
+    try:
+        # One queue job publishes many merges: each is fenced by its claim, none becomes its commit.
+        run = MergeRun(user=entry.enqueued_by, job=job)
+        run.publish(prepared, via_merge_request=entry.merge_request_id, on_merged=merged, timings=planned.timings,
+                    log=log, commit_of_job=False)  # fmt: skip
     except (MergeMoved, _LeftLine):
         return
     except ApplicationError as blocked:  # the request's recheck under the lock: nothing was published
