@@ -45,7 +45,7 @@ from merge_app.services.pipeline import PREPARED, MergeMoved, MergeRefused, Merg
 
 MERGE_JOB = MergeSpec.KIND
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
-PLANS = 3  # a merge whose heads moved while it planned plans again this many times
+ATTEMPTS = 3  # a merge whose heads moved before its commit lock is planned this many times at most
 
 
 def merge_submit(
@@ -139,7 +139,7 @@ def branch_merge(
     resumed = _resumed(run, via_merge_request=via_merge_request, on_merged=on_merged)
     if resumed is not None:
         return resumed
-    for _ in range(PLANS):
+    for _ in range(ATTEMPTS):
         plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
         planned, prepared = plan.diff, None
         writer = run.prepare(planned, plan.key_runs)
@@ -164,7 +164,7 @@ def branch_merge(
             continue  # files written for the old heads: orphans for GC, or kept by the prepared result naming them
         except MergeRefused as refused:
             raise run.refused(refused.diff) from None
-    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=PLANS))
+    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=ATTEMPTS))
 
 
 def _checked(run: MergeRun, diff: MergeDiff, writer: MergeWriter, guards: list, *, override, dry_run=False) -> Commit:

@@ -32,7 +32,7 @@ from merge_app.models import Merge
 from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, MergeDiff, merge_diff_of, resolution_check
 from merge_app.selectors.graph import CommitGraph
 from merge_app.services.merge_plans import keys_compared
-from merge_app.services.merges import MESSAGE_KEPT_MOVING, PLANS
+from merge_app.services.merges import ATTEMPTS, MESSAGE_KEPT_MOVING
 from merge_app.services.pipeline import MergeMoved, MergeRun, Prepared
 
 PICK_JOB = PickSpec.KIND
@@ -120,7 +120,7 @@ def commits_pick(
     branch points to yet (`commit_begin_detached`, metadata only while its lock is held), made after the previous
     one's. Under the lock the branch must still be at the head the range was planned on (else it is planned again);
     then it moves along those commits, all of them or none (`commit_publish`)."""
-    for _ in range(PLANS):
+    for _ in range(ATTEMPTS):
         planned = _picks_planned(catalog, kind=kind, branch=branch, commits=commits, user=user, job=job,
                                  resolution=resolution)  # fmt: skip
         try:
@@ -128,7 +128,7 @@ def commits_pick(
                 return _picks_published(catalog, planned, branch=branch, job=job)
         except MergeMoved:
             continue  # the commits made for the old head are left to garbage collection
-    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=commits[-1], target=branch, times=PLANS))
+    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=commits[-1], target=branch, times=ATTEMPTS))
 
 
 @dataclass(frozen=True)
