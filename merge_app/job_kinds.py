@@ -22,7 +22,7 @@ from merge_app.services.merge_requests import (
 )
 from merge_app.services.merges import branch_merge, checks_failed_error
 from merge_app.services.picks import commits_pick, pick_results
-from merge_app.services.queue import queue_run
+from merge_app.services.queue import queue_run, queues_follow_heads
 from merge_app.services.restores import branch_restore, restore_result
 
 
@@ -126,3 +126,5 @@ def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any
 # Merge requests are planned again when a branch moves, within a round of the workers' upkeep, not when a page
 # first asks (docs/api.md#merge-requests).
 job_upkeep(merge_requests_follow_heads)
+# A merge queue whose branch or sources moved is worked again within a round too: no read of it starts a job.
+job_upkeep(queues_follow_heads)

@@ -4,33 +4,40 @@ up), each type's Spark and Arrow type, and its values in JSON (defaults, incomin
 and partition values, rows given back).
 
 A type is stored in the catalog by its canonical name (`str(ColumnType)`): `int`, `decimal(10,2)`, ... The
-engine's other modules take these names; the web process parses what users write with `parse_type`. Plain Python
-(with pyspark's and pyarrow's type objects): no Django. `ApplicationError` is the project's one plain exception
-class (`lakeui.errors` imports nothing), raised here as it was before this module moved into the engine.
+engine's other modules take these names; the web process parses what users write with `parse_type`. The names and
+the widening rules are plain Python in `type_names.py` (which the merge plan uses without loading Spark), re-exported
+here; this module adds pyspark's and pyarrow's type objects. No Django. `ApplicationError` is the project's one
+plain exception class (`lakeui.errors` imports nothing), raised here as it was before this module moved into the
+engine.
 """
 
 import base64
 import datetime
 import decimal
 import math
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import types as T
 
+from catalog_app.engine.type_names import (  # noqa: F401 (the names, plain Python, re-exported from here)
+    ALIASES,
+    DECIMAL,
+    DECIMAL_TYPE,
+    INTEGER_DIGITS,
+    MAX_DECIMAL_PRECISION,
+    SIMPLE_TYPES,
+    ColumnType,
+    decimal_digits,
+    is_decimal,
+    is_widening,
+    parse_type,
+    type_family,
+)
 from lakeui.errors import ApplicationError
 
-SIMPLE_TYPES = ("boolean", "int", "long", "float", "double", "string", "binary", "date", "timestamp")
-DECIMAL_TYPE = "decimal"  # the family name of decimal(p,s)
-ALIASES = {"integer": "int", "bigint": "long", "bool": "boolean", "real": "float"}
-DECIMAL = re.compile(r"decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\)")
-MAX_DECIMAL_PRECISION = 38
 DECIMAL_DIGITS = 80  # more than any decimal(38, s) value has, with room for the digits a quantize adds
-# Digits an integer type needs left of the decimal point.
-INTEGER_DIGITS = {"int": 10, "long": 19}
 
 SPARK_TYPES = {
     "boolean": T.BooleanType(),
@@ -54,66 +61,6 @@ ARROW_TYPES = {
     "date": pa.date32(),
     "timestamp": pa.timestamp("us", tz="UTC"),  # Spark's TIMESTAMP: an instant, shown in the session's zone (UTC)
 }
-
-
-# --- names ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ColumnType:
-    name: str
-    precision: int = 0
-    scale: int = 0
-
-    def __str__(self) -> str:
-        return f"decimal({self.precision},{self.scale})" if self.name == DECIMAL_TYPE else self.name
-
-
-def parse_type(text: object) -> ColumnType:
-    """A type as a user writes it (any case, aliases, spaces in `decimal( 10, 2 )`), checked against the
-    allow-list; `unknown_type` otherwise."""
-    if not isinstance(text, str):
-        raise ApplicationError("unknown_type", f"Column type {text!r} is not a type name.")
-    spelled = ALIASES.get(text.strip().lower(), text.strip().lower())
-    if spelled in SIMPLE_TYPES:
-        return ColumnType(spelled)
-    match = DECIMAL.fullmatch(spelled)
-    if match:
-        precision, scale = int(match[1]), int(match[2])
-        if 1 <= precision <= MAX_DECIMAL_PRECISION and scale <= precision:
-            return ColumnType(DECIMAL_TYPE, precision, scale)
-    allowed = ", ".join((*SIMPLE_TYPES, "decimal(p,s)"))
-    raise ApplicationError("unknown_type", f"Unknown column type {text!r}; use one of {allowed}.")
-
-
-def is_decimal(type_name: str) -> bool:
-    return DECIMAL.fullmatch(type_name) is not None
-
-
-def type_family(type_name: str) -> str:
-    """The type's name without its parameters: `decimal` for every decimal(p,s), else the name itself."""
-    return DECIMAL_TYPE if is_decimal(type_name) else type_name
-
-
-def decimal_digits(type_name: str) -> tuple[int, int]:
-    """Precision and scale of a decimal(p,s) type name."""
-    match = DECIMAL.fullmatch(type_name)
-    if match is None:
-        raise ValueError(f"not a column type: {type_name}")
-    return int(match[1]), int(match[2])
-
-
-def is_widening(old: ColumnType, new: ColumnType) -> bool:
-    """True when every value of `old` is exactly a value of `new` and the types differ."""
-    if old == new:
-        return False
-    if (old.name, new.name) in {("int", "long"), ("float", "double"), ("int", "double")}:
-        return True
-    if old.name in INTEGER_DIGITS and new.name == DECIMAL_TYPE:
-        return new.precision - new.scale >= INTEGER_DIGITS[old.name]
-    if old.name == new.name == DECIMAL_TYPE:
-        return new.scale == old.scale and new.precision > old.precision
-    return False
 
 
 # --- Spark and Arrow --------------------------------------------------------------------------------------

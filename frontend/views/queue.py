@@ -14,7 +14,7 @@ from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest
 from merge_app.selectors.merge_requests import merge_request_get
 from merge_app.selectors.queue import queue_entry_of, queue_position, queue_show
-from merge_app.services.queue import queue_enqueue, queue_leave, queue_refresh
+from merge_app.services.queue import queue_enqueue, queue_leave
 
 
 def queue_context(merge_request: MergeRequest) -> dict:
@@ -47,6 +47,5 @@ def merge_request_queue_view(request: HttpRequest, catalog: str, number: int) ->
 def branch_queue_page(request: HttpRequest, catalog: str, branch: str) -> HttpResponse:
     found = get_catalog(request, catalog)
     branch_get(catalog=found, name=branch)
-    queue_refresh(catalog=found, target=branch)
     return render(request, "frontend/queue.html", {"catalog": found, "branch": branch,
                                                    **queue_show(catalog=found, target=branch)})  # fmt: skip

@@ -1,5 +1,6 @@
 """The merge queue of a branch (docs/merge-queue.md): a request's place in it ("merge when ready", taking it out)
-and the branch's line. Reading the queue brings it up to date (services/queue.py `queue_refresh`)."""
+and the branch's line. Reading the queue starts nothing: the workers' upkeep wakes a queue whose heads moved
+(services/queue.py `queues_follow_heads`)."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -10,7 +11,7 @@ from catalog_app.apis.common import request_catalog
 from catalog_app.selectors.refs import branch_get
 from merge_app.selectors.merge_requests import merge_request_get
 from merge_app.selectors.queue import queue_entry_dict, queue_entry_of, queue_position, queue_show
-from merge_app.services.queue import queue_enqueue, queue_leave, queue_refresh
+from merge_app.services.queue import queue_enqueue, queue_leave
 
 
 class QueueEntryOutputSerializer(serializers.Serializer):
@@ -50,7 +51,6 @@ class MergeRequestQueueApi(APIView):
     @extend_schema(responses=QueueEntryOutputSerializer)
     def get(self, request, catalog, number):
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
-        queue_refresh(catalog=found.catalog, target=found.target)
         entry = queue_entry_of(found)
         if entry is None:
             return Response({"code": "not_queued", "message": f"Merge request {number} was never queued."},
@@ -76,5 +76,4 @@ class BranchQueueApi(APIView):
     def get(self, request, catalog, branch):
         found = request_catalog(request, catalog)
         branch_get(catalog=found, name=branch)  # 404 for a branch that does not exist
-        queue_refresh(catalog=found, target=branch)
         return Response(QueueOutputSerializer(queue_show(catalog=found, target=branch)).data)

@@ -86,6 +86,8 @@ def file_plan(
     not_removed = set()
     for index in whole:
         not_removed |= operations[index].removed | set(operations[index].details.get("deltas_removed", []))
+    # A restore replayed takes its whole result, files as old as the base among them (`Op.restored`).
+    restored = set().union(*(op.restored for index, op in enumerate(operations) if index not in whole))
     put_back = [
         found for index, op in enumerate(operations) if index not in whole
         for found in puts_back(op, base=base, source=source, target=target) if str(found.segment.id) not in not_taken
@@ -105,7 +107,8 @@ def file_plan(
     put_back_ids = {str(p.segment.id) for p in put_back}
     added = [
         f for fid, f in source.items()
-        if ((fid in added_by and fid not in base) or (contested and derived(f, contested))) and fid not in target
+        if ((fid in added_by and fid not in base) or fid in restored or (contested and derived(f, contested)))
+        and fid not in target
         and fid not in not_taken and fid not in put_back_ids
     ]  # fmt: skip
     live_segments = {fid for fid, f in target.items() if f.kind == SEGMENT and fid not in removed}

@@ -433,7 +433,9 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
     segments hold them: those a copy-on-write delete wrote (the rows it kept) stay on the target (the first set),
     and the rewrites whose new segments may also hold rows the source never had (an update's new versions, a
     compaction's other segments) are returned (the second), which the planner refuses."""
-    lineage, kept, mixed = set(source_files), set(), []
+    # A restore's result is its own, not rows the source kept from before an older overwrite (issue 53)
+    restored = set().union(*(op.restored for op in obj.source_operations))
+    lineage, kept, mixed = set(source_files) - restored, set(), []
     for op in obj.target_operations:
         if op.op in rules.REWRITES and op.removed & lineage:
             written = set(op.details.get("segments_added", []))

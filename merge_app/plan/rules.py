@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalog_app.engine.types import is_widening, parse_type
+from catalog_app.engine.type_names import is_widening, parse_type
 
 OK, CONFLICT, DISCARDED, PENDING = "ok", "conflict", "discarded", "pending"
 FAIL, SOURCE_WINS, TARGET_WINS = "fail", "source_wins", "target_wins"
@@ -132,6 +132,15 @@ class Op:
     @property
     def added(self) -> set[str]:
         return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
+
+    @property
+    def restored(self) -> set[str]:
+        """A restore's result: the files of the table at its point, those it added and those it kept (a restore is
+        recorded as an overwrite of the whole table). Its own result, even where a file is as old as the merge base;
+        empty for any other operation."""
+        if not self.details.get("restore"):
+            return set()
+        return {*self.added, *self.details.get("segments_kept", []), *self.details.get("deltas_kept", [])}
 
     @property
     def identity(self) -> tuple[str, int]:

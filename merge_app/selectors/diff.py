@@ -30,7 +30,7 @@ from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app.models import KeyComparison, VirtualBase
 from merge_app.plan import decide, rules, states
-from merge_app.plan import objects as planner
+from merge_app.plan import objects as plan_objects
 from merge_app.plan.objects import (
     MERGED_KINDS,
     PENDING,
@@ -89,8 +89,8 @@ class FilesRead:
     (as plain values, `tables_file_rows`). The chains are fixed commits' chains, so what was read holds."""
 
     chains: dict[str, Chain]
-    files: dict[str, dict[uuid.UUID, TableFiles]] = field(default_factory=lambda: {s: {} for s in planner.SIDES})
-    read: dict[str, set[uuid.UUID]] = field(default_factory=lambda: {s: set() for s in planner.SIDES})
+    files: dict[str, dict[uuid.UUID, TableFiles]] = field(default_factory=lambda: {s: {} for s in plan_objects.SIDES})
+    read: dict[str, set[uuid.UUID]] = field(default_factory=lambda: {s: set() for s in plan_objects.SIDES})
 
     def of(self, side: str, table_ids: list[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
         """The files of these tables on `side`, by table id (tables without files are left out)."""
@@ -244,7 +244,7 @@ def merge_diff_of(
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     decoded: dict[str, Any] = {}  # object states by their JSON text
     versions = {side: _versions(chain, object_ids, decoded) for side, chain in chains.items()}
-    keyed_changes = planner.keyed_changes(_keyed_files(versions, files))
+    keyed_changes = plan_objects.keyed_changes(_keyed_files(versions, files))
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
     object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in keyed_changes.items() if any(changed.values())}
@@ -274,7 +274,7 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
     """The diff with its objects decided by the planner: the key comparisons of the primary-key tables it merges by
     key from `compared` (made in this process) or as stored for these heads."""
     results = dict(compared or {})
-    unread = [table_id for table_id in planner.key_merged(diff.inputs) if table_id not in results]
+    unread = [table_id for table_id in plan_objects.key_merged(diff.inputs) if table_id not in results]
     if unread:
         stored = KeyComparison.objects.filter(
             table_id__any=unread, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id
@@ -495,7 +495,7 @@ def _keyed_files(versions: dict, files: FilesRead) -> dict[uuid.UUID, dict[str, 
     ]  # fmt: skip
     if not keyed:
         return {}
-    live = {side: files.of(side, keyed) for side in planner.SIDES}
+    live = {side: files.of(side, keyed) for side in plan_objects.SIDES}
     return {k: {side: frozenset(f.get(k, NO_FILES).by_id()) for side, f in live.items()} for k in keyed}
 
 

@@ -11,9 +11,9 @@ from merge_app.models import MergeRequest, QueueEntry
 RECENT = 20  # the entries that left a branch's queue (merged or taken out) shown after the line
 
 
-def queue_line(*, catalog: Catalog, target: str) -> list[QueueEntry]:
+def queue_line(*, catalog_id: object, target: str) -> list[QueueEntry]:
     """The entries waiting in `target`'s queue, first in line first."""
-    entries = QueueEntry.objects.filter(catalog=catalog, target=target, state__in=QueueEntry.ACTIVE)
+    entries = QueueEntry.objects.filter(catalog_id=catalog_id, target=target, state__in=QueueEntry.ACTIVE)
     return list(entries.select_related("merge_request", "merge_request__author", "enqueued_by").order_by("id"))
 
 
@@ -69,7 +69,7 @@ def queue_entry_dict(entry: QueueEntry, position: int | None) -> dict[str, Any]:
 
 def queue_show(*, catalog: Catalog, target: str) -> dict[str, Any]:
     """A branch's queue: the line, each entry with its position, then the entries that recently left it."""
-    line = queue_line(catalog=catalog, target=target)
+    line = queue_line(catalog_id=catalog.id, target=target)
     line = [queue_entry_dict(entry, position) for position, entry in enumerate(line, start=1)]
     recent = [queue_entry_dict(entry, None) for entry in queue_recent(catalog=catalog, target=target)]
     return {"target": target, "entries": line, "recent": recent}

@@ -9,19 +9,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from django.db import transaction
-
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import commit_by_id
-from catalog_app.services.commits import commit_begin_detached
 from catalog_app.spark import spark_session
 from lakeui.errors import ConflictError
-from merge_app.models import Merge, VirtualBase
+from merge_app.models import VirtualBase
 from merge_app.plan.rules import LEAVE_OUT
 from merge_app.selectors.diff import BasesNotMerged, MergeDiff, merge_diff, merge_diff_again, virtual_base_key
 from merge_app.services import keys
-from merge_app.services.merge_logs import merge_conflict_error, merge_log
-from merge_app.services.merge_writer import MergeWriter
+from merge_app.services.pipeline import MergeRun
 
 MESSAGE_MOVED = "{which} {ref!r} has moved since the merge was planned: its head is {head}."
 MESSAGE_BASES_CONFLICT = "The merge bases ({bases}) of this criss-cross history conflict with each other. "
@@ -95,25 +91,16 @@ def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
     if known is not None:
         return known.commit
     current = commit_by_id(bases[0])
+    run = MergeRun()
     for other in bases[1:]:
         plan = merge_plan(catalog=catalog, source=other, target=current.id, resolution={"default": LEAVE_OUT},
                           in_worker=True)  # fmt: skip
         if not plan.diff.mergeable:
-            merge = merge_log(plan.diff, status=Merge.Status.CONFLICT, user=None, job=None, dry_run=True,
-                         log={"virtual_base_of": bases})  # fmt: skip
-            error = merge_conflict_error(merge)
+            error = run.refused(plan.diff, dry_run=True, log={"virtual_base_of": bases})
             error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
             raise error
-        writer = None
-        if not plan.diff.up_to_date:
-            writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
-            writer.prepare()
-        with transaction.atomic():
-            draft = commit_begin_detached(catalog=catalog, parent=current)
-            if writer is not None:
-                writer.apply(draft)
-            message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
-            current = draft.commit(author=None, message=message, merge_parent=plan.diff.source_head)
+        message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
+        current = run.result(plan.diff, run.prepare(plan.diff, plan.key_runs), parent=current, message=message)
     virtual, _ = VirtualBase.objects.get_or_create(catalog=catalog, bases=key, defaults={"commit": current})
     return virtual.commit
 

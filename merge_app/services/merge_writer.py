@@ -88,7 +88,7 @@ class MergeWriter:
         self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
                                                commit_ids=self.diff.source_commits)  # fmt: skip
         self.source_commits = set(self.diff.source_commits)
-        self.plans = plan.table_plans(tables, self.writes, self.files, overwrites)
+        self.file_plans = plan.table_plans(tables, self.writes, self.files, overwrites)
         for obj in tables:
             if self.writes[obj.object_id].how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
@@ -97,7 +97,7 @@ class MergeWriter:
                     spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
                 )
             elif self.writes[obj.object_id].by_file:
-                found = self.plans[obj.object_id]
+                found = self.file_plans[obj.object_id]
                 self.prepared[obj.object_id] = (
                     self._mixed_deletes(obj, found.kept, found.partitions),
                     self._put_back(obj, found.put_back),
@@ -212,7 +212,7 @@ class MergeWriter:
         """The target's files of the table become the source's, by reference (`plan.files.taken_plan`):
         `source_wins` for a whole table without a key, or a primary-key table whose rows only the source changed
         since the base (its state is the merge's rows, whatever operations made it)."""
-        taken = self.plans[obj.object_id]
+        taken = self.file_plans[obj.object_id]
         self._remove(obj, taken.removed)
         self._take_over(obj, taken.added)
 
@@ -225,7 +225,7 @@ class MergeWriter:
             )
 
     def _table_files(self, obj: ObjectDiff) -> None:
-        found = self.plans[obj.object_id]  # planned on the same files before the commit lock
+        found = self.file_plans[obj.object_id]  # planned on the same files before the commit lock
         written, put_back = self.prepared[obj.object_id]
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions

@@ -14,7 +14,6 @@ lock, and its job keeps it: a run of the job after its worker died publishes it 
 """
 
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ from catalog_app.models import Catalog, Commit, Role
 from catalog_app.selectors.access import catalog_with_role, role_at_least
 from catalog_app.selectors.refs import commit_by_id, ref_resolve
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached, commit_publish
+from catalog_app.services.commits import commit_begin
 from catalog_app.spark import spark_session
 from checks_app.selectors import check_run_dict, checks_guarding, checks_verdict
 from checks_app.services.checks import checks_error, checks_run
@@ -38,16 +37,15 @@ from lakeui.jobs.services import job_checkpoint_save, job_create
 from lakeui.memory import gc_paused
 from merge_app.job_specs import MergeSpec
 from merge_app.models import Merge
-from merge_app.selectors.diff import REVERT, MergeDiff, resolution_check
-from merge_app.services.events import merge_event_emit
-from merge_app.services.merge_logs import merge_conflict_error, merge_log, merge_log_row, merge_log_write
+from merge_app.selectors.diff import MergeDiff, resolution_check
+from merge_app.services.merge_logs import merge_log
 from merge_app.services.merge_plans import merge_plan
 from merge_app.services.merge_writer import MergeWriter
+from merge_app.services.pipeline import PREPARED, MergeMoved, MergeRefused, MergeRun, Prepared
 
 MERGE_JOB = MergeSpec.KIND
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
-PLANS = 3  # a merge whose heads moved while it planned plans again this many times
-PREPARED = "merge_prepared"  # the job checkpoint of a merge whose result is prepared (`_prepared`)
+ATTEMPTS = 3  # a merge whose heads moved before its commit lock is planned this many times at most
 
 
 def merge_submit(
@@ -118,187 +116,86 @@ def branch_merge(
     log: the request's number and approvers, and `resolution_choices`, who chose each resolution and when, which
     name the chooser of each resolution applied), and `on_merged`, run inside the merge's transaction once the
     merge is logged, so the request and the merge commit together or not at all."""
-    started = time.monotonic()
-    extra = dict(audit or {})
+    run = MergeRun(user=user, job=job, extra=dict(audit or {}))
     refs = {"catalog": catalog, "source": source, "target": target, "resolution": resolution}
     guards = checks_guarding(catalog=catalog, branch=target)
     if dry_run:
         plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
         diff = plan.diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
-        if guards and diff.mergeable and not diff.up_to_date:  # what the checks would say of this merge's result
-            writer = MergeWriter(diff, key_runs=plan.key_runs)
-            writer.prepare()
-            _checked(diff, writer, guards, user=user, job=job, extra=extra, override=None, dry_run=True)
-        return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=_since(started), log=extra)
+        writer = run.prepare(diff, plan.key_runs) if guards else None
+        if writer is not None:  # what the checks would say of this merge's result
+            _checked(run, diff, writer, guards, override=None, dry_run=True)
+        return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=run.timings(), log=run.extra)
     # Everything that reads or writes data runs before the commit lock is taken: the plan (with the key comparison
     # of primary-key tables, kept even if the merge is refused), the files the merge writes and, when it wrote
     # files, compared keys or checks guard the target, the merge's result committed where no branch points (and
     # judged by the checks: write-audit-publish), which the job keeps for a later run should its worker die. Under
-    # the lock the merge only checks that both heads are still the planned ones and commits (or moves the target
-    # to the prepared result); if one moved, it plans again. A later run of the job publishes the prepared result
-    # as it is if nothing moved (`_resumed`).
+    # the lock the merge only checks that both heads are still the planned ones and commits (or publishes the
+    # prepared result); if one moved, it plans again. A later run of the job publishes the prepared result as it
+    # is if nothing moved (`_resumed`).
     if override:  # an admin's override holds for every failed check, SQL or external (the request's re-check)
-        extra["checks_overridden"] = {**override, "checks": []}
-    resumed = _resumed(catalog=catalog, job=job, via_merge_request=via_merge_request, on_merged=on_merged,
-                       started=started)  # fmt: skip
+        run.extra["checks_overridden"] = {**override, "checks": []}
+    resumed = _resumed(run, via_merge_request=via_merge_request, on_merged=on_merged)
     if resumed is not None:
         return resumed
-    for _ in range(PLANS):
+    for _ in range(ATTEMPTS):
         plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
-        planned, writer, prepared = plan.diff, None, None
-        if planned.mergeable and not planned.up_to_date:
-            writer = MergeWriter(planned, key_runs=plan.key_runs)
-            writer.prepare()
-            if guards or plan.key_runs or writer.written():  # work a later run of the job need not do again
-                prepared = _prepared(planned, writer, guards, user=user, job=job, extra=extra, override=override,
-                                     started=started)  # fmt: skip
+        planned, prepared = plan.diff, None
+        writer = run.prepare(planned, plan.key_runs)
+        if writer is not None and (guards or plan.key_runs or writer.written()):  # work a later run need not redo
+            result = _checked(run, planned, writer, guards, override=override) if guards else None
+            prepared = run.prepared(planned, writer, result or run.result(planned, writer))
         try:
             if prepared is not None:
-                return _published(prepared, catalog=catalog, job=job, via_merge_request=via_merge_request,
-                                  on_merged=on_merged, timings=_since(started))  # fmt: skip
+                return run.publish(prepared, via_merge_request=via_merge_request, on_merged=on_merged)
             with transaction.atomic():
                 draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
                 src = ref_resolve(catalog=catalog, ref=source)
                 if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
-                    raise _Moved
-                merge = merge_commit(planned, writer, draft, user=user, job=job, extra=extra, started=started)
+                    raise MergeMoved
+                merge = run.commit(planned, writer, draft)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
-        except _Moved:
+        except MergeMoved:
             if prepared is not None:
                 _discarded(job)
             continue  # files written for the old heads: orphans for GC, or kept by the prepared result naming them
         except MergeRefused as refused:
-            merge = merge_log(refused.diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started),
-                         log=extra)  # fmt: skip
-            raise merge_conflict_error(merge) from None
-    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=PLANS))
+            raise run.refused(refused.diff) from None
+    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=ATTEMPTS))
 
 
-def merge_commit(
-    diff: MergeDiff, writer: "MergeWriter | None", draft: CommitDraft, *, user, job, extra, started
-) -> Merge:
-    """Under the commit lock, on the planned heads: refuse, log an up-to-date merge, or stage and commit, the audit
-    log written with the commit's rows (made while the database stores them)."""
-    if not diff.mergeable:
-        raise MergeRefused(diff)
-    if diff.up_to_date:
-        return merge_log(diff, status=Merge.Status.UP_TO_DATE, user=user, job=job, timings=_since(started), log=extra)
-    logged: list[Merge] = []
-
-    def audit_log(commit: Commit) -> Merge:
-        logged.append(_merged_log(diff, writer, commit, user=user, job=job, extra=extra, started=started))
-        return logged[0]
-
-    merge_write(diff, writer, draft, user=user, job=job, extra=extra, also=audit_log)
-    merge_event_emit(logged[0])
-    return logged[0]
-
-
-def merge_write(diff: MergeDiff, writer: "MergeWriter", draft: CommitDraft, *, user, job, extra, also=None) -> Commit:
-    """Stage the planned merge on `draft` and commit it (`also`: a row written with the commit, its audit log)."""
-    writer.apply(draft)
-    chooser = user.username if user is not None and user.is_authenticated else None
-    writer.log["resolutions"] = [
-        {**entry, **_chosen(entry, extra.get("resolution_choices"), chooser)} for entry in diff.resolution_log
-    ]
-    if diff.explicit is None:
-        message, merge_parent = f"Merge {diff.source} into {diff.target}", diff.source_head
-    else:  # a revert or a cherry-pick: one commit on the target, with no second parent (git makes them so)
-        verb = "Revert" if diff.explicit.kind == REVERT else "Cherry-pick"
-        message = f"{verb} {diff.explicit.commit.id[:12]}: {diff.explicit.commit.message}"[:500]
-        merge_parent = None
-    return draft.commit(author=user, message=message, merge_parent=merge_parent, job=job, also=also)
-
-
-def merge_recorded(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
-    """Log a merge whose commit is on the target already (a pick made before the lock), and tell listeners."""
-    merge = merge_log_write(_merged_log(diff, writer, commit, user=user, job=job, extra=extra, started=started))
-    merge_event_emit(merge)
-    return merge
-
-
-def _merged_log(diff: MergeDiff, writer: "MergeWriter", commit: Commit, *, user, job, extra, started) -> Merge:
-    return merge_log_row(diff, status=Merge.Status.MERGED, user=user, job=job, commit=commit,
-                         log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
-
-
-def _checked(diff: MergeDiff, writer: "MergeWriter", guards: list, *, user, job, extra, override, dry_run) -> Commit:
+def _checked(run: MergeRun, diff: MergeDiff, writer: MergeWriter, guards: list, *, override, dry_run=False) -> Commit:
     """The merge's result committed where no branch points (after the target head, with the source head as second
     parent) and judged by the checks guarding the target (docs/merge-semantics.md#merge-checks); the runs go into
-    the audit log (`extra`). Refused with 409 `checks_failed` (logged, nothing merged) when a check that is not
+    the audit log (`run.extra`). Refused with 409 `checks_failed` (logged, nothing merged) when a check that is not
     advisory fails, unless an admin overrides it with a reason (`override`: reason and by, logged)."""
-    result = _materialised(diff, writer, user=user, extra=extra)
+    result = run.result(diff, writer)
     runs = checks_run(spark_session, catalog=diff.catalog, checks=guards, commit=result,
-                      source_head=diff.source_head.id, target_head=diff.target_head.id, job=job, user=user)  # fmt: skip
+                      source_head=diff.source_head.id, target_head=diff.target_head.id, job=run.job,
+                      user=run.user)  # fmt: skip
     verdict = checks_verdict(runs=runs)
-    extra["checks"] = [check_run_dict(run) for run in runs]
-    extra["checked_result"] = result.id
+    run.extra["checks"] = [check_run_dict(one) for one in runs]
+    run.extra["checked_result"] = result.id
     if override:  # the SQL checks this attempt overrode (none, if they passed)
-        extra["checks_overridden"] = {**override, "checks": verdict.failed}
+        run.extra["checks_overridden"] = {**override, "checks": verdict.failed}
     elif verdict.failed and not dry_run:
         raise checks_failed_error(
-            merge_log(diff, status=Merge.Status.CHECKS_FAILED, user=user, job=job, log={**writer.log, **extra})
+            merge_log(
+                diff, status=Merge.Status.CHECKS_FAILED, user=run.user, job=run.job, log={**writer.log, **run.extra}
+            )
         )
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class Prepared:
-    """A merge's result committed where no branch points (`result`), with the files it wrote (`written`), and its
-    plan logged (`merge`: a planned dry run naming the result until it is published, then the merge's audit log)."""
-
-    merge: Merge
-    result: Commit
-    written: list[str]
-
-    def checkpoint(self) -> dict[str, Any]:
-        return {PREPARED: {"merge": str(self.merge.id), "result": self.result.id, "written": self.written}}
-
-
-def _prepared(diff: MergeDiff, writer: MergeWriter, guards: list, *, user, job, extra, override, started) -> Prepared:
-    """The merge's result committed where no branch points (and judged by the checks guarding the target, if any:
-    `_checked`), as the merge queue prepares its entries, and its plan logged with what it will publish, before the
-    commit lock is taken. A job keeps it as its checkpoint, so that a later run of it (its worker died) publishes it
-    as it is, with no Spark, if neither head moved meanwhile (`_resumed`) instead of merging again."""
-    if guards:
-        result = _checked(diff, writer, guards, user=user, job=job, extra=extra, override=override, dry_run=False)
-    else:
-        result = _materialised(diff, writer, user=user, extra=extra)
-    with transaction.atomic():
-        merge = merge_log(diff, status=Merge.Status.PLANNED, user=user, job=None, dry_run=True, commit=result,
-                          log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
-        prepared = Prepared(merge, result, writer.written())
-        if job is not None:
-            job_checkpoint_save(job=job, checkpoint=prepared.checkpoint())
-    return prepared
-
-
-def _published(prepared: Prepared, *, catalog: Catalog, job, via_merge_request, on_merged, timings) -> Merge:
-    """In one transaction, under the commit lock: the target moved to the prepared result by compare-and-swap if
-    it is still at the result's parent and the source at the planned head (else `_Moved`, nothing changed), and
-    the logged plan made the merge's audit log."""
-    merge = prepared.merge
-    with transaction.atomic():
-        published = commit_publish(catalog=catalog, branch=merge.target, commit=prepared.result, job=job,
-                                   via_merge_request=via_merge_request)  # fmt: skip
-        if not published or ref_resolve(catalog=catalog, ref=merge.source).commit.id != merge.source_head:
-            raise _Moved
-        merge.status, merge.dry_run, merge.job, merge.timings = Merge.Status.MERGED, False, job, timings
-        merge.save(update_fields=["status", "dry_run", "job", "timings"])
-        merge_event_emit(merge)
-        if on_merged is not None:
-            on_merged(merge)
-    return merge
-
-
-def _resumed(*, catalog: Catalog, job: Job | None, via_merge_request, on_merged, started) -> Merge | None:
-    """A run of a merge job whose earlier run died after it prepared its result (`_prepared`): that result
+def _resumed(run: MergeRun, *, via_merge_request, on_merged) -> Merge | None:
+    """A run of a merge job whose earlier run died after it prepared its result (`MergeRun.prepared`): that result
     published as it is, with no Spark and no plan, if neither head moved since it was planned and every file it
     wrote is still there; otherwise it is discarded and None (the merge plans again), as when nothing was
     prepared."""
+    job = run.job
     found = ((job.checkpoint or {}) if job is not None else {}).get(PREPARED)
     if found is None:
         return None
@@ -307,11 +204,10 @@ def _resumed(*, catalog: Catalog, job: Job | None, via_merge_request, on_merged,
     if prepared is None or files_missing(Warehouse(settings.LAKEUI_WAREHOUSE), prepared.written):
         _discarded(job)
         return None
-    timings = {**merge.timings, "resumed_ms": _ms(time.monotonic() - started)}
+    timings = {**merge.timings, "resumed_ms": run.timings()["total_ms"]}
     try:
-        return _published(prepared, catalog=catalog, job=job, via_merge_request=via_merge_request,
-                          on_merged=on_merged, timings=timings)  # fmt: skip
-    except _Moved:
+        return run.publish(prepared, via_merge_request=via_merge_request, on_merged=on_merged, timings=timings)
+    except MergeMoved:
         _discarded(job)
         return None
 
@@ -322,14 +218,6 @@ def _discarded(job: Job | None) -> None:
     if job is not None and job.checkpoint is not None:
         with transaction.atomic():
             job_checkpoint_save(job=job, checkpoint=None)
-
-
-def _materialised(diff: MergeDiff, writer: MergeWriter, *, user, extra) -> Commit:
-    """The merge's result committed where no branch points: after the target head, with the source head as second
-    parent (`merge_write` on a detached draft)."""
-    with transaction.atomic():
-        draft = commit_begin_detached(catalog=diff.catalog, parent=diff.target_head)
-        return merge_write(diff, writer, draft, user=user, job=None, extra=extra)
 
 
 def checks_failed_error(merge: Merge) -> ConflictError:
@@ -346,54 +234,15 @@ def merge_result_checked(
     """The merge queue's preparation of one entry (merge_app/services/queue.py): `source` merged onto `onto` (the
     target's head, or the unpublished result of the entries ahead), the result written where no branch points and
     judged by the SQL checks guarding the branch `target`, which it names. Nothing is published: returns the logged
-    plan (a dry run, `log.checked_result` the judged commit); raises `merge_conflict` or `checks_failed` (logged),
-    or `nothing_to_merge`."""
-    started = time.monotonic()
+    plan (a dry run naming the judged commit, `log.checked_result`), which the queue publishes with
+    `merge_published`; raises `merge_conflict` or `checks_failed` (logged), or `nothing_to_merge`."""
+    run = MergeRun(user=user, job=job, extra=dict(audit))
     plan = merge_plan(catalog=catalog, source=source, target=onto.id, resolution=resolution, in_worker=True)
-    diff, extra = dataclasses.replace(plan.diff, target=target), dict(audit)  # named by the branch it will move
+    diff = dataclasses.replace(plan.diff, target=target)  # named by the branch it will move
     if not diff.mergeable:
-        merge = merge_log(diff, status=Merge.Status.CONFLICT, user=user, job=job, timings=_since(started), log=extra)
-        raise merge_conflict_error(merge)
+        raise run.refused(diff)
     if diff.up_to_date:
         raise ConflictError("nothing_to_merge", f"{source!r} has nothing to merge into {target!r}.")
-    writer = MergeWriter(diff, key_runs=plan.key_runs)
-    writer.prepare()
-    guards = checks_guarding(catalog=catalog, branch=target)
-    _checked(diff, writer, guards, user=user, job=job, extra=extra, override=None, dry_run=False)
-    return merge_log(diff, status=Merge.Status.PLANNED, user=user, job=job, dry_run=True,
-                     log={**writer.log, **extra}, timings=_since(started))  # fmt: skip
-
-
-def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict[str, Any]:
-    """Who chose an applied resolution, and when: the latest choice recorded in a merge request at the entry's
-    scope (the key, its table, or the default), or the user who ran the merge."""
-    scope = entry.get("scope")
-
-    def matches(choice: dict) -> bool:
-        if choice["scope"] != scope:
-            return False
-        if scope == "key":
-            return choice.get("table") == entry.get("object") and choice.get("key") == entry.get("key_id")
-        return scope == "default" or choice.get("table") == entry.get("object")
-
-    for choice in reversed(choices or []):
-        if matches(choice):
-            return {"chosen_by": choice["by"], "chosen_at": choice["at"]}
-    return {"chosen_by": merger}
-
-
-class _Moved(Exception):
-    """A head moved between planning and the commit lock."""
-
-
-class MergeRefused(Exception):
-    def __init__(self, diff: MergeDiff) -> None:
-        self.diff = diff
-
-
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
-
-
-def _since(started: float) -> dict[str, int]:
-    return {"total_ms": _ms(time.monotonic() - started)}
+    writer = run.prepare(diff, plan.key_runs)
+    result = _checked(run, diff, writer, checks_guarding(catalog=catalog, branch=target), override=None)
+    return run.prepared(diff, writer, result, checkpoint=False).merge

@@ -5,15 +5,14 @@ branch, under the rule tables. A revert merges the commit's parent into the bran
 the commit changed is changed back (each data operation undone by its inverse, files taken out and put back by
 reference), and a later change of what it wrote is a conflict (note V*). A primary-key table is merged by key, as
 in any merge. Each adds one commit with no second parent, or changes nothing (already picked, nothing to undo);
-a range of picks is all or nothing. Both plan and write through the merge's own steps (`merge_plans.keys_compared`,
-`merge_writer.MergeWriter`) and are logged as merges of their kind.
+a range of picks is all or nothing. Both plan with the merge's own step (`merge_plans.keys_compared`) and go
+through the merge pipeline (`pipeline.MergeRun`: prepare, result, publish), logged as merges of their kind.
 
 As a merge, a pick plans and writes before it takes the catalog's commit lock, and under it only checks the head
 and commits (`commits_pick`): each commit of a range is planned on the result of the one before, and the whole range
 commits or none of it.
 """
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from catalog_app.engine.frames import cache_scope
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import commit_by_id, commit_chain, ref_resolve
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import commit_begin, commit_begin_detached, commit_publish
+from catalog_app.services.commits import commit_begin
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
@@ -32,10 +31,9 @@ from merge_app.job_specs import PickSpec
 from merge_app.models import Merge
 from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, MergeDiff, merge_diff_of, resolution_check
 from merge_app.selectors.graph import CommitGraph
-from merge_app.services.merge_logs import merge_conflict_error, merge_log
 from merge_app.services.merge_plans import keys_compared
-from merge_app.services.merge_writer import MergeWriter
-from merge_app.services.merges import MESSAGE_KEPT_MOVING, PLANS, merge_commit, merge_recorded, merge_write
+from merge_app.services.merges import ATTEMPTS, MESSAGE_KEPT_MOVING
+from merge_app.services.pipeline import MergeMoved, MergeRun, Prepared
 
 PICK_JOB = PickSpec.KIND
 KINDS = (REVERT, CHERRY_PICK)
@@ -122,34 +120,34 @@ def commits_pick(
     branch points to yet (`commit_begin_detached`, metadata only while its lock is held), made after the previous
     one's. Under the lock the branch must still be at the head the range was planned on (else it is planned again);
     then it moves along those commits, all of them or none (`commit_publish`)."""
-    for _ in range(PLANS):
+    for _ in range(ATTEMPTS):
         planned = _picks_planned(catalog, kind=kind, branch=branch, commits=commits, user=user, job=job,
                                  resolution=resolution)  # fmt: skip
-        with transaction.atomic():
-            done = _picks_published(catalog, planned, branch=branch, commits=commits, user=user, job=job)
-        if done is not None:
-            return done
-    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=commits[-1], target=branch, times=PLANS))
+        try:
+            with transaction.atomic():
+                return _picks_published(catalog, planned, branch=branch, job=job)
+        except MergeMoved:
+            continue  # the commits made for the old head are left to garbage collection
+    raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=commits[-1], target=branch, times=ATTEMPTS))
 
 
 @dataclass(frozen=True)
 class _Planned:
-    """One commit of a range, planned and written where no branch points: its diff, its writer (None when there is
-    nothing to write) and the commit it made (None if up to date)."""
+    """One commit of a range on its way through the merge pipeline: its diff and run, and its result committed
+    where no branch points with its plan logged (None if up to date)."""
 
     diff: MergeDiff
-    writer: MergeWriter | None
-    result: Commit | None
-    started: float
+    run: MergeRun
+    prepared: Prepared | None
 
 
 def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolution) -> list[_Planned]:
-    """Plan and write each commit of the range on the result of the one before, outside the commit lock. A conflict
-    refuses the lot (logged, 409 `merge_conflict`)."""
+    """Plan, prepare and commit each commit of the range on the result of the one before, outside the commit lock,
+    each result's plan logged. A conflict refuses the lot (logged, 409 `merge_conflict`)."""
     head = ref_resolve(catalog=catalog, ref=branch).commit
     planned = []
     for commit_id in commits:
-        started = time.monotonic()
+        run = MergeRun(user=user, job=job)
         explicit = ExplicitBase(kind=kind, commit=commit_by_id(commit_id))
         source_head = explicit.source_head
         diff = merge_diff_of(
@@ -159,36 +157,29 @@ def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolu
         )  # fmt: skip
         plan = keys_compared(diff)
         if not plan.diff.mergeable:
-            merge = merge_log(plan.diff, status=Merge.Status.CONFLICT, user=user, job=job, log={"range": commits})
-            raise merge_conflict_error(merge)
-        writer = result = None
-        if not plan.diff.up_to_date:
-            writer = MergeWriter(plan.diff, key_runs=plan.key_runs)
-            writer.prepare()
-            with transaction.atomic():
-                draft = commit_begin_detached(catalog=catalog, parent=head)
-                result = merge_write(plan.diff, writer, draft, user=user, job=None, extra={})
-            head = result
-        planned.append(_Planned(plan.diff, writer, result, started))
+            raise run.refused(plan.diff, log={"range": commits})
+        writer, prepared = run.prepare(plan.diff, plan.key_runs), None
+        if writer is not None:
+            head = run.result(plan.diff, writer, parent=head)
+            prepared = run.prepared(plan.diff, writer, head, checkpoint=False)
+        planned.append(_Planned(plan.diff, run, prepared))
     return planned
 
 
-def _picks_published(catalog: Catalog, planned: list[_Planned], *, branch, commits, user, job) -> list[Merge] | None:
-    """Under the commit lock: move the branch along the planned commits and log each pick, or None (nothing
-    changed) if the branch is no longer at the head the range was planned on. A job makes one commit (the commit
-    fenced by its claim): the range's last; the logs of the others name the job too."""
+def _picks_published(catalog: Catalog, planned: list[_Planned], *, branch, job) -> list[Merge]:
+    """Under the commit lock: move the branch along the planned results, each published as any merge is
+    (`MergeRun.publish`), and log the picks that were up to date; `MergeMoved` (nothing changed) if the branch is no
+    longer at the head the range was planned on. Each publish is fenced by the job's claim; the job's one commit is
+    the range's last, and the logs of the others name the job too."""
     draft = commit_begin(catalog=catalog, branch=branch)
     if draft.parent.id != planned[0].diff.target_head.id:
-        return None  # the commits made for the old head are left to garbage collection
-    done = []
-    made = [one.result for one in planned if one.result is not None]
-    for one in planned:
-        if one.result is None:
-            done.append(merge_commit(one.diff, None, draft, user=user, job=job, extra={}, started=one.started))
-            continue
-        last = one.result is made[-1]
-        commit_publish(catalog=catalog, branch=branch, commit=one.result, job=job if last else None)
-        done.append(merge_recorded(one.diff, one.writer, one.result, user=user, job=job, extra={}, started=one.started))
+        raise MergeMoved
+    made = [one for one in planned if one.prepared is not None]
+    done = [
+        one.run.commit(one.diff, None, draft) if one.prepared is None
+        else one.run.publish(one.prepared, commit_of_job=one is made[-1])
+        for one in planned
+    ]  # fmt: skip
     Merge.objects.filter(id__in=[merge.id for merge in done]).update(job=job)
     return done
 

@@ -9,8 +9,9 @@ source head, is published: the branch moves to its checked result by compare-and
 only ever moves to a commit that was checked as it is; if anything else moved the branch, the prepared results
 no longer lie on it and are built again. An entry that conflicts, fails a check or loses its approvals leaves the
 line with its reason; the entries behind it were prepared on a result that included it, so they are built again
-without it. Nothing wakes the queue but what it is told (an entry queued or taken out, a status posted) and a
-read of it that finds a head moved (`queue_refresh`), as merge requests are brought up to date lazily.
+without it. What wakes the queue is what changes its state: an entry queued or taken out, a status posted, and
+a head that moved (the branch or a source), which the workers' upkeep finds within a round
+(`queues_follow_heads`), as merge requests are planned again. A read of the queue starts nothing.
 """
 
 from typing import Any
@@ -23,7 +24,6 @@ from django.utils import timezone
 from catalog_app.models import Catalog, Role
 from catalog_app.selectors.access import branch_protection, catalog_with_role, role_at_least
 from catalog_app.selectors.refs import branch_heads, commit_by_id
-from catalog_app.services.commits import commit_publish
 from checks_app.selectors import checks_verdict, statuses_of
 from lakeui import events
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -33,9 +33,9 @@ from merge_app.job_specs import QueueSpec
 from merge_app.models import Merge, MergeQueueRunner, MergeRequest, MergeRequestEvent, QueueEntry
 from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, resolution_of
 from merge_app.selectors.queue import queue_line
-from merge_app.services.events import merge_event_emit
 from merge_app.services.merge_requests import merge_request_audit, merge_request_merged, merge_request_refresh
 from merge_app.services.merges import merge_result_checked
+from merge_app.services.pipeline import MergeMoved, MergeRun, Prepared
 
 QUEUE_JOB = QueueSpec.KIND
 STEPS = 500  # a pass gives up after this many preparations and publications (the next kick goes on)
@@ -150,19 +150,27 @@ def queue_kick(*, catalog_id: object, target: str) -> None:
         runner.save()
 
 
-def queue_refresh(*, catalog: Catalog, target: str) -> None:
-    """Kick the queue if what its entries were prepared on moved (the branch, a source) or one waits to be
-    prepared: a read of the queue brings it up to date, as a read of a merge request does."""
-    line = queue_line(catalog=catalog, target=target)
+def queues_follow_heads() -> None:
+    """Kick every queue whose entries were prepared on what moved since (the branch, a source) or one of which
+    waits to be prepared. The job workers run this every round of their upkeep (`merge_app.job_kinds`): a head
+    that moves wakes its queues within a round, and no read of a queue starts a job."""
+    active = QueueEntry.objects.filter(state__in=QueueEntry.ACTIVE).values_list("catalog_id", "target").distinct()
+    for catalog_id, target in sorted(set(active), key=str):
+        queue_follow_heads(catalog_id=catalog_id, target=target)
+
+
+def queue_follow_heads(*, catalog_id: object, target: str) -> None:
+    """Kick `target`'s queue if what its entries were prepared on moved or one waits to be prepared."""
+    line = queue_line(catalog_id=catalog_id, target=target)
     if not line:
         return
-    heads = branch_heads(catalog_id=catalog.id, names=[target, *{e.merge_request.source for e in line}])
+    heads = branch_heads(catalog_id=catalog_id, names=[target, *{e.merge_request.source for e in line}])
     stale = line[0].onto != heads.get(target) or any(
         entry.state == QueueEntry.State.QUEUED or entry.source_head != heads.get(entry.merge_request.source)
         for entry in line
     )
     if stale:
-        queue_kick(catalog_id=catalog.id, target=target)
+        queue_kick(catalog_id=catalog_id, target=target)
 
 
 def queue_run(*, catalog: Catalog, target: str, job: Job) -> dict[str, Any]:
@@ -186,7 +194,7 @@ def _pass(catalog: Catalog, target: str, job: Job, done: dict[str, int]) -> None
     """Prepare the first entries on what each will publish, and publish the first while it is ready."""
     depth = max(1, settings.LAKEUI_MERGE_QUEUE_DEPTH)
     for _ in range(STEPS):
-        line = queue_line(catalog=catalog, target=target)
+        line = queue_line(catalog_id=catalog.id, target=target)
         head = branch_heads(catalog_id=catalog.id, names=[target]).get(target)
         if not line:
             return
@@ -262,37 +270,41 @@ def _prepare(entry: QueueEntry, onto: str, ahead: list[int], job: Job, done: dic
     return True
 
 
-def _publish(entry: QueueEntry, job: Job, done: dict[str, int]) -> None:
-    """Move the branch to the entry's checked result by compare-and-swap, and log the merge, the request merged
-    with it; if the branch moved, nothing (the next step builds the results again)."""
+def _publish(entry: QueueEntry, job: Job | None, done: dict[str, int]) -> None:
+    """Publish the entry's checked result as a merge publishes its prepared one (`MergeRun.publish`: the branch moved
+    to it by compare-and-swap of both heads, fenced by the job's claim), its logged plan made the merge's audit log
+    and the request merged with it. If the branch or the request's source moved, or the entry left the line, nothing
+    is published (the next step prepares the entry again, or takes it out with its reason)."""
     planned = entry.plan_merge
-    log = {**planned.log}
-    log["merge_queue"] = {**log.get("merge_queue", {}), "published": entry.result_id, "rebuilds": entry.rebuilds,
-                          "prepared": str(planned.id)}  # fmt: skip
+    log = {"merge_queue": {**planned.log.get("merge_queue", {}), "published": entry.result_id,
+                           "rebuilds": entry.rebuilds}}  # fmt: skip
+
+    def merged(merge: Merge) -> None:  # in the publish's transaction, under the commit lock
+        if not _still_in_line(entry):
+            raise _LeftLine  # taken out of the line while it was prepared: not published
+        merge_request_merged(merge_request_id=entry.merge_request_id, merge=merge)  # approvals checked again
+        entry.state, entry.merge, entry.finished_at = QueueEntry.State.MERGED, merge, timezone.now()
+        entry.save()
+        _event(entry, "merged_by_queue", entry.enqueued_by, merge=str(merge.id), commit=entry.result_id,
+               checked_with=entry.checked_with)  # fmt: skip
+
+    prepared = Prepared(planned, commit_by_id(entry.result_id), written=[])
     try:
-        with transaction.atomic():
-            if not _still_in_line(entry):
-                return  # taken out of the line while it was prepared: not published
-            result = commit_by_id(entry.result_id)
-            if not commit_publish(catalog=entry.catalog, branch=entry.target, commit=result,
-                                  via_merge_request=entry.merge_request_id):  # fmt: skip
-                return
-            merge = Merge.objects.create(
-                kind=planned.kind, catalog=entry.catalog, source=planned.source, target=planned.target,
-                source_head=planned.source_head, target_head=planned.target_head, base=planned.base, commit=result,
-                status=Merge.Status.MERGED, requested_by=entry.enqueued_by, job=job, report=planned.report, log=log,
-                timings=planned.timings,
-            )  # fmt: skip
-            merge_event_emit(merge)
-            merge_request_merged(merge_request_id=entry.merge_request_id, merge=merge)  # approvals checked again
-            entry.state, entry.merge, entry.finished_at = QueueEntry.State.MERGED, merge, timezone.now()
-            entry.save()
-            _event(entry, "merged_by_queue", entry.enqueued_by, merge=str(merge.id), commit=result.id,
-                   checked_with=entry.checked_with)  # fmt: skip
-            done["merged"] += 1
+        # One queue job publishes many merges: each is fenced by its claim, none becomes its commit.
+        run = MergeRun(user=entry.enqueued_by, job=job)
+        run.publish(prepared, via_merge_request=entry.merge_request_id, on_merged=merged, timings=planned.timings,
+                    log=log, commit_of_job=False)  # fmt: skip
+    except (MergeMoved, _LeftLine):
+        return
     except ApplicationError as blocked:  # the request's recheck under the lock: nothing was published
         _remove(entry, blocked.code, blocked.message)
         done["removed"] += 1
+        return
+    done["merged"] += 1
+
+
+class _LeftLine(Exception):
+    """The entry left the line while its result was prepared: nothing is published."""
 
 
 def queue_status_posted(*, merge_request: MergeRequest) -> None:

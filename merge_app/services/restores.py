@@ -199,6 +199,7 @@ class _RestoreWriter:
         then = self.files_then.get(table_id, NO_FILES).by_id()
         removed = [f for fid, f in now.items() if fid not in then]
         added = [f for fid, f in then.items() if fid not in now]
+        kept = [f for fid, f in then.items() if fid in now]
         for file in removed:
             self.draft.remove_file(file)
         for file in added:
@@ -217,6 +218,10 @@ class _RestoreWriter:
             "segments_removed": [str(f.id) for f in removed if f.kind == DataFile.Kind.SEGMENT],
             "deltas_removed": [str(f.id) for f in removed if f.kind == DataFile.Kind.DELTA],
             "segments_touched": [],
+            # The rest of its result, the files of the point the table still had: with those it added, the table as
+            # the restore made it (its own result, which a merge takes as an overwrite's, `Op.restored`).
+            "segments_kept": [str(f.id) for f in kept if f.kind == DataFile.Kind.SEGMENT],
+            "deltas_kept": [str(f.id) for f in kept if f.kind == DataFile.Kind.DELTA],
         }
 
 

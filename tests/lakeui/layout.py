@@ -32,6 +32,10 @@ ENGINE_FORBIDDEN = ("django", "rest_framework", "celery", "kombu")  # the engine
 # The merge plan (merge_app/plan/: the planner and the rules it decides by) is pure as the engine is: plain values
 # in, a plan out.
 PURE = (ENGINE, "merge_app.plan")
+# The plan decides on plain values without loading Spark or Arrow, not even through an engine module it imports
+# (its column type facts are `catalog_app.engine.type_names`, plain Python).
+PLAN = "merge_app.plan"
+PLAN_FORBIDDEN = ("pyspark", "pyarrow")
 # Interfaces: they take a request (views, APIs) or a job's params (job kinds, the task), call services and
 # selectors, and shape the answer; they run no ORM query of their own.
 INTERFACE_MODULES = (
@@ -262,6 +266,18 @@ def _engine(modules, graph) -> Iterator[Violation]:
                 yield Violation("engine_not_django_free", name, line, f"{name} imports " + " -> ".join(path))
 
 
+def _plan(modules, graph) -> Iterator[Violation]:
+    """The merge plan imports no pyspark nor pyarrow, directly or through a project module it imports."""
+    for name, imports in graph.items():
+        if not (name == PLAN or name.startswith(PLAN + ".")):
+            continue
+        for imported, line in imports.items():
+            if imported in PLAN_FORBIDDEN:
+                yield Violation("plan_loads_spark", name, line, f"{name} imports {imported}")
+            elif imported in graph and (path := _reaches(graph, imported, PLAN_FORBIDDEN)):
+                yield Violation("plan_loads_spark", name, line, f"{name} imports " + " -> ".join(path))
+
+
 def _is_layer(name: str, layer: str) -> bool:
     return layer in name.split(".")
 
@@ -472,7 +488,7 @@ def _web_waits(modules, graph) -> Iterator[Violation]:
                 yield Violation("web_waits_for_job", name, node.lineno, f"calls {_called(node)} (reached: {how})")
 
 
-RULES = (_layers, _cycles, _spark, _engine, _selectors, _interfaces, _foreign, _web_waits)
+RULES = (_layers, _cycles, _spark, _engine, _plan, _selectors, _interfaces, _foreign, _web_waits)
 
 
 def check(sources: Mapping[str, str]) -> list[Violation]:

@@ -54,6 +54,9 @@ CLEAN = {
     "catalog_app/engine/__init__.py": "",
     "catalog_app/engine/reads.py": "import pyarrow\nfrom catalog_app.engine import writes\nfrom . import writes as w\n",
     "catalog_app/engine/writes.py": "import json\n",
+    "catalog_app/engine/frames.py": "from pyspark.sql import types as T\n",
+    "merge_app/plan/__init__.py": "",
+    "merge_app/plan/rules.py": "from catalog_app.engine.writes import json\n",
     "merge_app/__init__.py": "",
     "merge_app/models.py": "from django.db import models\nfrom catalog_app.models import Catalog\n",
     "merge_app/selectors.py": "from catalog_app.selectors import catalog_get\nfrom merge_app.models import Catalog\n",
@@ -120,6 +123,16 @@ BREAKS = {
         "merge_app/plan/objects.py",
         "from catalog_app.models import Catalog\n",
         "engine_not_django_free",
+    ),
+    "pyspark imported by the merge plan": (
+        "merge_app/plan/rules.py",
+        "from pyspark.sql import types\n",
+        "plan_loads_spark",
+    ),
+    "Spark reached by the merge plan through an engine module": (
+        "merge_app/plan/rules.py",
+        "from catalog_app.engine.frames import T\n",
+        "plan_loads_spark",
     ),
     "a selector importing a service": (
         "merge_app/selectors.py",

@@ -516,3 +516,30 @@ def test_a_reverted_compaction_does_not_bring_a_change_the_target_declined(spark
     assert "R*" in str(refused.value.details)
     assert head(catalog, "dev") == before
     assert table(spark, catalog, "dev") == expect(2, 4)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_restore_against_a_target_that_compacted_the_rows_it_restored_merges_as_an_overwrite(spark, mode):
+    """Found by a randomized history: `b1` took main's append of row 3 (by way of `b4`) and restored the table to its
+    commit before that; `b2` holds main's append too, compacted with the other rows by `b4`. The restore is recorded
+    as an overwrite whose result is the table at its point, segments as old as the base among them: they are the
+    restore's own result, not rows the source kept from before an older overwrite, so merging `b1` into `b2` is
+    clean and `b2` gets the restored rows. It was refused (R*: the target rewrote rows the source "still has")."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.load("main", "append_only", 3)
+    assert run.merge("main", "b2")
+    run.branch("b4", "b2")
+    run.branch("before_b4", "b1")  # the point b1 restores to
+    assert run.merge("b4", "b1")
+    run.compact("b4")
+    assert run.merge("b4", "main")
+    assert run.merge("main", "b2")
+    run.restore("b1", "before_b4")
+    assert table(spark, run.catalog, "b1") == expect(1, 2)
+    assert run.merge("b1", "b2")  # checked against the model: b2's rows are b1's restored rows
+    assert table(spark, run.catalog, "b2") == expect(1, 2)
+    assert run.merge("b2", "b1")
+    assert table(spark, run.catalog, "b1") == expect(1, 2)

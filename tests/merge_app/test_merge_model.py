@@ -34,6 +34,7 @@ from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError, ConflictError
 from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick
+from merge_app.services.restores import branch_restore
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
 from tests.support.merges import CONVERGE, change, converges
@@ -41,6 +42,7 @@ from tests.support.merges import CONVERGE, change, converges
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_MODEL_SEED", "11,12").split(",")]
 STEPS = int(os.environ.get("LAKEUI_MODEL_STEPS", "100"))
 PICKS = int(os.environ.get("LAKEUI_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among the steps
+RESTORES = int(os.environ.get("LAKEUI_MODEL_RESTORES", "4"))  # the weight of restores among the steps
 BRANCHES = ("main", "b1", "b2", "b3")
 COLUMNS = [
     {"name": "rid", "type": "long", "nullable": False},
@@ -64,11 +66,12 @@ class MOp:
 
     uid: int
     commit: int
-    kind: str  # insert | delete | update | overwrite | compaction
+    kind: str  # insert | delete | update | overwrite (a restore is one) | compaction
     rows: tuple[Row, ...] = ()  # insert, overwrite: the rows written
     rids: frozenset[int] = frozenset()  # delete, update: the row versions addressed
     step: int = 0  # update: the new version of a row is `step * 10**6 + id`
     uncertain: bool = False  # a revert's undo of a rewrite: its cells against other operations may go either way
+    restore: bool = False  # an overwrite a restore made: its rows are those of an earlier commit, older rows among them
 
     @property
     def created(self) -> set[int]:
@@ -320,12 +323,16 @@ class Model:
             return "refused", None
         overwritten = any(d.kind == "overwrite" for d in dest_ops)
         own = own_rows(src_ops)
+        # A target restore's rows are its own result, older rows among them: they did not reach it after its
+        # overwrite (seed 11 with restores: an update of a row the target restored is discarded, as against any
+        # other overwrite).
+        restored = {row.rid for d in dest_ops if d.restore for row in d.rows}
         applied, partial = [], False
         for op in src_ops:
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
                 # those the target holds (they reached it after the overwrite, by a later merge: seed 57) are
-                kept = op.rids & (own | set(dest.rows))
+                kept = op.rids & (own | (set(dest.rows) - restored))
                 partial = partial or kept != op.rids
                 if not kept:
                     continue
@@ -404,13 +411,15 @@ def own_rows(ops: list[MOp]) -> set[int]:
 def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp]) -> dict[int, Row]:
     """The target's rows once the source's operations are replayed, each by what it left on the source (a later
     overwrite there may have replaced it): the rows they added that the source still has, less the rows they
-    deleted or updated that the source no longer has. A source overwrite replaces the target's rows."""
+    deleted or updated that the source no longer has. A source overwrite replaces the target's rows; a restore's
+    rows are its own, even those the base holds (docs/merge-semantics.md#restore)."""
     created = set().union(*(op.created for op in ops))
+    restored = {row.rid for op in ops if op.restore for row in op.rows}  # its own result, older rows too
     addressed = set().union(*(op.rids for op in ops))
     overwrote = any(op.kind == "overwrite" for op in ops)
     gone = {rid for rid in addressed if rid not in src}
     kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or not overwrote)}
-    return kept | {rid: row for rid, row in src.items() if rid not in base and rid in created}
+    return kept | {rid: row for rid, row in src.items() if (rid not in base and rid in created) or rid in restored}
 
 
 def apply(rows: dict[int, Row], op: MOp) -> dict[int, Row]:
@@ -460,8 +469,8 @@ class Run:
         branch = self.random.choice(branches)
         live = sorted(self.model.heads[branch].rows)
         choice = self.random.choices(
-            ["branch", "insert", "delete", "update", "overwrite", "compaction", "merge", "pick", "revert"],
-            weights=[8 if missing else 0, 24, 8, 12, 4, 4, 40, PICKS, PICKS],
+            ["branch", "insert", "delete", "update", "overwrite", "compaction", "merge", "pick", "revert", "restore"],
+            weights=[8 if missing else 0, 24, 8, 12, 4, 4, 40, PICKS, PICKS, RESTORES],
         )[0]
         if choice in ("delete", "update") and not live:
             choice = "insert"
@@ -567,6 +576,30 @@ class Run:
         if head(self.catalog, branch) != before:  # nothing to compact commits nothing
             self.model.commit(branch, "compaction")
 
+    def do_restore(self, branch, number, live, branches, missing) -> None:
+        """RESTORE TABLE to one of the branch's earlier commits: recorded as an overwrite of the whole table whose
+        rows (files) are those of the point, older ones among them."""
+        earlier = [c for c in ancestors(self.model.heads[branch]).values() if c.id in self.real]
+        if not earlier:
+            self.log[-1] = f"{number}: restore on {branch}: no earlier commit, skipped"
+            return
+        point = self.random.choice(sorted(earlier, key=lambda c: c.id))
+        self.log[-1] = f"{number}: restore on {branch} to {point.id} ({self.real[point.id][:8]})"
+        self.restore_to(branch, point)
+
+    def restore_to(self, branch: str, point: MCommit) -> None:
+        restore = branch_restore(catalog=self.catalog, branch=branch, point=self.real[point.id], database="sales",
+                                 table="orders")  # fmt: skip
+        if restore.commit_id is None:  # the table's files are the point's already
+            assert point.rows == self.model.heads[branch].rows, self.failure(
+                "a restore that changed rows committed nothing"
+            )
+            self.count("restore_unchanged")
+            return
+        self.model.commit(branch, "overwrite", rows=tuple(point.rows.values()), restore=True)
+        self.count("restored")
+        self.check(branch)
+
     def do_merge(self, branch, number, live, branches, missing) -> None:
         """A merge between two random branches (criss-cross histories too). A refused merge is retried with
         `target_wins` most times, as a user would, so the branches' histories meet again."""
@@ -644,6 +677,17 @@ class Scripted(Run):
         change(self.catalog, "table_update", {"set": assignments, "where": f"rid IN ({', '.join(map(str, rids))})"},
                branch=branch)  # fmt: skip
         self.model.commit(branch, "update", rids=frozenset(rids), step=number)
+
+    def compact(self, branch: str) -> None:
+        self.log.append(f"{len(self.log)}: compaction on {branch}")
+        self.do_compaction(branch, len(self.log), [], [], [])
+
+    def restore(self, branch: str, point: str) -> None:
+        """Restore the table on `branch` to where the branch `point` is now (one of its earlier commits)."""
+        commit = self.model.heads[point]
+        self.real.setdefault(commit.id, head(self.catalog, point))
+        self.log.append(f"{len(self.log)}: restore on {branch} to {point}'s head")
+        self.restore_to(branch, commit)
 
     def merge(self, source: str, target: str, *, target_wins: bool = False) -> bool:
         """Whether it merged (or was up to date); `target_wins`: with that resolution (after a refusal)."""

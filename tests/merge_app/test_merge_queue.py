@@ -33,7 +33,7 @@ def queued(clients, catalog, number, who="bob", expect=201):
 
 
 def queue_until(client, catalog, done, timeout=WAIT):
-    """Read main's queue (which brings it up to date) until `done(queue)`."""
+    """Read main's queue until `done(queue)` (the workers' upkeep wakes it when a head moves)."""
     deadline = time.monotonic() + timeout
     while True:
         body = client.get(f"/api/v1/catalogs/{catalog.name}/branches/main/queue").json()

@@ -13,7 +13,7 @@ from django.utils import timezone
 from catalog_app.models import Commit
 from lakeui.jobs.models import Job
 from merge_app.models import Merge
-from merge_app.services import merges
+from merge_app.services import merges, pipeline
 from tests.support.catalogs import head
 from tests.support.check import assert_consistent
 from tests.support.data import read, run_here
@@ -52,7 +52,7 @@ def _died_after_preparing(catalog, job, monkeypatch) -> dict:
         raise Died()
 
     with monkeypatch.context() as patched:
-        patched.setattr(merges, "_published", die)
+        patched.setattr(pipeline, "merge_published", die)
         with pytest.raises(Died):
             merges.branch_merge(catalog=catalog, source="dev", target="main", job=job)
     return Job.objects.get(id=job.id).checkpoint[merges.PREPARED]

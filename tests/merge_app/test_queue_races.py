@@ -5,11 +5,15 @@ preparing and publishing). The race the end-to-end queue tests met by chance: th
 read, which put a request taken out back in line; queueing it again then failed with a 500."""
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
-from merge_app.models import MergeRequest, QueueEntry
+from lakeui.jobs.models import Job
+from merge_app.models import Merge, MergeQueueRunner, MergeRequest, QueueEntry
 from merge_app.services import queue
 from merge_app.services.merges import merge_result_checked
 from tests.support.catalogs import head
+from tests.support.merges import insert
 from tests.support.queues import branch_with_rows, entry, lake, opened, protect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,3 +78,51 @@ def test_a_request_taken_out_after_it_was_prepared_is_not_published(clients, use
     assert (left.state, left.reason, left.merge_id) == (QueueEntry.State.REMOVED, "dequeued", None)
     request = clients["bob"].get(f"/api/v1/catalogs/{catalog.name}/merge-requests/{number}").json()
     assert request["state"] == "open"
+
+
+@pytest.mark.parametrize("approvals", [1, 0])
+def test_a_push_to_the_source_after_its_result_was_checked_publishes_nothing_older(clients, user, approvals):
+    """The entry's result was checked on the source head it was prepared with; a push to the source before the runner
+    publishes it makes that result older than the request: nothing is published (both heads are compared under the
+    commit lock, as a merge's are). The next step takes the entry out (its approvals were for the older head) or,
+    where none is required, prepares it again on the new source head."""
+    catalog = lake(user)
+    protect(catalog, user, required_approvals=approvals)
+    branch_with_rows(catalog, "dev", "orders", 3)
+    number = opened(clients, catalog, "dev", approve=bool(approvals))
+    queued_now(catalog, number)
+    main = head(catalog)
+    assert queue._prepare(entry(number), main, [], None, counts())
+    prepared = entry(number)
+    insert(catalog, [{"id": 4, "amount": 5, "region": "eu"}], branch="dev")
+    pushed = head(catalog, "dev")
+    done = counts()
+    queue._publish(prepared, None, done)
+    assert head(catalog) == main and done["merged"] == 0  # main did not move to the older result
+    assert entry(number).state == QueueEntry.State.PREPARED and entry(number).merge_id is None
+    assert queue._prepared([entry(number)], main, None, done) is not bool(approvals)
+    after = entry(number)
+    if approvals:
+        assert (after.state, after.reason) == (QueueEntry.State.REMOVED, "approvals_missing")
+    else:
+        assert (after.state, after.source_head, after.rebuilds) == (QueueEntry.State.PREPARED, pushed, 1)
+        queue._publish(after, None, done)
+        assert head(catalog) == after.result_id and done["merged"] == 1
+        assert Merge.objects.get(id=entry(number).merge_id).source_head == pushed
+
+
+def test_a_read_of_the_queue_starts_no_job_and_the_upkeep_wakes_it(clients, user):
+    """An entry waits to be prepared (its kick left out, as if a head moved since): reading the queue, through the
+    API or the page, starts no job; the workers' upkeep round finds it and starts the queue's job, once."""
+    catalog, number = in_line(clients, user)
+    base = f"/api/v1/catalogs/{catalog.name}"
+    for path in (f"{base}/branches/main/queue", f"{base}/merge-requests/{number}/queue"):
+        assert clients["bob"].get(path).status_code == 200, path
+    browser = Client()
+    browser.force_login(User.objects.get(username="bob"))
+    assert browser.get(f"/catalogs/{catalog.name}/queue/main").status_code == 200
+    assert not Job.objects.filter(kind=queue.QUEUE_JOB).exists()
+    queue.queues_follow_heads()
+    queue.queues_follow_heads()  # a job at work on the line is asked for another pass, not started twice
+    (job,) = Job.objects.filter(kind=queue.QUEUE_JOB)
+    assert job.params["target"] == "main" and MergeQueueRunner.objects.get(catalog=catalog).job_id == job.id

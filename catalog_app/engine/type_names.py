@@ -1,0 +1,75 @@
+"""Column type names, plain Python (no pyspark, no pyarrow, no Django): the allow-list and its canonical spelling
+(`parse_type`), the decimal parameters, and the widening rules of docs/README.md#operations (int -> long, float ->
+double, int -> decimal wide enough, decimal precision up). The merge plan decides by these facts without loading
+Spark; `types.py` adds each type's Spark and Arrow type and its values, and re-exports these names.
+"""
+
+import re
+from dataclasses import dataclass
+
+from lakeui.errors import ApplicationError
+
+SIMPLE_TYPES = ("boolean", "int", "long", "float", "double", "string", "binary", "date", "timestamp")
+DECIMAL_TYPE = "decimal"  # the family name of decimal(p,s)
+ALIASES = {"integer": "int", "bigint": "long", "bool": "boolean", "real": "float"}
+DECIMAL = re.compile(r"decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\)")
+MAX_DECIMAL_PRECISION = 38
+# Digits an integer type needs left of the decimal point.
+INTEGER_DIGITS = {"int": 10, "long": 19}
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    name: str
+    precision: int = 0
+    scale: int = 0
+
+    def __str__(self) -> str:
+        return f"decimal({self.precision},{self.scale})" if self.name == DECIMAL_TYPE else self.name
+
+
+def parse_type(text: object) -> ColumnType:
+    """A type as a user writes it (any case, aliases, spaces in `decimal( 10, 2 )`), checked against the
+    allow-list; `unknown_type` otherwise."""
+    if not isinstance(text, str):
+        raise ApplicationError("unknown_type", f"Column type {text!r} is not a type name.")
+    spelled = ALIASES.get(text.strip().lower(), text.strip().lower())
+    if spelled in SIMPLE_TYPES:
+        return ColumnType(spelled)
+    match = DECIMAL.fullmatch(spelled)
+    if match:
+        precision, scale = int(match[1]), int(match[2])
+        if 1 <= precision <= MAX_DECIMAL_PRECISION and scale <= precision:
+            return ColumnType(DECIMAL_TYPE, precision, scale)
+    allowed = ", ".join((*SIMPLE_TYPES, "decimal(p,s)"))
+    raise ApplicationError("unknown_type", f"Unknown column type {text!r}; use one of {allowed}.")
+
+
+def is_decimal(type_name: str) -> bool:
+    return DECIMAL.fullmatch(type_name) is not None
+
+
+def type_family(type_name: str) -> str:
+    """The type's name without its parameters: `decimal` for every decimal(p,s), else the name itself."""
+    return DECIMAL_TYPE if is_decimal(type_name) else type_name
+
+
+def decimal_digits(type_name: str) -> tuple[int, int]:
+    """Precision and scale of a decimal(p,s) type name."""
+    match = DECIMAL.fullmatch(type_name)
+    if match is None:
+        raise ValueError(f"not a column type: {type_name}")
+    return int(match[1]), int(match[2])
+
+
+def is_widening(old: ColumnType, new: ColumnType) -> bool:
+    """True when every value of `old` is exactly a value of `new` and the types differ."""
+    if old == new:
+        return False
+    if (old.name, new.name) in {("int", "long"), ("float", "double"), ("int", "double")}:
+        return True
+    if old.name in INTEGER_DIGITS and new.name == DECIMAL_TYPE:
+        return new.precision - new.scale >= INTEGER_DIGITS[old.name]
+    if old.name == new.name == DECIMAL_TYPE:
+        return new.scale == old.scale and new.precision > old.precision
+    return False
