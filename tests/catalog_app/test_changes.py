@@ -94,7 +94,8 @@ def test_a_compaction_changes_no_row_and_an_overwrite_only_the_rows_it_changed(u
     overwritten = head(catalog)
     found = by_key(feed(user_client, catalog, compacted, "main"))
     assert {k: (r["change"], r["changed"], r["commit"]) for k, r in found.items()} == {
-        3: ("update", ["amount"], overwritten), 4: ("insert", [], overwritten)
+        3: ("update", ["amount"], overwritten),
+        4: ("insert", [], overwritten),
     }  # row 1 rewritten unchanged: no record
 
 
@@ -109,7 +110,9 @@ def test_a_restore_and_a_revert_come_out_as_what_they_do_to_rows(user_client):
     restore = branch_restore(catalog=catalog, branch="main", point=start, database="sales", table="orders")
     found = by_key(feed(user_client, catalog, restore.commit.parent_id, "main"))
     assert {k: (r["change"], r["commit"]) for k, r in found.items()} == {
-        1: ("update", restore.commit_id), 2: ("insert", restore.commit_id), 4: ("delete", restore.commit_id)
+        1: ("update", restore.commit_id),
+        2: ("insert", restore.commit_id),
+        4: ("delete", restore.commit_id),
     }
     assert feed(user_client, catalog, start, "main")["count"] == 0  # restored: nothing differs from the start
     commits_pick(catalog=catalog, kind="revert", branch="main", commits=[upserted])
@@ -197,7 +200,8 @@ def test_from_any_ref_and_one_table_and_arrow(user_client):
     # Neither is the other's ancestor: b's state against a's.
     found = by_key(feed(user_client, catalog, "a", "b", table="sales.orders"))
     assert {k: (r["change"], r["commit"]) for k, r in found.items()} == {
-        1: ("update", None), 8: ("insert", inserted)
+        1: ("update", None),
+        8: ("insert", inserted),
     }  # a's update is not b's doing: b's history made no change there
     assert found[1]["before"]["amount"] == 5 and found[1]["after"]["amount"] == 10
     both = feed(user_client, catalog, "a", "b")
