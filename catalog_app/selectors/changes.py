@@ -41,6 +41,7 @@ from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_column
 from lakeui.errors import NotFoundError
 
 MERGE_DEPTH = 64  # merges of merges followed into their sources, at most
+DESCRIBED_PAIRS = 16  # pairs of commits whose changed tables this process keeps (a consumer pages through one)
 KEY_MERGE_DEPTH = 8  # merges that wrote a keyed table's rows themselves, followed into their sources, at most
 _LOW = np.int64(0xFFFFFFFF)
 # Arrow columns beside the images: what made each change.
@@ -51,6 +52,11 @@ def tables_changed(*, source: ResolvedRef, target: ResolvedRef) -> list[dict[str
     """The tables whose data or definition differ between two refs (any direction), by name at `target` (else at
     `source`): per table its id, name, and whether it was added, dropped or changed, and how many segments differ.
     Metadata only (no file is read): the Compare page lists these and loads each table's rows when opened."""
+    return [found for found, _, _ in _tables_changed(source, target)]
+
+
+def _tables_changed(source: ResolvedRef, target: ResolvedRef) -> list[tuple[dict[str, Any], dict, dict]]:
+    """`tables_changed`, each with the table's versions and files on both sides ({"from": ..., "to": ...})."""
     sides = {}
     for name, ref in (("from", source), ("to", target)):
         databases = {d.object_id: d.name for d in objects_at(ref.chain, kind=ObjectKind.DATABASE)}
@@ -73,13 +79,14 @@ def tables_changed(*, source: ResolvedRef, target: ResolvedRef) -> list[dict[str
             change = "changed"
         else:
             continue
-        changed.append({
+        changed.append(({
             "table_id": str(table_id), "table": f"{databases.get(shown.parent_id, '?')}.{shown.name}",
             "change": change, "segments_changed": len(removed) + len(added),
             "definition_changed": versions[0] is not None and versions[1] is not None
             and versions[0].state != versions[1].state,
-        })  # fmt: skip
-    return sorted(changed, key=lambda t: t["table"])
+        }, dict(zip(("from", "to"), versions, strict=True)),
+           dict(zip(("from", "to"), files, strict=True))))  # fmt: skip
+    return sorted(changed, key=lambda t: t[0]["table"])
 
 
 @dataclass
@@ -128,6 +135,8 @@ class Provenance:
     made: list[tuple[str | None, str | None, int | None]] = field(default_factory=lambda: [(None, None, None)])
     _seqs: dict[str, int] = field(default_factory=dict)  # per file found, its entry's seq on `to`'s chain
     _covers: dict[int, np.ndarray] = field(default_factory=dict)  # per `before` place, the made index per position
+    dropped_by: str | None = None  # the commit of `to`'s history that dropped the table (a drop removes no file)
+    _lost: int = 0  # the index in `made` of what took a row `to` lost whose file change is not found
 
     @cached_property
     def _by_file(self) -> dict[str, int]:
@@ -147,6 +156,9 @@ class Provenance:
             else:
                 wanted[segment] = True
         made = files_made(self.chain, wanted)
+        if self.dropped_by is not None:
+            self._lost = len(self.made)
+            self.made.append((self.dropped_by, None, None))
         requests = merge_requests_of(m.merge for m in made.values() if m.merge)
         self._seqs.update({f: m.seq for f, m in made.items()})
         index: dict[tuple, int] = {}
@@ -187,7 +199,7 @@ class Provenance:
             segment = self.before[int(place)]
             rows = places == place
             if segment not in live_after:
-                out[rows] = by_file.get(segment, 0)
+                out[rows] = by_file.get(segment, self._lost)
                 continue
             if int(place) not in self._covers:  # the newest delete file listing each position, of those `to` added
                 cover = np.zeros(live_after[segment].row_count, dtype=np.int64)
@@ -278,7 +290,7 @@ class TableChanges:
             sides = [ResolvedRef(catalog=self.catalog, kind="commit", name=c.id, commit=c, branch=None)
                      for c in (parent, source)]  # fmt: skip
             found = {"table_id": self.table_id, "table": self.table, "change": "changed"}
-            side = _table_changes(*sides, found, self.warehouse, depth=self.depth - 1)
+            side = _table_changes(*sides, found, warehouse=self.warehouse, depth=self.depth - 1)
             rows = side.layout(0, side.total)
             index, made = side.made_of(rows)
             names = [c["name"] for c in side.columns]
@@ -396,14 +408,23 @@ def changes_between(*, source: ResolvedRef, target: ResolvedRef, table: str = ""
     named `db.table` (at `target`, else at `source`; 404 if neither has it)."""
     for ref in (source, target):
         commit_unexpired(ref.commit, None)
-    changed = tables_changed(source=source, target=target)
+    pair = (source.commit.id, target.commit.id)
+    changed = _described.get(pair)
+    if changed is None:  # commits never change: what differs between two is read once per process (a few pairs)
+        changed = _described[pair] = _tables_changed(source, target)
+        while len(_described) > DESCRIBED_PAIRS:
+            _described.pop(next(iter(_described)))
     if table:
         if not _table_exists(table, source, target):
             raise NotFoundError("table_not_found", f"Neither ref has a table {table!r}.")
-        changed = [t for t in changed if t["table"] == table]
+        changed = [t for t in changed if t[0]["table"] == table]
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
-    tables = [_table_changes(source, target, found, warehouse) for found in changed]
+    tables = [_table_changes(source, target, *found, warehouse=warehouse) for found in changed]
     return ChangeFeed(source.commit.id, target.commit.id, [t for t in tables if t.total or table])
+
+
+_described: dict[tuple[str, str], list] = {}
+_provenances: dict[tuple[str, str, str], Provenance] = {}
 
 
 def _table_exists(name: str, *refs: ResolvedRef) -> bool:
@@ -420,16 +441,25 @@ def _kept_path(source: str, target: str, table_id: str) -> Path:
 
 
 def _table_changes(
-    source: ResolvedRef, target: ResolvedRef, found: dict, warehouse: Warehouse, depth: int = KEY_MERGE_DEPTH
+    source: ResolvedRef,
+    target: ResolvedRef,
+    found: dict,
+    versions: dict | None = None,
+    files: dict | None = None,
+    *,
+    warehouse: Warehouse,
+    depth: int = KEY_MERGE_DEPTH,
 ) -> TableChanges:
+    """One table's changes; its `versions` and `files` on both sides read here unless given."""
     table_id = uuid.UUID(found["table_id"])
-    versions = {name: object_by_id(ref.chain, object_id=table_id) for name, ref in (("from", source), ("to", target))}
+    if versions is None:
+        versions = {n: object_by_id(ref.chain, object_id=table_id) for n, ref in (("from", source), ("to", target))}
     versions = {n: None if v is None or v.dropped else v for n, v in versions.items()}
     shown = versions["to"] or versions["from"]
-    files = {
-        name: tables_files(ref.chain, table_ids=[table_id]).get(table_id, NO_FILES) if versions[name] else NO_FILES
-        for name, ref in (("from", source), ("to", target))
-    }
+    if files is None:
+        files = {n: tables_files(ref.chain, table_ids=[table_id]).get(table_id, NO_FILES)
+                 for n, ref in (("from", source), ("to", target))}  # fmt: skip
+    files = {n: files[n] if versions[n] else NO_FILES for n in files}
     removed, added = files["to"].changes_since(files["from"])
     kept_in_to = [s for s in removed if s.id in {t.id for t in files["to"].segments}]
     reads = {
@@ -439,10 +469,16 @@ def _table_changes(
     columns = table_columns(shown)
     by_id = {c.id: c.name for c in columns}
     key = [by_id[i] for i in shown.state.get("primary_key", []) if i in by_id]
-    provenance = Provenance(
-        chain=target.chain, before=[r.id for r in reads["from"]], after=[r.id for r in reads["to"]], files=files,
-        warehouse=warehouse,
-    )  # fmt: skip
+    named = (source.commit.id, target.commit.id, found["table_id"])
+    provenance = _provenances.get(named)
+    if provenance is None:  # kept with the pair's tables: a later page of the pair reads no file entry again
+        gone = object_by_id(target.chain, object_id=table_id) if versions["to"] is None else None
+        provenance = _provenances[named] = Provenance(
+            chain=target.chain, before=[r.id for r in reads["from"]], after=[r.id for r in reads["to"]], files=files,
+            warehouse=warehouse, dropped_by=gone.commit_id if gone is not None and gone.dropped else None,
+        )  # fmt: skip
+        while len(_provenances) > DESCRIBED_PAIRS * 4:
+            _provenances.pop(next(iter(_provenances)))
     path = _kept_path(source.commit.id, target.commit.id, found["table_id"])
     kept = row_diff.kept_read(path)
     if kept is not None:

@@ -231,3 +231,24 @@ def test_from_any_ref_and_one_table_and_arrow(user_client):
     ]:
         response = user_client.get(url, params)
         assert (response.status_code, response.json()["code"]) == (status, code), response.content
+
+
+def test_a_dropped_table_s_rows_are_deleted_by_the_drop(user_client):
+    from catalog_app.services.tables import table_drop
+    from tests.support.catalogs import on
+
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"])
+    insert(catalog, rows(1, 2))
+    start = head(catalog)
+    table_drop(target=on(catalog), database="sales", name="orders")
+    dropped = head(catalog)
+    answer = feed(user_client, catalog, start, "main")
+    assert [(t["table"], t["change"], t["counts"]) for t in answer["tables"]] == [
+        ("sales.orders", "dropped", {"insert": 0, "update": 0, "delete": 2})
+    ]
+    assert [(r["change"], r["key"], r["commit"]) for r in answer["results"]] == [
+        ("delete", {"id": 1}, dropped), ("delete", {"id": 2}, dropped)
+    ]  # fmt: skip
+    back = feed(user_client, catalog, "main", start)  # the other way: the table's rows come (back) in
+    assert [(t["change"], r["change"]) for t in back["tables"] for r in back["results"]] == [("added", "insert")] * 2

@@ -157,11 +157,12 @@ class Run:
 
     # --- the check
 
-    def rows_at(self, commit: str, table: str) -> list[dict] | None:
+    def rows_at(self, commit: str, table: str) -> list[dict]:
+        """The table's rows at the commit; none where it has no such table (a restore to before its creation)."""
         try:
             chain, version = table_version(self.catalog, commit, table=table)
         except ApplicationError:
-            return None
+            return []
         files = table_files(chain, table_id=version.object_id)
         return read_rows_here(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(version), files.reads()).to_pylist()
 
