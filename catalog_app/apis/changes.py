@@ -98,6 +98,7 @@ class ChangesApi(PagedApi):
             "source": feed.source, "target": feed.target, "tables": [t.describe() for t in feed.tables],
             "results": response.data["results"],
         }  # fmt: skip
+        feed.keep()
         return response
 
 
@@ -129,3 +130,4 @@ def _arrow_stream(feed) -> Iterator[bytes]:
             writer.write_batch(batch)
             yield sink.take()
     yield sink.take()
+    feed.keep()

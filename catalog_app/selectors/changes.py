@@ -243,6 +243,7 @@ class TableChanges:
     warehouse: Warehouse | None = None
     depth: int = KEY_MERGE_DEPTH
     _sources: dict[str, dict] = field(default_factory=dict)
+    keep: Any = None  # () -> None: keep the whole diff as a file (after the page it was read for is answered)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -389,6 +390,13 @@ class ChangeFeed:
     def __len__(self) -> int:
         return sum(t.total for t in self.tables)
 
+    def keep(self) -> None:
+        """Keep the diffs read for this answer as files, for the next page (`row_diff.kept_write_later`); called
+        once the answer is made, so the first page does not wait for laying out every record."""
+        for table in self.tables:
+            if table.keep is not None:
+                table.keep()
+
     def count(self) -> int:
         return len(self)
 
@@ -483,16 +491,19 @@ def _table_changes(
     kept = row_diff.kept_read(path)
     if kept is not None:
         counts, total = row_diff.counts_of(kept), kept.num_rows
-        rows = kept.slice
+        rows, keep = kept.slice, None
     else:
         sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"], origins=True)
         changes = row_diff.changes_of(*sides, key)
-        row_diff.kept_write_later(path, changes, {"table": found["table"]})
         counts, total, rows = changes.counts, changes.total, changes.rows
+
+        def keep(path=path, changes=changes, table=found["table"]) -> None:
+            row_diff.kept_write_later(path, changes, {"table": table})
+
     return TableChanges(
         table_id=found["table_id"], table=found["table"], change=found["change"], columns=[_column(c) for c in columns],
         primary_key=key, counts=counts, total=total, _rows=rows, provenance=provenance, catalog=target.catalog,
-        warehouse=warehouse, depth=depth,
+        warehouse=warehouse, depth=depth, keep=keep,
     )  # fmt: skip
 
 
