@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from django.conf import settings
 
 from catalog_app.engine import row_diff
-from catalog_app.engine.reads import deleted_positions
+from catalog_app.engine.reads import READ_ERRORS, deleted_positions
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse
@@ -38,8 +38,12 @@ from catalog_app.selectors.merge_links import merge_requests_of
 from catalog_app.selectors.objects import newest_on_chain, object_by_id, objects_at
 from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain, commit_unexpired
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_files
-from lakeui.errors import NotFoundError
+from lakeui.errors import ApplicationError, NotFoundError
 
+MESSAGE_UNREADABLE = (
+    "The web process cannot read or compare the files of {table} (the warehouse's credentials, or a column type "
+    "Arrow cannot compare); its changes are not served yet for such tables."
+)
 MERGE_DEPTH = 64  # merges of merges followed into their sources, at most
 DESCRIBED_PAIRS = 16  # pairs of commits whose changed tables this process keeps (a consumer pages through one)
 KEY_MERGE_DEPTH = 8  # merges that wrote a keyed table's rows themselves, followed into their sources, at most
@@ -493,8 +497,14 @@ def _table_changes(
         counts, total = row_diff.counts_of(kept), kept.num_rows
         rows, keep = kept.slice, None
     else:
-        sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"], origins=True)
-        changes = row_diff.changes_of(*sides, key)
+        try:
+            sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"], origins=True)
+            changes = row_diff.changes_of(*sides, key)
+        except (*READ_ERRORS, NotImplementedError) as error:  # credentials, or a type Arrow cannot compare
+            raise ApplicationError(
+                "changes_unreadable", MESSAGE_UNREADABLE.format(table=found["table"]), status=503,
+                details={"table": found["table"], "error": str(error)[:300]},
+            ) from error  # fmt: skip
         counts, total, rows = changes.counts, changes.total, changes.rows
 
         def keep(path=path, changes=changes, table=found["table"]) -> None:

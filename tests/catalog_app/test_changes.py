@@ -252,3 +252,17 @@ def test_a_dropped_table_s_rows_are_deleted_by_the_drop(user_client):
     ]  # fmt: skip
     back = feed(user_client, catalog, "main", start)  # the other way: the table's rows come (back) in
     assert [(t["change"], r["change"]) for t in back["tables"] for r in back["results"]] == [("added", "insert")] * 2
+
+
+def test_files_the_web_process_cannot_read_are_a_clear_503(user_client, settings):
+    from catalog_app.engine.warehouse import Warehouse, path_remove
+    from tests.support.data import files_at
+
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"])
+    start = head(catalog)
+    insert(catalog, rows(1))
+    path_remove(Warehouse(settings.LAKEUI_WAREHOUSE).uri(files_at(catalog).segments[0].path))  # lost, say
+    response = user_client.get(f"/api/v1/catalogs/{catalog.name}/changes", {"from": start, "to": "main"})
+    assert (response.status_code, response.json()["code"]) == (503, "changes_unreadable")
+    assert response.json()["details"]["table"] == "sales.orders"
