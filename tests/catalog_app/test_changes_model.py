@@ -223,7 +223,10 @@ class Run:
 def test_the_change_stream_applied_to_from_gives_to(spark, seed):
     run = Run(seed)
     for number in range(1, STEPS + 1):
-        run.step(number)
+        try:
+            run.step(number)
+        except Exception as error:  # not a refusal: show the history that led to it
+            raise AssertionError(run.failure(f"step {number} failed: {error!r}")) from error
     pairs = [tuple(run.random.sample(run.commits, 2)) for _ in range(PAIRS)]
     pairs += [(run.commits[0], head(run.catalog, b)) for b in run.branches]  # from the start to every head
     for source, target in pairs:
