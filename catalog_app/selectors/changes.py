@@ -16,6 +16,7 @@ source's history (recursively), and the record names the merge as well. A change
 """
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -423,9 +424,7 @@ def changes_between(*, source: ResolvedRef, target: ResolvedRef, table: str = ""
     pair = (source.commit.id, target.commit.id)
     changed = _described.get(pair)
     if changed is None:  # commits never change: what differs between two is read once per process (a few pairs)
-        changed = _described[pair] = _tables_changed(source, target)
-        while len(_described) > DESCRIBED_PAIRS:
-            _described.pop(next(iter(_described)))
+        changed = _kept_in(_described, pair, _tables_changed(source, target), DESCRIBED_PAIRS)
     if table:
         if not _table_exists(table, source, target):
             raise NotFoundError("table_not_found", f"Neither ref has a table {table!r}.")
@@ -437,6 +436,16 @@ def changes_between(*, source: ResolvedRef, target: ResolvedRef, table: str = ""
 
 _described: dict[tuple[str, str], list] = {}
 _provenances: dict[tuple[str, str, str], Provenance] = {}
+_keeping = threading.Lock()
+
+
+def _kept_in(kept: dict, key: tuple, value: Any, size: int) -> Any:
+    """Keep `value` under `key` (the oldest entries go beyond `size`); the value kept first wins a race."""
+    with _keeping:
+        value = kept.setdefault(key, value)
+        while len(kept) > size:
+            kept.pop(next(iter(kept)))
+    return value
 
 
 def _table_exists(name: str, *refs: ResolvedRef) -> bool:
@@ -485,12 +494,11 @@ def _table_changes(
     provenance = _provenances.get(named)
     if provenance is None:  # kept with the pair's tables: a later page of the pair reads no file entry again
         gone = object_by_id(target.chain, object_id=table_id) if versions["to"] is None else None
-        provenance = _provenances[named] = Provenance(
+        provenance = Provenance(
             chain=target.chain, before=[r.id for r in reads["from"]], after=[r.id for r in reads["to"]], files=files,
             warehouse=warehouse, dropped_by=gone.commit_id if gone is not None and gone.dropped else None,
         )  # fmt: skip
-        while len(_provenances) > DESCRIBED_PAIRS * 4:
-            _provenances.pop(next(iter(_provenances)))
+        provenance = _kept_in(_provenances, named, provenance, DESCRIBED_PAIRS * 4)
     path = _kept_path(source.commit.id, target.commit.id, found["table_id"])
     kept = row_diff.kept_read(path)
     if kept is not None:
