@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from catalog_app.apis import access, catalogs, data, objects, retention
+from catalog_app.apis import access, catalogs, changes, data, objects, retention
 from catalog_app.models import ObjectKind
 
 
@@ -57,6 +57,7 @@ urlpatterns = [
     path(f"{TABLE}/scan", data.TableScanApi.as_view()),
     path(f"{TABLE}/staging", data.TableStagingApi.as_view()),
     path(f"{CAT}/gc", data.CatalogGcApi.as_view()),
+    path(f"{CAT}/changes", changes.ChangesApi.as_view()),
     path(f"{CAT}/retention", retention.RetentionApi.as_view()),
     path(f"{CAT}/retention/preview", retention.RetentionPreviewApi.as_view()),
     path(f"{CAT}/retention/expire", retention.RetentionExpireApi.as_view()),

@@ -37,6 +37,9 @@ from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
 CHANGE = "_change"
+# Where a row was read (`read_sides_here(origins=True)`): its segment's place in the side's list, shifted 32 bits
+# left, plus its position in the segment's file. Carried through a diff beside the row, never compared.
+ORIGIN = "_origin"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 _BEFORE, _AFTER = "b:", "a:"
 _ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
@@ -46,15 +49,32 @@ logger = logging.getLogger(__name__)
 
 
 def read_sides_here(
-    warehouse: Warehouse, current: Sequence[Column], before: Sequence[SegmentRead], after: Sequence[SegmentRead]
+    warehouse: Warehouse,
+    current: Sequence[Column],
+    before: Sequence[SegmentRead],
+    after: Sequence[SegmentRead],
+    *,
+    origins: bool = False,
 ) -> tuple[pa.Table, pa.Table]:
     """The rows live in `before`'s segments and not in `after`'s, and the reverse (their delta files applied), in
     the `current` schema (a segment written in an older one projected as Spark projects it). A segment on both
     sides is read once and gives only the rows its deletes on one side removed and not on the other; a segment
-    whose rows no side keeps is not read. The segments are read in parallel (pyarrow decodes without the GIL)."""
+    whose rows no side keeps is not read. The segments are read in parallel (pyarrow decodes without the GIL).
+    With `origins`, each side has an `ORIGIN` column too: where in that side's segments each row was read."""
     schema = pa.schema([(c.name, arrow_type(c.type)) for c in current])
+    if origins:
+        schema = schema.append(pa.field(ORIGIN, pa.int64()))
     theirs = {s.id: s for s in after}
     ours = {s.id for s in before}
+    place = {id(s): i for i, s in enumerate(before)} | {id(s): i for i, s in enumerate(after)}
+
+    def marked(rows: pa.Table, segment: SegmentRead, keep: np.ndarray) -> pa.Table:
+        rows = _kept(rows, keep)
+        if not origins:
+            return rows
+        at = (np.int64(place[id(segment)]) << np.int64(32)) + np.flatnonzero(keep).astype(np.int64)
+        return rows.append_column(ORIGIN, pa.array(at, pa.int64()))
+
     jobs = [(s, theirs.get(s.id)) for s in before] + [(None, s) for s in after if s.id not in ours]
 
     def read(pair: tuple[SegmentRead | None, SegmentRead | None]) -> tuple[pa.Table | None, pa.Table | None]:
@@ -65,7 +85,7 @@ def read_sides_here(
         if b is None or a is None:  # on one side only: every live row
             rows = pq.read_table(path, columns=names, filesystem=filesystem).select(names)
             rows = projected_here(rows, segment.columns, current)
-            rows = _kept(rows, ~_deleted(warehouse, segment.deltas, rows.num_rows))
+            rows = marked(rows, segment, ~_deleted(warehouse, segment.deltas, rows.num_rows))
             return (rows, None) if b is not None else (None, rows)
         source = pq.ParquetFile(path, filesystem=filesystem)
         gone_after, gone_before = (_deleted(warehouse, s.deltas, source.metadata.num_rows) for s in (a, b))
@@ -73,7 +93,7 @@ def read_sides_here(
         if not only_before.any() and not only_after.any():
             return None, None
         rows = projected_here(source.read(columns=names).select(names), segment.columns, current)
-        return _kept(rows, only_before), _kept(rows, only_after)
+        return marked(rows, b, only_before), marked(rows, a, only_after)
 
     if len(jobs) > 1:
         with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
@@ -117,8 +137,10 @@ class Changes:
 
 
 def changes_of(before: pa.Table, after: pa.Table, key: Sequence[str]) -> Changes:
-    """The changed rows of `before` to `after` (see `diff_rows`), counted, not yet laid out."""
-    names = before.column_names
+    """The changed rows of `before` to `after` (see `diff_rows`), counted, not yet laid out. An `ORIGIN` column is
+    carried beside each row (`b:_origin`, `a:_origin`), not compared: a keyless row held n times more on one side
+    carries the origin of the last of its copies there (the newest segment)."""
+    names = [n for n in before.column_names if n != ORIGIN]
     if key and _one_integer_key(before, after, list(key)):
         return _by_integer_key(before, after, key[0], names)
     if key:
@@ -253,10 +275,11 @@ def _by_key(before: pa.Table, after: pa.Table, key: list[str], names: list[str])
         differs = pc.or_(differs, cell)
     change = pc.if_else(both, pa.scalar(UPDATE), pc.if_else(in_before, pa.scalar(DELETE), pa.scalar(INSERT)))
     keep = pc.or_(pc.invert(both), differs)
-    result = joined.select([_BEFORE + n for n in names] + [_AFTER + n for n in names] + keys)
+    every = before.column_names  # the compared columns and any carried one
+    result = joined.select([_BEFORE + n for n in every] + [_AFTER + n for n in every] + keys)
     result = result.append_column(CHANGE, change).filter(keep)
     result = result.sort_by([(k, "ascending") for k in keys]).drop_columns(keys)
-    return result.select([CHANGE, *[_BEFORE + n for n in names], *[_AFTER + n for n in names]])
+    return result.select([CHANGE, *[_BEFORE + n for n in every], *[_AFTER + n for n in every]])
 
 
 def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Changes:
@@ -264,7 +287,7 @@ def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Change
     each change by value), and a row held n times more on one side is laid out n times."""
     (deleted, gone), (added, come) = _counted(before, after, names)
     groups = [(DELETE, deleted, gone), (INSERT, added, come)]  # in the diff's order ("delete" < "insert")
-    nulls = {n: pa.nulls(0, before.schema.field(n).type) for n in names}
+    nulls = {n: pa.nulls(0, before.schema.field(n).type) for n in before.column_names}
 
     def rows(offset: int, limit: int) -> pa.Table:
         parts, start = [], 0
@@ -274,7 +297,7 @@ def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Change
             start += size
             if low >= high:
                 continue
-            first = _first_by_value(values, min(high, values.num_rows))  # each row at least once: enough
+            first = _first_by_value(values.select(names), min(high, values.num_rows))  # each row at least once: enough
             chosen = values.take(pa.array(np.repeat(first, times[first])[low:high]))
             empty = pa.table({n: pa.nulls(chosen.num_rows, c.type) for n, c in nulls.items()})
             sides = (chosen, empty) if change == DELETE else (empty, chosen)
@@ -287,13 +310,13 @@ def _as_multisets(before: pa.Table, after: pa.Table, names: list[str]) -> Change
     return Changes({INSERT: total[1], UPDATE: 0, DELETE: total[0]}, sum(total), rows)
 
 
-def _row_codes(before: pa.Table, after: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
+def _row_codes(before: pa.Table, after: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """One integer per row, equal exactly when two rows are equal in every column (nulls equal to nulls): integer
     columns by value, strings, dates and the like by their index in one dictionary of both sides. None when a
     column is of a type without an exact code here (floats: NaN and -0.0), or the codes do not fit in 62 bits."""
     rows = before.num_rows + after.num_rows
     codes, span = np.zeros(rows, dtype=np.int64), 1
-    for name in before.column_names:
+    for name in names:
         column = pa.chunked_array(
             before.column(name).chunks + after.column(name).chunks, before.schema.field(name).type
         )
@@ -327,29 +350,41 @@ _CODED_BY_DICTIONARY = (
 
 
 def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct codes in order, the position of one row holding each, and how many rows hold it."""
+    """The distinct codes in order, the position of the last row holding each, and how many rows hold it."""
     order = None if _sorted(codes) else np.argsort(codes, kind="stable")
     ordered = codes if order is None else codes[order]
     starts = (
         np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) else np.empty(0, np.int64)
     )
     held = np.diff(np.append(starts, len(ordered)))
-    return ordered[starts], (starts if order is None else order[starts]), held
+    last = starts + held - 1
+    return ordered[starts], (last if order is None else order[last]), held
 
 
 def _counted(before: pa.Table, after: pa.Table, names: list[str]) -> list[tuple[pa.Table, np.ndarray]]:
     """The distinct rows held more often before (and how many more times), and those held more often after."""
-    coded = _row_codes(before, after)
+    coded = _row_codes(before, after, names)
     if coded is None:  # grouping on every column
-        signed = pa.concat_tables([
-            before.append_column("_s", pa.array(np.full(before.num_rows, -1, dtype=np.int64))),
-            after.append_column("_s", pa.array(np.full(after.num_rows, 1, dtype=np.int64))),
-        ])  # fmt: skip
-        counted = signed.group_by(names, use_threads=False).aggregate([("_s", "sum")])
+        carried = ORIGIN in before.column_names
+        sides = []
+        for rows, sign in ((before, -1), (after, 1)):
+            signed = rows.select(names).append_column("_s", pa.array(np.full(rows.num_rows, sign, dtype=np.int64)))
+            if carried:  # each side's origin in a column of its own: a group takes the newest of the side it is on
+                none = pa.nulls(rows.num_rows, pa.int64())
+                own = rows.column(ORIGIN)
+                signed = signed.append_column("_ob", own if sign < 0 else none)
+                signed = signed.append_column("_oa", none if sign < 0 else own)
+            sides.append(signed)
+        aggregates = [("_s", "sum")] + ([("_ob", "max"), ("_oa", "max")] if carried else [])
+        counted = pa.concat_tables(sides).group_by(names, use_threads=False).aggregate(aggregates)
         counts = counted.column("_s_sum").to_numpy()
-        distinct = counted.select(names)
-        return [(distinct.filter(pa.array(counts < 0)), -counts[counts < 0]),
-                (distinct.filter(pa.array(counts > 0)), counts[counts > 0])]  # fmt: skip
+        found = []
+        for more, times, origin in ((counts < 0, -counts, "_ob_max"), (counts > 0, counts, "_oa_max")):
+            distinct = counted.select(names + ([origin] if carried else [])).filter(pa.array(more))
+            if carried:
+                distinct = distinct.rename_columns([*names, ORIGIN])
+            found.append((distinct, times[more]))
+        return found
     (b_values, b_at, b_held), (a_values, a_at, a_held) = (_distinct(codes) for codes in coded)
     if np.array_equal(b_values, a_values):
         b_theirs, a_theirs = a_held, b_held

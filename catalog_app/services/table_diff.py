@@ -20,9 +20,10 @@ from catalog_app.engine.segments import Column
 from catalog_app.engine.types import json_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit, ObjectKind, ObjectVersion
-from catalog_app.selectors.objects import object_by_id, object_find, objects_at
+from catalog_app.selectors.changes import tables_changed  # noqa: F401  (the Compare page's list, re-exported)
+from catalog_app.selectors.objects import object_by_id, object_find
 from catalog_app.selectors.refs import ResolvedRef, commit_chain
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_files, tables_files
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_files
 from lakeui.errors import NotFoundError
 from lakeui.jobs.services import job_read, read_is_pending
 
@@ -208,38 +209,3 @@ def _change(row, names: list[str]) -> dict:
     after = None if row[keys.AFTER] is None else _values(row[keys.AFTER], names)
     cells = [n for i, n in enumerate(names) if before and after and before[i] != after[i]]
     return {"change": row[keys.CHANGE], "before": before, "after": after, "cells": cells}
-
-
-def tables_changed(*, source: ResolvedRef, target: ResolvedRef) -> list[dict[str, Any]]:
-    """The tables whose data or definition differ between two refs (any direction), by name at `target` (else at
-    `source`): per table its id, name, and whether it was added, dropped or changed, and how many segments differ.
-    Metadata only (no file is read): the Compare page lists these and loads each table's rows when opened."""
-    sides = {}
-    for name, ref in (("from", source), ("to", target)):
-        databases = {d.object_id: d.name for d in objects_at(ref.chain, kind=ObjectKind.DATABASE)}
-        tables = {t.object_id: t for t in objects_at(ref.chain, kind=ObjectKind.TABLE)}
-        files = tables_files(ref.chain, table_ids=list(tables))
-        sides[name] = (databases, tables, files)
-    changed = []
-    for table_id in sides["from"][1].keys() | sides["to"][1].keys():
-        versions = [sides[n][1].get(table_id) for n in ("from", "to")]
-        shown_side = "to" if versions[1] is not None else "from"
-        databases, tables, _ = sides[shown_side]
-        shown = tables[table_id]
-        files = [sides[n][2].get(table_id, NO_FILES) for n in ("from", "to")]
-        removed, added = files[1].changes_since(files[0])
-        if versions[0] is None:
-            change = "added"
-        elif versions[1] is None:
-            change = "dropped"
-        elif removed or added or versions[0].state != versions[1].state:
-            change = "changed"
-        else:
-            continue
-        changed.append({
-            "table_id": str(table_id), "table": f"{databases.get(shown.parent_id, '?')}.{shown.name}",
-            "change": change, "segments_changed": len(removed) + len(added),
-            "definition_changed": versions[0] is not None and versions[1] is not None
-            and versions[0].state != versions[1].state,
-        })  # fmt: skip
-    return sorted(changed, key=lambda t: t["table"])

@@ -264,3 +264,35 @@ def test_without_a_key_every_column_type_counts_rows_as_multisets(values):
     assert changes.counts == {"insert": sum(e[0] == "insert" for e in expected), "update": 0,
                               "delete": sum(e[0] == "delete" for e in expected)}  # fmt: skip
     assert as_tuples(changes.rows(1, 2)) == expected[1:3]
+
+
+@pytest.mark.parametrize("key", [[1, 2, 3, 4], ["1", "2", "3", "4"], None], ids=["integer key", "joined key", "rows"])
+def test_an_origin_column_is_carried_beside_each_row_and_never_compared(key):
+    """`ORIGIN` (where a row was read) rides along: the same changes as without it, each with its own row's origin;
+    a keyless row held more often on one side carries the origin of its last copy there (floats: grouped rows)."""
+    one, two, three, four = key or [1.0, 2.0, 3.0, 4.0]
+    before = pa.table({"id": [one, two, three], "v": [1.0, 2.0, 3.0], row_diff.ORIGIN: pa.array([10, 11, 12])})
+    ids, v, at = ([one, two, four], [1.0, 5.0, 4.0], [20, 21, 22]) if key else (
+        [one, two, four, four], [1.0, 5.0, 4.0, 4.0], [20, 21, 22, 23])  # fmt: skip
+    after = pa.table({"id": ids, "v": v, row_diff.ORIGIN: pa.array(at)})
+    by = ["id"] if key else []
+    plain = row_diff.diff_rows(before.drop_columns([row_diff.ORIGIN]), after.drop_columns([row_diff.ORIGIN]), by)
+    carried = row_diff.diff_rows(before, after, by)
+    assert carried.drop_columns(["b:_origin", "a:_origin"]).equals(plain)
+    origins = {(r["_change"], r["b:id"], r["a:id"], r["a:v"]): (r["b:_origin"], r["a:_origin"])
+               for r in carried.to_pylist()}  # fmt: skip
+    if key:
+        assert origins == {("update", two, two, 5.0): (11, 21), ("delete", three, None, None): (12, None),
+                           ("insert", None, four, 4.0): (None, 22)}  # fmt: skip
+    else:
+        assert origins == {("delete", two, None, None): (11, None), ("delete", three, None, None): (12, None),
+                           ("insert", None, two, 5.0): (None, 21), ("insert", None, four, 4.0): (None, 23)}  # fmt: skip
+
+
+def test_a_keyless_row_held_twice_more_carries_the_origin_of_its_last_copy():
+    before = pa.table({"id": pa.array([1, 2], pa.int64()), row_diff.ORIGIN: pa.array([10, 11])})
+    after = pa.table({"id": pa.array([2, 7, 1, 7], pa.int64()), row_diff.ORIGIN: pa.array([20, 21, 22, 23])})
+    carried = row_diff.diff_rows(before, after, [])  # integer rows: coded, not grouped
+    assert [(r["_change"], r["a:id"], r["a:_origin"]) for r in carried.to_pylist()] == [
+        ("insert", 7, 23), ("insert", 7, 23)
+    ]  # fmt: skip

@@ -54,7 +54,7 @@ MATRIX = {
     ("TableLoadApi", "post"): E, ("TableDeleteApi", "post"): E, ("TableUpdateApi", "post"): E,
     ("TableCompactApi", "post"): E,
     ("TableRowsApi", "get"): V, ("TableScanApi", "get"): V, ("TableStagingApi", "post"): E,
-    ("CatalogGcApi", "post"): ADMIN,
+    ("CatalogGcApi", "post"): ADMIN, ("ChangesApi", "get"): V,
     ("BranchObjectListApi", "get"): V, ("BranchObjectListApi", "post"): E,
     ("BranchObjectDetailApi", "get"): V, ("BranchObjectDetailApi", "delete"): E,
     ("CatalogRoleListApi", "get"): V, ("CatalogRoleListApi", "post"): ADMIN,

@@ -394,6 +394,44 @@ def diff(ctx, catalog, source, other, target, table, rows, page):
     show_diff(found)
 
 
+@cli.command()
+@click.argument("catalog")
+@click.option("--from", "source", required=True, help="The ref the changes are against (branch, tag or commit)")
+@click.option("--to", "target", required=True, help="The ref whose state they lead to")
+@click.option("--table", default=None, help="db.table: only this table")
+@click.option("--limit", default=None, type=int, help="At most this many records")
+@click.pass_context
+def changes(ctx, catalog, source, target, table, limit):
+    """The row changes of --to's state against --from's (any two refs), every changed table or --table: one record
+    per changed key (a table without a key: its inserted and deleted rows), with the commit that made each and the
+    merge and merge request that brought it. --json prints the records as JSON lines, one per record."""
+    client = make_client()
+    records = client.changes(catalog, source, target, table=table)
+    if limit is not None:
+        records = (record for _, record in zip(range(limit), records, strict=False))
+    if ctx.obj["json"]:
+        for record in records:
+            click.echo(json.dumps(record, default=str))
+        return
+    listed = Table("table", "change", "key", "before", "after", "changed", "commit", "merge")
+    count = 0
+    for record in records:
+        count += 1
+        style = CHANGES.get(record["change"])
+        merge = record["merge"][:12] if record["merge"] else ""
+        if record["merge_request"] is not None:
+            merge += f" (!{record['merge_request']})"
+        listed.add_row(
+            record["table"], painted(CHANGE_LABELS.get(record["change"], record["change"]), style),
+            *(cell(record[side]) if record[side] is not None else "" for side in ("key", "before", "after")),
+            ", ".join(record["changed"]),
+            (record["commit"] or "")[:12], merge,
+        )  # fmt: skip
+    out.print(f"from [bold]{source}[/bold] to [bold]{target}[/bold]: {count} change(s)")
+    if count:
+        out.print(listed)
+
+
 def show_diff(found: dict) -> None:
     source, target, counts = found["source"], found["target"], found["counts"]
     out.print(

@@ -82,6 +82,15 @@ def write_table(
     return client._maybe_wait(client.request("POST", path, json=body, headers=headers), wait)
 
 
+def read_changes(spark: SparkSession, client: Client, catalog: str, source: str, target: str, table: str) -> DataFrame:
+    """The row changes of `table` ("db.table") from `source` to `target` (any two refs) as a DataFrame: `_change`
+    (insert, update, delete), each column before (`b:<name>`) and after (`a:<name>`), `_changed` (the columns an
+    update changed), `_commit`, `_merge` and `_merge_request` (docs/changes.md). Unlike `read_table`, the records
+    come from the server (its Arrow stream: which rows changed and who changed them is decided there, from the
+    files that differ), then live in your session."""
+    return spark.createDataFrame(client.changes_arrow(catalog, source, target, table))
+
+
 def plan_frame(spark: SparkSession, plan: dict) -> DataFrame:
     """The rows a scan plan describes: each file read with the schema it was written with (one scan per written
     schema), projected onto the current schema by column id, less the positions its delete files list."""

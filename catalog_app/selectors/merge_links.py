@@ -1,0 +1,28 @@
+"""Which merge request made a merge commit: asked of the app that keeps merge requests, registered from above.
+
+Merge requests live in a layer above catalog_app (docs/architecture.md#layers), which never imports it. The app that
+can read them registers a reader here at start-up (`merge_request_reader_register`), as job kinds and consistency
+checks register themselves; with none registered, no merge commit names a request.
+"""
+
+from collections.abc import Callable, Iterable
+
+# merge commit ids -> {commit id: merge request number} for those a merge request's merge made
+MergeRequestReader = Callable[[list[str]], dict[str, int]]
+_READERS: list[MergeRequestReader] = []
+
+
+def merge_request_reader_register(reader: MergeRequestReader) -> MergeRequestReader:
+    if reader not in _READERS:
+        _READERS.append(reader)
+    return reader
+
+
+def merge_requests_of(commit_ids: Iterable[str]) -> dict[str, int]:
+    """The merge request number of each of these commits a merge request's merge made (the rest left out)."""
+    wanted = sorted(set(commit_ids))
+    found: dict[str, int] = {}
+    if wanted:
+        for reader in _READERS:
+            found |= reader(wanted)
+    return found
