@@ -291,6 +291,8 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
     src_ops, dest_ops = inputs.source_operations.get(object_id, []), inputs.target_operations.get(object_id, [])
     data_changed = inputs.keyed_changes.get(object_id)
     base, src, dest = (versions[side].get(object_id) for side in SIDES)
+    if base is not None and base.dropped:  # dropped at the base (a drop, or a restore to before it was made):
+        base = None  # one a side has again (a restore brought it back) is new on that side, as one never made
     if base is None and (src is None or src.dropped) and (dest is None or dest.dropped):
         return None  # created and dropped again on a side: nothing to compare or merge
     changed = {"source": bool(src_ops) or object_id in inputs.target_unchanged, "target": bool(dest_ops)}

@@ -171,3 +171,29 @@ def test_a_renamed_table_is_not_restored_onto_a_name_another_table_holds(spark):
     table_drop(target=on(catalog), database="sales", name="orders")
     restore(catalog, commit=point, table="old_orders")
     assert ids(spark, catalog) == [1]
+
+
+@pytest.mark.parametrize("resolution", [None, "target_wins"])
+def test_a_table_a_restore_dropped_and_a_later_restore_brought_back_merges_into_the_branch_that_dropped_it(
+    spark, resolution
+):
+    """Found by the change feed's randomized histories: the merge's plan had no state for a table the base and the
+    target had dropped (by a restore) and the source brought back (by a restore), and the merge failed with a
+    TypeError. The source created it again since the base: it is taken over."""
+    catalog = make_catalog()
+    make_table(catalog, table="kept")  # so that restoring the branch to before `orders` keeps the database
+    before = head(catalog)
+    make_table(catalog)
+    insert(catalog, rows(1, 2))
+    existed = head(catalog)
+    branch_create(catalog=catalog, name="b1", source="main")
+    branch_restore(catalog=catalog, branch="main", point=before)  # main drops orders
+    merge(catalog, source="main", target="b1")  # and so does b1
+    assert table_at(catalog, "b1") is None
+    branch_restore(catalog=catalog, branch="b1", point=existed)  # b1 brings it back
+
+    merged = merge(
+        catalog, source="b1", target="main", **({"resolution": {"default": resolution}} if resolution else {})
+    )
+    assert merged.status == "merged"
+    assert ids(spark, catalog) == [1, 2]
