@@ -24,13 +24,11 @@ import argparse
 import io
 import shutil
 import statistics
-import sys
-import time
 import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from setup import django_setup
+from setup import django_setup, run_job, timed
 
 django_setup()
 
@@ -52,8 +50,6 @@ from catalog_app.services.data_submit import table_data_submit, table_load_submi
 from catalog_app.services.databases import database_create  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 from catalog_app.services.tables import table_create  # noqa: E402
-from lakeui.jobs.models import Job  # noqa: E402
-from lakeui.jobs.services import job_execute  # noqa: E402
 
 COLUMNS = [
     {"name": "id", "type": "long", "nullable": False},
@@ -61,19 +57,6 @@ COLUMNS = [
     {"name": "region", "type": "string"},
 ]
 ARROW = "application/vnd.apache.arrow.stream"
-
-
-def run_job(job: Job) -> None:
-    job_execute(job_id=str(job.id), worker="bench")
-    job.refresh_from_db()
-    if job.status != Job.Status.SUCCEEDED:
-        sys.exit(f"{job.kind} failed: {job.error_code} {job.error_message}")
-
-
-def timed(action) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = action()
-    return (time.perf_counter() - start) * 1000, result
 
 
 def changed_table(catalog, user, rows: int) -> None:

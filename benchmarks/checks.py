@@ -17,13 +17,12 @@ import argparse
 import io
 import shutil
 import statistics
-import sys
 import time
 import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from setup import django_setup
+from setup import django_setup, run_job
 
 django_setup()
 
@@ -39,8 +38,6 @@ from catalog_app.services.refs import branch_create, catalog_create  # noqa: E40
 from catalog_app.services.tables import table_create  # noqa: E402
 from checks_app.job_kinds import check_statement  # noqa: E402
 from checks_app.models import Check  # noqa: E402
-from lakeui.jobs.models import Job  # noqa: E402
-from lakeui.jobs.services import job_execute  # noqa: E402
 from merge_app.services.merges import branch_merge  # noqa: E402
 
 COLUMNS = [
@@ -53,13 +50,6 @@ CHECKS = {
     "no duplicated id": "SELECT id, count(*) AS n FROM shop.orders GROUP BY id HAVING count(*) > 1",
     "every order has a region": "SELECT id FROM shop.orders WHERE region IS NULL",
 }
-
-
-def run_job(job: Job) -> None:
-    job_execute(job_id=str(job.id), worker="bench")
-    job.refresh_from_db()
-    if job.status != Job.Status.SUCCEEDED:
-        sys.exit(f"{job.kind} failed: {job.error_code} {job.error_message}")
 
 
 def parquet(first: int, rows: int) -> FileUpload:

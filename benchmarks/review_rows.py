@@ -21,13 +21,11 @@ import argparse
 import io
 import shutil
 import statistics
-import sys
-import time
 import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from setup import django_setup
+from setup import django_setup, run_job, timed
 
 django_setup()
 
@@ -44,8 +42,6 @@ from catalog_app.services.databases import database_create  # noqa: E402
 from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 from catalog_app.services.table_diff import table_diff_read  # noqa: E402
 from catalog_app.services.tables import table_create  # noqa: E402
-from lakeui.jobs.models import Job  # noqa: E402
-from lakeui.jobs.services import job_execute  # noqa: E402
 from merge_app.models import MergeRequest  # noqa: E402
 from merge_app.services.merge_requests import merge_request_open  # noqa: E402
 
@@ -54,19 +50,6 @@ COLUMNS = [
     {"name": "amount", "type": "long"},
     {"name": "region", "type": "string"},
 ]
-
-
-def run_job(job: Job) -> None:
-    job_execute(job_id=str(job.id), worker="bench")
-    job.refresh_from_db()
-    if job.status != Job.Status.SUCCEEDED:
-        sys.exit(f"{job.kind} failed: {job.error_code} {job.error_message}")
-
-
-def timed(action) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = action()
-    return (time.perf_counter() - start) * 1000, result
 
 
 def changed_table(catalog, user, table: str, rows: int, key: bool) -> None:

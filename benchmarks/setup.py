@@ -5,6 +5,7 @@ import atexit
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,3 +25,21 @@ def django_setup() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+def run_job(job) -> None:
+    """Run a submitted job in this process (no worker needed); exit with its error if it fails."""
+    from lakeui.jobs.models import Job
+    from lakeui.jobs.services import job_execute
+
+    job_execute(job_id=str(job.id), worker="bench")
+    job.refresh_from_db()
+    if job.status != Job.Status.SUCCEEDED:
+        sys.exit(f"{job.kind} failed: {job.error_code} {job.error_message}")
+
+
+def timed(action) -> tuple[float, object]:
+    """Milliseconds `action()` took, and what it answered."""
+    start = time.perf_counter()
+    result = action()
+    return (time.perf_counter() - start) * 1000, result

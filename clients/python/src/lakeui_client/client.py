@@ -104,6 +104,14 @@ class Client:
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.http.request(method, path.lstrip("/"), **kwargs)
+        self._checked(response)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def _checked(self, response: httpx.Response) -> None:
+        """The server's API version checked, and an error answer raised as the client's error (its JSON body, or
+        its text)."""
         self._check_version(response)
         if response.status_code >= 400:
             try:
@@ -111,9 +119,6 @@ class Client:
             except ValueError:
                 body = response.text
             raise from_response(response.status_code, body)
-        if response.status_code == 204 or not response.content:
-            return None
-        return response.json()
 
     def _check_version(self, response: httpx.Response) -> None:
         """Checked on the first answer from LakeUI (a proxy's error page names no version and is not judged).
@@ -440,14 +445,8 @@ class Client:
         params = {"from": source, "to": target, "table": table}
         accept = {"Accept": "application/vnd.apache.arrow.stream"}
         with self.http.stream("GET", f"catalogs/{_q(catalog)}/changes", params=params, headers=accept) as response:
-            self._check_version(response)
             body = response.read()
-        if response.status_code >= 400:
-            try:
-                detail = response.json()
-            except ValueError:
-                detail = response.text
-            raise from_response(response.status_code, detail)
+        self._checked(response)
         return pa.ipc.open_stream(body).read_all()
 
     def commit(self, catalog: str, commit_id: str) -> dict:
