@@ -322,7 +322,7 @@ class Model:
         if MUST in verdicts:
             return "refused", None
         overwritten = any(d.kind == "overwrite" for d in dest_ops)
-        own = own_rows(src_ops)
+        own = own_rows(src_ops, set(base.rows))
         # A target restore's rows are its own result, older rows among them: they did not reach it after its
         # overwrite (seed 11 with restores: an update of a row the target restored is discarded, as against any
         # other overwrite).
@@ -394,15 +394,17 @@ class Model:
         return "merged", rows
 
 
-def own_rows(ops: list[MOp]) -> set[int]:
+def own_rows(ops: list[MOp], base: set[int]) -> set[int]:
     """The row versions these operations (one side's, in order) made of rows of their own: the rows they inserted or
     overwrote with, and new versions of those. A new version of an older row is that row still: a target overwrite
     that replaced the row replaced its versions too (A4/A5; seed 13: a second update of a row whose first update was
-    discarded took the rows of its copy-on-write rewrite back)."""
+    discarded took the rows of its copy-on-write rewrite back). A row the base holds is not the side's own, even if
+    one of its operations inserted it too (seed 47: the target picked the source's insert before the base, then
+    restored to before it; the source's updates of those rows are discarded with them)."""
     own: set[int] = set()
     for op in ops:
         if op.kind in ("insert", "overwrite"):
-            own |= {row.rid for row in op.rows}
+            own |= {row.rid for row in op.rows} - base
         elif op.kind == "update":
             own |= op.versions_of(op.rids & own)
     return own

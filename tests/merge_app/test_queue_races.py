@@ -4,9 +4,12 @@ it before, and the request is taken out through the API at the point under test 
 preparing and publishing). The race the end-to-end queue tests met by chance: the runner wrote back the row it had
 read, which put a request taken out back in line; queueing it again then failed with a 500."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from lakeui.jobs.models import Job
 from merge_app.models import Merge, MergeQueueRunner, MergeRequest, QueueEntry
@@ -32,8 +35,20 @@ def in_line(clients, user):
     protect(catalog, user)
     branch_with_rows(catalog, "dev", "orders", 3)
     number = opened(clients, catalog, "dev")
+    worked_by_the_test(catalog)
     queued_now(catalog, number)
     return catalog, number
+
+
+def worked_by_the_test(catalog) -> Job:
+    """The line's runner is the test: a running queue job whose heartbeat no recovery finds stale. The workers'
+    upkeep, which kicks a line with an entry waiting (`queues_follow_heads`), then asks that job for another pass
+    and starts none of its own that would prepare or publish the entries under test (CI met it: a worker published
+    the entry a test was about to prepare again)."""
+    job = Job.objects.create(kind=queue.QUEUE_JOB, status=Job.Status.RUNNING, worker="the test",
+                             heartbeat_at=timezone.now() + timedelta(days=1))  # fmt: skip
+    MergeQueueRunner.objects.update_or_create(catalog=catalog, target="main", defaults={"job": job})
+    return job
 
 
 def queued_now(catalog, number) -> QueueEntry:
@@ -90,6 +105,7 @@ def test_a_push_to_the_source_after_its_result_was_checked_publishes_nothing_old
     protect(catalog, user, required_approvals=approvals)
     branch_with_rows(catalog, "dev", "orders", 3)
     number = opened(clients, catalog, "dev", approve=bool(approvals))
+    worked_by_the_test(catalog)
     queued_now(catalog, number)
     main = head(catalog)
     assert queue._prepare(entry(number), main, [], None, counts())
@@ -111,18 +127,26 @@ def test_a_push_to_the_source_after_its_result_was_checked_publishes_nothing_old
         assert Merge.objects.get(id=entry(number).merge_id).source_head == pushed
 
 
-def test_a_read_of_the_queue_starts_no_job_and_the_upkeep_wakes_it(clients, user):
+def test_a_read_of_the_queue_starts_no_job_and_the_upkeep_wakes_it(clients, user, monkeypatch):
     """An entry waits to be prepared (its kick left out, as if a head moved since): reading the queue, through the
-    API or the page, starts no job; the workers' upkeep round finds it and starts the queue's job, once."""
+    API or the page, asks for no pass over it (every kick goes through `queue.queue_kick`, watched here: the suite's
+    workers run the same upkeep on their own round); the upkeep finds it and starts the queue's job, once."""
     catalog, number = in_line(clients, user)
+    kicks = []
+    monkeypatch.setattr(queue, "queue_kick", lambda **line: kicks.append(line))
     base = f"/api/v1/catalogs/{catalog.name}"
     for path in (f"{base}/branches/main/queue", f"{base}/merge-requests/{number}/queue"):
         assert clients["bob"].get(path).status_code == 200, path
     browser = Client()
     browser.force_login(User.objects.get(username="bob"))
     assert browser.get(f"/catalogs/{catalog.name}/queue/main").status_code == 200
-    assert not Job.objects.filter(kind=queue.QUEUE_JOB).exists()
+    assert kicks == []
+    queue.queues_follow_heads()
+    assert kicks == [{"catalog_id": catalog.id, "target": "main"}]
+    monkeypatch.undo()
+    held = MergeQueueRunner.objects.get(catalog=catalog).job
+    Job.objects.filter(id=held.id).update(status=Job.Status.SUCCEEDED, finished_at=timezone.now())
     queue.queues_follow_heads()
     queue.queues_follow_heads()  # a job at work on the line is asked for another pass, not started twice
-    (job,) = Job.objects.filter(kind=queue.QUEUE_JOB)
+    (job,) = Job.objects.filter(kind=queue.QUEUE_JOB).exclude(id=held.id)  # ours, or a worker's upkeep's
     assert job.params["target"] == "main" and MergeQueueRunner.objects.get(catalog=catalog).job_id == job.id
