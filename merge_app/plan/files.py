@@ -103,6 +103,12 @@ def file_plan(
             if fid not in source and fid not in kept_rows and in_scope(f, partitions)
         }  # fmt: skip
     removed |= {fid for fid, f in target.items() if f.kind == DELTA and str(f.segment_id) in removed}
+    # The deletes the target put since on a segment a replayed restore holds go with the rest of the target's rows:
+    # the restore's result is its own, delete files included (as a copy-on-write delete's rewrite of the segment is
+    # replaced and the segment comes back). Kept, they deleted rows of the restore's result (unkeyed model seed 46).
+    removed |= {
+        fid for fid, f in target.items() if f.kind == DELTA and fid not in source and str(f.segment_id) in restored
+    }
     kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
     put_back_ids = {str(p.segment.id) for p in put_back}
     added = [

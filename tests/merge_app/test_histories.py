@@ -543,3 +543,22 @@ def test_a_restore_against_a_target_that_compacted_the_rows_it_restored_merges_a
     assert table(spark, run.catalog, "b2") == expect(1, 2)
     assert run.merge("b2", "b1")
     assert table(spark, run.catalog, "b1") == expect(1, 2)
+
+
+def test_a_restore_replaces_the_deletes_the_target_put_on_the_segments_it_kept(spark):
+    """Found by the model (seed 46, merge-on-read): `main` restored the table to a point whose segment of rows 1 and
+    2 it still had (the restore keeps it by reference), and `b1` updated row 1 since the base, which put a delete
+    file on that segment and wrote the new version elsewhere. Merging `main` into `b1` replays the restore as an
+    overwrite: the new version went with the rest of `b1`'s rows, but `b1`'s delete file stayed on the restored
+    segment and row 1 was lost. The restore's result is its own, delete files included."""
+    run = Scripted(spark, mode="merge-on-read")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("point", "main")
+    run.branch("b1", "main")
+    run.load("main", "append_only", 3)
+    run.restore("main", "point")  # keeps the segment of rows 1 and 2, takes out row 3's
+    run.update("b1", 1)
+    assert run.merge("main", "b1")  # checked against the model: b1's rows are main's restored rows
+    assert table(spark, run.catalog, "b1") == expect(1, 2)
+    assert run.merge("b1", "main")
+    assert table(spark, run.catalog, "main") == expect(1, 2)

@@ -374,8 +374,18 @@ class Model:
         added = {rid for rid in commit.rows if rid not in before.rows}
         removed = {rid: row for rid, row in before.rows.items() if rid not in commit.rows}
         rewrote = any(op.kind != "insert" or op.uncertain for op in commit.ops)
-        if any(op.kind in ("overwrite", "compaction") for op in later) or (
-            rewrote and any(op.kind in POSITIONAL or op.uncertain for op in later)
+        # A merge into the target since the commit that declined changes (target_wins, a discard, a dropped
+        # compaction) may have kept the commit's result out of the target though it is in its history: the rows the
+        # commit wrote are then not the target's, and an undo by file cannot be told row by row (seed 43: a revert of
+        # a restore that `b1` had declined in a `target_wins` merge).
+        declined = any(
+            (c.partial or c.unsure) and commit.id in ancestors(c.merge_parent)
+            for c in dest_since.values() if c.merge_parent is not None
+        )  # fmt: skip
+        if (
+            declined
+            or any(op.kind in ("overwrite", "compaction") for op in later)
+            or (rewrote and any(op.kind in POSITIONAL or op.uncertain for op in later))
         ):
             return None
         if not commit.ops:
