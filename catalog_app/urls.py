@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from catalog_app.apis import access, catalogs, changes, data, objects, retention
+from catalog_app.apis import access, catalogs, changes, data, objects, retention, subscriptions
 from catalog_app.models import ObjectKind
 
 
@@ -58,6 +58,9 @@ urlpatterns = [
     path(f"{TABLE}/staging", data.TableStagingApi.as_view()),
     path(f"{CAT}/gc", data.CatalogGcApi.as_view()),
     path(f"{CAT}/changes", changes.ChangesApi.as_view()),
+    path(f"{CAT}/subscriptions", subscriptions.SubscriptionListApi.as_view()),
+    path(f"{CAT}/subscriptions/<str:name>", subscriptions.SubscriptionDetailApi.as_view()),
+    path(f"{CAT}/subscriptions/<str:name>/changes", subscriptions.SubscriptionChangesApi.as_view()),
     path(f"{CAT}/retention", retention.RetentionApi.as_view()),
     path(f"{CAT}/retention/preview", retention.RetentionPreviewApi.as_view()),
     path(f"{CAT}/retention/expire", retention.RetentionExpireApi.as_view()),

@@ -90,16 +90,22 @@ class ChangesApi(PagedApi):
         feed = changes_between(source=source, target=target, table=data["table"])
         if arrow:
             return StreamingHttpResponse(_arrow_stream(feed), content_type=ARROW_STREAM)
-        paginator = PagePagination()
-        page = paginator.paginate_queryset(feed, request, view=self)
-        response = paginator.get_paginated_response(page)
-        response.data = {
-            "count": response.data["count"], "next": response.data["next"], "previous": response.data["previous"],
-            "source": feed.source, "target": feed.target, "tables": [t.describe() for t in feed.tables],
-            "results": response.data["results"],
-        }  # fmt: skip
-        feed.keep()
-        return response
+        return feed_page(request, self, feed)
+
+
+def feed_page(request, view, feed, **more) -> Response:
+    """One page of a change feed as JSON: the records, the two commits, each changed table with its counts (and
+    `more`, a subscription's token)."""
+    paginator = PagePagination()
+    page = paginator.paginate_queryset(feed, request, view=view)
+    response = paginator.get_paginated_response(page)
+    response.data = {
+        "count": response.data["count"], "next": response.data["next"], "previous": response.data["previous"],
+        "source": feed.source, "target": feed.target, "tables": [t.describe() for t in feed.tables], **more,
+        "results": response.data["results"],
+    }  # fmt: skip
+    feed.keep()
+    return response
 
 
 class _Chunks(io.RawIOBase):

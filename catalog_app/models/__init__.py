@@ -13,6 +13,7 @@ from catalog_app.models.catalog import (
 from catalog_app.models.data import DataFile, FileEntry
 from catalog_app.models.lookups import AnyOf  # noqa: F401  (registers `__any`)
 from catalog_app.models.retention import ExpiredCommit, ReclaimedFile, RetentionRule
+from catalog_app.models.subscriptions import Subscription
 
 __all__ = [
     "ROLE_ORDER",
@@ -32,5 +33,6 @@ __all__ = [
     "RetentionRule",
     "Role",
     "SchemaVersion",
+    "Subscription",
     "Tag",
 ]

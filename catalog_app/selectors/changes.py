@@ -18,7 +18,7 @@ source's history (recursively), and the record names the merge as well. A change
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -416,9 +416,12 @@ class ChangeFeed:
         return listed
 
 
-def changes_between(*, source: ResolvedRef, target: ResolvedRef, table: str = "") -> ChangeFeed:
+def changes_between(
+    *, source: ResolvedRef, target: ResolvedRef, table: str = "", among: Collection[str] = ()
+) -> ChangeFeed:
     """The row changes of `target`'s state against `source`'s (any two refs), of every changed table or of the one
-    named `db.table` (at `target`, else at `source`; 404 if neither has it)."""
+    named `db.table` (at `target`, else at `source`; 404 if neither has it); `among`: of those named only (a
+    subscription's tables, which either ref may lack)."""
     for ref in (source, target):
         commit_unexpired(ref.commit, None)
     pair = (source.commit.id, target.commit.id)
@@ -429,6 +432,8 @@ def changes_between(*, source: ResolvedRef, target: ResolvedRef, table: str = ""
         if not _table_exists(table, source, target):
             raise NotFoundError("table_not_found", f"Neither ref has a table {table!r}.")
         changed = [t for t in changed if t[0]["table"] == table]
+    if among:
+        changed = [t for t in changed if t[0]["table"] in among]
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     tables = [_table_changes(source, target, *found, warehouse=warehouse) for found in changed]
     return ChangeFeed(source.commit.id, target.commit.id, [t for t in tables if t.total or table])

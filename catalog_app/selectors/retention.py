@@ -33,6 +33,7 @@ from catalog_app.models import (
     ObjectKind,
     ReclaimedFile,
     RetentionRule,
+    Subscription,
     Tag,
 )
 from catalog_app.selectors.objects import objects_at
@@ -236,6 +237,11 @@ def retention_plan(*, catalog: Catalog, rules: list[Rule], now: datetime | None 
         pins[commit_id].append(f"tagged {name}")
     for commit_id, why in lines.graph_pins():
         pins[commit_id].append(why)
+    for name, cursor, end in Subscription.objects.filter(catalog_id=catalog_id).values_list(
+        "name", "cursor_id", "batch_end_id"
+    ):  # what a consumer has not acknowledged yet is read from these (docs/changes.md#subscriptions)
+        for commit_id in {cursor, end} - {None}:
+            pins[commit_id].append(f"held by subscription {name}")
 
     refs = [RefPlan(n, "branch", rule_for(rules, n)) for n in sorted(branches)]
     refs += [RefPlan(n, "tag", rule_for(rules, n)) for n in sorted(tags)]

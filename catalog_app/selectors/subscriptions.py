@@ -1,0 +1,31 @@
+"""A catalog's subscriptions with how far each is behind its branch (docs/changes.md#subscriptions)."""
+
+from typing import Any
+
+from catalog_app.models import Branch, Catalog, Commit, Subscription
+from catalog_app.selectors.refs import commit_chain
+
+
+def subscription_list(*, catalog: Catalog) -> list[Subscription]:
+    return list(Subscription.objects.filter(catalog=catalog).select_related("cursor", "created_by"))
+
+
+def subscription_get(*, catalog: Catalog, name: str) -> Subscription | None:
+    return Subscription.objects.filter(catalog=catalog, name=name).select_related("cursor", "created_by").first()
+
+
+def subscription_describe(subscription: Subscription) -> dict[str, Any]:
+    """The subscription as the API answers it, with its lag: the commits of the branch's first-parent history made
+    after the cursor (None when the branch is gone)."""
+    branch = Branch.objects.filter(catalog_id=subscription.catalog_id, name=subscription.branch).first()
+    lag = None
+    if branch is not None:
+        chain = commit_chain(branch.head)
+        lag = Commit.objects.filter(chain.q(), seq__gt=subscription.cursor.seq).count()
+    return {
+        "name": subscription.name, "branch": subscription.branch, "tables": subscription.tables,
+        "cursor": subscription.cursor_id, "cursor_at": subscription.cursor.created_at,
+        "pending_batch": subscription.batch_token is not None, "lag_commits": lag,
+        "created_at": subscription.created_at, "acknowledged_at": subscription.acknowledged_at,
+        "created_by": subscription.created_by.username if subscription.created_by else None,
+    }  # fmt: skip
