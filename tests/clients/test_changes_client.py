@@ -55,3 +55,36 @@ def test_client_cli_and_spark_read_the_changes_between_two_refs(live_server, cli
     got = sorted((r["_change"], r["b:id"], r["a:id"], r["a:amount"], r["_commit"]) for r in frame.collect())
     assert got == [("delete", 2, None, None, deleted), ("insert", None, 3, 3, upserted),
                    ("update", 1, 1, 100, upserted)]  # fmt: skip
+
+
+def test_a_consumer_follows_a_branch_through_a_subscription_with_the_client_and_the_cli(
+    live_server, client, token, celery_worker
+):
+    client.catalog_create("sales")
+    client.database_create("sales", "main", "shop")
+    client.table_create("sales", "main", "shop.orders", COLUMNS, primary_key=["id"])
+    made = client.subscription_create("sales", "index", "main", tables=["shop.orders"])
+    assert (made["name"], made["tables"], made["lag_commits"]) == ("index", ["shop.orders"], 0)
+    client.load("sales", "main", "shop.orders", strategy="append_only", rows=[{"id": i, "amount": i} for i in (1, 2)])
+    batch = client.subscription_batch("sales", "index", page_size=1)  # two pages, one batch
+    assert sorted((r["change"], r["key"]["id"]) for r in batch["records"]) == [("insert", 1), ("insert", 2)]
+    assert client.subscription_batch("sales", "index")["ack"] == batch["ack"]  # not acknowledged: the same batch
+    assert client.subscription_ack("sales", "index", batch["ack"])["cursor"] == batch["target"]
+    with pytest.raises(ApiError) as twice:
+        client.subscription_ack("sales", "index", batch["ack"])
+    assert (twice.value.status, twice.value.code) == (409, "stale_ack")
+
+    client.delete_rows("sales", "main", "shop.orders", where="id = 2")
+    shown = run(live_server, token, "subscription", "read", "sales", "index", "--ack")
+    assert shown.returncode == 0, shown.stderr
+    assert "1 change(s)" in shown.stdout and "delete" in shown.stdout
+    listed = run(live_server, token, "--json", "subscription", "list", "sales")
+    assert [(s["name"], s["lag_commits"], s["pending_batch"]) for s in json.loads(listed.stdout)] == [
+        ("index", 0, False)
+    ]
+    empty = run(live_server, token, "subscription", "read", "sales", "index")
+    assert empty.returncode == 0 and "0 change(s)" in empty.stdout and "lakeui subscription ack" in empty.stdout
+    stale = run(live_server, token, "subscription", "ack", "sales", "index", batch["ack"])
+    assert stale.returncode == 1 and "stale_ack" in stale.stderr
+    assert run(live_server, token, "subscription", "delete", "sales", "index").returncode == 0
+    assert client.subscriptions("sales") == []

@@ -409,6 +409,11 @@ def changes(ctx, catalog, source, target, table, limit):
     records = client.changes(catalog, source, target, table=table)
     if limit is not None:
         records = (record for _, record in zip(range(limit), records, strict=False))
+    show_changes(ctx, records, source, target)
+
+
+def show_changes(ctx: click.Context, records, source: str, target: str) -> None:
+    """Change records as a table under a line naming the two refs (`--json`: one JSON record a line)."""
     if ctx.obj["json"]:
         for record in records:
             click.echo(json.dumps(record, default=str))
@@ -430,6 +435,64 @@ def changes(ctx, catalog, source, target, table, limit):
     out.print(f"from [bold]{source}[/bold] to [bold]{target}[/bold]: {count} change(s)")
     if count:
         out.print(listed)
+
+
+@cli.group()
+def subscription() -> None:
+    """Named cursors on a branch's changes: read the batch since the cursor, then acknowledge it."""
+
+
+@subscription.command("create")
+@click.argument("catalog")
+@click.argument("name")
+@click.option("--branch", required=True)
+@click.option("--table", "tables", multiple=True, help="db.table (repeat for several; none: every table)")
+@click.pass_context
+def subscription_create(ctx, catalog, name, branch, tables):
+    emit(ctx, make_client().subscription_create(catalog, name, branch, tables=tables), SUBSCRIPTION_COLUMNS)
+
+
+SUBSCRIPTION_COLUMNS = ["name", "branch", "tables", "cursor", "lag_commits", "pending_batch"]
+
+
+@subscription.command("list")
+@click.argument("catalog")
+@click.pass_context
+def subscription_list(ctx, catalog):
+    emit(ctx, make_client().subscriptions(catalog), SUBSCRIPTION_COLUMNS)
+
+
+@subscription.command("read")
+@click.argument("catalog")
+@click.argument("name")
+@click.option("--ack", "acknowledge", is_flag=True, help="Acknowledge the batch once printed")
+@click.pass_context
+def subscription_read(ctx, catalog, name, acknowledge):
+    """The batch of changes since the subscription's cursor (the same batch until acknowledged), then its token:
+    `lakeui subscription ack CATALOG NAME TOKEN` once applied, or --ack to acknowledge it as soon as printed."""
+    client = make_client()
+    batch = client.subscription_batch(catalog, name)
+    show_changes(ctx, batch["records"], batch["source"][:12], batch["target"][:12])
+    if acknowledge:
+        client.subscription_ack(catalog, name, batch["ack"])
+    elif not ctx.obj["json"]:
+        out.print(f"acknowledge with: lakeui subscription ack {catalog} {name} {batch['ack']}")
+
+
+@subscription.command("ack")
+@click.argument("catalog")
+@click.argument("name")
+@click.argument("token")
+@click.pass_context
+def subscription_ack(ctx, catalog, name, token):
+    emit(ctx, make_client().subscription_ack(catalog, name, token), SUBSCRIPTION_COLUMNS)
+
+
+@subscription.command("delete")
+@click.argument("catalog")
+@click.argument("name")
+def subscription_delete(catalog, name):
+    make_client().subscription_delete(catalog, name)
 
 
 def show_diff(found: dict) -> None:

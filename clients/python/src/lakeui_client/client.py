@@ -7,7 +7,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -448,6 +448,38 @@ class Client:
             body = response.read()
         self._checked(response)
         return pa.ipc.open_stream(body).read_all()
+
+    # subscriptions to a branch's changes (docs/changes.md#subscriptions)
+    def subscription_create(self, catalog: str, name: str, branch: str, *, tables: Iterable[str] = ()) -> dict:
+        """A named cursor on `branch` (of `tables`, "db.table", or every table), at the branch's head now."""
+        body = {"name": name, "branch": branch, "tables": list(tables)}
+        return self.request("POST", f"catalogs/{_q(catalog)}/subscriptions", json=body)
+
+    def subscriptions(self, catalog: str) -> list[dict]:
+        """The catalog's subscriptions, each with its cursor and lag (`lag_commits`)."""
+        return self.request("GET", f"catalogs/{_q(catalog)}/subscriptions")["results"]
+
+    def subscription_delete(self, catalog: str, name: str) -> None:
+        self.request("DELETE", f"catalogs/{_q(catalog)}/subscriptions/{_q(name)}")
+
+    def subscription_batch(self, catalog: str, name: str, *, page_size: int = 500) -> dict:
+        """The batch of changes since the subscription's cursor, every page read: `ack` (the token that acknowledges
+        it), `source` and `target` (the commits it goes from and to) and `records`. Until acknowledged, the same
+        batch comes back: apply it, then `subscription_ack(catalog, name, batch["ack"])`."""
+        path = f"catalogs/{_q(catalog)}/subscriptions/{_q(name)}/changes"
+        records, page = [], 1
+        while True:
+            body = self.request("GET", path, params={"page": page, "page_size": page_size})
+            records += body["results"]
+            if not body.get("next"):
+                return {"ack": body["ack"], "source": body["source"], "target": body["target"], "records": records}
+            page += 1
+
+    def subscription_ack(self, catalog: str, name: str, token: str) -> dict:
+        """Acknowledge the batch `token` names: the cursor moves to its end. A second acknowledgement is an
+        `ApiError` 409 `stale_ack`."""
+        path = f"catalogs/{_q(catalog)}/subscriptions/{_q(name)}/changes"
+        return self.request("POST", path, json={"ack": token})
 
     def commit(self, catalog: str, commit_id: str) -> dict:
         """One commit: parents, author, message, operations with their tables and row counts, the URL of each
