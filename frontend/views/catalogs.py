@@ -19,6 +19,7 @@ from catalog_app.selectors.refs import (
     timestamp_parse,
 )
 from catalog_app.selectors.retention import storage_per_branch
+from catalog_app.selectors.subscriptions import subscription_describe, subscription_list
 from catalog_app.services.refs import branch_create, catalog_create, tag_create
 from frontend.graph import MAX_COMMITS, graph_layout
 from frontend.views.common import back, get_catalog, ref_context, refused, ui_view
@@ -63,6 +64,7 @@ def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
     context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph, "queues": _queues(found, branches)}
     # On request only: it reads every branch's and tag's live files (docs/retention.md).
     context["storage"] = storage_per_branch(catalog=found) if request.GET.get("storage") else None
+    context["subscriptions"] = [subscription_describe(s) for s in subscription_list(catalog=found)]
     return render(request, "frontend/catalog.html", context)
 
 

@@ -5,6 +5,7 @@ cursor a forced expiry removed answers 410 with where to resume."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from rest_framework.test import APIClient
 
 from catalog_app.models import ExpiredCommit
@@ -75,6 +76,12 @@ def test_a_consumer_reads_acknowledges_and_reads_each_change_once(user, user_cli
     # Retention keeps the commit a slow consumer's cursor holds, and says why.
     listed = {s["name"]: s for s in user_client.get(base).json()["results"]}
     assert (listed["slow"]["cursor"], listed["slow"]["lag_commits"]) == (start, 2)
+    browser = Client()
+    browser.force_login(user)
+    page = browser.get(f"/catalogs/{catalog.name}").content.decode()
+    assert "slow" in page and "2 commits" in page and f"?from={start}&amp;to=main" in page  # to what it lags by
+    commit_page = browser.get(f"/catalogs/{catalog.name}/commits/{start}").content.decode()
+    assert f"?from={start}&amp;to=main" in commit_page and "changes since this commit" in commit_page
     preview = user_client.post(f"/api/v1/catalogs/{catalog.name}/retention/preview",
                                {"rules": [{"pattern": "main", "keep_commits": 1}]}, format="json")  # fmt: skip
     assert preview.status_code == 200, preview.json()
