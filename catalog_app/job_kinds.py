@@ -32,6 +32,7 @@ from lakeui.errors import ApplicationError, ConflictError, NotFoundError
 from lakeui.jobs.health import SPARK_CHECK
 from lakeui.jobs.registry import ClaimLost, JobFailure, Progress, job_failure_explainer, job_kind
 from lakeui.jobs.selectors import job_of_run
+from lakeui.lineage import Dataset, Lineage, job_lineage
 
 # A data job the table changed under (409 concurrent_change at commit) reads it again and re-plans this many times.
 REPLANS = 3
@@ -125,6 +126,15 @@ def _staged_cleanup(spec: LoadSpec) -> None:
 
 for _kind in TABLE_JOB_SPECS:
     job_kind(_kind)(_table_change(_kind))
+
+
+@job_lineage(*TABLE_JOB_SPECS)
+def table_change_lineage(params: dict[str, Any], result: dict[str, Any] | None) -> Lineage:
+    """A data job's OpenLineage datasets (lakeui/lineage.py): the table it writes on its branch."""
+    target = TableTarget.from_params(params)
+    facts = {"commit": result["commit"]} if result else {}
+    written = [Dataset(target.branch, f"{target.database}.{target.table}")]
+    return Lineage(catalog_by_id(target.catalog_id), outputs=written, facts=facts)
 
 
 @job_kind(TABLE_DIFF_JOB, interactive=True)

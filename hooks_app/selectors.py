@@ -3,6 +3,7 @@ from django.db.models import QuerySet
 from catalog_app.models import Catalog
 from hooks_app.models import Delivery, Webhook
 from lakeui.errors import NotFoundError
+from lakeui.events import NAMED_ONLY
 
 
 def webhook_list(*, catalog: Catalog) -> QuerySet[Webhook]:
@@ -20,7 +21,7 @@ def webhooks_listening(*, catalog_id: object, kind: str) -> list[Webhook]:
     """The catalog's active webhooks that listen to `kind` (a catalog has a handful: filtered here, which works the
     same on every database's JSON)."""
     hooks = Webhook.objects.filter(catalog_id=catalog_id, active=True)
-    return [hook for hook in hooks if kind in hook.events or "*" in hook.events]
+    return [hook for hook in hooks if kind in hook.events or ("*" in hook.events and kind not in NAMED_ONLY)]
 
 
 def delivery_list(*, webhook: Webhook) -> QuerySet[Delivery]:

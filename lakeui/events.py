@@ -30,6 +30,10 @@ CHERRY_PICK_COMPLETED = "cherry_pick.completed"
 MERGE_QUEUE_QUEUED = "merge_queue.queued"
 MERGE_QUEUE_DEQUEUED = "merge_queue.dequeued"
 MERGE_QUEUE_MERGED = "merge_queue.merged"
+# An OpenLineage run event (lakeui/lineage.py): its payload is the RunEvent itself, sent as the body as it is, and
+# only to a webhook that names the kind (not to one that listens to every kind, "*").
+OPENLINEAGE_RUN = "openlineage.run"
+NAMED_ONLY = (OPENLINEAGE_RUN,)
 
 EVENT_KINDS = (
     BRANCH_CREATED,
@@ -46,6 +50,7 @@ EVENT_KINDS = (
     MERGE_QUEUE_QUEUED,
     MERGE_QUEUE_DEQUEUED,
     MERGE_QUEUE_MERGED,
+    OPENLINEAGE_RUN,
 )
 
 # A listener: (catalog, kind, payload, actor) -> None. `catalog` is a catalog_app Catalog, `actor` a user or None.

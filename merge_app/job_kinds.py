@@ -8,10 +8,11 @@ from catalog_app.selectors.refs import catalog_by_id
 from catalog_app.spark import spark_session
 from lakeui.jobs.registry import Progress, job_kind, job_upkeep
 from lakeui.jobs.selectors import job_of_run
+from lakeui.lineage import Dataset, Lineage, job_lineage
 from merge_app.job_specs import KeysSpec, MergeRequestPlanSpec, MergeSpec, PickSpec, QueueSpec, RestoreSpec
 from merge_app.models import Merge
-from merge_app.selectors.merge_requests import merge_request_by_id
-from merge_app.selectors.merges import merge_of_job, merges_of_job, restore_of_job
+from merge_app.selectors.merge_requests import merge_request_approvers, merge_request_by_id, merge_request_heads
+from merge_app.selectors.merges import merge_of_job, merges_of_job, merges_tables_changed, restore_of_job
 from merge_app.services.keys import key_runs
 from merge_app.services.merge_logs import merge_conflict_error, merge_result
 from merge_app.services.merge_plans import merge_diff_with_bases
@@ -128,3 +129,42 @@ def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any
 job_upkeep(merge_requests_follow_heads)
 # A merge queue whose branch or sources moved is worked again within a round too: no read of it starts a job.
 job_upkeep(queues_follow_heads)
+
+
+# --- OpenLineage (lakeui/lineage.py): what merges, reverts and picks, and restores read and write ------------------
+
+
+@job_lineage(MergeSpec.KIND)
+def merge_lineage(params: dict[str, Any], result: dict[str, Any] | None) -> Lineage | None:
+    spec = MergeSpec.from_params(params)
+    if spec.dry_run:
+        return None
+    facts: dict[str, Any] = {"source": spec.source, "target": spec.target}
+    if spec.merge_request is not None:
+        request = merge_request_by_id(spec.merge_request)
+        head = (spec.expected_heads or {}).get("source") or merge_request_heads(request)["source"]
+        approvers = merge_request_approvers(merge_request=request, source_head=head)
+        facts |= {"merge_request": request.number, "approvers": approvers}
+    tables = merges_tables_changed(merge_ids=[result["merge"]]) if result else []
+    if result:
+        facts |= {"merge": result["merge"], "commit": result["commit"], "status": result["status"]}
+    inputs, outputs = [Dataset(spec.source, t) for t in tables], [Dataset(spec.target, t) for t in tables]
+    return Lineage(catalog_by_id(spec.catalog_id), inputs=inputs, outputs=outputs, facts=facts)
+
+
+@job_lineage(PickSpec.KIND)
+def pick_lineage(params: dict[str, Any], result: dict[str, Any] | None) -> Lineage:
+    spec = PickSpec.from_params(params)
+    facts: dict[str, Any] = {"kind": spec.kind, "picked": list(spec.commits)}
+    tables = merges_tables_changed(merge_ids=result["merges"]) if result else []
+    if result:
+        facts |= {"merges": result["merges"], "commits": result["commits"]}
+    return Lineage(catalog_by_id(spec.catalog_id), outputs=[Dataset(spec.branch, t) for t in tables], facts=facts)
+
+
+@job_lineage(RestoreSpec.KIND)
+def restore_lineage(params: dict[str, Any], result: dict[str, Any] | None) -> Lineage:
+    spec = RestoreSpec.from_params(params)
+    outputs = [Dataset(spec.branch, f"{spec.database}.{spec.table}")] if spec.table else []
+    facts = {"point": spec.point, **({"restore": result["restore"], "commit": result["commit"]} if result else {})}
+    return Lineage(catalog_by_id(spec.catalog_id), outputs=outputs, facts=facts)

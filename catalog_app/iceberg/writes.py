@@ -54,6 +54,7 @@ from catalog_app.services.commits import CommitDraft, WriteTarget, commit_begin
 from catalog_app.services.databases import name_free
 from catalog_app.services.tables import _partition_and_key, column_id_next
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.lineage import Dataset, Lineage, lineage_commit_emit
 
 Op = Operation.Op
 TABLE = ObjectKind.TABLE
@@ -423,6 +424,10 @@ def iceberg_tables_commit(
             if nothing.code != "empty_commit":
                 raise
             commit = draft.parent
+        else:
+            written = [Dataset(branch, f"{r.namespace}.{r.name}") for r in requests]
+            lineage = Lineage(catalog, outputs=written, facts={"commit": commit.id})
+            lineage_commit_emit(lineage=lineage, job_name="iceberg_commit", actor=author)
     return commit, tables
 
 

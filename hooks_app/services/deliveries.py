@@ -27,6 +27,7 @@ from hooks_app.services.sending import post
 from hooks_app.services.targets import target_check
 from lakeui.celery import app as celery_app
 from lakeui.errors import ApplicationError, ConflictError
+from lakeui.events import OPENLINEAGE_RUN
 
 logger = logging.getLogger(__name__)
 
@@ -56,17 +57,21 @@ def webhook_event_record(*, catalog: Any, kind: str, payload: dict[str, Any], ac
     hooks = webhooks_listening(catalog_id=catalog.id, kind=kind)
     if not hooks:
         return []
-    body = {
-        "id": str(uuid.uuid4()),
-        "event": kind,
-        "created_at": timezone.now().isoformat(),
-        "catalog": catalog.name,
-        "actor": getattr(actor, "username", None) if getattr(actor, "is_authenticated", False) else None,
-        "data": payload,
-    }
+    event_id = str(uuid.uuid4())
+    if kind == OPENLINEAGE_RUN:  # the body is the OpenLineage RunEvent as it is (its run names the LakeUI run)
+        body = payload
+    else:
+        body = {
+            "id": event_id,
+            "event": kind,
+            "created_at": timezone.now().isoformat(),
+            "catalog": catalog.name,
+            "actor": getattr(actor, "username", None) if getattr(actor, "is_authenticated", False) else None,
+            "data": payload,
+        }
     with transaction.atomic():  # a savepoint: should this fail, the caller's transaction goes on unharmed
         deliveries = Delivery.objects.bulk_create(
-            [Delivery(webhook=hook, event_id=body["id"], kind=kind, payload=body) for hook in hooks]
+            [Delivery(webhook=hook, event_id=event_id, kind=kind, payload=body) for hook in hooks]
         )
     for delivery in deliveries:
         _send_on_commit(delivery.id)

@@ -38,6 +38,7 @@ from lakeui.jobs.registry import (
     job_upkeep_tasks,
 )
 from lakeui.jobs.selectors import job_answering, job_brief
+from lakeui.lineage import ENDED, lineage_emit
 
 logger = logging.getLogger(__name__)
 
@@ -298,11 +299,15 @@ def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = Non
         return JobOutcome.RAN
     heartbeat = _Heartbeat(claim, interval=max(1.0, settings.LAKEUI_JOB_STALE_AFTER / 4))
     heartbeat.start()
+    lineage_emit(kind=job.kind, run_id=job_id, event_type="START", params=job.params, result=None,
+                 actor=job.requested_by)  # fmt: skip
+    lost = False
     try:
         crash_point("before_run", job_id=job_id, attempts=job.attempts)
         result = job_kind_get(job.kind).handler(job.params, claim)
         crash_point("after_run", job_id=job_id, attempts=job.attempts)
     except ClaimLost:
+        lost = True
         logger.warning("Job %s was taken over by another delivery; this run stops", job_id)
     except JobCancelled:
         claim.finish(Job.Status.CANCELLED, error_code="cancelled", error_message=MESSAGE_CANCELLED)
@@ -336,8 +341,19 @@ def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = Non
     finally:
         heartbeat.stopped.set()
         heartbeat.join()
+        if not lost:
+            _lineage_ended(job_id)
         close_old_connections()
     return JobOutcome.RAN
+
+
+def _lineage_ended(job_id: str) -> None:
+    """The OpenLineage event of the run's end (lakeui/lineage.py), as the job was finished."""
+    job = Job.objects.filter(id=job_id).select_related("requested_by").first()
+    if job is not None and job.status in ENDED:
+        result = job.result if job.status == Job.Status.SUCCEEDED else None
+        lineage_emit(kind=job.kind, run_id=job_id, event_type=ENDED[job.status], params=job.params, result=result,
+                     actor=job.requested_by)  # fmt: skip
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:

@@ -51,6 +51,12 @@ def merge_request_by_id(merge_request_id: object) -> MergeRequest:
     return MergeRequest.objects.get(id=merge_request_id)
 
 
+def merge_request_approvers(*, merge_request: MergeRequest, source_head: str) -> list[str]:
+    """Who approved the request on `source_head` (the head a merge of it merged)."""
+    reviews = list(merge_request.reviews.select_related("reviewer"))
+    return review_effective(reviews, source_head=source_head, author_id=merge_request.author_id)[0]
+
+
 def merge_request_heads(merge_request: MergeRequest, known: dict[str, str] | None = None) -> dict[str, str | None]:
     """The current heads of the request's branches (None for a branch that no longer exists); `known`: its catalog's
     branch heads by name, read already (for many requests at once)."""

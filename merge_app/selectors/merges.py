@@ -110,3 +110,9 @@ def merge_request_numbers(commit_ids: list[str]) -> dict[str, int]:
     the change feed's reader (catalog_app.selectors.merge_links), registered in MergeAppConfig.ready."""
     made = MergeRequest.objects.filter(merge__commit_id__in=commit_ids).values_list("merge__commit_id", "number")
     return dict(made)
+
+
+def merges_tables_changed(*, merge_ids) -> list[str]:
+    """The tables the merges changed (`db.table`, as their audit logs name them)."""
+    logs = Merge.objects.filter(id__in=list(merge_ids)).values_list("log", flat=True)
+    return sorted({o["name"] for log in logs for o in (log or {}).get("objects", []) if o.get("kind") == "table"})
