@@ -1,4 +1,4 @@
-"""Who made the values a ref holds (docs/provenance.md, DESIGN.md 4.12): the blame of a table at a ref and the
+"""Who made the values a ref holds (docs/provenance.md): the blame of a table at a ref and the
 history of one key, derived from the history LakeUI keeps (file entries, operations, merge records), never from a
 second per-row record that could drift from the data.
 
