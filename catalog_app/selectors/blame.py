@@ -18,7 +18,7 @@ change feed does, `files_made`).
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +28,12 @@ import pyarrow.compute as pc
 from django.conf import settings
 
 from catalog_app.engine import row_diff
+from catalog_app.engine.pruning import segment_bounds
 from catalog_app.engine.reads import READ_ERRORS
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import json_value
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import Commit, FileEntry, ObjectKind, ObjectVersion, Operation
+from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
 from catalog_app.selectors.objects import object_by_id, object_find, object_get
@@ -110,8 +111,10 @@ class _Table:
             self._diffs[commit.id] = _Diff(_by_key(changes.rows(0, changes.total), self.key, self.names))
         return self._diffs[commit.id]
 
-    def touching(self, chain: Chain) -> Iterator[Commit]:
-        """The commits of the chain with a file entry of the table, newest first, compactions left out."""
+    def touching(self, chain: Chain) -> Iterator[tuple[Commit, list[dict], list[dict]]]:
+        """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
+        the statistics of the segments it made live (added, or a delete file of it taken away) and of those it
+        took rows from (removed, or a delete file of it added)."""
         entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
         seqs = entries.values_list("seq", flat=True).distinct().order_by("-seq")
         start = 0
@@ -122,15 +125,52 @@ class _Table:
             start += len(batch)
             commits = Commit.objects.filter(catalog_id=chain.commit.catalog_id, seq__in=batch)
             commits = sorted(commits.select_related("parent"), key=lambda c: -c.seq)
+            ids = [c.id for c in commits]
             ops: dict[str, set[str]] = {}
-            for commit_id, op in Operation.objects.filter(
-                commit_id__in=[c.id for c in commits], object_id=self.table_id
-            ).values_list("commit_id", "op"):
+            for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
+                "commit_id", "op"
+            ):
                 ops.setdefault(commit_id, set()).add(op)
+            live: dict[str, list[dict]] = {}
+            gone: dict[str, list[dict]] = {}
+            made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
+            for commit_id, removed, kind, stats, segment_stats in made.values_list(
+                "commit_id", "removed", "file__kind", "file__stats", "file__segment__stats"
+            ):
+                if kind == DataFile.Kind.SEGMENT and not removed:
+                    live.setdefault(commit_id, []).append(stats or {})
+                elif kind == DataFile.Kind.DELTA and removed:
+                    live.setdefault(commit_id, []).append(segment_stats or {})
+                else:
+                    gone.setdefault(commit_id, []).append(
+                        (stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {}
+                    )
             for commit in commits:
                 if ops.get(commit.id) == {Operation.Op.COMPACTION}:
                     continue
-                yield commit
+                yield commit, live.get(commit.id, []), gone.get(commit.id, [])
+
+    def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
+        """Whether a commit that made live segments of these statistics may have set a row of one of `keys` (or,
+        given the segments it took rows from, deleted one): a row a commit inserts or updates is in a segment it
+        made live, so a commit whose segments' key ranges rule out every key set none of them (a commit that made
+        none live set no row; a key column without statistics rules nothing out)."""
+        if not made_live:
+            return False
+        columns = [c for c in self.columns if c.name in self.key]
+        keys = list(keys)
+        for stats in made_live:
+            known = segment_bounds(stats, columns)
+            for key in keys:
+                try:
+                    if all(
+                        name not in known or known[name].low is None or known[name].low <= value <= known[name].high
+                        for name, value in zip(self.key, key, strict=True)
+                    ):
+                        return True
+                except TypeError:  # a value the statistics do not compare with
+                    return True
+        return False
 
 
 def _by_key(rows: pa.Table, key: list[str], names: list[str]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
@@ -160,9 +200,11 @@ def _walk(
     are left out: the caller's merge made them."""
     settled: dict[tuple, dict[str, Writer]] = {}
     pending = {k: set(cells) for k, cells in pending.items() if cells}
-    for commit in table.touching(commit_chain(head)):
+    for commit, made_live, _ in table.touching(commit_chain(head)):
         if not pending:
             break
+        if not table.may_set(made_live, pending):
+            continue
         rows = table.diff(commit).rows
         for key in [k for k in pending if k in rows]:
             change, after, changed = rows[key]
@@ -396,9 +438,11 @@ def _versions(
 ) -> None:
     """Append the versions of `key` made on `head`'s first-parent history, newest first; a merge's versions are
     its source's since the history it merged into (`stop`), and the merge's own when it made the value itself."""
-    for commit in table.touching(commit_chain(head)):
+    for commit, made_live, taken in table.touching(commit_chain(head)):
         if stop is not None and _on_chain(commit, stop):
             return
+        if not table.may_set(made_live, [key]) and not table.may_set(taken, [key]):
+            continue
         rows = table.diff(commit).rows
         if key not in rows:
             continue
