@@ -30,7 +30,7 @@ from django.conf import settings
 from catalog_app.engine import row_diff
 from catalog_app.engine.pruning import segment_bounds
 from catalog_app.engine.reads import READ_ERRORS
-from catalog_app.engine.segments import Column
+from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.types import json_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
@@ -62,6 +62,20 @@ class _Diff:
     """One commit's changes to the table's rows against its first parent, by key: (change, row after, changed)."""
 
     rows: dict[tuple, tuple[str, dict | None, set[str]]]
+
+
+@dataclass
+class _Touch:
+    """What one commit did to the table's files: the statistics of the segments it made live (added, or a delete
+    file of it taken away) and of those it took rows from (removed, or a delete file of it added), the segments it
+    added, and whether it took a delete file away (or added a segment whose schema is not known: either may have
+    made any row live)."""
+
+    commit: Commit
+    live: list[dict] = field(default_factory=list)
+    taken: list[dict] = field(default_factory=list)
+    added: list[SegmentRead] = field(default_factory=list)
+    unhid: bool = False
 
 
 @dataclass
@@ -111,10 +125,9 @@ class _Table:
             self._diffs[commit.id] = _Diff(_by_key(changes.rows(0, changes.total), self.key, self.names))
         return self._diffs[commit.id]
 
-    def touching(self, chain: Chain) -> Iterator[tuple[Commit, list[dict], list[dict]]]:
+    def touching(self, chain: Chain) -> Iterator["_Touch"]:
         """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
-        the statistics of the segments it made live (added, or a delete file of it taken away) and of those it
-        took rows from (removed, or a delete file of it added)."""
+        what it did to the table's files (`_Touch`)."""
         entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
         seqs = entries.values_list("seq", flat=True).distinct().order_by("-seq")
         start = 0
@@ -131,24 +144,51 @@ class _Table:
                 "commit_id", "op"
             ):
                 ops.setdefault(commit_id, set()).add(op)
-            live: dict[str, list[dict]] = {}
-            gone: dict[str, list[dict]] = {}
+            touched = {commit_id: _Touch(commit) for commit_id, commit in zip(ids, commits, strict=True)}
             made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
-            for commit_id, removed, kind, stats, segment_stats in made.values_list(
-                "commit_id", "removed", "file__kind", "file__stats", "file__segment__stats"
-            ):
+            for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
+                "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
+                "file__schema_version__columns", "file__segment__stats",
+            ):  # fmt: skip
+                touch = touched[commit_id]
                 if kind == DataFile.Kind.SEGMENT and not removed:
-                    live.setdefault(commit_id, []).append(stats or {})
+                    touch.live.append(stats or {})
+                    columns = tuple(Column.from_dict(c) for c in written or [])
+                    touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
+                    touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
                 elif kind == DataFile.Kind.DELTA and removed:
-                    live.setdefault(commit_id, []).append(segment_stats or {})
+                    touch.live.append(segment_stats or {})
+                    touch.unhid = True
                 else:
-                    gone.setdefault(commit_id, []).append(
-                        (stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {}
-                    )
+                    touch.taken.append((stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {})
             for commit in commits:
                 if ops.get(commit.id) == {Operation.Op.COMPACTION}:
                     continue
-                yield commit, live.get(commit.id, []), gone.get(commit.id, [])
+                yield touched[commit.id]
+
+    def sets_any(self, touch: "_Touch", keys: Iterable[tuple]) -> bool:
+        """Whether the segments a commit added hold a row of one of `keys` (their key columns read, their deletes
+        left out, so the answer only widens): a commit that inserted or updated a key wrote its row there. A
+        commit that took a delete file away may have brought back any row: True."""
+        keys = list(keys)
+        if touch.unhid or not keys:
+            return bool(keys)
+        if not touch.added:
+            return False
+        columns = [c for c in self.columns if c.name in self.key]
+        reads = [SegmentRead(id=r.id, path=r.path, columns=r.columns, order=i) for i, r in enumerate(touch.added)]
+        try:
+            _, rows = row_diff.read_sides_here(self.warehouse, columns, [], reads)
+        except (*READ_ERRORS, NotImplementedError):
+            return True  # the full diff says what it can
+        if len(self.key) == 1:
+            try:
+                wanted = pa.array([k[0] for k in keys], rows.schema.field(self.key[0]).type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                return True
+            return bool(pc.any(pc.is_in(rows.column(self.key[0]), value_set=wanted)).as_py())
+        held = set(zip(*(rows.column(k).to_pylist() for k in self.key), strict=True))
+        return any(k in held for k in keys)
 
     def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
         """Whether a commit that made live segments of these statistics may have set a row of one of `keys` (or,
@@ -200,10 +240,13 @@ def _walk(
     are left out: the caller's merge made them."""
     settled: dict[tuple, dict[str, Writer]] = {}
     pending = {k: set(cells) for k, cells in pending.items() if cells}
-    for commit, made_live, _ in table.touching(commit_chain(head)):
+    for touch in table.touching(commit_chain(head)):
         if not pending:
             break
-        if not table.may_set(made_live, pending):
+        commit = touch.commit
+        if via and table.may_set(touch.taken, pending):  # a source's delete: the merge made what it holds
+            pass
+        elif not table.may_set(touch.live, pending) or not table.sets_any(touch, pending):
             continue
         rows = table.diff(commit).rows
         for key in [k for k in pending if k in rows]:
@@ -438,10 +481,12 @@ def _versions(
 ) -> None:
     """Append the versions of `key` made on `head`'s first-parent history, newest first; a merge's versions are
     its source's since the history it merged into (`stop`), and the merge's own when it made the value itself."""
-    for commit, made_live, taken in table.touching(commit_chain(head)):
+    for touch in table.touching(commit_chain(head)):
+        commit = touch.commit
         if stop is not None and _on_chain(commit, stop):
             return
-        if not table.may_set(made_live, [key]) and not table.may_set(taken, [key]):
+        set_here = table.may_set(touch.live, [key]) and table.sets_any(touch, [key])
+        if not set_here and not table.may_set(touch.taken, [key]):
             continue
         rows = table.diff(commit).rows
         if key not in rows:
