@@ -289,10 +289,47 @@ def blame_table(resolved: ResolvedRef, *, database: str, table: str) -> _Table:
     return _Table(version, f"{database}.{table}", columns, key, Warehouse(settings.LAKEUI_WAREHOUSE))
 
 
-def _rows_at(table: _Table, resolved: ResolvedRef) -> tuple[pa.Table, list[str]]:
-    """The table's rows at the ref with their origin (`row_diff.ORIGIN`), a keyed table's by key; and the ids of
+def _row_writers(table: _Table, chain: Chain, rows: pa.Table, segments: list[str], depth: int) -> list[Writer]:
+    """Who wrote each row of a table without a key (`rows` read with their origins in `segments`): the commit that
+    made its segment live, followed into a merge's source (`files_made`). A row a compaction rewrote is given the
+    writer of an equal row of the compaction's parent (rows are told apart by their values alone), so a compaction
+    changes no answer."""
+    origins = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
+    held = {segments[int(o)] for o in np.unique(origins)}
+    made = files_made(chain, dict.fromkeys(held, False))
+    writers = []
+    for origin in origins.tolist():
+        m = made.get(segments[origin])
+        writers.append(Writer(m.commit, (m.merge,) if m.merge else ()) if m else Writer(None))
+    named = {w.commit for w in writers if w.commit}
+    compacted = {
+        commit_id
+        for commit_id in named
+        if set(Operation.objects.filter(commit_id=commit_id, object_id=table.table_id).values_list("op", flat=True))
+        == {Operation.Op.COMPACTION}
+    }
+    if not compacted or depth <= 0:
+        return writers
+    values = [tuple(r.values()) for r in rows.drop_columns([row_diff.ORIGIN]).to_pylist()]
+    for compaction in Commit.objects.filter(id__in=list(compacted)).select_related("parent"):
+        if compaction.parent is None:
+            continue
+        before_rows, before_segments = _rows_at(table, commit_chain(compaction.parent))
+        before = _row_writers(table, commit_chain(compaction.parent), before_rows, before_segments, depth - 1)
+        pool: dict[tuple, list[Writer]] = {}
+        for row, writer in zip(before_rows.drop_columns([row_diff.ORIGIN]).to_pylist(), before, strict=True):
+            pool.setdefault(tuple(row.values()), []).append(writer)
+        for i, writer in enumerate(writers):
+            if writer.commit == compaction.id and pool.get(values[i]):
+                earlier = pool[values[i]].pop()
+                writers[i] = Writer(earlier.commit, (*writer.via, *earlier.via), earlier.resolution)
+    return writers
+
+
+def _rows_at(table: _Table, chain: Chain) -> tuple[pa.Table, list[str]]:
+    """The table's rows at a commit with their origin (`row_diff.ORIGIN`), a keyed table's by key; and the ids of
     the segments the origins count in."""
-    files = tables_files(resolved.chain, table_ids=[table.table_id]).get(table.table_id, NO_FILES)
+    files = tables_files(chain, table_ids=[table.table_id]).get(table.table_id, NO_FILES)
     reads = files.reads()
     try:
         _, rows = row_diff.read_sides_here(table.warehouse, table.columns, [], reads, origins=True)
@@ -354,7 +391,7 @@ def table_blame(
     if not 1 <= page_size <= MAX_PAGE_SIZE or page < 1:
         raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
     found = blame_table(resolved, database=database, table=table)
-    rows, segments = _rows_at(found, resolved)
+    rows, segments = _rows_at(found, resolved.chain)
     if key is not None:
         wanted = key_parse(found, key)
         rows = _key_rows(rows, found, wanted)
@@ -374,14 +411,8 @@ def table_blame(
             for k, row in zip(keys, listed, strict=True)
         ]  # fmt: skip
     else:
-        origins = shown.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
-        held = {segments[int(o)] for o in np.unique(origins)}
-        made = files_made(resolved.chain, dict.fromkeys(held, False))
-        results = []
-        for row, origin in zip(listed, origins.tolist(), strict=True):
-            m = made.get(segments[origin])
-            writer = Writer(m.commit, (m.merge,) if m and m.merge else ()) if m else Writer(None)
-            results.append({"key": None, "row": _json_row(row), "writer": writer})
+        writers = _row_writers(found, resolved.chain, shown, segments, MERGE_DEPTH)
+        results = [{"key": None, "row": _json_row(row), "writer": w} for row, w in zip(listed, writers, strict=True)]
     commits = _described(results)
     for result in results:
         if "cells" in result:

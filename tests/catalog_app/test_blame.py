@@ -100,11 +100,15 @@ def test_blame_through_a_merge_request_a_pick_a_compaction_and_a_restore(user_cl
     rows = {r["row"]["id"]: (r["commit"], r["chain"]) for r in blame(user_client, table="events")["results"]}
     assert rows == {1: (on_main_events, []), 2: (on_dev_events, [merged])}
 
-    # A compaction changes no provenance.
+    # A compaction changes no provenance (of either table: a row without a key is matched by its values).
     change(catalog, "table_compact", {})
     assert head(catalog) != pick.commit_id
     again = blame(user_client)
     assert again["results"] == answer["results"] and again["commits"] == answer["commits"]
+    compacted = head(catalog)
+    change(catalog, "table_compact", {}, table="events")
+    assert head(catalog) != compacted
+    assert {r["row"]["id"]: (r["commit"], r["chain"]) for r in blame(user_client, table="events")["results"]} == rows
     # A restore names itself for what it put back (amount 90), and changes nothing else.
     restore = branch_restore(catalog=catalog, branch="main", point=merged, database="sales", table="orders")
     after = blame(user_client)
