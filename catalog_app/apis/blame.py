@@ -6,11 +6,14 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from catalog_app.apis.common import read_ref
+from catalog_app.apis.common import AT_PARAMETER, read_ref
 from catalog_app.selectors.blame import key_history, table_blame
 from lakeui.errors import ApplicationError
 
-AT_PARAMETER = OpenApiParameter("at", str, description="the ref as it was at this time (ISO 8601)")
+KEY_HISTORY_PARAMETER = OpenApiParameter(
+    "key", str, description="a table's: that key's versions at the ref instead (`{commit, key, table, versions, "
+    "commits}`, docs/provenance.md), a JSON array of the key's values, e.g. [9]",
+)
 
 
 def _whole(value: str | None, name: str, default: int) -> int:
