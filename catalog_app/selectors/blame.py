@@ -58,13 +58,6 @@ class Writer:
 
 
 @dataclass
-class _Diff:
-    """One commit's changes to the table's rows against its first parent, by key: (change, row after, changed)."""
-
-    rows: dict[tuple, tuple[str, dict | None, set[str]]]
-
-
-@dataclass
 class _Touch:
     """What one commit did to the table's files: the statistics of the segments it made live (added, or a delete
     file of it taken away) and of those it took rows from (removed, or a delete file of it added), the segments it
@@ -87,7 +80,7 @@ class _Table:
     columns: list[Column]
     key: list[str]
     warehouse: Warehouse
-    _diffs: dict[str, _Diff] = field(default_factory=dict)
+    _diffs: dict[str, pa.Table] = field(default_factory=dict)  # per commit, its changes (row_diff's layout)
     _compactions: dict[str, bool] = field(default_factory=dict)
 
     @property
@@ -105,8 +98,10 @@ class _Table:
             return NO_FILES
         return tables_files(chain, table_ids=[self.table_id]).get(self.table_id, NO_FILES)
 
-    def diff(self, commit: Commit) -> _Diff:
-        """What `commit` did to the table's rows (against its first parent), read as the change feed reads it."""
+    def diff(self, commit: Commit, keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
+        """What `commit` did to the rows of `keys` (against its first parent), by key: (change, the row after or
+        None, the columns it set). The commit's changes are read as the change feed reads them, once; only those
+        of `keys` are turned into Python values."""
         if commit.id not in self._diffs:
             earlier = self.files_at(commit.parent) if commit.parent_id else NO_FILES
             later = self.files_at(commit)
@@ -122,8 +117,18 @@ class _Table:
                     "blame_unreadable", MESSAGE_UNREADABLE.format(table=self.name), status=503,
                     details={"table": self.name, "error": str(error)[:300]},
                 ) from error  # fmt: skip
-            self._diffs[commit.id] = _Diff(_by_key(changes.rows(0, changes.total), self.key, self.names))
-        return self._diffs[commit.id]
+            self._diffs[commit.id] = changes.rows(0, changes.total)
+        rows = self._diffs[commit.id]
+        keys = list(keys)
+        first = self.key[0]
+        try:  # the changes of a key: its `after` key if it has one, else its `before` key (a delete)
+            column = pc.coalesce(rows.column(row_diff._AFTER + first), rows.column(row_diff._BEFORE + first))
+            wanted = pa.array(list({k[0] for k in keys}), column.type)
+            rows = rows.filter(pc.is_in(column, value_set=wanted))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+            pass  # compared in Python below
+        found = _by_key(rows, self.key, self.names)
+        return {k: found[k] for k in keys if k in found}
 
     def touching(self, chain: Chain) -> Iterator["_Touch"]:
         """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
@@ -248,7 +253,7 @@ def _walk(
             pass
         elif not table.may_set(touch.live, pending) or not table.sets_any(touch, pending):
             continue
-        rows = table.diff(commit).rows
+        rows = table.diff(commit, pending)
         for key in [k for k in pending if k in rows]:
             change, after, changed = rows[key]
             if change == row_diff.DELETE:
@@ -326,10 +331,12 @@ def _row_writers(table: _Table, chain: Chain, rows: pa.Table, segments: list[str
     return writers
 
 
-def _rows_at(table: _Table, chain: Chain) -> tuple[pa.Table, list[str]]:
+def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.Table, list[str]]:
     """The table's rows at a commit with their origin (`row_diff.ORIGIN`), a keyed table's by key; and the ids of
-    the segments the origins count in."""
+    the segments the origins count in. With `key`, only the segments whose key statistics do not rule it out."""
     files = tables_files(chain, table_ids=[table.table_id]).get(table.table_id, NO_FILES)
+    if key is not None:
+        files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
     reads = files.reads()
     try:
         _, rows = row_diff.read_sides_here(table.warehouse, table.columns, [], reads, origins=True)
@@ -391,9 +398,9 @@ def table_blame(
     if not 1 <= page_size <= MAX_PAGE_SIZE or page < 1:
         raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
     found = blame_table(resolved, database=database, table=table)
-    rows, segments = _rows_at(found, resolved.chain)
-    if key is not None:
-        wanted = key_parse(found, key)
+    wanted = key_parse(found, key) if key is not None else None
+    rows, segments = _rows_at(found, resolved.chain, wanted)
+    if wanted is not None:
         rows = _key_rows(rows, found, wanted)
         if rows.num_rows == 0:
             raise NotFoundError("key_not_found", f"{found.name} holds no key {list(wanted)!r} at this ref.")
@@ -519,7 +526,7 @@ def _versions(
         set_here = table.may_set(touch.live, [key]) and table.sets_any(touch, [key])
         if not set_here and not table.may_set(touch.taken, [key]):
             continue
-        rows = table.diff(commit).rows
+        rows = table.diff(commit, [key])
         if key not in rows:
             continue
         change, after, changed = rows[key]
