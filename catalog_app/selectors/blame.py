@@ -16,6 +16,7 @@ A keyless table's row: the commit that made live the segment holding it (followe
 change feed does, `files_made`).
 """
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterable, Iterator
@@ -518,18 +519,40 @@ def _versions(
     table: _Table, head: Commit, key: tuple, via: tuple[str, ...], depth: int, out: list, stop: Chain | None
 ) -> None:
     """Append the versions of `key` made on `head`'s first-parent history, newest first; a merge's versions are
-    its source's since the history it merged into (`stop`), and the merge's own when it made the value itself."""
+    its source's since the history it merged into (`stop`), and the merge's own when it made the value itself.
+
+    Only the commits whose added segments hold the key are read (`sets_any`); a delete is looked for only where
+    one must be: after the newest of them when the key is not live at `head`, and before an insert that follows an
+    older version. So a key's history costs a read per version, not per commit of the table."""
+    touches = []
     for touch in table.touching(commit_chain(head)):
-        commit = touch.commit
-        if stop is not None and _on_chain(commit, stop):
-            return
-        set_here = table.may_set(touch.live, [key]) and table.sets_any(touch, [key])
-        if not set_here and not table.may_set(touch.taken, [key]):
-            continue
-        rows = table.diff(commit, [key])
-        if key not in rows:
-            continue
-        change, after, changed = rows[key]
+        if stop is not None and _on_chain(touch.commit, stop):
+            break
+        touches.append(touch)
+    found: dict[int, tuple[str, dict | None, set[str]]] = {}
+    for place, touch in enumerate(touches):
+        if table.may_set(touch.live, [key]) and table.sets_any(touch, [key]):
+            record = table.diff(touch.commit, [key]).get(key)
+            if record is not None:
+                found[place] = record
+    places = sorted(found)
+    live_at_head = _key_rows(_rows_at(table, commit_chain(head), key)[0], table, key).num_rows > 0
+    gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
+    if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
+        gaps.append((-1, places[0]))
+    for newer, older in itertools.pairwise(places):
+        if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
+            gaps.append((newer, older))
+    for newer, older in gaps:
+        for place in range(newer + 1, older):
+            if table.may_set(touches[place].taken, [key]):
+                record = table.diff(touches[place].commit, [key]).get(key)
+                if record is not None and record[0] == row_diff.DELETE:
+                    found[place] = record
+                    break
+    for place in sorted(found):
+        commit = touches[place].commit
+        change, after, changed = found[place]
         if commit.merge_parent_id is not None and depth > 0:
             inner: list[dict] = []
             parent = commit_chain(commit.parent) if commit.parent_id else None

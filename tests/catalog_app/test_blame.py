@@ -118,17 +118,26 @@ def test_blame_through_a_merge_request_a_pick_a_compaction_and_a_restore(user_cl
     # At an older ref, the older answer.
     assert cells(blame(user_client, ref=merged), 9)["amount"] == (written, [merged])
 
+    # Deleted and written again with the same values: the new insert wrote every cell.
+    change(catalog, "table_delete", {"where": "id = 9"})
+    deleted = head(catalog)
+    upsert(catalog, [{"id": 9, "amount": 90, "region": "us"}])
+    again = head(catalog)
+    assert cells(blame(user_client, key="[9]"), 9) == dict.fromkeys(("id", "amount", "region"), (again, []))
+
     # One key's history: every version at the ref, newest first, with what made it.
     response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "[9]"})
     assert response.status_code == 200, response.json()
     history = response.json()
     assert [(v["change"], v["commit"], v["chain"], v["changed"]) for v in history["versions"]] == [
+        ("insert", again, [], ["id", "amount", "region"]),
+        ("delete", deleted, [], []),
         ("update", restore.commit_id, [], ["amount"]),
         ("update", fixed, [pick.commit_id], ["amount"]),
         ("update", moved, [merged], ["region"]),
         ("insert", written, [merged], ["id", "amount", "region"]),
     ]
-    assert [v["row"]["amount"] for v in history["versions"]] == [90, 95, 90, 90]
+    assert [(v["row"] or {}).get("amount") for v in history["versions"]] == [90, None, 90, 95, 90, 90]
     assert history["commits"][merged]["merge_request"] == request.number
     # The table's own history is as it was without a key.
     assert "versions" in user_client.get(TABLE.format(ref="main", table="orders") + "/history").json()
