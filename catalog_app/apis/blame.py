@@ -11,7 +11,9 @@ from catalog_app.selectors.blame import key_history, table_blame
 from lakeui.errors import ApplicationError
 
 KEY_HISTORY_PARAMETER = OpenApiParameter(
-    "key", str, description="a table's: that key's versions at the ref instead (`{commit, key, table, versions, "
+    "key",
+    str,
+    description="a table's: that key's versions at the ref instead (`{commit, key, table, versions, "
     "commits}`, docs/provenance.md), a JSON array of the key's values, e.g. [9]",
 )
 
