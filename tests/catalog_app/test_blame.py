@@ -160,3 +160,14 @@ def test_blame_through_a_merge_request_a_pick_a_compaction_and_a_restore(user_cl
     stranger = APIClient()
     stranger.force_authenticate(get_user_model().objects.create(username="mallory"))
     assert stranger.get(TABLE.format(ref="main", table="orders") + "/blame").status_code in (403, 404)
+
+
+def test_an_empty_table_has_an_empty_blame_and_a_key_it_never_held_no_history(user_client, user):
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    make_table(catalog, table="events")
+    for table in ("orders", "events"):
+        answer = blame(user_client, table=table)
+        assert (answer["count"], answer["results"], answer["next"], answer["commits"]) == (0, [], None, {})
+    response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "9"})
+    assert (response.status_code, response.json()["code"]) == (404, "key_not_found")
