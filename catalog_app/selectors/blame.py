@@ -18,6 +18,7 @@ change feed does, `files_made`).
 
 import itertools
 import json
+import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -46,6 +47,25 @@ MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
 MAX_PAGE_SIZE = 500
 BATCH = 64  # commits of a chain read at a time
 MESSAGE_UNREADABLE = "The web process cannot read or compare the files of {table}; its blame is not served yet."
+
+
+SEGMENT_KEYS_KEPT = 4_000_000  # keys of segments kept per process (the newest segments read), at most
+_SEGMENT_KEYS: dict[tuple, pa.Table] = {}  # (segment id, key column ids) -> its keys
+_kept_rows = [0]  # the keys kept in all
+_keeping = threading.Lock()
+
+
+def _keep_keys(name: tuple, keys: pa.Table) -> None:
+    """Keep a segment's keys, the oldest kept going beyond SEGMENT_KEYS_KEPT keys in all (a segment larger than a
+    tenth of that is not kept: a commit that added one is rare and reads it anyway)."""
+    if keys.num_rows > SEGMENT_KEYS_KEPT // 10:
+        return
+    with _keeping:
+        if name not in _SEGMENT_KEYS:
+            _SEGMENT_KEYS[name] = keys
+            _kept_rows[0] += keys.num_rows
+        while _kept_rows[0] > SEGMENT_KEYS_KEPT:
+            _kept_rows[0] -= _SEGMENT_KEYS.pop(next(iter(_SEGMENT_KEYS))).num_rows
 
 
 @dataclass(frozen=True)
@@ -181,10 +201,8 @@ class _Table:
             return bool(keys)
         if not touch.added:
             return False
-        columns = [c for c in self.columns if c.name in self.key]
-        reads = [SegmentRead(id=r.id, path=r.path, columns=r.columns, order=i) for i, r in enumerate(touch.added)]
         try:
-            _, rows = row_diff.read_sides_here(self.warehouse, columns, [], reads)
+            rows = self._segment_keys(touch.added)
         except (*READ_ERRORS, NotImplementedError):
             return True  # the full diff says what it can
         if len(self.key) == 1:
@@ -195,6 +213,25 @@ class _Table:
             return bool(pc.any(pc.is_in(rows.column(self.key[0]), value_set=wanted)).as_py())
         held = set(zip(*(rows.column(k).to_pylist() for k in self.key), strict=True))
         return any(k in held for k in keys)
+
+    def _segment_keys(self, segments: list[SegmentRead]) -> pa.Table:
+        """The key columns of these segments' rows (deletes left out), kept per process by segment: a file never
+        changes, so a later page or key reads none of them again."""
+        columns = [next(c for c in self.columns if c.name == name) for name in self.key]
+        ids = tuple(c.id for c in columns)
+        with _keeping:
+            kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
+        missing = [r for r in segments if kept[r.id] is None]
+        if missing:
+            reads = [SegmentRead(id=r.id, path=r.path, columns=r.columns, order=i) for i, r in enumerate(missing)]
+            _, rows = row_diff.read_sides_here(self.warehouse, columns, [], reads, origins=True)
+            places = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
+            keys = rows.drop_columns([row_diff.ORIGIN])
+            for place, read in enumerate(missing):
+                kept[read.id] = keys.filter(pa.array(places == place))
+                _keep_keys((read.id, ids), kept[read.id])
+        tables = [kept[r.id].rename_columns(self.key) for r in segments]
+        return pa.concat_tables(tables) if tables else pa.table({})
 
     def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
         """Whether a commit that made live segments of these statistics may have set a row of one of `keys` (or,
