@@ -5,7 +5,7 @@ MergeAppConfig.ready as catalog_app.selectors.merge_links' commit links reader: 
 
 from typing import Any
 
-from checks_app.selectors import check_run_dict, runs_of_merge, statuses_of
+from checks_app.selectors import check_run_dict, runs_of_heads, statuses_of
 from merge_app.models import Merge, MergeRequest, Restore
 from merge_app.selectors.merge_requests import review_effective
 
@@ -32,9 +32,9 @@ def commit_links(commit_ids: list[str]) -> dict[str, dict[str, Any]]:
             else []
         )
         runs = []
-        if merge.kind == Merge.Kind.MERGE:
+        if merge.kind == Merge.Kind.MERGE:  # as they ran for this pair of heads (a check changed since still shows)
             runs = [
-                *runs_of_merge(catalog=merge.catalog, source_head=merge.source_head, target_head=merge.target_head),
+                *runs_of_heads(catalog=merge.catalog, source_head=merge.source_head, target_head=merge.target_head),
                 *statuses_of(catalog=merge.catalog, commit=merge.source_head),
             ]
         link["checks"] = [
