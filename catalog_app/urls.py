@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from catalog_app.apis import access, catalogs, changes, data, objects, retention, subscriptions
+from catalog_app.apis import access, blame, catalogs, changes, data, objects, retention, subscriptions
 from catalog_app.models import ObjectKind
 
 
@@ -47,6 +47,7 @@ urlpatterns = [
     path(f"{DB}/tables", objects.TableListApi.as_view()),
     path(TABLE, objects.TableDetailApi.as_view()),
     path(f"{TABLE}/history", objects.ObjectHistoryApi.as_view()),
+    path(f"{TABLE}/blame", blame.TableBlameApi.as_view()),
     path(f"{TABLE}/columns", objects.ColumnListApi.as_view()),
     path(f"{TABLE}/columns/<str:column>", objects.ColumnDetailApi.as_view()),
     path(f"{TABLE}/load", data.TableLoadApi.as_view()),

@@ -40,6 +40,18 @@ def runs_of_merge(*, catalog: Catalog, source_head: str, target_head: str) -> li
     return sorted(newest.values(), key=lambda run: run.name)
 
 
+def runs_of_heads(*, catalog: Catalog, source_head: str, target_head: str) -> list[CheckRun]:
+    """The newest run of each SQL check, by name, on the merge of these two heads, as they ran (a check changed or
+    deleted since still shows): what gated a merge made of them (docs/provenance.md)."""
+    newest: dict[str, CheckRun] = {}
+    runs = CheckRun.objects.filter(
+        catalog=catalog, kind=CheckRun.Kind.SQL, source_head=source_head, target_head=target_head
+    )
+    for run in runs.order_by("created_at"):
+        newest[run.name] = run
+    return sorted(newest.values(), key=lambda run: run.name)
+
+
 def statuses_of(*, catalog: Catalog, commit: str) -> list[CheckRun]:
     """The external statuses posted for a commit, the newest of each name."""
     newest: dict[str, CheckRun] = {}

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog_app import table_schema
+from catalog_app.apis.blame import KEY_HISTORY_PARAMETER, key_history_answer
 from catalog_app.apis.common import (
     AT_PARAMETER,
     DATETIME,
@@ -218,8 +219,10 @@ class ObjectHistoryApi(APIView):
         versions = HistoryEntryOutputSerializer(many=True)
         schema_versions = SchemaVersionOutputSerializer(many=True, required=False)
 
-    @extend_schema(parameters=[AT_PARAMETER], responses=OutputSerializer)
+    @extend_schema(parameters=[AT_PARAMETER, KEY_HISTORY_PARAMETER], responses=OutputSerializer)
     def get(self, request, catalog, ref, database, table=None):
+        if table is not None and "key" in request.query_params:  # one key's versions (docs/provenance.md)
+            return key_history_answer(request, catalog, ref, database, table)
         chain = read_chain(request, catalog, ref)
         current = _database(chain, database, request) if table is None else _table(chain, database, table, request)
         schemas = list(schema_history(chain, table_id=current.object_id)) if table is not None else []

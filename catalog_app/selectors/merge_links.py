@@ -26,3 +26,26 @@ def merge_requests_of(commit_ids: Iterable[str]) -> dict[str, int]:
         for reader in _READERS:
             found |= reader(wanted)
     return found
+
+
+# commit ids -> {commit id: what made it} for those a merge, a cherry-pick, a revert or a restore made: `kind`
+# (merge | cherry_pick | revert | restore), and where they exist `merge_request`, `approved_by`, `checks`,
+# `picked_from` (the commit a pick applied), `source`, `point` (a restore's); the blame's reader (docs/provenance.md)
+CommitLinksReader = Callable[[list[str]], dict[str, dict]]
+_LINK_READERS: list[CommitLinksReader] = []
+
+
+def commit_links_reader_register(reader: CommitLinksReader) -> CommitLinksReader:
+    if reader not in _LINK_READERS:
+        _LINK_READERS.append(reader)
+    return reader
+
+
+def commit_links_of(commit_ids: Iterable[str]) -> dict[str, dict]:
+    """What made each of these commits, of those a merge, pick, revert or restore made (the rest left out)."""
+    wanted = sorted(set(commit_ids))
+    found: dict[str, dict] = {}
+    if wanted:
+        for reader in _LINK_READERS:
+            found |= reader(wanted)
+    return found

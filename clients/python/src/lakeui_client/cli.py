@@ -495,6 +495,75 @@ def subscription_delete(catalog, name):
     make_client().subscription_delete(catalog, name)
 
 
+@cli.command()
+@click.argument("catalog")
+@click.argument("ref")
+@click.argument("table")
+@click.option("--key", default=None, help="One key: a JSON array of its values ([9]), or a one-column key's value")
+@click.option("--history", is_flag=True, help="Every version of --key at the ref, newest first")
+@click.option("--page", default=1, type=int)
+@click.option("--page-size", default=50, type=int)
+@click.pass_context
+def blame(ctx, catalog, ref, table, key, history, page, page_size):
+    """Who wrote the values TABLE (db.table) holds at REF: per key and cell (a table without a key: per row), the
+    commit that wrote it, its branch and author, and the merges (with their merge requests and approvers) and picks
+    that brought it to REF. With --key --history, every version of that key."""
+    client = make_client()
+    wanted = None
+    if key is not None:
+        try:
+            wanted = json.loads(key)
+        except ValueError:
+            wanted = key  # a bare string key
+    if history:
+        if wanted is None:
+            raise click.UsageError("--history needs --key")
+        found = client.key_history(catalog, ref, table, wanted)
+        if ctx.obj["json"]:
+            return click.echo(json.dumps(found, indent=2, default=str))
+        listed = Table("change", "row", "changed", "commit", "branch", "author", "brought by")
+        for version in found["versions"]:
+            listed.add_row(
+                version["change"], cell(version["row"]), ", ".join(version["changed"]),
+                *_blamed(version, found["commits"]),
+            )  # fmt: skip
+        out.print(f"[bold]{table}[/bold] key {cell(found['key'])} at [bold]{ref}[/bold] ({found['commit'][:12]})")
+        return out.print(listed)
+    found = client.blame(catalog, ref, table, key=wanted, page=page, page_size=page_size)
+    if ctx.obj["json"]:
+        return click.echo(json.dumps(found, indent=2, default=str))
+    keyed = bool(found["table"]["primary_key"])
+    listed = Table("key" if keyed else "row", "column" if keyed else "", "value" if keyed else "", "commit", "branch",
+                   "author", "brought by")  # fmt: skip
+    for result in found["results"]:
+        if keyed:
+            for name, writer in result["cells"].items():
+                listed.add_row(cell(result["key"]), name, cell(result["row"][name]), *_blamed(writer, found["commits"]))
+        else:
+            listed.add_row(cell(result["row"]), "", "", *_blamed(result, found["commits"]))
+    out.print(f"[bold]{table}[/bold] at [bold]{ref}[/bold] ({found['commit'][:12]}): {found['count']} row(s)")
+    out.print(listed)
+
+
+def _blamed(writer: dict, commits: dict) -> list[str]:
+    """A writer as table cells: its commit, branch and author, and each merge or pick that brought it."""
+    made = commits.get(writer["commit"] or "", {})
+    steps = []
+    for step in writer["chain"]:
+        link = commits.get(step, {})
+        text = f"{link.get('kind', 'merge')} {step[:12]}"
+        if link.get("merge_request") is not None:
+            text += f" !{link['merge_request']}"
+        if link.get("approved_by"):
+            text += f" approved by {', '.join(link['approved_by'])}"
+        steps.append(text)
+    if writer.get("resolution"):
+        steps.insert(0, "resolved by the merge")
+    kind = made.get("kind", "")
+    commit = (writer["commit"] or "")[:12] + (f" ({kind})" if kind not in ("", "commit") else "")
+    return [commit, made.get("branch") or "", made.get("author") or "", "; ".join(steps)]
+
+
 def show_diff(found: dict) -> None:
     source, target, counts = found["source"], found["target"], found["counts"]
     out.print(

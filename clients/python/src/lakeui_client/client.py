@@ -481,6 +481,23 @@ class Client:
         path = f"catalogs/{_q(catalog)}/subscriptions/{_q(name)}/changes"
         return self.request("POST", path, json={"ack": token})
 
+    def blame(self, catalog: str, ref: str, table: str, *, key: Any = None, page: int = 1, page_size: int = 50) -> dict:
+        """Who wrote the values db.table holds at `ref` (docs/provenance.md): a page of its rows (a keyed table's by
+        key), each with, per cell (keyed) or for the row (keyless), the `commit` that wrote it and the `chain` of
+        merges and picks that brought it to the ref; `commits` describes every commit named (author, time, branch;
+        a merge's request, approvers and checks; a pick's original). `key`: one key only (its values as a list, or
+        the value of a one-column key)."""
+        params: dict[str, Any] = {"page": page, "page_size": page_size}
+        if key is not None:
+            params["key"] = json.dumps(key if isinstance(key, list | tuple) else [key], default=str)
+        return self.request("GET", f"{self._table(catalog, ref, table)}/blame", params=params)
+
+    def key_history(self, catalog: str, ref: str, table: str, key: Any) -> dict:
+        """Every version of one key of db.table reachable at `ref`, newest first (`versions`: change, row, changed
+        columns, the commit that made it and the chain of merges and picks that brought it), and `commits`."""
+        params = {"key": json.dumps(key if isinstance(key, list | tuple) else [key], default=str)}
+        return self.request("GET", f"{self._table(catalog, ref, table)}/history", params=params)
+
     def commit(self, catalog: str, commit_id: str) -> dict:
         """One commit: parents, author, message, operations with their tables and row counts, the URL of each
         table's changed rows, and for a merge commit its audit log."""

@@ -1,0 +1,115 @@
+"""Provenance (docs/provenance.md): what an auditor waits for to see who wrote a table's values.
+
+    python benchmarks/blame.py [--rows 1000000] [--commits 1000] [--spread 1.0] [--repeat 3]
+
+Main holds `--rows` rows of a primary-key table (one Parquet upload), then `--commits` commits each upserting 10
+rows (their amount changed) of keys drawn at random from the lowest `--spread` share of the key range (1.0: the
+whole range, so each upsert's new segment spans it and no commit is ruled out by its key statistics). Measured
+in this process, as the web process answers (`table_blame`, `key_history`; the API's answers at a commit are kept
+by the conditional-read cache, which would time a cache):
+
+1. the first page (50 keys) of the table's blame at main: the rows read and sorted by key, then the history
+   walked until every cell of the page is settled (keys 0..49: most were never updated, so the walk goes all the
+   way back to the load);
+2. the blame of one key the last commit updated, and of one key no commit updated;
+3. the history of one key.
+
+The issue's target: at 1,000,000 rows and 1,000 commits, the first page under 500 ms and one key's history under
+100 ms. Data jobs run in this process (`job_execute`, Spark local): no worker needed. Uses DATABASE_URL when set,
+else an embedded PostgreSQL server in a throwaway folder. Prints one line per figure.
+"""
+
+import argparse
+import io
+import random
+import statistics
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from setup import django_setup, run_job, timed
+
+django_setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
+
+from catalog_app.job_specs import FileUpload, LoadSpec  # noqa: E402
+from catalog_app.selectors.blame import key_history, table_blame  # noqa: E402
+from catalog_app.selectors.refs import ref_resolve  # noqa: E402
+from catalog_app.services.commits import WriteTarget  # noqa: E402
+from catalog_app.services.data_submit import table_data_submit, table_load_submit  # noqa: E402
+from catalog_app.services.databases import database_create  # noqa: E402
+from catalog_app.services.refs import catalog_create  # noqa: E402
+from catalog_app.services.tables import table_create  # noqa: E402
+
+COLUMNS = [
+    {"name": "id", "type": "long", "nullable": False},
+    {"name": "amount", "type": "long"},
+    {"name": "region", "type": "string"},
+]
+
+
+def history(catalog, user, rows: int, commits: int, spread: float) -> list[int]:
+    """shop.orders with `rows` rows, then `commits` upserts of 10 random keys each; the keys the last one set."""
+    main = WriteTarget(catalog=catalog, branch="main", author=user)
+    table_create(target=main, database="shop", name="orders", columns=COLUMNS, primary_key=["id"])
+    ids = pa.array(range(rows), pa.int64())
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"id": ids, "amount": ids, "region": pa.array(["eu"] * rows)}), sink)
+    upload = FileUpload(file=SimpleUploadedFile("rows.parquet", sink.getvalue()), format="parquet")
+    run_job(table_load_submit(target=main, database="shop", table="orders",
+                              spec=LoadSpec(strategy="append_only", source=upload)))  # fmt: skip
+    drawn = random.Random(56)
+    keys: list[int] = []
+    for number in range(commits):
+        keys = drawn.sample(range(50, max(51, int(rows * spread))), 10)  # the first page's keys stay as loaded
+        params = {"strategy": "upsert", "key_columns": ["id"],
+                  "rows": [{"id": k, "amount": -number, "region": "us"} for k in keys]}  # fmt: skip
+        run_job(table_data_submit(target=main, database="shop", table="orders", kind="table_load", params=params))
+    return keys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--commits", type=int, default=1000)
+    parser.add_argument("--spread", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    user, _ = get_user_model().objects.get_or_create(username="bench_blame")
+    catalog = catalog_create(name=f"blame_{uuid.uuid4().hex[:6]}", description="benchmark", created_by=user)
+    database_create(target=WriteTarget(catalog=catalog, branch="main", author=user), name="shop")
+    setup, last_keys = timed(lambda: history(catalog, user, args.rows, args.commits, args.spread))
+    print(f"{args.rows} rows loaded and {args.commits} upserts of 10 keys (spread {args.spread}) in "
+          f"{setup / 1000:.0f} s (setup)")  # fmt: skip
+
+    def blame(**params):
+        resolved = ref_resolve(catalog=catalog, ref="main")
+        return table_blame(resolved=resolved, database="shop", table="orders", **params)
+
+    def median(action) -> tuple[float, float, float, object]:
+        runs = [timed(action) for _ in range(args.repeat)]
+        times = [t for t, _ in runs]
+        return statistics.median(times), min(times), max(times), runs[-1][1]
+
+    first, low, high, page = median(blame)
+    assert page.count == args.rows and len(page.results) == 50
+    assert all(c["commit"] is not None for r in page.results for c in r["cells"].values())
+    print(f"first page of the blame (50 keys) of {args.rows} rows {args.commits} commits deep: "
+          f"{first:.0f} ms (median of {args.repeat}, {low:.0f}-{high:.0f})")  # fmt: skip
+    changed, low, high, _ = median(lambda: blame(key=f"[{last_keys[0]}]"))
+    untouched, low2, high2, _ = median(lambda: blame(key="[7]"))
+    print(f"one key's blame: updated by the last commit {changed:.0f} ms ({low:.0f}-{high:.0f}); "
+          f"never updated {untouched:.0f} ms ({low2:.0f}-{high2:.0f})")  # fmt: skip
+
+    def versions():
+        resolved = ref_resolve(catalog=catalog, ref="main")
+        return key_history(resolved=resolved, database="shop", table="orders", key=f"[{last_keys[0]}]")
+
+    took, low, high, answer = median(versions)
+    print(f"one key's history ({len(answer['versions'])} versions): {took:.0f} ms ({low:.0f}-{high:.0f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,608 @@
+"""Who made the values a ref holds (docs/provenance.md): the blame of a table at a ref and the
+history of one key, derived from the history LakeUI keeps (file entries, operations, merge records), never from a
+second per-row record that could drift from the data.
+
+A keyed table's cell: the ref's first-parent history is walked from the newest commit back, commit by commit (only
+those with a file entry of the table; a compaction is skipped, it changes no row), each commit's rows against its
+parent's read as the change feed reads them (`row_diff`: only the segments the commit added, removed or changed the
+deletes of). The first commit met that set a cell of a key still unsettled (an insert sets every cell, an update
+those it changed) wrote the value the ref holds. When that commit is a merge, its source's history is walked the
+same way for those cells (merges of merges too): the source's commit that last set the cell to the value the ref
+holds wrote it, and the merge is a step of the chain that brought it; a value no source commit holds (a resolution
+made it) names the merge. A cherry-pick names the commit it applied, the pick a step of the chain; a restore, a
+revert and any other commit name themselves. The walk stops once every cell of the page's keys is settled.
+
+A keyless table's row: the commit that made live the segment holding it (followed into a merge's source, as the
+change feed does, `files_made`).
+"""
+
+import itertools
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from django.conf import settings
+
+from catalog_app.engine import row_diff
+from catalog_app.engine.pruning import segment_bounds
+from catalog_app.engine.reads import READ_ERRORS
+from catalog_app.engine.segments import Column, SegmentRead
+from catalog_app.engine.types import json_value
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
+from catalog_app.selectors.changes import files_made
+from catalog_app.selectors.merge_links import commit_links_of
+from catalog_app.selectors.objects import object_by_id, object_find, object_get
+from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_files
+from lakeui.errors import ApplicationError, NotFoundError
+
+MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
+MAX_PAGE_SIZE = 500
+BATCH = 64  # commits of a chain read at a time
+MESSAGE_UNREADABLE = "The web process cannot read or compare the files of {table}; its blame is not served yet."
+
+
+SEGMENT_KEYS_KEPT = 4_000_000  # keys of segments kept per process (the newest segments read), at most
+_SEGMENT_KEYS: dict[tuple, pa.Table] = {}  # (segment id, key column ids) -> its keys
+_kept_rows = [0]  # the keys kept in all
+_keeping = threading.Lock()
+
+
+def _keep_keys(name: tuple, keys: pa.Table) -> None:
+    """Keep a segment's keys, the oldest kept going beyond SEGMENT_KEYS_KEPT keys in all (a segment larger than a
+    tenth of that is not kept: a commit that added one is rare and reads it anyway)."""
+    if keys.num_rows > SEGMENT_KEYS_KEPT // 10:
+        return
+    with _keeping:
+        if name not in _SEGMENT_KEYS:
+            _SEGMENT_KEYS[name] = keys
+            _kept_rows[0] += keys.num_rows
+        while _kept_rows[0] > SEGMENT_KEYS_KEPT:
+            _kept_rows[0] -= _SEGMENT_KEYS.pop(next(iter(_SEGMENT_KEYS))).num_rows
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who wrote one cell (or row): the commit, and the merges and picks that brought it to the ref, the outermost
+    (nearest the ref) first; `resolution` when a merge made the value itself."""
+
+    commit: str | None
+    via: tuple[str, ...] = ()
+    resolution: bool = False
+
+
+@dataclass
+class _Touch:
+    """What one commit did to the table's files: the statistics of the segments it made live (added, or a delete
+    file of it taken away) and of those it took rows from (removed, or a delete file of it added), the segments it
+    added, and whether it took a delete file away (or added a segment whose schema is not known: either may have
+    made any row live)."""
+
+    commit: Commit
+    live: list[dict] = field(default_factory=list)
+    taken: list[dict] = field(default_factory=list)
+    added: list[SegmentRead] = field(default_factory=list)
+    unhid: bool = False
+
+
+@dataclass
+class _Table:
+    """The table blamed: its id, name, current columns (older files are read projected to them) and key."""
+
+    version: ObjectVersion
+    name: str
+    columns: list[Column]
+    key: list[str]
+    warehouse: Warehouse
+    _diffs: dict[str, pa.Table] = field(default_factory=dict)  # per commit, its changes (row_diff's layout)
+    _compactions: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def table_id(self) -> uuid.UUID:
+        return self.version.object_id
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def files_at(self, commit: Commit) -> TableFiles:
+        chain = commit_chain(commit)
+        version = object_by_id(chain, object_id=self.table_id)
+        if version is None or version.dropped:
+            return NO_FILES
+        return tables_files(chain, table_ids=[self.table_id]).get(self.table_id, NO_FILES)
+
+    def diff(self, commit: Commit, keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
+        """What `commit` did to the rows of `keys` (against its first parent), by key: (change, the row after or
+        None, the columns it set). The commit's changes are read as the change feed reads them, once; only those
+        of `keys` are turned into Python values."""
+        if commit.id not in self._diffs:
+            earlier = self.files_at(commit.parent) if commit.parent_id else NO_FILES
+            later = self.files_at(commit)
+            removed, added = later.changes_since(earlier)
+            live = {s.id for s in later.segments}
+            before = TableFiles(removed, earlier.deltas).reads()
+            after = TableFiles([s for s in removed if s.id in live] + added, later.deltas).reads()
+            try:
+                sides = row_diff.read_sides_here(self.warehouse, self.columns, before, after)
+                changes = row_diff.changes_of(*sides, self.key)
+            except (*READ_ERRORS, NotImplementedError) as error:
+                raise ApplicationError(
+                    "blame_unreadable", MESSAGE_UNREADABLE.format(table=self.name), status=503,
+                    details={"table": self.name, "error": str(error)[:300]},
+                ) from error  # fmt: skip
+            self._diffs[commit.id] = changes.rows(0, changes.total)
+        rows = self._diffs[commit.id]
+        keys = list(keys)
+        first = self.key[0]
+        try:  # the changes of a key: its `after` key if it has one, else its `before` key (a delete)
+            column = pc.coalesce(rows.column(row_diff._AFTER + first), rows.column(row_diff._BEFORE + first))
+            wanted = pa.array(list({k[0] for k in keys}), column.type)
+            rows = rows.filter(pc.is_in(column, value_set=wanted))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+            pass  # compared in Python below
+        found = _by_key(rows, self.key, self.names)
+        return {k: found[k] for k in keys if k in found}
+
+    def touching(self, chain: Chain) -> Iterator["_Touch"]:
+        """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
+        what it did to the table's files (`_Touch`)."""
+        entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
+        seqs = entries.values_list("seq", flat=True).distinct().order_by("-seq")
+        start = 0
+        while True:
+            batch = list(seqs[start : start + BATCH])
+            if not batch:
+                return
+            start += len(batch)
+            commits = Commit.objects.filter(catalog_id=chain.commit.catalog_id, seq__in=batch)
+            commits = sorted(commits.select_related("parent"), key=lambda c: -c.seq)
+            ids = [c.id for c in commits]
+            ops: dict[str, set[str]] = {}
+            for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
+                "commit_id", "op"
+            ):
+                ops.setdefault(commit_id, set()).add(op)
+            touched = {commit_id: _Touch(commit) for commit_id, commit in zip(ids, commits, strict=True)}
+            made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
+            for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
+                "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
+                "file__schema_version__columns", "file__segment__stats",
+            ):  # fmt: skip
+                touch = touched[commit_id]
+                if kind == DataFile.Kind.SEGMENT and not removed:
+                    touch.live.append(stats or {})
+                    columns = tuple(Column.from_dict(c) for c in written or [])
+                    touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
+                    touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
+                elif kind == DataFile.Kind.DELTA and removed:
+                    touch.live.append(segment_stats or {})
+                    touch.unhid = True
+                else:
+                    touch.taken.append((stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {})
+            for commit in commits:
+                if ops.get(commit.id) == {Operation.Op.COMPACTION}:
+                    continue
+                yield touched[commit.id]
+
+    def sets_any(self, touch: "_Touch", keys: Iterable[tuple]) -> bool:
+        """Whether the segments a commit added hold a row of one of `keys` (their key columns read, their deletes
+        left out, so the answer only widens): a commit that inserted or updated a key wrote its row there. A
+        commit that took a delete file away may have brought back any row: True."""
+        keys = list(keys)
+        if touch.unhid or not keys:
+            return bool(keys)
+        if not touch.added:
+            return False
+        try:
+            rows = self._segment_keys(touch.added)
+        except (*READ_ERRORS, NotImplementedError):
+            return True  # the full diff says what it can
+        if len(self.key) == 1:
+            try:
+                wanted = pa.array([k[0] for k in keys], rows.schema.field(self.key[0]).type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                return True
+            return bool(pc.any(pc.is_in(rows.column(self.key[0]), value_set=wanted)).as_py())
+        held = set(zip(*(rows.column(k).to_pylist() for k in self.key), strict=True))
+        return any(k in held for k in keys)
+
+    def _segment_keys(self, segments: list[SegmentRead]) -> pa.Table:
+        """The key columns of these segments' rows (deletes left out), kept per process by segment: a file never
+        changes, so a later page or key reads none of them again."""
+        columns = [next(c for c in self.columns if c.name == name) for name in self.key]
+        ids = tuple(c.id for c in columns)
+        with _keeping:
+            kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
+        missing = [r for r in segments if kept[r.id] is None]
+        if missing:
+            reads = [SegmentRead(id=r.id, path=r.path, columns=r.columns, order=i) for i, r in enumerate(missing)]
+            _, rows = row_diff.read_sides_here(self.warehouse, columns, [], reads, origins=True)
+            places = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
+            keys = rows.drop_columns([row_diff.ORIGIN])
+            for place, read in enumerate(missing):
+                kept[read.id] = keys.filter(pa.array(places == place))
+                _keep_keys((read.id, ids), kept[read.id])
+        tables = [kept[r.id].rename_columns(self.key) for r in segments]
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
+        """Whether a commit that made live segments of these statistics may have set a row of one of `keys` (or,
+        given the segments it took rows from, deleted one): a row a commit inserts or updates is in a segment it
+        made live, so a commit whose segments' key ranges rule out every key set none of them (a commit that made
+        none live set no row; a key column without statistics rules nothing out)."""
+        if not made_live:
+            return False
+        columns = [c for c in self.columns if c.name in self.key]
+        keys = list(keys)
+        for stats in made_live:
+            known = segment_bounds(stats, columns)
+            for key in keys:
+                try:
+                    if all(
+                        name not in known or known[name].low is None or known[name].low <= value <= known[name].high
+                        for name, value in zip(self.key, key, strict=True)
+                    ):
+                        return True
+                except TypeError:  # a value the statistics do not compare with
+                    return True
+        return False
+
+
+def _by_key(rows: pa.Table, key: list[str], names: list[str]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
+    """The laid-out changes by key: (change, the row after or None, the columns an update changed)."""
+    found = {}
+    for row in rows.to_pylist():
+        change = row[row_diff.CHANGE]
+        side = row_diff._BEFORE if change == row_diff.DELETE else row_diff._AFTER
+        key_values = tuple(row[side + k] for k in key)
+        after = None if change == row_diff.DELETE else {n: row[row_diff._AFTER + n] for n in names}
+        before = {n: row[row_diff._BEFORE + n] for n in names} if change == row_diff.UPDATE else None
+        changed = set(names) if change == row_diff.INSERT else {n for n in names if before and before[n] != after[n]}
+        found[key_values] = (change, after, changed)
+    return found
+
+
+def _walk(
+    table: _Table,
+    head: Commit,
+    pending: dict[tuple, set[str]],
+    expected: dict[tuple, dict],
+    via: tuple[str, ...],
+    depth: int,
+) -> dict[tuple, dict[str, Writer]]:
+    """Walk `head`'s first-parent history back for the cells `pending` names: per key and cell, who wrote the value
+    `expected` holds. Cells a merge's source (`via` not empty) last set to another value, or deleted, or never set,
+    are left out: the caller's merge made them."""
+    settled: dict[tuple, dict[str, Writer]] = {}
+    pending = {k: set(cells) for k, cells in pending.items() if cells}
+    for touch in table.touching(commit_chain(head)):
+        if not pending:
+            break
+        commit = touch.commit
+        if via and table.may_set(touch.taken, pending):  # a source's delete: the merge made what it holds
+            pass
+        elif not table.may_set(touch.live, pending) or not table.sets_any(touch, pending):
+            continue
+        rows = table.diff(commit, pending)
+        for key in [k for k in pending if k in rows]:
+            change, after, changed = rows[key]
+            if change == row_diff.DELETE:
+                if via:  # the source deleted the key: what the merge holds it made itself
+                    del pending[key]
+                continue
+            hit = pending[key] & changed
+            if not hit:
+                continue
+            pending[key] -= hit
+            if not pending[key]:
+                del pending[key]
+            if via:
+                hit = {c for c in hit if after[c] == expected[key][c]}  # another value: not the source's
+            if commit.merge_parent_id is not None and depth > 0:
+                inner = _walk(table, commit.merge_parent, {key: hit}, expected, (*via, commit.id), depth - 1)
+                found = inner.get(key, {})
+                for cell in hit:
+                    settled.setdefault(key, {})[cell] = found.get(cell) or Writer(commit.id, via, resolution=True)
+            else:
+                for cell in hit:
+                    settled.setdefault(key, {})[cell] = Writer(commit.id, via)
+    return settled
+
+
+# --- reading the table at the ref ----------------------------------------------------------------------------------
+
+
+def blame_table(resolved: ResolvedRef, *, database: str, table: str) -> _Table:
+    chain = resolved.chain
+    found_db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
+    version = object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=found_db.object_id)
+    if version is None:
+        raise NotFoundError("table_not_found", f"There is no table {database}.{table} at this ref.")
+    columns = table_columns(version)
+    by_id = {c.id: c.name for c in columns}
+    key = [by_id[i] for i in version.state.get("primary_key", []) if i in by_id]
+    return _Table(version, f"{database}.{table}", columns, key, Warehouse(settings.LAKEUI_WAREHOUSE))
+
+
+def _row_writers(table: _Table, chain: Chain, rows: pa.Table, segments: list[str], depth: int) -> list[Writer]:
+    """Who wrote each row of a table without a key (`rows` read with their origins in `segments`): the commit that
+    made its segment live, followed into a merge's source (`files_made`). A row a compaction rewrote is given the
+    writer of an equal row of the compaction's parent (rows are told apart by their values alone), so a compaction
+    changes no answer."""
+    origins = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
+    held = {segments[int(o)] for o in np.unique(origins)}
+    made = files_made(chain, dict.fromkeys(held, False))
+    writers = []
+    for origin in origins.tolist():
+        m = made.get(segments[origin])
+        writers.append(Writer(m.commit, (m.merge,) if m.merge else ()) if m else Writer(None))
+    named = {w.commit for w in writers if w.commit}
+    compacted = {
+        commit_id
+        for commit_id in named
+        if set(Operation.objects.filter(commit_id=commit_id, object_id=table.table_id).values_list("op", flat=True))
+        == {Operation.Op.COMPACTION}
+    }
+    if not compacted or depth <= 0:
+        return writers
+    values = [tuple(r.values()) for r in rows.drop_columns([row_diff.ORIGIN]).to_pylist()]
+    for compaction in Commit.objects.filter(id__in=list(compacted)).select_related("parent"):
+        if compaction.parent is None:
+            continue
+        before_rows, before_segments = _rows_at(table, commit_chain(compaction.parent))
+        before = _row_writers(table, commit_chain(compaction.parent), before_rows, before_segments, depth - 1)
+        pool: dict[tuple, list[Writer]] = {}
+        for row, writer in zip(before_rows.drop_columns([row_diff.ORIGIN]).to_pylist(), before, strict=True):
+            pool.setdefault(tuple(row.values()), []).append(writer)
+        for i, writer in enumerate(writers):
+            if writer.commit == compaction.id and pool.get(values[i]):
+                earlier = pool[values[i]].pop()
+                writers[i] = Writer(earlier.commit, (*writer.via, *earlier.via), earlier.resolution)
+    return writers
+
+
+def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.Table, list[str]]:
+    """The table's rows at a commit with their origin (`row_diff.ORIGIN`), a keyed table's by key; and the ids of
+    the segments the origins count in. With `key`, only the segments whose key statistics do not rule it out."""
+    files = tables_files(chain, table_ids=[table.table_id]).get(table.table_id, NO_FILES)
+    if key is not None:
+        files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
+    reads = files.reads()
+    try:
+        _, rows = row_diff.read_sides_here(table.warehouse, table.columns, [], reads, origins=True)
+    except (*READ_ERRORS, NotImplementedError) as error:
+        raise ApplicationError(
+            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
+            details={"table": table.name, "error": str(error)[:300]},
+        ) from error  # fmt: skip
+    if table.key:
+        rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in table.key]))
+    else:
+        rows = rows.take(pc.sort_indices(rows, [(row_diff.ORIGIN, "ascending")]))
+    return rows, [r.id for r in reads]
+
+
+def key_parse(table: _Table, raw: str) -> tuple:
+    """A key as the API takes it: a JSON array of the key's values in the key's column order (`[9]`), or for a
+    one-column key the value alone (`9`)."""
+    if not table.key:
+        raise ApplicationError("no_primary_key", f"{table.name} has no primary key: blame it by row, without key.")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ApplicationError("invalid_key", "key is a JSON array of the primary key's values, e.g. [9].") from None
+    value = value if isinstance(value, list) else [value]
+    if len(value) != len(table.key) or any(isinstance(v, dict | list) for v in value):
+        raise ApplicationError(
+            "invalid_key", f"key holds {len(table.key)} value(s), of {', '.join(table.key)}, as a JSON array."
+        )
+    return tuple(value)
+
+
+def _key_rows(rows: pa.Table, table: _Table, key: tuple) -> pa.Table:
+    mask = None
+    for name, value in zip(table.key, key, strict=True):
+        try:
+            equal = pc.equal(rows.column(name), pa.scalar(value, rows.schema.field(name).type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            raise ApplicationError("invalid_key", f"{value!r} is not a value of key column {name!r}.") from None
+        mask = equal if mask is None else pc.and_(mask, equal)
+    return rows.filter(pc.fill_null(mask, False))
+
+
+@dataclass
+class Blame:
+    """A page of a table's blame at a ref, as the API answers it."""
+
+    count: int
+    results: list[dict[str, Any]]
+    commits: dict[str, dict[str, Any]]
+    table: dict[str, Any]
+
+
+def table_blame(
+    *, resolved: ResolvedRef, database: str, table: str, page: int = 1, page_size: int = 50, key: str | None = None
+) -> Blame:
+    """One page of the table's rows at the ref (a keyed table's by key), each with who wrote it: per cell for a
+    keyed table, per row for one without a key (see the module's description); or the one key `key` names."""
+    if not 1 <= page_size <= MAX_PAGE_SIZE or page < 1:
+        raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
+    found = blame_table(resolved, database=database, table=table)
+    wanted = key_parse(found, key) if key is not None else None
+    rows, segments = _rows_at(found, resolved.chain, wanted)
+    if wanted is not None:
+        rows = _key_rows(rows, found, wanted)
+        if rows.num_rows == 0:
+            raise NotFoundError("key_not_found", f"{found.name} holds no key {list(wanted)!r} at this ref.")
+        count, shown = 1, rows
+    else:
+        count, shown = rows.num_rows, rows.slice((page - 1) * page_size, page_size)
+    listed = [{n: r[n] for n in found.names} for r in shown.to_pylist()]
+    if found.key:
+        keys = [tuple(r[k] for k in found.key) for r in listed]
+        expected = dict(zip(keys, listed, strict=True))
+        writers = _walk(found, resolved.commit, {k: set(found.names) for k in keys}, expected, (), MERGE_DEPTH)
+        results = [
+            {"key": dict(zip(found.key, k, strict=True)), "row": _json_row(row),
+             "cells": {n: writers.get(k, {}).get(n, Writer(None)) for n in found.names}}
+            for k, row in zip(keys, listed, strict=True)
+        ]  # fmt: skip
+    else:
+        writers = _row_writers(found, resolved.chain, shown, segments, MERGE_DEPTH)
+        results = [{"key": None, "row": _json_row(row), "writer": w} for row, w in zip(listed, writers, strict=True)]
+    commits = _described(results)
+    for result in results:
+        if "cells" in result:
+            result["cells"] = {n: _shown(w, commits) for n, w in result["cells"].items()}
+        else:
+            result |= _shown(result.pop("writer"), commits)
+    return Blame(count=count, results=results, commits=commits, table=_described_table(found))
+
+
+def _json_row(row: dict) -> dict:
+    return {n: json_value(v) for n, v in row.items()}
+
+
+def _described_table(table: _Table) -> dict[str, Any]:
+    return {"table": table.name, "table_id": str(table.table_id), "primary_key": table.key,
+            "columns": [{"id": c.id, "name": c.name, "type": c.type} for c in table.columns]}  # fmt: skip
+
+
+def _writers(results: list[dict]) -> Iterator[Writer]:
+    for result in results:
+        if "cells" in result:
+            yield from result["cells"].values()
+        elif "writer" in result:
+            yield result["writer"]
+
+
+def _described(results: list[dict]) -> dict[str, dict[str, Any]]:
+    """Every commit the page names (writers, merges, picks, and the commits picks applied), described once."""
+    ids = {c for w in _writers(results) for c in (w.commit, *w.via) if c}
+    links = commit_links_of(ids)
+    ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
+    return commits_described(ids, links)
+
+
+def commits_described(ids: set[str], links: dict[str, dict] | None = None) -> dict[str, dict[str, Any]]:
+    """Each commit's author, time, message and the branch it was made on (the branch its line was made by, if it
+    still exists), with what made it (a merge with its request, approvers and checks; a pick, a revert, a restore)."""
+    links = commit_links_of(ids) if links is None else links
+    commits = Commit.objects.filter(id__in=list(ids)).select_related("author", "line__branch")
+    described = {}
+    for commit in commits:
+        link = links.get(commit.id)
+        kind = link["kind"] if link else ("merge" if commit.merge_parent_id else "commit")
+        described[commit.id] = {
+            "id": commit.id, "kind": kind, "author": commit.author.username if commit.author else None,
+            "created_at": commit.created_at.isoformat(), "message": commit.message,
+            "branch": commit.line.branch.name if commit.line.branch_id else None,
+            "parents": [p for p in (commit.parent_id, commit.merge_parent_id) if p],
+            **({k: v for k, v in link.items() if k != "kind"} if link else {}),
+        }  # fmt: skip
+    return described
+
+
+def _shown(writer: Writer, commits: dict[str, dict]) -> dict[str, Any]:
+    """A writer as the API shows it: the commit that wrote the value (a pick's: the commit it applied) and the chain
+    that brought it to the ref, from the writer to the ref (each a merge or a pick)."""
+    if writer.commit is None:
+        return {"commit": None, "chain": [], "resolution": False}
+    chain = list(reversed(writer.via))
+    commit = writer.commit
+    picked = commits.get(commit, {}).get("picked_from")
+    if picked and not writer.resolution:
+        chain.insert(0, commit)
+        commit = picked
+    return {"commit": commit, "chain": chain, "resolution": writer.resolution}
+
+
+# --- one key's history ---------------------------------------------------------------------------------------------
+
+
+def key_history(*, resolved: ResolvedRef, database: str, table: str, key: str) -> dict[str, Any]:
+    """Every version of one key reachable at the ref, newest first: each with its row (null once deleted), the
+    columns it changed, the commit that made it and the merge (or pick) that brought it to the ref's history."""
+    found = blame_table(resolved, database=database, table=table)
+    wanted = key_parse(found, key)
+    versions: list[dict[str, Any]] = []
+    _versions(found, resolved.commit, wanted, (), MERGE_DEPTH, versions, stop=None)
+    if not versions:
+        raise NotFoundError("key_not_found", f"{found.name} never held a key {list(wanted)!r} at this ref.")
+    ids = {c for v in versions for c in (v["commit"], *v["via"]) if c}
+    links = commit_links_of(ids)
+    ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
+    commits = commits_described(ids, links)
+    listed = []
+    for v in versions:
+        shown = _shown(Writer(v["commit"], v["via"], v["resolution"]), commits)
+        listed.append({
+            "change": v["change"], "row": _json_row(v["row"]) if v["row"] is not None else None,
+            "changed": sorted(v["changed"], key=found.names.index), **shown,
+        })  # fmt: skip
+    return {"key": dict(zip(found.key, wanted, strict=True)), "table": _described_table(found), "versions": listed,
+            "commits": commits}  # fmt: skip
+
+
+def _versions(
+    table: _Table, head: Commit, key: tuple, via: tuple[str, ...], depth: int, out: list, stop: Chain | None
+) -> None:
+    """Append the versions of `key` made on `head`'s first-parent history, newest first; a merge's versions are
+    its source's since the history it merged into (`stop`), and the merge's own when it made the value itself.
+
+    Only the commits whose added segments hold the key are read (`sets_any`); a delete is looked for only where
+    one must be: after the newest of them when the key is not live at `head`, and before an insert that follows an
+    older version. So a key's history costs a read per version, not per commit of the table."""
+    touches = []
+    for touch in table.touching(commit_chain(head)):
+        if stop is not None and _on_chain(touch.commit, stop):
+            break
+        touches.append(touch)
+    found: dict[int, tuple[str, dict | None, set[str]]] = {}
+    for place, touch in enumerate(touches):
+        if table.may_set(touch.live, [key]) and table.sets_any(touch, [key]):
+            record = table.diff(touch.commit, [key]).get(key)
+            if record is not None:
+                found[place] = record
+    places = sorted(found)
+    live_at_head = _key_rows(_rows_at(table, commit_chain(head), key)[0], table, key).num_rows > 0
+    gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
+    if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
+        gaps.append((-1, places[0]))
+    for newer, older in itertools.pairwise(places):
+        if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
+            gaps.append((newer, older))
+    for newer, older in gaps:
+        for place in range(newer + 1, older):
+            if table.may_set(touches[place].taken, [key]):
+                record = table.diff(touches[place].commit, [key]).get(key)
+                if record is not None and record[0] == row_diff.DELETE:
+                    found[place] = record
+                    break
+    for place in sorted(found):
+        commit = touches[place].commit
+        change, after, changed = found[place]
+        if commit.merge_parent_id is not None and depth > 0:
+            inner: list[dict] = []
+            parent = commit_chain(commit.parent) if commit.parent_id else None
+            _versions(table, commit.merge_parent, key, (*via, commit.id), depth - 1, inner, parent)
+            newest = inner[0] if inner else None
+            if newest is None or newest["row"] != after:  # the merge made this version itself
+                out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
+                            "resolution": True})  # fmt: skip
+            out.extend(inner)
+        else:
+            out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
+                        "resolution": False})  # fmt: skip
+
+
+def _on_chain(commit: Commit, chain: Chain) -> bool:
+    return any(commit.line_id == line and commit.seq <= upto for line, upto in chain.segments)

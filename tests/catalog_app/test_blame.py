@@ -1,0 +1,173 @@
+"""Provenance (docs/provenance.md) on real data: the blame of a table at a ref names, per key and cell, the commit
+that wrote the value and the merges and picks that brought it (with the merge request, its approver and checks);
+a compaction changes nothing, a restore names itself; one key's history lists its versions; bad input is 4xx."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from catalog_app.services.refs import branch_create
+from lakeui.jobs.services import job_execute
+from merge_app.services.merge_requests import (
+    merge_request_merge,
+    merge_request_open,
+    merge_request_review,
+    merge_request_status_post,
+)
+from merge_app.services.picks import commits_pick
+from merge_app.services.restores import branch_restore
+from tests.conftest import wait_for_job
+from tests.support.catalogs import head, make_catalog, make_table
+from tests.support.merges import change, insert
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TABLE = "/api/v1/catalogs/lake/refs/{ref}/databases/sales/tables/{table}"
+
+
+def upsert(catalog, new, **kwargs):
+    return change(catalog, "table_load", {"strategy": "upsert", "key_columns": ["id"], "rows": new}, **kwargs)
+
+
+def blame(client, ref="main", table="orders", **params):
+    response = client.get(TABLE.format(ref=ref, table=table) + "/blame", params)
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def cells(answer, key):
+    """{column: (commit, chain)} of one key of a blame page."""
+    (found,) = [r for r in answer["results"] if r["key"] == {"id": key}]
+    return {n: (c["commit"], c["chain"]) for n, c in found["cells"].items()}
+
+
+def test_blame_through_a_merge_request_a_pick_a_compaction_and_a_restore(user_client, user):
+    bob, _ = get_user_model().objects.get_or_create(username="bob")
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    make_table(catalog, table="events")  # no key: blamed per row
+    insert(catalog, [{"id": i, "amount": i * 10, "region": "eu"} for i in (1, 2, 3)])
+    first = head(catalog)
+    insert(catalog, [{"id": 1, "amount": 1, "region": "eu"}], table="events")
+    on_main_events = head(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    upsert(catalog, [{"id": 9, "amount": 90, "region": "eu"}], branch="dev")
+    written = head(catalog, "dev")
+    upsert(catalog, [{"id": 9, "amount": 90, "region": "us"}], branch="dev")
+    moved = head(catalog, "dev")
+    insert(catalog, [{"id": 2, "amount": 2, "region": "us"}], branch="dev", table="events")
+    on_dev_events = head(catalog, "dev")
+    insert(catalog, [{"id": 4, "amount": 40, "region": "eu"}])  # main moves: a true merge
+    fourth = head(catalog)
+    # Merge request !1, approved by bob, its check rows_ok passed.
+    request = merge_request_open(catalog=catalog, source="dev", target="main", title="order 9", author=user)
+    job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    merge_request_review(merge_request=request, reviewer=bob, decision="approve")
+    merge_request_status_post(merge_request=request, user=bob, name="rows_ok", state="success", head=on_dev_events)
+    request.refresh_from_db()
+    job = merge_request_merge(merge_request=request, user=user)
+    job_execute(job_id=str(job.id), worker="test-process")
+    assert wait_for_job(job.id).status == "succeeded"
+    merged = head(catalog)
+    # One cell changed on hotfix, picked onto main.
+    branch_create(catalog=catalog, name="hotfix", source="main")
+    upsert(catalog, [{"id": 9, "amount": 95, "region": "us"}], branch="hotfix")
+    fixed = head(catalog, "hotfix")
+    (pick,) = commits_pick(catalog=catalog, kind="cherry_pick", branch="main", commits=[fixed])
+
+    answer = blame(user_client)
+    assert answer["count"] == 5 and [r["key"]["id"] for r in answer["results"]] == [1, 2, 3, 4, 9]
+    assert answer["commit"] == pick.commit_id and answer["table"]["primary_key"] == ["id"]
+    assert cells(answer, 9) == {
+        "id": (written, [merged]), "amount": (fixed, [pick.commit_id]), "region": (moved, [merged]),
+    }  # fmt: skip
+    assert cells(answer, 1) == dict.fromkeys(("id", "amount", "region"), (first, []))
+    assert cells(answer, 4)["amount"] == (fourth, [])
+    commits = answer["commits"]
+    assert commits[merged]["kind"] == "merge" and commits[merged]["merge_request"] == request.number
+    assert commits[merged]["approved_by"] == ["bob"]
+    assert [(c["name"], c["state"]) for c in commits[merged]["checks"]] == [("rows_ok", "success")]
+    assert commits[pick.commit_id]["kind"] == "cherry_pick" and commits[pick.commit_id]["picked_from"] == fixed
+    assert (commits[fixed]["branch"], commits[written]["branch"], commits[pick.commit_id]["branch"]) == (
+        "hotfix", "dev", "main",
+    )  # fmt: skip
+    assert commits[merged]["author"] == "alice" and commits[written]["created_at"]  # the helper writes as no one
+    # Paged, and one key.
+    page = blame(user_client, page=2, page_size=2)
+    assert [r["key"]["id"] for r in page["results"]] == [3, 4] and page["next"] and page["previous"]
+    assert blame(user_client, key="[9]")["results"] == [r for r in answer["results"] if r["key"] == {"id": 9}]
+    # A table without a key: per row, the commit whose segment holds it (through the merge).
+    rows = {r["row"]["id"]: (r["commit"], r["chain"]) for r in blame(user_client, table="events")["results"]}
+    assert rows == {1: (on_main_events, []), 2: (on_dev_events, [merged])}
+
+    # A compaction changes no provenance (of either table: a row without a key is matched by its values).
+    change(catalog, "table_compact", {})
+    assert head(catalog) != pick.commit_id
+    again = blame(user_client)
+    assert again["results"] == answer["results"] and again["commits"] == answer["commits"]
+    compacted = head(catalog)
+    change(catalog, "table_compact", {}, table="events")
+    assert head(catalog) != compacted
+    assert {r["row"]["id"]: (r["commit"], r["chain"]) for r in blame(user_client, table="events")["results"]} == rows
+    # A restore names itself for what it put back (amount 90), and changes nothing else.
+    restore = branch_restore(catalog=catalog, branch="main", point=merged, database="sales", table="orders")
+    after = blame(user_client)
+    assert cells(after, 9) == {"id": (written, [merged]), "amount": (restore.commit_id, []),
+                               "region": (moved, [merged])}  # fmt: skip
+    assert after["commits"][restore.commit_id]["kind"] == "restore"
+    # At an older ref, the older answer.
+    assert cells(blame(user_client, ref=merged), 9)["amount"] == (written, [merged])
+
+    # Deleted and written again with the same values: the new insert wrote every cell.
+    change(catalog, "table_delete", {"where": "id = 9"})
+    deleted = head(catalog)
+    upsert(catalog, [{"id": 9, "amount": 90, "region": "us"}])
+    again = head(catalog)
+    assert cells(blame(user_client, key="[9]"), 9) == dict.fromkeys(("id", "amount", "region"), (again, []))
+
+    # One key's history: every version at the ref, newest first, with what made it.
+    response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "[9]"})
+    assert response.status_code == 200, response.json()
+    history = response.json()
+    assert [(v["change"], v["commit"], v["chain"], v["changed"]) for v in history["versions"]] == [
+        ("insert", again, [], ["id", "amount", "region"]),
+        ("delete", deleted, [], []),
+        ("update", restore.commit_id, [], ["amount"]),
+        ("update", fixed, [pick.commit_id], ["amount"]),
+        ("update", moved, [merged], ["region"]),
+        ("insert", written, [merged], ["id", "amount", "region"]),
+    ]
+    assert [(v["row"] or {}).get("amount") for v in history["versions"]] == [90, None, 90, 95, 90, 90]
+    assert history["commits"][merged]["merge_request"] == request.number
+    # The table's own history is as it was without a key.
+    assert "versions" in user_client.get(TABLE.format(ref="main", table="orders") + "/history").json()
+
+    # Bad input: 404 and 400, as JSON with a code.
+    for url, params, status, code in [
+        (TABLE.format(ref="nope", table="orders") + "/blame", {}, 404, "ref_not_found"),
+        (TABLE.format(ref="main", table="nope") + "/blame", {}, 404, "table_not_found"),
+        (TABLE.format(ref="main", table="orders") + "/blame", {"key": "[77]"}, 404, "key_not_found"),
+        (TABLE.format(ref="main", table="orders") + "/blame", {"key": "[9"}, 400, "invalid_key"),
+        (TABLE.format(ref="main", table="orders") + "/blame", {"key": "[9, 1]"}, 400, "invalid_key"),
+        (TABLE.format(ref="main", table="orders") + "/blame", {"key": '["x"]'}, 400, "invalid_key"),
+        (TABLE.format(ref="main", table="orders") + "/blame", {"page_size": "0"}, 400, "invalid_input"),
+        (TABLE.format(ref="main", table="events") + "/blame", {"key": "[1]"}, 400, "no_primary_key"),
+        (TABLE.format(ref="main", table="orders") + "/history", {"key": "[77]"}, 404, "key_not_found"),
+    ]:
+        response = user_client.get(url, params)
+        assert (response.status_code, response.json()["code"]) == (status, code), (url, params, response.json())
+    # Readers only: a user without a role in the catalog reads nothing.
+    stranger = APIClient()
+    stranger.force_authenticate(get_user_model().objects.create(username="mallory"))
+    assert stranger.get(TABLE.format(ref="main", table="orders") + "/blame").status_code in (403, 404)
+
+
+def test_an_empty_table_has_an_empty_blame_and_a_key_it_never_held_no_history(user_client, user):
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    make_table(catalog, table="events")
+    for table in ("orders", "events"):
+        answer = blame(user_client, table=table)
+        assert (answer["count"], answer["results"], answer["next"], answer["commits"]) == (0, [], None, {})
+    response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "9"})
+    assert (response.status_code, response.json()["code"]) == (404, "key_not_found")
