@@ -20,46 +20,24 @@ else an embedded PostgreSQL server in a throwaway folder. Prints one line per fi
 """
 
 import argparse
-import io
 import random
 import statistics
-import uuid
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from setup import django_setup, run_job, timed
+from setup import django_setup, keyed_orders, run_job, timed
 
 django_setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 
-from catalog_app.job_specs import FileUpload, LoadSpec  # noqa: E402
 from catalog_app.selectors.blame import key_history, table_blame  # noqa: E402
 from catalog_app.selectors.refs import ref_resolve  # noqa: E402
-from catalog_app.services.commits import WriteTarget  # noqa: E402
-from catalog_app.services.data_submit import table_data_submit, table_load_submit  # noqa: E402
-from catalog_app.services.databases import database_create  # noqa: E402
-from catalog_app.services.refs import catalog_create  # noqa: E402
-from catalog_app.services.tables import table_create  # noqa: E402
-
-COLUMNS = [
-    {"name": "id", "type": "long", "nullable": False},
-    {"name": "amount", "type": "long"},
-    {"name": "region", "type": "string"},
-]
+from catalog_app.services.data_submit import table_data_submit  # noqa: E402
 
 
-def history(catalog, user, rows: int, commits: int, spread: float) -> list[int]:
-    """shop.orders with `rows` rows, then `commits` upserts of 10 random keys each; the keys the last one set."""
-    main = WriteTarget(catalog=catalog, branch="main", author=user)
-    table_create(target=main, database="shop", name="orders", columns=COLUMNS, primary_key=["id"])
-    ids = pa.array(range(rows), pa.int64())
-    sink = io.BytesIO()
-    pq.write_table(pa.table({"id": ids, "amount": ids, "region": pa.array(["eu"] * rows)}), sink)
-    upload = FileUpload(file=SimpleUploadedFile("rows.parquet", sink.getvalue()), format="parquet")
-    run_job(table_load_submit(target=main, database="shop", table="orders",
-                              spec=LoadSpec(strategy="append_only", source=upload)))  # fmt: skip
+def history(user, rows: int, commits: int, spread: float):
+    """shop.orders with `rows` rows, then `commits` upserts of 10 random keys each: its catalog and the keys the last
+    upsert set."""
+    main = keyed_orders(user, rows, "blame")
     drawn = random.Random(56)
     keys: list[int] = []
     for number in range(commits):
@@ -67,7 +45,7 @@ def history(catalog, user, rows: int, commits: int, spread: float) -> list[int]:
         params = {"strategy": "upsert", "key_columns": ["id"],
                   "rows": [{"id": k, "amount": -number, "region": "us"} for k in keys]}  # fmt: skip
         run_job(table_data_submit(target=main, database="shop", table="orders", kind="table_load", params=params))
-    return keys
+    return main.catalog, keys
 
 
 def main() -> None:
@@ -78,9 +56,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     user, _ = get_user_model().objects.get_or_create(username="bench_blame")
-    catalog = catalog_create(name=f"blame_{uuid.uuid4().hex[:6]}", description="benchmark", created_by=user)
-    database_create(target=WriteTarget(catalog=catalog, branch="main", author=user), name="shop")
-    setup, last_keys = timed(lambda: history(catalog, user, args.rows, args.commits, args.spread))
+    setup, (catalog, last_keys) = timed(lambda: history(user, args.rows, args.commits, args.spread))
     print(f"{args.rows} rows loaded and {args.commits} upserts of 10 keys (spread {args.spread}) in "
           f"{setup / 1000:.0f} s (setup)")  # fmt: skip
 

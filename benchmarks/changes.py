@@ -21,58 +21,40 @@ DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder.
 """
 
 import argparse
-import io
 import shutil
 import statistics
-import uuid
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from setup import django_setup, run_job, timed
+from setup import django_setup, keyed_orders, run_job, timed
 
 django_setup()
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from catalog_app.engine.reads import read_rows_here  # noqa: E402
 from catalog_app.engine.warehouse import Warehouse  # noqa: E402
-from catalog_app.job_specs import FileUpload, LoadSpec  # noqa: E402
 from catalog_app.models import ObjectKind  # noqa: E402
 from catalog_app.selectors import changes  # noqa: E402
 from catalog_app.selectors.objects import object_find  # noqa: E402
 from catalog_app.selectors.refs import ref_resolve  # noqa: E402
 from catalog_app.selectors.table_files import table_columns, table_files  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
-from catalog_app.services.data_submit import table_data_submit, table_load_submit  # noqa: E402
-from catalog_app.services.databases import database_create  # noqa: E402
-from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
-from catalog_app.services.tables import table_create  # noqa: E402
+from catalog_app.services.data_submit import table_data_submit  # noqa: E402
+from catalog_app.services.refs import branch_create  # noqa: E402
 
-COLUMNS = [
-    {"name": "id", "type": "long", "nullable": False},
-    {"name": "amount", "type": "long"},
-    {"name": "region", "type": "string"},
-]
 ARROW = "application/vnd.apache.arrow.stream"
 
 
-def changed_table(catalog, user, rows: int) -> None:
-    """shop.orders with `rows` rows on main, every row's amount changed on dev."""
-    main = WriteTarget(catalog=catalog, branch="main", author=user)
-    table_create(target=main, database="shop", name="orders", columns=COLUMNS, primary_key=["id"])
-    ids = pa.array(range(rows), pa.int64())
-    sink = io.BytesIO()
-    pq.write_table(pa.table({"id": ids, "amount": ids, "region": pa.array(["eu"] * rows)}), sink)
-    upload = FileUpload(file=SimpleUploadedFile("rows.parquet", sink.getvalue()), format="parquet")
-    run_job(table_load_submit(target=main, database="shop", table="orders",
-                              spec=LoadSpec(strategy="append_only", source=upload)))  # fmt: skip
+def changed_table(user, rows: int):
+    """shop.orders with `rows` rows on main, every row's amount changed on dev: its catalog."""
+    catalog = keyed_orders(user, rows, "changes").catalog
     branch_create(catalog=catalog, name="dev", source="main", created_by=user)
     dev = WriteTarget(catalog=catalog, branch="dev", author=user)
     update = {"set": {"amount": "amount + 1"}, "where": "id >= 0"}
     run_job(table_data_submit(target=dev, database="shop", table="orders", kind="table_update", params=update))
+    return catalog
 
 
 def read_as_arrow(catalog) -> pa.Table:
@@ -89,9 +71,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     user, _ = get_user_model().objects.get_or_create(username="bench_changes")
-    catalog = catalog_create(name=f"changes_{uuid.uuid4().hex[:6]}", description="benchmark", created_by=user)
-    database_create(target=WriteTarget(catalog=catalog, branch="main", author=user), name="shop")
-    setup, _ = timed(lambda: changed_table(catalog, user, args.rows))
+    setup, catalog = timed(lambda: changed_table(user, args.rows))
     print(f"{args.rows} rows loaded on main and all updated on dev in {setup / 1000:.0f} s (setup)")
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
