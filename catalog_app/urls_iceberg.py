@@ -17,6 +17,7 @@ urlpatterns = [
     re_path(NAMESPACE + r"/register$", iceberg.IcebergTableRegisterApi.as_view()),
     re_path(ROOT + r"tables/rename$", iceberg.IcebergTableRenameApi.as_view()),
     re_path(ROOT + r"transactions/commit$", iceberg.IcebergTransactionCommitApi.as_view()),
+    re_path(ROOT + r"events$", iceberg.IcebergEventsApi.as_view()),
     re_path(ROOT + r".*$", iceberg.IcebergUnsupportedApi.as_view()),
     re_path(r"^.*$", iceberg.IcebergNotFoundApi.as_view()),
 ]

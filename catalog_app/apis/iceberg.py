@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.common import request_catalog
 from catalog_app.iceberg import requests
+from catalog_app.iceberg.events import iceberg_events, token_parsed
 from catalog_app.iceberg.register import iceberg_table_register
 from catalog_app.iceberg.selectors import (
     iceberg_ref,
@@ -35,6 +36,7 @@ from catalog_app.iceberg.writes import (
     loaded_for_branch,
     table_spec,
 )
+from catalog_app.models import Role
 from catalog_app.selectors.refs import ResolvedRef
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.databases import database_create, database_drop
@@ -61,6 +63,7 @@ ENDPOINTS = [
     "POST /v1/{prefix}/namespaces/{namespace}/register",
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
+    "POST /v1/{prefix}/events",
 ]
 # LakeUI's error codes as Iceberg's error types (by status otherwise).
 ERROR_TYPES = {
@@ -313,6 +316,23 @@ class IcebergTransactionCommitApi(IcebergApi):
                                               updates=raw["updates"]))  # fmt: skip
         iceberg_tables_commit(catalog=target.catalog, branch=target.branch, author=request.user, requests=changes)
         return HttpResponse(status=204)
+
+
+class IcebergEventsApi(IcebergApi):
+    """The catalog's events at the ref (catalog_app/iceberg/events.py): a read, so a viewer's token serves."""
+
+    required_roles = {"POST": Role.VIEWER}
+    DEFAULT_PAGE = 100
+
+    def post(self, request, catalog, ref):
+        body, _ = self.body(request, requests.QueryEventsRequest)
+        page = iceberg_events(
+            resolved=self.resolved(request, catalog, ref), after=token_parsed(body.continuation_token),
+            page_size=body.page_size or self.DEFAULT_PAGE, after_ms=body.after_timestamp_ms,
+            types=set(body.operation_types) if body.operation_types else None,
+        )  # fmt: skip
+        return Response({"continuation-token": page.token, "highest-processed-timestamp-ms": page.highest_ms,
+                         "events": page.events})  # fmt: skip
 
 
 class IcebergUnsupportedApi(IcebergApi):

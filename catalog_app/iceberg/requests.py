@@ -123,6 +123,15 @@ class CreateTableRequest(Spec):
     properties: Properties | None = None
 
 
+class QueryEventsRequest(Spec):
+    """The events endpoint's body (apache/iceberg#12584); filters LakeUI does not serve are kept and ignored."""
+
+    continuation_token: StrictStr | None = Field(None, alias="continuation-token", max_length=32)
+    page_size: StrictInt | None = Field(None, alias="page-size", ge=1, le=1000)
+    after_timestamp_ms: StrictInt | None = Field(None, alias="after-timestamp-ms", ge=0)
+    operation_types: list[StrictStr] | None = Field(None, alias="operation-types", max_length=64)
+
+
 class RegisterTableRequest(Spec):
     name: StrictStr
     metadata_location: StrictStr = Field(alias="metadata-location")
