@@ -9,7 +9,9 @@ import pytest
 
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError, ConflictError
-from merge_app.models import Merge
+from merge_app.models import Merge, MergeRequest
+from merge_app.selectors.merge_requests import resolution_of
+from merge_app.services.merge_requests import merge_request_open
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read, run_here
 from tests.support.merges import merge
@@ -151,7 +153,7 @@ def test_column_rules_settle_the_conflicting_cells_as_the_dry_run_shows(spark, b
     ).items()
 
 
-def test_rules_that_cannot_apply_are_refused_and_nothing_merges(spark, both_changed, user_client):
+def test_rules_that_cannot_apply_are_refused_and_nothing_merges(spark, both_changed, user, user_client):
     catalog = both_changed
     before = head(catalog)
     url = f"/api/v1/catalogs/{catalog.name}/merges"
@@ -180,3 +182,38 @@ def test_rules_that_cannot_apply_are_refused_and_nothing_merges(spark, both_chan
     with pytest.raises(ConflictError):
         merge(catalog, resolution={"tables": {TABLE: {"columns": {"amount": "greatest"}}}})
     assert head(catalog) == before
+
+    # A merge request keeps column rules with who chose them (the API's PATCH), refuses bad ones the same way, and
+    # its merge's audit log names the chooser of each rule.
+    opened = merge_request_open(catalog=catalog, source="dev", target="main", title="rules", author=user)
+    url = f"/api/v1/catalogs/{catalog.name}/merge-requests/{opened.number}"
+    response = user_client.patch(url, {"resolutions": {"tables": {TABLE: {"columns": {"status": "least"}}}}},
+                                 format="json")  # fmt: skip
+    assert response.status_code == 200, response.json()
+    response = user_client.patch(url, {"resolutions": {"tables": {TABLE: {"columns": {"hits": "concat"}}}}},
+                                 format="json")  # fmt: skip
+    assert (response.status_code, response.json()["code"]) == (400, "column_rule_type")
+    given = {"default": "source_wins", "tables": {TABLE: {"columns": {"amount": "sum_of_changes", "status": None}}}}
+    response = user_client.patch(url, {"resolutions": given}, format="json")
+    assert response.status_code == 200, response.json()
+    stored = MergeRequest.objects.get(id=opened.id)
+    assert resolution_of(stored)["columns"] == {TABLE: {"amount": "sum_of_changes"}}
+    assert [(c["scope"], c.get("column"), c["choice"], c["by"]) for c in stored.resolutions["chosen"]] == [
+        ("column", "status", "least", "alice"), ("default", None, "source_wins", "alice"),
+        ("column", "amount", "sum_of_changes", "alice"), ("column", "status", None, "alice"),
+    ]  # fmt: skip
+    done = merge(catalog, resolution=resolution_of(stored), audit={"resolution_choices": stored.resolutions["chosen"]})
+    [amount] = [e for e in done.log["resolutions"] if e.get("column") == "amount"]
+    assert (amount["choice"], amount["cells"], amount["chosen_by"]) == ("sum_of_changes", 3, "alice")
+    assert rows_at(spark, catalog, "main")[3][NAMES.index("amount")] == 298
+
+
+def test_the_cli_shorthand_builds_the_resolution():
+    from lakeui_client.cli import _resolution
+
+    built = _resolution(False, True, ("sales.orders.amount=greatest", "note=concat: / "), "sales.orders", None)
+    assert built == {"resolution": {"default": "target_wins", "tables": {"sales.orders": {"columns": {
+        "amount": "greatest", "note": {"concat": {"separator": " / "}}}}}}}  # fmt: skip
+    given = '{"tables": {"sales.orders": "source_wins"}}'
+    assert _resolution(False, False, ("sales.orders.hits=least",), None, given)["resolution"]["tables"] == {
+        "sales.orders": {"choice": "source_wins", "columns": {"hits": "least"}}}  # fmt: skip
