@@ -309,7 +309,10 @@ def _resolutions_checked(resolutions: Any, merge_request: MergeRequest) -> dict[
     for name, choice in tables.items():
         if not TABLE_NAME.fullmatch(name) or (not isinstance(choice, dict) and choice not in CHOICES):
             raise bad(f"tables[{name!r}] must name a table as `db.table` and choose one of {CHOICES}.")
-    for name in resolutions.get("columns", {}) if isinstance(resolutions.get("columns"), dict) else ():
+    columns = resolutions.get("columns", {})
+    if not isinstance(columns, dict):
+        raise bad("columns must map `db.table` names to {column: rule}.")
+    for name in columns:
         if not TABLE_NAME.fullmatch(name):
             raise bad(f"columns[{name!r}] must name a table as `db.table`.")
     keys = resolutions.get("keys", {})
@@ -322,7 +325,7 @@ def _resolutions_checked(resolutions: Any, merge_request: MergeRequest) -> dict[
             if len(key) > MAX_KEY_LENGTH or choice not in CHOICES:
                 raise bad(f"keys[{name!r}][{key[:40]!r}] must choose one of {CHOICES}.")
     # Column rules taken back (null) are kept apart from those checked.
-    given = {**resolutions, "tables": dict(tables), "columns": dict(resolutions.get("columns", {}))}
+    given = {**resolutions, "tables": dict(tables), "columns": dict(columns)}
     removed: dict[str, list[str]] = {}
     for name, choice in tables.items():
         if isinstance(choice, dict) and isinstance(choice.get("columns"), dict):
