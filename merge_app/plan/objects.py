@@ -233,26 +233,26 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
     if result is not None:
         chosen = semantics.choices_of(resolution, obj.name)
         per_key = resolution.get("keys", {}).get(obj.name, {})
-        rules = resolution.get("columns", {}).get(obj.name, {})
+        column_rules = resolution.get("columns", {}).get(obj.name, {})
         state = obj.merged_state or (obj.target.state if obj.target else {})
         columns = state.get("columns", [])
-        if rules:  # checked where the merge was asked for too; here against the table the merge writes
+        if column_rules:  # checked where the merge was asked for too; here against the table the merge writes
             names = {c["id"]: c["name"] for c in columns}
-            semantics.column_rules_check(rules, table=obj.name, columns=columns,
+            semantics.column_rules_check(column_rules, table=obj.name, columns=columns,
                                          keys=[names.get(i) for i in state.get("primary_key", [])])  # fmt: skip
         choices = semantics.key_choices(
-            result["conflicts"], table=obj.name, per_key=per_key, rules=rules,
+            result["conflicts"], table=obj.name, per_key=per_key, rules=column_rules,
             types={c["name"]: c["type"] for c in columns}, **chosen,
         )  # fmt: skip
         unresolved = semantics.keys_unresolved(
             listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"],
-            rules=bool(rules), **chosen,
+            rules=bool(column_rules), **chosen,
         )  # fmt: skip
         obj.keys = {
             **result["counts"], "unresolved": unresolved, "choices": choices,
             "listed": result["conflicts"][:KEYS_IN_REPORT],
         }  # fmt: skip
-        if rules:
+        if column_rules:
             obj.keys["settled_cells"] = semantics.settled_cells(choices)
     obj.pairs = []
     _decide_pairs(obj)

@@ -10,6 +10,7 @@ import pytest
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError, ConflictError
 from merge_app.models import Merge, MergeRequest
+from merge_app.plan import semantics
 from merge_app.selectors.merge_requests import resolution_of
 from merge_app.services.merge_requests import merge_request_open
 from tests.support.catalogs import head, make_catalog, make_table
@@ -217,3 +218,28 @@ def test_the_cli_shorthand_builds_the_resolution():
     given = '{"tables": {"sales.orders": "source_wins"}}'
     assert _resolution(False, False, ("sales.orders.hits=least",), None, given)["resolution"]["tables"] == {
         "sales.orders": {"choice": "source_wins", "columns": {"hits": "least"}}}  # fmt: skip
+
+
+def test_what_each_rule_settles_and_what_it_leaves_to_the_choice():
+    settle = semantics.cell_settle
+    assert settle("greatest", "long", 1, None, 5, has_base=True) == (True, 5)  # NULL ignored
+    assert settle("least", "double", 1.0, "NaN", 3.0, has_base=True) == (True, 3.0)  # NaN the greatest
+    assert settle("greatest", "date", None, "2024-01-02", "2023-12-31", has_base=False) == (True, "2024-01-02")
+    assert settle("sum_of_changes", "int", 10, None, 12, has_base=True) == (False, None)  # a NULL: not settled
+    assert settle("sum_of_changes", "int", None, 3, 4, has_base=False) == (False, None)  # no base
+    assert settle("sum_of_changes", "int", -(2**31), 2**31 - 1, 2**31 - 1, has_base=True)[0] is False  # overflow
+    assert settle("sum_of_changes", "decimal(4,2)", "1.00", "60.00", "50.00", has_base=True) == (False, None)
+    assert settle("sum_of_changes", "decimal(10,2)", "1.10", "2.25", "3.00", has_base=True) == (True, "4.15")
+    assert settle("base", "string", None, "a", "b", has_base=False) == (False, None)
+    assert settle("concat", "string", "x", None, "t", has_base=True) == (True, "t")
+    # A key whose cell no rule settles goes by the choice, or stands.
+    conflict = {"key": {"id": 9}, "key_id": "[9]", "cells": ["amount", "note"], "base": {"amount": 1, "note": "b"},
+                "source": {"amount": 2, "note": "s"}, "target": {"amount": 3, "note": "t"}}  # fmt: skip
+    types = {"amount": "long", "note": "string"}
+    rules = {"amount": "greatest"}
+    assert semantics.key_settle(conflict, rules=rules, types=types, fallback="fail", fallback_scope="default") is None
+    cells = semantics.key_settle(conflict, rules=rules, types=types, fallback="source_wins", fallback_scope="table")
+    assert {c: (cell["rule"], cell["scope"], cell["result"]) for c, cell in cells.items()} == {
+        "amount": ("greatest", "column", 3), "note": ("source_wins", "table", "s")}  # fmt: skip
+    deleted = {**conflict, "cells": ["*"], "source": None}
+    assert semantics.key_settle(deleted, rules=rules, types=types, fallback="target_wins", fallback_scope="x") is None
