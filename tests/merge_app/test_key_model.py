@@ -15,6 +15,9 @@ row of that key is a change of its own (a conflict where the two rows differ).
 
     LAKEUI_KEY_MODEL_SEED=7 LAKEUI_KEY_MODEL_STEPS=2000 pytest tests/merge_app/test_key_model.py
 
+A merge retried with a resolution draws column rules (docs/merge-semantics.md#column-rules) half the time
+(`LAKEUI_KEY_MODEL_RULES`, the share), which the model applies cell by cell.
+
 The seed and the steps so far are printed on failure.
 """
 
@@ -39,6 +42,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
 STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "60"))
+RULED = float(os.environ.get("LAKEUI_KEY_MODEL_RULES", "0.5"))  # the share of resolved merges with column rules
 PICKS = int(os.environ.get("LAKEUI_KEY_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among steps
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
 KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
@@ -419,7 +423,7 @@ class Run:
             # Column rules, drawn apart (`self.rules`) so that the history draws as it did without them: a rule
             # for each column or none, the rest by the choice (and a fail, so that a cell no rule settles stands).
             rules = {column: rule for column, drawn in RULES.items()
-                     if (rule := self.rules.choice(drawn)) is not None} if self.rules.random() < 0.5 else {}  # fmt: skip
+                     if (rule := self.rules.choice(drawn)) is not None} if self.rules.random() < RULED else {}  # fmt: skip
             if rules and self.rules.random() < 0.3:
                 choice = "fail"
             self.log.append(f"merge {source} into {target} with {choice} {rules or ''}")
