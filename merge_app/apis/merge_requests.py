@@ -156,8 +156,9 @@ class MergeRequestDetailApi(APIView):
         state = serializers.ChoiceField(choices=["open", "closed"], required=False, help_text="close or reopen")
         resolutions = serializers.JSONField(
             required=False,
-            help_text=f'{{"default": choice, "tables": {{"db.t": choice}}, "keys": {{"db.t": {{key: choice}}}}}}, '
-            f"choice one of {CHOICES}",
+            help_text=f'{{"default": choice, "tables": {{"db.t": choice | {{"choice": choice, "columns": {{column: '
+            f'rule | null}}}}}}, "keys": {{"db.t": {{key: choice}}}}}}, choice one of {CHOICES}; column rules as a '
+            "merge's",
         )
 
     @extend_schema(responses=MergeRequestDetailOutputSerializer)

@@ -175,8 +175,10 @@ class MergeListApi(PagedApi):
         dry_run = serializers.BooleanField(default=False)
         resolution = serializers.DictField(
             required=False,
-            help_text='{"default": fail|source_wins|target_wins, "tables": {"db.t": choice}, "keys": {"db.t": {key: '
-            "choice}}}",
+            help_text='{"default": fail|source_wins|target_wins, "tables": {"db.t": choice | {"choice": choice, '
+            '"columns": {column: rule}}}, "keys": {"db.t": {key: choice}}}; a column rule (source_wins, target_wins, '
+            'base, greatest, least, sum_of_changes, concat, {"concat": {"separator": s}}) settles the conflicting '
+            "cells of that column of a primary-key table",
         )
         expected_heads = serializers.DictField(
             child=serializers.CharField(max_length=32), required=False,

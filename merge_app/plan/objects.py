@@ -183,26 +183,49 @@ def plan_objects(
 
 
 def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOICES) -> dict[str, Any]:
-    """`{"default": fail | source_wins | target_wins, "tables": {"db.t": choice}, "keys": {"db.t": {key_id:
-    choice}}}`; the default settles data conflicts only, a table's choice also its DDL conflicts. `choices`: the
-    planner's own callers also pass LEAVE_OUT (a virtual base's)."""
+    """`{"default": fail | source_wins | target_wins, "tables": {"db.t": choice | {"choice": choice, "columns":
+    {column: rule}}}, "keys": {"db.t": {key_id: choice}}}`; the default settles data conflicts only, a table's
+    choice also its DDL conflicts; a table's column rules settle the conflicting cells of its keys
+    (`semantics.key_settle`). Given back with the column rules apart (`"columns": {"db.t": {column: rule}}`, a form
+    it also takes) and each table's choice a string. `choices`: the planner's own callers also pass LEAVE_OUT (a
+    virtual base's)."""
     resolution = resolution or {}
-    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys"}:
+    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys", "columns"}:
         raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
     tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
+    columns = resolution.get("columns", {})
     if (
         not isinstance(tables, dict)
         or not isinstance(keys, dict)
+        or not isinstance(columns, dict)
         or not all(isinstance(k, dict) for k in keys.values())
     ):
         raise ApplicationError(
             "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
         )
+    tables, columns = dict(tables), dict(columns)
+    for table, given in list(tables.items()):
+        if not isinstance(given, dict):
+            continue
+        if set(given) - {"choice", "columns"}:
+            raise ApplicationError("invalid_resolution", f"A table's resolution ({table!r}) takes `choice` and "
+                                   "`columns`.", details={"table": table})  # fmt: skip
+        if "columns" in given:
+            columns[table] = {**columns.get(table, {}), **semantics.column_rules_shape(given["columns"], table=table)}
+        if "choice" in given:
+            tables[table] = given["choice"]
+        else:
+            del tables[table]
+    for table, given in columns.items():
+        semantics.column_rules_shape(given, table=table)
     chosen = [resolution.get("default", "fail"), *tables.values()]
     chosen += [choice for per_key in keys.values() for choice in per_key.values()]
     if any(not isinstance(choice, str) or choice not in choices for choice in chosen):
         raise ApplicationError("invalid_resolution", f"A resolution is one of {CHOICES}.")
-    return resolution
+    checked = {**resolution, "tables": tables} if "tables" in resolution else dict(resolution)
+    if columns:
+        checked["columns"] = {table: rules for table, rules in columns.items() if rules}
+    return checked
 
 
 def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
@@ -210,14 +233,27 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
     if result is not None:
         chosen = semantics.choices_of(resolution, obj.name)
         per_key = resolution.get("keys", {}).get(obj.name, {})
-        choices = semantics.key_choices(result["conflicts"], table=obj.name, per_key=per_key, **chosen)
+        column_rules = resolution.get("columns", {}).get(obj.name, {})
+        state = obj.merged_state or (obj.target.state if obj.target else {})
+        columns = state.get("columns", [])
+        if column_rules:  # checked where the merge was asked for too; here against the table the merge writes
+            names = {c["id"]: c["name"] for c in columns}
+            semantics.column_rules_check(column_rules, table=obj.name, columns=columns,
+                                         keys=[names.get(i) for i in state.get("primary_key", [])])  # fmt: skip
+        choices = semantics.key_choices(
+            result["conflicts"], table=obj.name, per_key=per_key, rules=column_rules,
+            types={c["name"]: c["type"] for c in columns}, **chosen,
+        )  # fmt: skip
         unresolved = semantics.keys_unresolved(
-            listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"], **chosen
-        )
+            listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"],
+            rules=bool(column_rules), **chosen,
+        )  # fmt: skip
         obj.keys = {
             **result["counts"], "unresolved": unresolved, "choices": choices,
             "listed": result["conflicts"][:KEYS_IN_REPORT],
         }  # fmt: skip
+        if column_rules:
+            obj.keys["settled_cells"] = semantics.settled_cells(choices)
     obj.pairs = []
     _decide_pairs(obj)
     if not any(pair.cell == "4.4" for pair in obj.pairs):

@@ -14,13 +14,21 @@ states.py. The diff (selectors/diff.py) and the key comparison (services/keys.py
 test_semantics.py runs them without a database.
 """
 
+import base64
+import datetime
+import decimal
+import math
+import re
+import struct
 from collections.abc import Hashable
 from typing import Any
 
+from lakeui.errors import ApplicationError
 from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"  # a key's change on one side (catalog_app.engine.keys)
 SETTLING = frozenset({"source_wins", "target_wins"})  # the choices that settle a conflict (`fail` does not)
+COLUMNS = "columns"  # a key settled cell by cell by its table's column rules (`key_settle`)
 
 # --- names (4.1) -----------------------------------------------------------------------------------------
 
@@ -87,13 +95,31 @@ def table_resolution(settled: list[str | None], *, table_choice: str | None, def
 
 
 def key_choices(
-    conflicts: list[dict], *, table: str, per_key: dict[str, str], table_choice: str | None, default: str
+    conflicts: list[dict],
+    *,
+    table: str,
+    per_key: dict[str, str],
+    table_choice: str | None,
+    default: str,
+    rules: dict[str, Any] | None = None,
+    types: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The choice of each conflicting key listed (`key`, `key_id`) that settles it, with its scope: the key's own,
-    else the table's, else the default. A key whose choice is `fail` is left out: it stands."""
+    else the table's column rules (`rules`, with the columns' `types`: each key whose conflict is of cells is merged
+    cell by cell, its conflicting cells settled by `key_settle`; choice `columns`, with the `cells`), else the
+    table's choice, else the default. A key whose choice is `fail` is left out: it stands."""
     fallback, fallback_scope = (table_choice, "table") if table_choice else (default, "default")
     choices = []
     for conflict in conflicts:
+        if rules and conflict["key_id"] not in per_key and conflict["cells"] != ["*"]:
+            cells = key_settle(conflict, rules=rules, types=types or {}, fallback=fallback,
+                               fallback_scope=fallback_scope)  # fmt: skip
+            if cells is not None:
+                choices.append(
+                    {"object": table, "scope": "columns", "key": conflict["key"], "key_id": conflict["key_id"],
+                     "choice": COLUMNS, "cells": cells}
+                )  # fmt: skip
+            continue
         choice = per_key.get(conflict["key_id"], fallback)
         if choice != FAIL:
             scope = "key" if conflict["key_id"] in per_key else fallback_scope
@@ -104,11 +130,31 @@ def key_choices(
     return choices
 
 
-def keys_unresolved(*, listed: int, settled: int, total: int, table_choice: str | None, default: str) -> int:
+def keys_unresolved(
+    *, listed: int, settled: int, total: int, table_choice: str | None, default: str, rules: bool = False
+) -> int:
     """Conflicting keys that stand: the listed ones not settled, and those past the list (counted, not listed)
-    unless the table's choice or the default settles them."""
+    unless the table's choice or the default settles them (not known for them with column rules: they stand; a
+    worker's plan lists every key)."""
     fallback = table_choice or default
-    return listed - settled + (total - listed if fallback == FAIL else 0)
+    return listed - settled + (total - listed if fallback == FAIL or rules else 0)
+
+
+def settled_cells(choices: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per column, the cells column rules settled (`key_choices`' `columns` choices): each rule with where it came
+    from, the count and a sample of keys with base, source, target and result (SAMPLE_CELLS at most)."""
+    columns: dict[str, dict[str, Any]] = {}
+    for choice in choices:
+        for column, cell in choice.get("cells", {}).items():
+            name = column_rule_parse(cell["rule"])[0] if cell["rule"] != "same_change" else cell["rule"]
+            entry = columns.setdefault(column, {"rules": {}, "cells": 0, "sample": []})
+            rule = entry["rules"].setdefault(name, {"rule": cell["rule"], "scope": cell["scope"], "cells": 0})
+            rule["cells"] += 1
+            entry["cells"] += 1
+            if len(entry["sample"]) < SAMPLE_CELLS:
+                entry["sample"].append({"key": choice["key"], "rule": name, **{k: cell[k] for k in
+                                        ("base", "source", "target", "result")}})  # fmt: skip
+    return columns
 
 
 # --- rows of primary-key tables (4.4) --------------------------------------------------------------------
@@ -158,3 +204,208 @@ def _row_merge(src_change, dest_change, base, mine, theirs, columns) -> tuple[li
             cells.append(column)
         merged[column] = mine[column]
     return (cells, None) if cells else ([], merged)
+
+
+# --- column rules: conflicting cells of primary-key tables (4.4) -----------------------------------------
+
+SOURCE, TARGET, BASE = "source_wins", "target_wins", "base"
+GREATEST, LEAST, SUM_OF_CHANGES, CONCAT = "greatest", "least", "sum_of_changes", "concat"
+COLUMN_CHOICES = (SOURCE, TARGET, BASE, GREATEST, LEAST, SUM_OF_CHANGES, CONCAT)
+CONCAT_SEPARATOR = " | "  # `concat` without a separator of its own
+MAX_SEPARATOR = 100
+MAX_COLUMN_RULES = 1000
+SAMPLE_CELLS = 20  # settled cells listed per column in the report and the audit log (all are counted)
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_INTEGERS = {"int": (-(2**31), 2**31), "long": (-(2**63), 2**63)}
+NUMBERS = ("int", "long", "float", "double")  # and decimals
+ORDERED = (*NUMBERS, "string", "date", "timestamp")  # and decimals: the types `greatest` and `least` compare
+# The types each rule takes (None: any type); decimals go with the numbers.
+RULE_TYPES: dict[str, tuple[str, ...] | None] = {
+    SOURCE: None, TARGET: None, BASE: None, GREATEST: ORDERED, LEAST: ORDERED, SUM_OF_CHANGES: NUMBERS,
+    CONCAT: ("string",),
+}  # fmt: skip
+
+
+def column_rule_parse(rule: Any) -> tuple[str, str | None]:
+    """A column's rule as a resolution gives it: a choice's name, or `{"concat": {"separator": " | "}}`. Its name
+    and separator (None but for `concat`); ValueError with what is wrong."""
+    if isinstance(rule, dict) and len(rule) == 1 and CONCAT in rule:
+        options = rule[CONCAT]
+        if not isinstance(options, dict) or set(options) - {"separator"}:
+            raise ValueError('`concat` takes {"separator": "..."} only.')
+        separator = options.get("separator", CONCAT_SEPARATOR)
+        if not isinstance(separator, str) or len(separator) > MAX_SEPARATOR:
+            raise ValueError(f"A `concat` separator is a string of at most {MAX_SEPARATOR} characters.")
+        return CONCAT, separator
+    if not isinstance(rule, str) or rule not in COLUMN_CHOICES:
+        raise ValueError(f'A column\'s rule is one of {list(COLUMN_CHOICES)} or {{"concat": {{"separator": ...}}}}.')
+    return rule, (CONCAT_SEPARATOR if rule == CONCAT else None)
+
+
+def column_rules_shape(rules: Any, *, table: str) -> dict[str, Any]:
+    """A table's column rules checked for their shape (names and choices; the table's columns are checked where they
+    are known, `column_rules_check`). Raises `invalid_resolution`."""
+    if not isinstance(rules, dict) or len(rules) > MAX_COLUMN_RULES:
+        raise ApplicationError("invalid_resolution", f"`columns` of {table!r} maps column names to rules "
+                               f"(at most {MAX_COLUMN_RULES}).", details={"table": table})  # fmt: skip
+    for column, rule in rules.items():
+        if not isinstance(column, str) or not COLUMN_NAME.fullmatch(column):
+            raise ApplicationError("invalid_resolution", f"{str(column)[:64]!r} is not a column name.",
+                                   details={"table": table, "column": str(column)[:64]})  # fmt: skip
+        try:
+            column_rule_parse(rule)
+        except ValueError as bad:
+            raise ApplicationError("invalid_column_rule", f"Column {column!r} of {table!r}: {bad}",
+                                   details={"table": table, "column": column, "choices": list(COLUMN_CHOICES)},
+                                   ) from None  # fmt: skip
+    return rules
+
+
+def _type_fits(name: str, type_name: str) -> bool:
+    taken = RULE_TYPES[name]
+    if taken is None:
+        return True
+    return type_name in taken or (type_name.startswith("decimal") and "double" in taken)
+
+
+def column_rules_check(rules: dict[str, Any], *, table: str, columns: list[dict], keys: list[str]) -> None:
+    """A table's column rules against its columns (each {name, type}): every column named exists, is not a key
+    column (a key's cells never conflict) and has a type its rule takes. Raises a 400 naming the column."""
+    types = {c["name"]: c["type"] for c in columns}
+    for column, rule in rules.items():
+        details = {"table": table, "column": column}
+        if column not in types:
+            raise ApplicationError("unknown_column", f"{table!r} has no column {column!r} for a column rule.",
+                                   details={**details, "columns": sorted(types)})  # fmt: skip
+        if column in keys:
+            raise ApplicationError("invalid_column_rule", f"{column!r} is a key column of {table!r}: its cells never "
+                                   "conflict, so it takes no column rule.", details=details)  # fmt: skip
+        name, _ = column_rule_parse(rule)
+        if not _type_fits(name, types[column]):
+            taken = {CONCAT: "strings", SUM_OF_CHANGES: "numbers"}.get(name, "numbers, strings, dates and timestamps")
+            raise ApplicationError(
+                "column_rule_type",
+                f"{name} cannot settle column {column!r} of {table!r}: it is of type {types[column]}, and {name} "
+                f"takes {taken} only.",
+                details={**details, "rule": name, "type": types[column]},
+            )  # fmt: skip
+
+
+def cell_value(value: Any, type_name: str) -> Any:
+    """A cell as the key comparison lists it (JSON, `engine.types.json_value`) as the Python value of its column's
+    type (the inverse: dates, timestamps naive in UTC, decimals, bytes)."""
+    if value is None:
+        return None
+    if type_name == "date":
+        return datetime.date.fromisoformat(value)
+    if type_name == "timestamp":
+        return datetime.datetime.fromisoformat(value)
+    if type_name.startswith("decimal"):
+        return decimal.Decimal(str(value))
+    if type_name == "binary":
+        return base64.b64decode(value)
+    if type_name in ("float", "double") and isinstance(value, str):
+        return float(value)  # NaN and the infinities are named in JSON
+    return value
+
+
+def cell_json(value: Any) -> Any:
+    """A cell's Python value as JSON (as `engine.types.json_value` gives it)."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _order(value: Any) -> tuple:
+    return (isinstance(value, float) and math.isnan(value), value)  # NaN orders above every number, as in Spark
+
+
+def cell_settle(rule: Any, type_name: str, base: Any, source: Any, target: Any, *, has_base: bool) -> tuple[bool, Any]:
+    """One conflicting cell settled by its column's rule, on the three values as JSON (the base's None when the row
+    has no base, `has_base` false: both inserted the key). Whether the rule settles it, and the value (JSON).
+
+    `greatest`/`least` ignore NULL (as SQL's GREATEST); `sum_of_changes` is target + source - base, and settles no
+    cell with a NULL among the three, no key without a base and no result outside the column's type; `concat` is the
+    target's value, the separator and the source's (a NULL side is left out); `base` settles no key without a base.
+    A cell a rule does not settle goes by the table's or the merge's choice, or stands."""
+    name, separator = column_rule_parse(rule)
+    if name == SOURCE:
+        return True, source
+    if name == TARGET:
+        return True, target
+    if name == BASE:
+        return has_base, base
+    values = [cell_value(v, type_name) for v in (base, source, target)]
+    old, mine, theirs = values
+    if name in (GREATEST, LEAST):
+        present = [v for v in (mine, theirs) if v is not None]
+        if not present:
+            return True, None
+        pick = max(present, key=_order) if name == GREATEST else min(present, key=_order)
+        return True, cell_json(pick)
+    if name == CONCAT:
+        present = [v for v in (theirs, mine) if v is not None]
+        return True, (separator.join(present) if present else None)
+    # sum_of_changes
+    if not has_base or None in values:
+        return False, None
+    if type_name.startswith("decimal"):
+        precision, scale = (int(d.strip()) for d in type_name[len("decimal(") : -1].split(","))
+        with decimal.localcontext(prec=80):
+            total = (theirs + mine - old).quantize(decimal.Decimal(1).scaleb(-scale))
+        if abs(total) >= decimal.Decimal(10) ** (precision - scale):
+            return False, None
+        return True, str(total)
+    total = theirs + mine - old
+    if type_name in _INTEGERS:
+        low, high = _INTEGERS[type_name]
+        return (low <= total < high), (total if low <= total < high else None)
+    if type_name == "float" and math.isfinite(total) and abs(total) < 3.4e38:  # 32 bits: the value written
+        total = struct.unpack("f", struct.pack("f", total))[0]
+    return True, cell_json(float(total))
+
+
+def row_settled(base: dict | None, mine: dict, theirs: dict, columns: list[str], settled: dict[str, Any]) -> dict:
+    """The merged row of a conflicting key whose conflicting cells are all settled (`settled`: column -> value): the
+    target's row with the source's changes of the other cells (the cell-by-cell merge) and the settled cells."""
+    merged = dict(theirs)
+    if base is not None:
+        for column in columns:
+            if mine[column] != base[column] and theirs[column] == base[column]:
+                merged[column] = mine[column]
+    merged.update(settled)
+    return merged
+
+
+def key_settle(
+    conflict: dict, *, rules: dict[str, Any], types: dict[str, str], fallback: str, fallback_scope: str
+) -> dict[str, dict] | None:
+    """The conflicting cells of one key settled by column rules (`rules`: column -> rule): each cell by its column's
+    rule, else by the fallback choice (the table's or the merge's) if it settles; None when some cell stands or
+    the conflict is not of cells (a delete against an update, or `merge.granularity=row` with no common cell).
+    Each cell: the rule, where it came from (`column`, `table` or `default`), base, source, target, result."""
+    if conflict["cells"] == ["*"] or conflict["source"] is None or conflict["target"] is None:
+        return None
+    base, source, target = conflict["base"], conflict["source"], conflict["target"]
+    cells = {}
+    for column in conflict["cells"]:
+        inputs = {"base": None if base is None else base[column], "source": source[column], "target": target[column]}
+        settled = False
+        if source[column] == target[column]:  # both made the same change (a row-granularity conflict)
+            settled, value, rule, scope = True, source[column], "same_change", "both_sides"
+        elif column in rules:
+            rule, scope = rules[column], "column"
+            settled, value = cell_settle(rule, types[column], inputs["base"], inputs["source"], inputs["target"],
+                                         has_base=base is not None)  # fmt: skip
+        if not settled:
+            if fallback not in SETTLING:
+                return None
+            rule, scope, value = fallback, fallback_scope, source[column] if fallback == SOURCE else target[column]
+        cells[column] = {"rule": rule, "scope": scope, **inputs, "result": value}
+    return cells

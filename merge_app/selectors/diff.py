@@ -15,7 +15,13 @@ from typing import Any
 
 from catalog_app.models import Catalog, Commit, ObjectKind, Operation
 from catalog_app.selectors.commits import commit_operation_rows, operation_rows
-from catalog_app.selectors.objects import object_by_id, object_children, object_ids_named, objects_newest_rows
+from catalog_app.selectors.objects import (
+    object_by_id,
+    object_children,
+    object_find,
+    object_ids_named,
+    objects_newest_rows,
+)
 from catalog_app.selectors.refs import Chain, commit_by_id, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import (
     NO_FILES,
@@ -29,7 +35,7 @@ from catalog_app.selectors.table_files import (
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app.models import KeyComparison, VirtualBase
-from merge_app.plan import decide, rules, states
+from merge_app.plan import decide, rules, semantics, states
 from merge_app.plan import objects as plan_objects
 from merge_app.plan.objects import (
     MERGED_KINDS,
@@ -162,12 +168,28 @@ class MergeDiff:
 
     @property
     def resolution_log(self) -> list[dict[str, Any]]:
+        """Each resolution applied: a key's choice, a column rule (with the count of cells it settled and a sample of
+        them, `semantics.settled_cells`; the keys it settled are not listed one by one), a table's or the default."""
         tables = self.resolution.get("tables", {})
-        return [entry for obj in self.objects for entry in (obj.keys or {}).get("choices", [])] + [
-            {"object": obj.name, "scope": "table" if obj.name in tables else "default", "choice": obj.resolution}
-            for obj in self.objects
-            if obj.resolution
-        ]
+        keys = [
+            entry for obj in self.objects for entry in (obj.keys or {}).get("choices", [])
+            if entry["choice"] != semantics.COLUMNS
+        ]  # fmt: skip
+        columns = [
+            {"object": obj.name, "scope": rule["scope"], "column": column, "choice": rule["rule"],
+             "cells": rule["cells"], "sample": [cell for cell in settled["sample"] if cell["rule"] == name]}
+            for obj in self.objects for column, settled in (obj.keys or {}).get("settled_cells", {}).items()
+            for name, rule in settled["rules"].items()
+        ]  # fmt: skip
+        return (
+            keys
+            + columns
+            + [
+                {"object": obj.name, "scope": "table" if obj.name in tables else "default", "choice": obj.resolution}
+                for obj in self.objects
+                if obj.resolution
+            ]
+        )
 
     @property
     def up_to_date(self) -> bool:
@@ -178,6 +200,38 @@ class MergeDiff:
         if self.explicit is None:
             return not self.source_commits
         return not any(obj.merges for obj in self.objects)
+
+
+def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: dict[str, Any] | None) -> None:
+    """A checked resolution's column rules (`resolution_check`) against the tables they name as `refs` (the merge's
+    source and target) hold them, where the merge is asked for: 400 `unknown_table` for a table neither holds,
+    `column_rules_keyless` for one without a primary key, and `semantics.column_rules_check`'s for the columns. A
+    column the target has is checked with its type there, one only the source has with the source's. The plan checks
+    them again against the table it merges."""
+    rules = (resolution or {}).get("columns", {})
+    if not rules:
+        return
+    chains = [ref_resolve(catalog=catalog, ref=ref).chain for ref in refs]
+    for table, columns in rules.items():
+        database, _, name = table.partition(".")
+        found = []
+        for chain in chains:
+            db = object_find(chain, kind=ObjectKind.DATABASE, name=database)
+            version = db and object_find(chain, kind=ObjectKind.TABLE, name=name, parent_id=db.object_id)
+            if version is not None:
+                found.append(version.state)
+        if not found:
+            raise ApplicationError("unknown_table", f"{table!r} is a table of neither side, for its column rules.",
+                                   details={"table": table})  # fmt: skip
+        if not found[-1].get("primary_key"):
+            message = f"{table!r} has no primary key: column rules settle the conflicting cells of keyed tables only."
+            raise ApplicationError("column_rules_keyless", message, details={"table": table})
+        by_name: dict[str, dict] = {}
+        for state in found:  # the target's last: its type wins
+            by_name |= {c["name"]: c for c in state["columns"]}
+        names = {c["id"]: c["name"] for state in found for c in state["columns"]}
+        keys = [names.get(i) for i in found[-1]["primary_key"]]
+        semantics.column_rules_check(columns, table=table, columns=list(by_name.values()), keys=keys)
 
 
 def merge_diff(*, catalog: Catalog, source: str, target: str, resolution: dict | None = None) -> MergeDiff:

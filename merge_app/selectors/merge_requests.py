@@ -118,11 +118,14 @@ def report_plan(report: dict[str, Any]) -> dict[str, Any]:
 def resolution_of(merge_request: MergeRequest) -> dict[str, Any]:
     """The request's resolutions as the merge engine takes them (`resolution_check`'s shape)."""
     chosen = merge_request.resolutions or {}
-    return {
+    resolution = {
         "default": chosen.get("default", "fail"),
         "tables": chosen.get("tables", {}),
         "keys": chosen.get("keys", {}),
     }
+    if chosen.get("columns"):  # only when there are: plans made before column rules compare equal
+        resolution["columns"] = chosen["columns"]
+    return resolution
 
 
 @dataclass

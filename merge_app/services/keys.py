@@ -69,6 +69,10 @@ class KeyResult:
     # For the merge in this process: rows as Spark gave them, by key id (None: the key is deleted).
     merged: dict[str, tuple[tuple, tuple | None]] = field(default_factory=dict)
     source_rows: dict[str, tuple[tuple, tuple | None]] = field(default_factory=dict)
+    # The three rows of each conflicting key as Spark gave them (base, source, target; None where there is none):
+    # a key column rules settle is written from them (`replay`).
+    conflict_rows: dict[str, tuple[tuple, dict | None, dict | None, dict | None]] = field(default_factory=dict)
+    value_columns: list[str] = field(default_factory=list)
 
 
 def _json(values: dict | None) -> dict | None:
@@ -83,7 +87,7 @@ def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: li
     changes = engine.key_changes(spark, sides.table, src, dest, target_overwrites=target_overwrites)
     keys = sides.table.keys
     value_columns = [c.name for c in sides.table.data.columns if c.name not in keys]
-    result = KeyResult()
+    result = KeyResult(value_columns=value_columns)
     for both in changes.both:
         key_id = json.dumps([json_value(v) for v in both.key], separators=(",", ":"))
         cells, merged = semantics.row_merge(
@@ -92,6 +96,7 @@ def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: li
         )  # fmt: skip
         if merged is None:
             result.source_rows[key_id] = (both.key, None if both.source is None else tuple(both.source.values()))
+            result.conflict_rows[key_id] = (both.key, both.base, both.source, both.target)
             result.conflicts.append(
                 {"key": dict(zip(keys, [json_value(v) for v in both.key], strict=True)), "key_id": key_id,
                  "source_change": both.source_change, "target_change": both.target_change,
@@ -110,12 +115,23 @@ def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: li
 
 
 def replay(
-    spark, sides: Sides, result: KeyResult, only, choices: dict[str, str], *, tag: str
-) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[FileRow]]:
+    spark, sides: Sides, result: KeyResult, only, choices: dict[str, str], *, tag: str,
+    cells: dict[str, dict[str, Any]] | None = None,
+) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[FileRow]]:  # fmt: skip
     """Write the merge on the target: delete files for the keys whose row changes, and one segment with their new
-    rows. `choices` maps a conflicting key (its `key_id`) to source_wins, target_wins or (the bases of a virtual
-    base) leave_out: the key is deleted."""
+    rows. `choices` maps a conflicting key (its `key_id`) to source_wins, target_wins, columns (settled cell by cell
+    by column rules: `cells` holds each such key's settled cells, column -> value as the plan made it, which the
+    preview showed) or (the bases of a virtual base) leave_out: the key is deleted."""
     rows = list(result.merged.values())
+    types = {c.name: c.type for c in sides.table.data.columns}
+    for key_id, settled in (cells or {}).items():
+        if choices.get(key_id) != semantics.COLUMNS:
+            continue
+        key, base, source, target = result.conflict_rows[key_id]
+        values = {column: semantics.cell_value(value, types[column]) for column, value in settled.items()}
+        merged = semantics.row_settled(base, source, target, result.value_columns, values)
+        if merged != target:
+            rows.append((key, tuple(merged.values())))
     rows += [row for key_id, row in result.source_rows.items() if choices.get(key_id) == SOURCE_WINS]
     rows += [(key, None) for key_id, (key, _) in result.source_rows.items() if choices.get(key_id) == LEAVE_OUT]
     # Where the target's rows of these keys can be: the ancestor's segments the source changed (a key it changed

@@ -33,6 +33,7 @@ from lakeui.jobs.services import job_create
 from merge_app.job_specs import MergeRequestPlanSpec
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.plan.rules import CHOICES
+from merge_app.selectors.diff import resolution_check, resolution_columns_check
 from merge_app.selectors.graph import CommitGraph
 from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, report_plan, resolution_of
 from merge_app.services.events import merge_request_event_emit
@@ -289,13 +290,16 @@ def merge_request_review(
     return review
 
 
-def _resolutions_checked(resolutions: Any) -> dict[str, Any]:
-    """{"default": choice, "tables": {"db.t": choice}, "keys": {"db.t": {key: choice}}}; every part optional."""
+def _resolutions_checked(resolutions: Any, merge_request: MergeRequest) -> dict[str, Any]:
+    """{"default": choice, "tables": {"db.t": choice | {"choice": choice, "columns": {column: rule}}}, "keys":
+    {"db.t": {key: choice}}}; every part optional. A column rule of null takes the column's rule back. Given back
+    with the column rules apart (`"columns": {"db.t": {column: rule | None}}`, as `resolution_check` gives them),
+    checked against the request's tables (`resolution_columns_check`)."""
 
     def bad(message: str) -> ApplicationError:
         return ApplicationError("invalid_resolution", message, details={"choices": list(CHOICES)})
 
-    if not isinstance(resolutions, dict) or not set(resolutions) <= {"default", "tables", "keys"}:
+    if not isinstance(resolutions, dict) or not set(resolutions) <= {"default", "tables", "keys", "columns"}:
         raise bad("resolutions must be an object with `default`, `tables` and/or `keys`.")
     if "default" in resolutions and resolutions["default"] not in CHOICES:
         raise bad(f"default must be one of {CHOICES}.")
@@ -303,8 +307,14 @@ def _resolutions_checked(resolutions: Any) -> dict[str, Any]:
     if not isinstance(tables, dict):
         raise bad("tables must map `db.table` names to a choice.")
     for name, choice in tables.items():
-        if not TABLE_NAME.fullmatch(name) or choice not in CHOICES:
+        if not TABLE_NAME.fullmatch(name) or (not isinstance(choice, dict) and choice not in CHOICES):
             raise bad(f"tables[{name!r}] must name a table as `db.table` and choose one of {CHOICES}.")
+    columns = resolutions.get("columns", {})
+    if not isinstance(columns, dict):
+        raise bad("columns must map `db.table` names to {column: rule}.")
+    for name in columns:
+        if not TABLE_NAME.fullmatch(name):
+            raise bad(f"columns[{name!r}] must name a table as `db.table`.")
     keys = resolutions.get("keys", {})
     if not isinstance(keys, dict):
         raise bad("keys must map `db.table` names to {key: choice}.")
@@ -314,7 +324,25 @@ def _resolutions_checked(resolutions: Any) -> dict[str, Any]:
         for key, choice in choices.items():
             if len(key) > MAX_KEY_LENGTH or choice not in CHOICES:
                 raise bad(f"keys[{name!r}][{key[:40]!r}] must choose one of {CHOICES}.")
-    return resolutions
+    # Column rules taken back (null) are kept apart from those checked.
+    given = {**resolutions, "tables": dict(tables), "columns": dict(columns)}
+    removed: dict[str, list[str]] = {}
+    for name, choice in tables.items():
+        if isinstance(choice, dict) and isinstance(choice.get("columns"), dict):
+            rules = dict(choice["columns"])
+            removed.setdefault(name, []).extend(c for c, rule in rules.items() if rule is None)
+            given["tables"][name] = {**choice, "columns": {c: r for c, r in rules.items() if r is not None}}
+    for name, rules in given["columns"].items():
+        if isinstance(rules, dict):
+            removed.setdefault(name, []).extend(c for c, rule in rules.items() if rule is None)
+            given["columns"][name] = {c: r for c, r in rules.items() if r is not None}
+    checked = resolution_check(given)
+    resolution_columns_check(catalog=merge_request.catalog, refs=[merge_request.source, merge_request.target],
+                             resolution=checked)  # fmt: skip
+    columns = {name: dict(rules) for name, rules in checked.get("columns", {}).items()}
+    for name, taken_back in removed.items():
+        columns.setdefault(name, {}).update(dict.fromkeys(taken_back))
+    return {**checked, "columns": columns}
 
 
 def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user: AbstractBaseUser) -> list[dict]:
@@ -323,6 +351,7 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
         "default": merge_request.resolutions.get("default", "fail"),
         "tables": dict(merge_request.resolutions.get("tables", {})),
         "keys": {name: dict(keys) for name, keys in merge_request.resolutions.get("keys", {}).items()},
+        "columns": {name: dict(rules) for name, rules in merge_request.resolutions.get("columns", {}).items()},
         "chosen": list(merge_request.resolutions.get("chosen", [])),
     }
     at, by = timezone.now().isoformat(), user.get_username()
@@ -339,6 +368,16 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
             if current["keys"].get(name, {}).get(key) != choice:
                 current["keys"].setdefault(name, {})[key] = choice
                 changed.append({"scope": "key", "table": name, "key": key, "choice": choice, "by": by, "at": at})
+    for name, rules in given.get("columns", {}).items():
+        for column, rule in rules.items():
+            if current["columns"].get(name, {}).get(column) != rule:
+                if rule is None:
+                    current["columns"].get(name, {}).pop(column, None)
+                else:
+                    current["columns"].setdefault(name, {})[column] = rule
+                changed.append({"scope": "column", "table": name, "column": column, "choice": rule, "by": by,
+                                "at": at})  # fmt: skip
+    current["columns"] = {name: rules for name, rules in current["columns"].items() if rules}
     current["chosen"].extend(changed)
     merge_request.resolutions = current
     return changed
@@ -355,7 +394,7 @@ def _changes_the_merge(merge_request: MergeRequest, changed: list[dict]) -> bool
     for choice in changed:
         if choice["scope"] == "default" and in_conflict:
             return True
-        if choice["scope"] in ("table", "key") and choice.get("table") in in_conflict:
+        if choice["scope"] in ("table", "key", "column") and choice.get("table") in in_conflict:
             return True
     return False
 
@@ -392,7 +431,7 @@ def merge_request_update(
         _event(merge_request, "edited", user, **edited)
     if resolutions is not None:
         _refuse_if_not_open(merge_request)
-        changed = _resolutions_apply(merge_request, _resolutions_checked(resolutions), user)
+        changed = _resolutions_apply(merge_request, _resolutions_checked(resolutions, merge_request), user)
         if changed:
             _event(merge_request, "resolutions_changed", user, choices=changed)
             if _changes_the_merge(merge_request, changed):

@@ -33,6 +33,7 @@ from merge_app.plan.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import REVERT, MergeDiff, ObjectDiff, overwritten_partitions
 from merge_app.services import keys
 
+LISTS = ("listed", "choices", "settled_cells")  # a key comparison's lists, which the operation does not record
 KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
 
 
@@ -93,8 +94,16 @@ class MergeWriter:
             if self.writes[obj.object_id].how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
                 choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
+                cells = {c["key_id"]: {column: cell["result"] for column, cell in c["cells"].items()}
+                         for c in obj.keys["choices"] if "cells" in c}  # fmt: skip
                 self.prepared[obj.object_id] = keys.replay(
-                    spark_session(), run.sides, run.result, run.only, choices, tag=f"merge-{uuid.uuid4().hex}"
+                    spark_session(),
+                    run.sides,
+                    run.result,
+                    run.only,
+                    choices,
+                    tag=f"merge-{uuid.uuid4().hex}",
+                    cells=cells,
                 )
             elif self.writes[obj.object_id].by_file:
                 found = self.file_plans[obj.object_id]
@@ -316,7 +325,7 @@ class MergeWriter:
         details = {
             "segments_added": [str(f.id) for f in new_segments], "deltas_added": [str(f.id) for f in new_deltas],
             "segments_removed": [], "deltas_removed": [], "segments_touched": [str(s.id) for s in touched],
-            "by_key": obj.keys and {k: v for k, v in obj.keys.items() if k not in ("listed", "choices")},
+            "by_key": obj.keys and {k: v for k, v in obj.keys.items() if k not in LISTS},
             **figures,
             # The rows it writes replay the source's changes of the table, all at once: under the source head, so
             # that a later merge whose base holds that head does not bring them back a second time.

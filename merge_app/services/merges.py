@@ -37,7 +37,7 @@ from lakeui.jobs.services import job_checkpoint_save, job_create
 from lakeui.memory import gc_paused
 from merge_app.job_specs import MergeSpec
 from merge_app.models import Merge
-from merge_app.selectors.diff import MergeDiff, resolution_check
+from merge_app.selectors.diff import MergeDiff, resolution_check, resolution_columns_check
 from merge_app.services.merge_logs import merge_log
 from merge_app.services.merge_plans import merge_plan
 from merge_app.services.merge_writer import MergeWriter
@@ -72,9 +72,11 @@ def merge_submit(
         raise ApplicationError("invalid_input", "A branch cannot be merged into itself.")
     if not dry_run:
         branch_write_check(catalog=catalog, branch=target, via_merge_request=via_merge_request)
+    resolution = resolution_check(resolution) if resolution else None
+    resolution_columns_check(catalog=catalog, refs=[source, target], resolution=resolution)
     spec = MergeSpec(
         catalog_id=str(catalog.id), source=source, target=target, dry_run=dry_run,
-        expected_heads=expected_heads or None, resolution=resolution_check(resolution) if resolution else None,
+        expected_heads=expected_heads or None, resolution=resolution,
         merge_request=via_merge_request, audit=audit or None,
         override_checks=None if override_checks is None
         else checks_override(catalog=catalog, user=user, reason=override_checks),

@@ -29,7 +29,15 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import PickSpec
 from merge_app.models import Merge
-from merge_app.selectors.diff import CHERRY_PICK, REVERT, ExplicitBase, MergeDiff, merge_diff_of, resolution_check
+from merge_app.selectors.diff import (
+    CHERRY_PICK,
+    REVERT,
+    ExplicitBase,
+    MergeDiff,
+    merge_diff_of,
+    resolution_check,
+    resolution_columns_check,
+)
 from merge_app.selectors.graph import CommitGraph
 from merge_app.services.merge_plans import keys_compared
 from merge_app.services.merges import ATTEMPTS, MESSAGE_KEPT_MOVING
@@ -59,9 +67,11 @@ def pick_submit(
         raise ApplicationError("read_only_ref", f"{branch!r} is a {dest.kind}; a {_verb(kind)} needs a branch.")
     branch_write_check(catalog=catalog, branch=branch)
     commits = pick_commits(catalog=catalog, kind=kind, head=dest.commit, commit=commit, start=start, end=end)
+    resolution = resolution_check(resolution) if resolution else None
+    # Column rules name columns of the branch's tables or of the commits'.
+    resolution_columns_check(catalog=catalog, refs=[*commits[-1:], branch], resolution=resolution)
     spec = PickSpec(
-        catalog_id=str(catalog.id), kind=kind, branch=branch, commits=tuple(commits),
-        resolution=resolution_check(resolution) if resolution else None,
+        catalog_id=str(catalog.id), kind=kind, branch=branch, commits=tuple(commits), resolution=resolution
     )  # fmt: skip
     return job_create(kind=spec.KIND, params=spec.to_params(), requested_by=user)
 

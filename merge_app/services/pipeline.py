@@ -206,6 +206,8 @@ def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict
             return False
         if scope == "key":
             return choice.get("table") == entry.get("object") and choice.get("key") == entry.get("key_id")
+        if scope == "column":
+            return choice.get("table") == entry.get("object") and choice.get("column") == entry.get("column")
         return scope == "default" or choice.get("table") == entry.get("object")
 
     for choice in reversed(choices or []):

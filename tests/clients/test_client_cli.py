@@ -251,6 +251,12 @@ def test_cli_diff_merge_resolutions_and_restore(live_server, client, token, cele
         run(live_server, token, "merge", "sales", "dev", "--into", "main", "--source-wins", "--target-wins").returncode
         == 2
     )
+    # Column rules go through as the resolution's (`--column`); they settle cells of primary-key tables only.
+    ruled = run(live_server, token, "merge", "sales", "dev", "--into", "main", "--column", "shop.orders.amount=least")
+    assert ruled.returncode == 1 and "column_rules_keyless" in ruled.stderr, ruled.stderr
+    assert (
+        run(live_server, token, "merge", "sales", "dev", "--into", "main", "--column", "amount=least").returncode == 2
+    )
     kept = run(live_server, token, "--json", "merge", "sales", "dev", "--into", "main", "--target-wins")
     assert kept.returncode == 0, kept.stderr
     assert _ids(client, "main") == [1, 2, 3]

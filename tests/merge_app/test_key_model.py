@@ -15,6 +15,9 @@ row of that key is a change of its own (a conflict where the two rows differ).
 
     LAKEUI_KEY_MODEL_SEED=7 LAKEUI_KEY_MODEL_STEPS=2000 pytest tests/merge_app/test_key_model.py
 
+A merge retried with a resolution draws column rules (docs/merge-semantics.md#column-rules) half the time
+(`LAKEUI_KEY_MODEL_RULES`, the share), which the model applies cell by cell.
+
 The seed and the steps so far are printed on failure.
 """
 
@@ -39,10 +42,25 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
 STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "60"))
+RULED = float(os.environ.get("LAKEUI_KEY_MODEL_RULES", "0.5"))  # the share of resolved merges with column rules
 PICKS = int(os.environ.get("LAKEUI_KEY_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among steps
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
 KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
 COLUMNS = ("amount", "region")
+# The column rules merges draw (docs/merge-semantics.md#column-rules), per column; None: no rule.
+RULES = {
+    "amount": [None, "source_wins", "target_wins", "base", "greatest", "least", "sum_of_changes"],
+    "region": [
+        None,
+        "source_wins",
+        "target_wins",
+        "base",
+        "greatest",
+        "least",
+        "concat",
+        {"concat": {"separator": "+"}},
+    ],
+}
 
 Row = tuple[int, str]  # amount, region
 State = dict[int, Row]
@@ -89,16 +107,60 @@ def key_merge(base: Row | None, src: Row | None, dest: Row | None) -> tuple[bool
     return False, tuple(merged)
 
 
-def state_merge(base: State, src: State, dest: State, choice: str | None) -> tuple[list[int], State]:
+def cell_rule(rule, base: int | str | None, src: int | str, dest: int | str, has_base: bool) -> tuple[bool, object]:
+    """(whether the column rule settles it, the value) of one conflicting cell (docs/merge-semantics.md#column-rules)."""
+    name = "concat" if isinstance(rule, dict) else rule
+    if name == "base" or name == "sum_of_changes":
+        if not has_base:
+            return False, None
+        return True, base if name == "base" else dest + src - base
+    if name == "concat":
+        return True, (rule["concat"]["separator"] if isinstance(rule, dict) else " | ").join([dest, src])
+    return True, {"source_wins": src, "target_wins": dest, "greatest": max(src, dest), "least": min(src, dest)}[name]
+
+
+def cells_settled(base: Row | None, src: Row, dest: Row, choice: str | None, rules: dict) -> Row | None:
+    """A key whose conflict is of cells, merged cell by cell with the table's column rules: each conflicting cell
+    by its column's rule, else by the choice (None: the key's conflict stands)."""
+    merged = []
+    for column, b, s, d in zip(COLUMNS, base or (None, None), src, dest, strict=True):
+        if base is not None and (s == b or d == b):
+            merged.append(s if s != b else d)  # a cell one side changed
+            continue
+        if s == d:
+            merged.append(s)
+            continue
+        settled, value = cell_rule(rules[column], b, s, d, base is not None) if column in rules else (False, None)
+        if not settled:
+            if choice not in ("source_wins", "target_wins"):
+                return None
+            value = s if choice == "source_wins" else d
+        merged.append(value)
+    return tuple(merged)
+
+
+def state_merge(
+    base: State, src: State, dest: State, choice: str | None, rules: dict | None = None
+) -> tuple[list[int], State]:
     conflicts, merged = [], {}
     for key in sorted(set(base) | set(src) | set(dest)):
         conflict, row = key_merge(base.get(key), src.get(key), dest.get(key))
         if conflict:
             conflicts.append(key)
-            row = {"source_wins": src.get(key), "target_wins": dest.get(key)}.get(choice)
+            if rules and src.get(key) is not None and dest.get(key) is not None:
+                row = cells_settled(base.get(key), src[key], dest[key], choice, rules)
+            else:
+                row = {"source_wins": src.get(key), "target_wins": dest.get(key)}.get(choice)
         if row is not None:
             merged[key] = row
     return conflicts, merged
+
+
+def _stands(base: State, src: State, dest: State, key: int, choice: str | None, rules: dict) -> bool:
+    """Whether a conflicting key stays a conflict with the column rules and `choice`."""
+    if rules and src.get(key) is not None and dest.get(key) is not None:
+        return cells_settled(base.get(key), src[key], dest[key], choice, rules) is None
+    return choice not in ("source_wins", "target_wins")
 
 
 def log_merge(base: frozenset[int], src: frozenset[int], dest: frozenset[int]) -> frozenset[int]:
@@ -118,15 +180,17 @@ class Model:
             next(self.ids), (current,), current.rows if rows is None else rows, current.log if log is None else log
         )
 
-    def merge(self, source: str, target: str, choice: str | None = None) -> tuple[str, list[int]]:
+    def merge(
+        self, source: str, target: str, choice: str | None = None, rules: dict | None = None
+    ) -> tuple[str, list[int]]:
         """(`conflict` | `up_to_date` | `merged`, the conflicting keys); a merge moves the target. With several
-        merge bases the merge runs from their virtual base."""
+        merge bases the merge runs from their virtual base. `rules`: the table's column rules."""
         src, dest = self.heads[source], self.heads[target]
         if src.id in ancestors(dest):
             return "up_to_date", []
         base = self.base(src, dest)
-        conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice)
-        if conflicts and choice is None:
+        conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice, rules)
+        if any(_stands(base.rows, src.rows, dest.rows, key, choice, rules or {}) for key in conflicts):
             return "conflict", conflicts
         self.heads[target] = self.merged(base, src, dest, rows)
         return "merged", conflicts
@@ -166,6 +230,7 @@ class Run:
     def __init__(self, seed: int, spark) -> None:
         self.random = random.Random(seed)
         self.converging = random.Random(-seed)  # apart, so that checking convergence leaves the history as it was
+        self.rules = random.Random(seed * 7 + 1)  # the column rules of merges, apart too
         self.spark, self.seed = spark, seed
         self.log: list[str] = []
         self.catalog = make_catalog()
@@ -355,10 +420,20 @@ class Run:
             return
         if self.random.random() < 0.7:
             choice = self.random.choice(["source_wins", "target_wins"])
-            self.log.append(f"merge {source} into {target} with {choice}")
+            # Column rules, drawn apart (`self.rules`) so that the history draws as it did without them: a rule
+            # for each column or none, the rest by the choice (and a fail, so that a cell no rule settles stands).
+            rules = {column: rule for column, drawn in RULES.items()
+                     if (rule := self.rules.choice(drawn)) is not None} if self.rules.random() < RULED else {}  # fmt: skip
+            if rules and self.rules.random() < 0.3:
+                choice = "fail"
+            self.log.append(f"merge {source} into {target} with {choice} {rules or ''}")
             self.model.heads = dict(saved)
-            expected, _ = self.model.merge(source, target, choice)
-            self.merged(source, target, expected, saved, {"default": choice})
+            expected, _ = self.model.merge(source, target, None if choice == "fail" else choice, rules)
+            resolution = {"default": choice}
+            if rules:
+                resolution["tables"] = {"sales.k": {"columns": rules}}
+                self.count("with_column_rules")
+            self.merged(source, target, expected, saved, resolution)
 
     def merged(self, source, target, expected, saved, resolution=None) -> bool:
         """Whether the model's outcome needs a retry: the real merge, checked against the model."""

@@ -243,8 +243,36 @@ override_option = click.option(
 
 
 def resolution_options(command):
+    command = click.option(
+        "--resolution", "resolution_json", metavar="JSON", default=None,
+        help='The whole resolution as JSON (see "Merging branches"); --source-wins, --target-wins, --column add to it',
+    )(command)  # fmt: skip
+    command = click.option(
+        "--column", "columns", metavar="[DB.TABLE.]COLUMN=RULE", multiple=True,
+        help="Settle a primary-key table's conflicting cells of COLUMN by RULE: source_wins, target_wins, base, "
+        "greatest, least, sum_of_changes, concat or concat:SEPARATOR (repeatable; the table from --table if not named)",
+    )(command)  # fmt: skip
+    command = click.option("--table", "rules_table", metavar="DB.TABLE", default=None,
+                           help="The table --column COLUMN=RULE names")(command)  # fmt: skip
     command = click.option("--target-wins", is_flag=True, help="Settle data conflicts by keeping the target's")(command)
     return click.option("--source-wins", is_flag=True, help="Settle data conflicts with the source's")(command)
+
+
+def column_rule(spec: str, table: str | None) -> tuple[str, str, object]:
+    """`[db.table.]column=rule` (rule `concat:SEP` for a separator of its own) as (table, column, rule)."""
+    name, equals, rule = spec.partition("=")
+    if not equals or not name or not rule:
+        raise click.UsageError(f"--column takes [DB.TABLE.]COLUMN=RULE, not {spec!r}")
+    parts = name.split(".")
+    if len(parts) == 3:
+        table, column = f"{parts[0]}.{parts[1]}", parts[2]
+    elif len(parts) == 1 and table:
+        column = parts[0]
+    else:
+        raise click.UsageError(f"--column {spec!r}: name the table as DB.TABLE.COLUMN, or give --table")
+    if rule.startswith("concat:"):
+        return table, column, {"concat": {"separator": rule[len("concat:") :]}}
+    return table, column, rule
 
 
 @cli.command()
@@ -255,23 +283,46 @@ def resolution_options(command):
 @resolution_options
 @override_option
 @click.pass_context
-def merge(ctx, catalog, source, target, dry_run, source_wins, target_wins, override_checks):
+def merge(
+    ctx, catalog, source, target, dry_run, source_wins, target_wins, rules_table, columns, resolution_json,
+    override_checks,
+):  # fmt: skip
     """Merge SOURCE into the branch --into, waiting for the job; a conflict is refused (exit 1) unless
     --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches"), and so is a
-    merge a check guarding --into fails (`checks_failed`) unless an admin gives --override-checks."""
-    fields = _resolution(source_wins, target_wins) | {"override_checks": override_checks}
+    merge a check guarding --into fails (`checks_failed`) unless an admin gives --override-checks. Conflicting
+    cells of a primary-key table can be settled per column: --column sales.orders.amount=greatest."""
+    fields = _resolution(source_wins, target_wins, columns, rules_table, resolution_json)
+    fields |= {"override_checks": override_checks}
     job = waiting(
         ctx, lambda show: make_client().merge(catalog, source, target, dry_run=dry_run, progress=show, **fields)
     )
     show_job(ctx, job)
 
 
-def _resolution(source_wins: bool, target_wins: bool) -> dict:
-    """The `resolution` field of --source-wins / --target-wins (at most one)."""
+def _resolution(
+    source_wins: bool, target_wins: bool, columns=(), rules_table: str | None = None, resolution_json: str | None = None
+) -> dict:
+    """The `resolution` field of --resolution JSON, --source-wins / --target-wins (at most one: the default) and
+    each --column rule (the table's `columns`)."""
     if source_wins and target_wins:
         raise click.UsageError("give at most one of --source-wins and --target-wins")
+    try:
+        resolution = json.loads(resolution_json) if resolution_json else {}
+    except json.JSONDecodeError as bad:
+        raise click.UsageError(f"--resolution is not JSON: {bad}") from None
+    if not isinstance(resolution, dict):
+        raise click.UsageError("--resolution is a JSON object")
     strategy = "source_wins" if source_wins else "target_wins" if target_wins else None
-    return {"resolution": {"default": strategy}} if strategy else {}
+    if strategy:
+        resolution["default"] = strategy
+    for spec in columns:
+        table, column, rule = column_rule(spec, rules_table)
+        tables = resolution.setdefault("tables", {})
+        given = tables.get(table)
+        given = {"choice": given} if isinstance(given, str) else dict(given or {})
+        given["columns"] = {**given.get("columns", {}), column: rule}
+        tables[table] = given
+    return {"resolution": resolution} if resolution else {}
 
 
 @cli.command()
@@ -280,10 +331,10 @@ def _resolution(source_wins: bool, target_wins: bool) -> dict:
 @click.option("--on", "branch", required=True, help="The branch whose history holds COMMIT")
 @resolution_options
 @click.pass_context
-def revert(ctx, catalog, commit, branch, source_wins, target_wins):
+def revert(ctx, catalog, commit, branch, source_wins, target_wins, rules_table, columns, resolution_json):
     """Undo COMMIT on the branch --on (a merge commit: what the merge brought): one new commit, or nothing. A
     later change of what COMMIT wrote is a conflict (exit 1) unless --source-wins or --target-wins settles it."""
-    fields = _resolution(source_wins, target_wins)
+    fields = _resolution(source_wins, target_wins, columns, rules_table, resolution_json)
     job = waiting(ctx, lambda show: make_client().revert(catalog, branch, commit, progress=show, **fields))
     show_job(ctx, job)
 
@@ -294,14 +345,14 @@ def revert(ctx, catalog, commit, branch, source_wins, target_wins):
 @click.option("--on", "branch", required=True, help="The branch to apply the commit(s) to")
 @resolution_options
 @click.pass_context
-def cherry_pick(ctx, catalog, commits, branch, source_wins, target_wins):
+def cherry_pick(ctx, catalog, commits, branch, source_wins, target_wins, rules_table, columns, resolution_json):
     """Apply COMMITS (one commit of any ref, or a range FROM..TO) onto the branch --on: one new commit per
     commit, all or none."""
     start, dots, end = commits.partition("..")
     picked = {"start": start, "end": end} if dots else {"commit": commits}
     if dots and not (start and end):
         raise click.UsageError("a range is FROM..TO")
-    fields = _resolution(source_wins, target_wins) | picked
+    fields = _resolution(source_wins, target_wins, columns, rules_table, resolution_json) | picked
     job = waiting(ctx, lambda show: make_client().cherry_pick(catalog, branch, progress=show, **fields))
     show_job(ctx, job)
 
@@ -759,6 +810,22 @@ def mr_merge(ctx, catalog, number, override_checks):
         lambda show: make_client().merge_request_merge(catalog, number, override_checks=override_checks, progress=show),
     )
     show_job(ctx, job)
+
+
+@mr.command("resolve")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@resolution_options
+@click.pass_context
+def mr_resolve(ctx, catalog, number, source_wins, target_wins, rules_table, columns, resolution_json):
+    """Choose how the request's conflicts are settled: --source-wins / --target-wins (the default), --column
+    [DB.TABLE.]COLUMN=RULE per column of a primary-key table (`COLUMN=` with --table; a rule of `null` takes a
+    column's rule back only through --resolution), or the whole --resolution JSON. Each choice is kept with who made
+    it; one that changes the merge dismisses the approvals given."""
+    fields = _resolution(source_wins, target_wins, columns, rules_table, resolution_json)
+    if not fields:
+        raise click.UsageError("give --source-wins, --target-wins, --column or --resolution")
+    show_merge_request(ctx, make_client().merge_request_resolve(catalog, number, fields["resolution"]))
 
 
 MR_CHECK_COLUMNS = ["kind", "name", "state", "advisory", "row_count", "commit", "url", "description", "message"]

@@ -579,7 +579,10 @@ class Client:
         return self.merge_request_update(catalog, number, state="closed")
 
     def merge_request_resolve(self, catalog: str, number: int, resolutions: dict) -> dict:
-        """Choose how conflicts merge: {"default": choice, "tables": {"db.t": choice}, "keys": {...}}."""
+        """Choose how conflicts merge: {"default": choice, "tables": {"db.t": choice | {"choice": choice, "columns":
+        {column: rule}}}, "keys": {...}}; a column rule settles a primary-key table's conflicting cells of that column
+        (source_wins, target_wins, base, greatest, least, sum_of_changes, concat or {"concat": {"separator": s}};
+        null takes it back). `merge(..., resolution=...)` takes the same JSON."""
         return self.merge_request_update(catalog, number, resolutions=resolutions)
 
     def merge_request_reviews(self, catalog: str, number: int) -> list[dict]:
