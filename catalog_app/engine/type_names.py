@@ -4,8 +4,11 @@ double, int -> decimal wide enough, decimal precision up). The merge plan decide
 Spark; `types.py` adds each type's Spark and Arrow type and its values, and re-exports these names.
 """
 
+import datetime
+import decimal
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from lakeui.errors import ApplicationError
 
@@ -73,3 +76,17 @@ def is_widening(old: ColumnType, new: ColumnType) -> bool:
     if old.name == new.name == DECIMAL_TYPE:
         return new.scale == old.scale and new.precision > old.precision
     return False
+
+
+def stat_value(value: Any, type_name: str) -> Any:
+    """A catalog statistic or partition value (JSON) as the Python value of its column type: dates, naive UTC
+    timestamps and decimals parsed, the rest as it is. The inverse of `stat_json`."""
+    if value is None:
+        return None
+    if type_name == "date":
+        return datetime.date.fromisoformat(value)
+    if type_name == "timestamp":
+        return datetime.datetime.fromisoformat(value)
+    if is_decimal(type_name):
+        return decimal.Decimal(str(value))
+    return value

@@ -33,6 +33,7 @@ from catalog_app.engine.type_names import (  # noqa: F401 (the names, plain Pyth
     is_decimal,
     is_widening,
     parse_type,
+    stat_value,
     type_family,
 )
 from lakeui.errors import ApplicationError
@@ -231,20 +232,6 @@ def has_statistics(type_name: str) -> bool:
 
 def is_pruned(type_name: str) -> bool:
     return type_name in PRUNED_TYPES or is_decimal(type_name)
-
-
-def stat_value(value: Any, type_name: str) -> Any:
-    """A catalog statistic or partition value (JSON) as the Python value of its column type: dates, naive UTC
-    timestamps and decimals parsed, the rest as it is. The inverse of `stat_json`."""
-    if value is None:
-        return None
-    if type_name == "date":
-        return datetime.date.fromisoformat(value)
-    if type_name == "timestamp":
-        return datetime.datetime.fromisoformat(value)
-    if is_decimal(type_name):
-        return decimal.Decimal(str(value))
-    return value
 
 
 def utc_naive(value: Any) -> Any:

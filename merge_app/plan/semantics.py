@@ -23,6 +23,7 @@ import struct
 from collections.abc import Hashable
 from typing import Any
 
+from catalog_app.engine.type_names import stat_value
 from lakeui.errors import ApplicationError
 from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
 
@@ -293,20 +294,13 @@ def column_rules_check(rules: dict[str, Any], *, table: str, columns: list[dict]
 
 def cell_value(value: Any, type_name: str) -> Any:
     """A cell as the key comparison lists it (JSON, `engine.types.json_value`) as the Python value of its column's
-    type (the inverse: dates, timestamps naive in UTC, decimals, bytes)."""
-    if value is None:
-        return None
-    if type_name == "date":
-        return datetime.date.fromisoformat(value)
-    if type_name == "timestamp":
-        return datetime.datetime.fromisoformat(value)
-    if type_name.startswith("decimal"):
-        return decimal.Decimal(str(value))
-    if type_name == "binary":
+    type (the inverse): a statistic's parsing (dates, timestamps naive in UTC, decimals), bytes, and the floats JSON
+    names as strings (NaN, the infinities)."""
+    if value is not None and type_name == "binary":
         return base64.b64decode(value)
     if type_name in ("float", "double") and isinstance(value, str):
-        return float(value)  # NaN and the infinities are named in JSON
-    return value
+        return float(value)
+    return stat_value(value, type_name)
 
 
 def cell_json(value: Any) -> Any:
