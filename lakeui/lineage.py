@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
 
 from lakeui.events import OPENLINEAGE_RUN, event_emit
@@ -75,18 +76,26 @@ def run_event(*, event_type: str, run_id: str, job_name: str, lineage: Lineage) 
     }  # fmt: skip
 
 
-def lineage_emit(*, kind: str, run_id: str, event_type: str, params: dict, result: dict | None, actor=None) -> None:
-    """Tell a job run's event, if its kind has a describer. Never fails the job: an error is logged."""
-    describer = _DESCRIBERS.get(kind)
+def lineage_emit(*, job, event_type: str) -> None:
+    """Tell a job run's event (its result once it succeeded), if its kind has a describer: nothing else is read for
+    the many jobs that have none. Never fails the job: an error is logged (not a time limit striking meanwhile,
+    which the job's own handling must see)."""
+    describer = _DESCRIBERS.get(job.kind)
     if describer is None:
         return
     try:
-        lineage = describer(params, result)
+        lineage = describer(job.params, job.result if event_type == "COMPLETE" else None)
         if lineage is not None:
-            event = run_event(event_type=event_type, run_id=run_id, job_name=kind, lineage=lineage)
-            event_emit(catalog=lineage.catalog, kind=OPENLINEAGE_RUN, payload=event, actor=actor)
+            event = run_event(event_type=event_type, run_id=str(job.id), job_name=job.kind, lineage=lineage)
+            event_emit(catalog=lineage.catalog, kind=OPENLINEAGE_RUN, payload=event, actor=job.requested_by)
+    except SoftTimeLimitExceeded:
+        raise
     except Exception:
-        logger.exception("Could not tell the OpenLineage %s event of run %s (%s)", event_type, run_id, kind)
+        logger.exception("Could not tell the OpenLineage %s event of job %s (%s)", event_type, job.id, job.kind)
+
+
+def lineage_told(kind: str) -> bool:
+    return kind in _DESCRIBERS
 
 
 def lineage_commit_emit(*, lineage: Lineage, job_name: str, actor=None) -> None:

@@ -38,7 +38,7 @@ from lakeui.jobs.registry import (
     job_upkeep_tasks,
 )
 from lakeui.jobs.selectors import job_answering, job_brief
-from lakeui.lineage import ENDED, lineage_emit
+from lakeui.lineage import ENDED, lineage_emit, lineage_told
 
 logger = logging.getLogger(__name__)
 
@@ -299,10 +299,9 @@ def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = Non
         return JobOutcome.RAN
     heartbeat = _Heartbeat(claim, interval=max(1.0, settings.LAKEUI_JOB_STALE_AFTER / 4))
     heartbeat.start()
-    lineage_emit(kind=job.kind, run_id=job_id, event_type="START", params=job.params, result=None,
-                 actor=job.requested_by)  # fmt: skip
     lost = False
     try:
+        lineage_emit(job=job, event_type="START")
         crash_point("before_run", job_id=job_id, attempts=job.attempts)
         result = job_kind_get(job.kind).handler(job.params, claim)
         crash_point("after_run", job_id=job_id, attempts=job.attempts)
@@ -341,7 +340,7 @@ def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = Non
     finally:
         heartbeat.stopped.set()
         heartbeat.join()
-        if not lost:
+        if not lost and lineage_told(job.kind):
             _lineage_ended(job_id)
         close_old_connections()
     return JobOutcome.RAN
@@ -351,9 +350,7 @@ def _lineage_ended(job_id: str) -> None:
     """The OpenLineage event of the run's end (lakeui/lineage.py), as the job was finished."""
     job = Job.objects.filter(id=job_id).select_related("requested_by").first()
     if job is not None and job.status in ENDED:
-        result = job.result if job.status == Job.Status.SUCCEEDED else None
-        lineage_emit(kind=job.kind, run_id=job_id, event_type=ENDED[job.status], params=job.params, result=result,
-                     actor=job.requested_by)  # fmt: skip
+        lineage_emit(job=job, event_type=ENDED[job.status])
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
