@@ -47,7 +47,7 @@ class SubscriptionListApi(APIView):
         tables = serializers.ListField(child=serializers.CharField(max_length=511), required=False, default=list,
                                        max_length=MAX_TABLES)  # fmt: skip
 
-    @extend_schema(responses=SubscriptionListSerializer)
+    @extend_schema(responses=SubscriptionListSerializer, operation_id="catalogs_subscriptions_list")
     def get(self, request, catalog):
         found = subscription_list(catalog=request_catalog(request, catalog))
         return Response({"results": [subscription_describe(s) for s in found]})
@@ -67,6 +67,7 @@ class SubscriptionDetailApi(APIView):
             raise NotFoundError("subscription_not_found", MESSAGE_NOT_FOUND.format(name=name))
         return Response(subscription_describe(found))
 
+    @extend_schema(responses={204: None})
     def delete(self, request, catalog, name):
         subscription_delete(catalog=request_catalog(request, catalog), name=name)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -54,7 +54,11 @@ MATRIX = {
     ("TableLoadApi", "post"): E, ("TableDeleteApi", "post"): E, ("TableUpdateApi", "post"): E,
     ("TableCompactApi", "post"): E,
     ("TableRowsApi", "get"): V, ("TableScanApi", "get"): V, ("TableStagingApi", "post"): E,
-    ("CatalogGcApi", "post"): ADMIN, ("ChangesApi", "get"): V,
+    ("CatalogGcApi", "post"): ADMIN, ("ChangesApi", "get"): V, ("TableBlameApi", "get"): V,
+    # A consumer reads and acknowledges a subscription's changes with read access; editors create and delete them.
+    ("SubscriptionListApi", "get"): V, ("SubscriptionListApi", "post"): E,
+    ("SubscriptionDetailApi", "get"): V, ("SubscriptionDetailApi", "delete"): E,
+    ("SubscriptionChangesApi", "get"): V, ("SubscriptionChangesApi", "post"): V,
     ("BranchObjectListApi", "get"): V, ("BranchObjectListApi", "post"): E,
     ("BranchObjectDetailApi", "get"): V, ("BranchObjectDetailApi", "delete"): E,
     ("CatalogRoleListApi", "get"): V, ("CatalogRoleListApi", "post"): ADMIN,
