@@ -15,6 +15,15 @@ from tests.support.merges import change, insert
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
 
+def reads_run(kind: str) -> int:
+    """How many jobs answered the page's reads of `kind`: one, however often the page read again; two when two of
+    its reads came at the same instant, before either had made one (`job_for_read` allows it: they answer alike; CI
+    met it once on Compare). A job per read again would be many."""
+    count = Job.objects.filter(kind=kind, status="succeeded").count()
+    assert 1 <= count <= 2, count
+    return count
+
+
 def test_pages_follow_the_reads_a_worker_makes(page, user, settings, tmp_path):
     catalog = make_catalog(user=user)
     make_table(catalog)
@@ -29,7 +38,7 @@ def test_pages_follow_the_reads_a_worker_makes(page, user, settings, tmp_path):
     expect(page.locator("#rows table")).to_contain_text("-1", timeout=JOB_TIMEOUT)
     expect(page.locator("#rows")).to_contain_text("2 rows")
     expect(page.locator("#rows [data-read-again]")).to_have_count(0)
-    assert Job.objects.filter(kind="table_rows", status="succeeded").count() == 1
+    reads_run("table_rows")
 
     # Compare: a table's changed rows load when it is opened, read by a worker too.
     page.goto("/catalogs/lake/compare?from=main&to=dev")
@@ -38,7 +47,7 @@ def test_pages_follow_the_reads_a_worker_makes(page, user, settings, tmp_path):
         details.locator("summary").click()
     expect(details.locator("tr.diff-insert")).to_contain_text("-1", timeout=JOB_TIMEOUT)  # no key: rows whole
     expect(details).to_contain_text("read by the worker")
-    assert Job.objects.filter(kind="table_diff", status="succeeded").count() == 1
+    reads_run("table_diff")
 
     # The console: a SELECT Spark answers is a job; the console follows it and shows its rows.
     page.goto("/catalogs/lake/sql")
