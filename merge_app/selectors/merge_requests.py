@@ -52,8 +52,9 @@ def merge_request_by_id(merge_request_id: object) -> MergeRequest:
 
 
 def merge_request_approvers(*, merge_request: MergeRequest, source_head: str) -> list[str]:
-    """Who approved the request on `source_head` (the head a merge of it merged)."""
-    reviews = list(merge_request.reviews.select_related("reviewer"))
+    """Who approved the request on `source_head` (the head a merge of it merged); its reviews as prefetched, if they
+    were (`reviews__reviewer`)."""
+    reviews = list(merge_request.reviews.all())
     return review_effective(reviews, source_head=source_head, author_id=merge_request.author_id)[0]
 
 

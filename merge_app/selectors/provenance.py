@@ -7,7 +7,7 @@ from typing import Any
 
 from checks_app.selectors import check_run_dict, runs_of_heads, statuses_of
 from merge_app.models import Merge, MergeRequest, Restore
-from merge_app.selectors.merge_requests import review_effective
+from merge_app.selectors.merge_requests import merge_request_approvers
 
 
 def commit_links(commit_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -27,9 +27,7 @@ def commit_links(commit_ids: list[str]) -> dict[str, dict[str, Any]]:
         request = requests.get(merge.id)
         link["merge_request"] = request.number if request is not None else None
         link["approved_by"] = (
-            review_effective(list(request.reviews.all()), source_head=merge.source_head, author_id=request.author_id)[0]
-            if request is not None
-            else []
+            merge_request_approvers(merge_request=request, source_head=merge.source_head) if request is not None else []
         )
         runs = []
         if merge.kind == Merge.Kind.MERGE:  # as they ran for this pair of heads (a check changed since still shows)
