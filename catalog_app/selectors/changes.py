@@ -34,7 +34,7 @@ from catalog_app.engine.reads import READ_ERRORS, deleted_positions
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import Commit, FileEntry, ObjectKind
+from catalog_app.models import Commit, FileEntry, ObjectKind, ObjectVersion
 from catalog_app.selectors.merge_links import merge_requests_of
 from catalog_app.selectors.objects import newest_on_chain, object_by_id, objects_at
 from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain, commit_unexpired
@@ -47,6 +47,7 @@ MESSAGE_UNREADABLE = (
 )
 MERGE_DEPTH = 64  # merges of merges followed into their sources, at most
 DESCRIBED_PAIRS = 16  # pairs of commits whose changed tables this process keeps (a consumer pages through one)
+TOUCHED_COMMITS = 2000  # commits between two refs beyond which every table's state is compared, not the touched ones
 KEY_MERGE_DEPTH = 8  # merges that wrote a keyed table's rows themselves, followed into their sources, at most
 _LOW = np.int64(0xFFFFFFFF)
 # Arrow columns beside the images: what made each change.
@@ -62,10 +63,14 @@ def tables_changed(*, source: ResolvedRef, target: ResolvedRef) -> list[dict[str
 
 def _tables_changed(source: ResolvedRef, target: ResolvedRef) -> list[tuple[dict[str, Any], dict, dict]]:
     """`tables_changed`, each with the table's versions and files on both sides ({"from": ..., "to": ...})."""
+    touched = _tables_touched(source, target)
+    if touched is not None and not touched:
+        return []
     sides = {}
     for name, ref in (("from", source), ("to", target)):
         databases = {d.object_id: d.name for d in objects_at(ref.chain, kind=ObjectKind.DATABASE)}
-        tables = {t.object_id: t for t in objects_at(ref.chain, kind=ObjectKind.TABLE)}
+        tables = objects_at(ref.chain, kind=ObjectKind.TABLE)
+        tables = {t.object_id: t for t in (tables if touched is None else tables.filter(object_id__in=touched))}
         files = tables_files(ref.chain, table_ids=list(tables))
         sides[name] = (databases, tables, files)
     changed = []
@@ -92,6 +97,21 @@ def _tables_changed(source: ResolvedRef, target: ResolvedRef) -> list[tuple[dict
         }, dict(zip(("from", "to"), versions, strict=True)),
            dict(zip(("from", "to"), files, strict=True))))  # fmt: skip
     return sorted(changed, key=lambda t: t[0]["table"])
+
+
+def _tables_touched(source: ResolvedRef, target: ResolvedRef) -> set[uuid.UUID] | None:
+    """The tables that a commit on one ref's history and not on the other's wrote a version or a file entry of:
+    the only ones whose state can differ (a catalog of 10,000 tables two commits apart reads two tables' files, not
+    10,000). None when more than TOUCHED_COMMITS commits differ: reading every table's state is then cheaper."""
+    differ = source.chain.difference(target.chain)
+    if differ is None:
+        return set()
+    commits = list(Commit.objects.filter(differ).values_list("id", flat=True)[: TOUCHED_COMMITS + 1])
+    if len(commits) > TOUCHED_COMMITS:
+        return None
+    versions = ObjectVersion.objects.filter(commit_id__in=commits, kind=ObjectKind.TABLE)
+    files = FileEntry.objects.filter(commit_id__in=commits)
+    return set(versions.values_list("object_id", flat=True)) | set(files.values_list("table_id", flat=True))
 
 
 @dataclass

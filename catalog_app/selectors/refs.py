@@ -27,6 +27,23 @@ class Chain:
             condition |= Q(line_id=line_id, seq__lte=upto)
         return condition
 
+    def difference(self, other: "Chain") -> Q | None:
+        """The rows recorded per commit (with line and seq) on one of the two chains and not on the other, as a
+        filter; None when the chains hold the same rows. Two states differ only in what these rows wrote."""
+        condition, found = Q(), False
+        for one, two in ((self, other), (other, self)):
+            below = dict(two.segments)
+            for line_id, upto in one.segments:
+                shared = below.get(line_id)
+                if shared is None:
+                    condition |= Q(line_id=line_id, seq__lte=upto)
+                elif upto > shared:
+                    condition |= Q(line_id=line_id, seq__gt=shared, seq__lte=upto)
+                else:
+                    continue
+                found = True
+        return condition if found else None
+
 
 @dataclass(frozen=True)
 class ResolvedRef:

@@ -12,6 +12,7 @@ The seed and the steps are printed on failure.
 import os
 import random
 from collections import Counter
+from unittest import mock
 
 import pytest
 from django.conf import settings
@@ -19,7 +20,8 @@ from django.conf import settings
 from catalog_app.engine.reads import read_rows_here
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit
-from catalog_app.selectors.changes import changes_between
+from catalog_app.selectors import changes
+from catalog_app.selectors.changes import changes_between, tables_changed
 from catalog_app.selectors.refs import commit_chain, commit_log, ref_resolve
 from catalog_app.selectors.table_files import table_columns, table_files
 from catalog_app.services.refs import branch_create
@@ -178,6 +180,9 @@ class Run:
     def check(self, source: str, target: str) -> None:
         refs = [ref_resolve(catalog=self.catalog, ref=c) for c in (source, target)]
         feed = changes_between(source=refs[0], target=refs[1])
+        touched = tables_changed(source=refs[0], target=refs[1])  # the tables the commits between them wrote
+        with mock.patch.object(changes, "TOUCHED_COMMITS", -1):  # every table's state compared, as when far apart
+            assert touched == tables_changed(source=refs[0], target=refs[1]), self.failure("the tables changed")
         records = feed[0 : len(feed)]
         assert len(records) == len(feed)
         self.checked += len(records)
