@@ -16,13 +16,23 @@ consumer gets them):
    itself answers JSON pages only, so there is no Arrow `rows` to compare with).
 
 The design's target is measured at 1,000,000 rows: the first page under 200 ms, the Arrow stream at least half as
-fast as reading the rows. Data jobs run in this process (`job_execute`, Spark local): no worker needed. Uses
+fast as reading the rows.
+
+    python benchmarks/changes.py --tables 10000 [--repeat 5]
+
+A catalog of `--tables` tables (bulk written as benchmarks/merge.py writes them, each with a 100-row segment), then
+one commit appending to one of them: the first page of the changes between that commit and its parent (first read
+of the pair, what the process keeps of it removed before each of `--repeat` reads). Target: under 100 ms. Then one
+first read comparing every table's state (as between two refs more than `TOUCHED_COMMITS` commits apart).
+
+Data jobs run in this process (`job_execute`, Spark local): no worker needed. Uses
 DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder. Prints one line per figure.
 """
 
 import argparse
 import shutil
 import statistics
+import uuid
 
 import pyarrow as pa
 from setup import django_setup, keyed_orders, run_job, timed
@@ -42,7 +52,8 @@ from catalog_app.selectors.refs import ref_resolve  # noqa: E402
 from catalog_app.selectors.table_files import table_columns, table_files  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
 from catalog_app.services.data_submit import table_data_submit  # noqa: E402
-from catalog_app.services.refs import branch_create  # noqa: E402
+from catalog_app.services.databases import database_create  # noqa: E402
+from catalog_app.services.refs import branch_create, catalog_create  # noqa: E402
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -65,12 +76,61 @@ def read_as_arrow(catalog) -> pa.Table:
     return read_rows_here(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(table), files.reads())
 
 
+def fresh() -> None:
+    """Forget what was kept of every pair (the kept diffs, what this process keeps): the next read is a first."""
+    shutil.rmtree(settings.VAR_DIR / "row-changes", ignore_errors=True)
+    changes._described.clear()
+    changes._provenances.clear()
+
+
+def many_tables_mode(user, tables: int, repeat: int) -> None:
+    from merge import append, bulk_appends, bulk_tables
+
+    catalog = catalog_create(name=f"changes_{uuid.uuid4().hex[:6]}", created_by=user)
+    database_create(target=WriteTarget(catalog=catalog, branch="main"), name="db")
+    made = bulk_tables(catalog, tables)
+    bulk_appends(catalog, "main", made)
+    before = ref_resolve(catalog=catalog, ref="main").commit.id
+    append(catalog, "main", made[tables // 2])
+    after = ref_resolve(catalog=catalog, ref="main").commit.id
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(user)
+
+    def page():
+        response = client.get(f"/api/v1/catalogs/{catalog.name}/changes", {"from": before, "to": after})
+        assert response.status_code == 200, response.content[:500]
+        return response.json()
+
+    def firsts(repeat: int) -> list[float]:
+        times = []
+        for _ in range(repeat):
+            fresh()
+            first, answer = timed(page)
+            page()  # waits for the kept diff, if its writing is still under way
+            assert answer["count"] == 100 and [t["table"] for t in answer["tables"]] == [f"db.t{tables // 2}"]
+            times.append(first)
+        return times
+
+    touched = firsts(repeat)
+    changes.TOUCHED_COMMITS = -1  # as two refs far apart: every table's state compared
+    every = firsts(1)
+    print(
+        f"first page between two commits one apart in a catalog of {tables} tables: median of {repeat} first reads "
+        f"{statistics.median(touched):.0f} ms ({min(touched):.0f}-{max(touched):.0f}); comparing every table's "
+        f"state instead {every[0]:.0f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--tables", type=int, default=0, help="the catalog-of-many-tables mode instead")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     user, _ = get_user_model().objects.get_or_create(username="bench_changes")
+    if args.tables:
+        many_tables_mode(user, args.tables, args.repeat)
+        return
     setup, catalog = timed(lambda: changed_table(user, args.rows))
     print(f"{args.rows} rows loaded on main and all updated on dev in {setup / 1000:.0f} s (setup)")
     client = Client(HTTP_HOST="127.0.0.1")
@@ -85,9 +145,7 @@ def main() -> None:
 
     firsts = []
     for _ in range(args.repeat):
-        shutil.rmtree(settings.VAR_DIR / "row-changes", ignore_errors=True)
-        changes._described.clear()  # and what this process keeps of the pair: a first read, from nothing
-        changes._provenances.clear()
+        fresh()
         first, answer = timed(page)
         assert answer["count"] == args.rows and len(answer["results"]) == 50, answer["count"]
         firsts.append(first)

@@ -36,7 +36,7 @@ from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit, FileEntry, ObjectKind, ObjectVersion
 from catalog_app.selectors.merge_links import merge_requests_of
-from catalog_app.selectors.objects import newest_on_chain, object_by_id, objects_at
+from catalog_app.selectors.objects import newest_on_chain, object_by_id, objects_at, objects_newest_by_id
 from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain, commit_unexpired
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_files
 from lakeui.errors import ApplicationError, NotFoundError
@@ -68,9 +68,14 @@ def _tables_changed(source: ResolvedRef, target: ResolvedRef) -> list[tuple[dict
         return []
     sides = {}
     for name, ref in (("from", source), ("to", target)):
-        databases = {d.object_id: d.name for d in objects_at(ref.chain, kind=ObjectKind.DATABASE)}
-        tables = objects_at(ref.chain, kind=ObjectKind.TABLE)
-        tables = {t.object_id: t for t in (tables if touched is None else tables.filter(object_id__in=touched))}
+        if touched is None:
+            databases = objects_at(ref.chain, kind=ObjectKind.DATABASE)
+            tables = {t.object_id: t for t in objects_at(ref.chain, kind=ObjectKind.TABLE)}
+        else:
+            touched_tables = objects_newest_by_id(ref.chain, object_ids=list(touched))
+            tables = {t.object_id: t for t in touched_tables if t.kind == ObjectKind.TABLE and not t.dropped}
+            databases = objects_newest_by_id(ref.chain, object_ids=list({t.parent_id for t in tables.values()}))
+        databases = {d.object_id: d.name for d in databases if not d.dropped}
         files = tables_files(ref.chain, table_ids=list(tables))
         sides[name] = (databases, tables, files)
     changed = []
