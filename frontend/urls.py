@@ -56,6 +56,7 @@ urlpatterns = [
     path(f"{CHECK}/delete", checks.check_delete_view, name="check-delete"),
     path(f"{CHECK}/runs", checks.check_run_view, name="check-run"),
     path(f"{CAT}/retention", retention.retention_page, name="retention"),
+    path(f"{CAT}/subscriptions/<str:name>", catalogs.subscription_page, name="subscription"),
     path("jobs/", jobs.job_index, name="jobs"),
     path("jobs/<uuid:job_id>", jobs.job_detail, name="job"),
     path("jobs/<uuid:job_id>.json", jobs.job_status, name="job-status"),

@@ -3,7 +3,8 @@
 from typing import Any
 
 from catalog_app.models import Branch, Catalog, Commit, Subscription
-from catalog_app.selectors.refs import commit_chain
+from catalog_app.selectors.changes import ChangeFeed, changes_between
+from catalog_app.selectors.refs import commit_chain, ref_resolve
 
 
 def subscription_list(*, catalog: Catalog) -> list[Subscription]:
@@ -29,3 +30,14 @@ def subscription_describe(subscription: Subscription) -> dict[str, Any]:
         "created_at": subscription.created_at, "acknowledged_at": subscription.acknowledged_at,
         "created_by": subscription.created_by.username if subscription.created_by else None,
     }  # fmt: skip
+
+
+def subscription_behind(subscription: Subscription) -> ChangeFeed | None:
+    """The changes the subscription has not acknowledged: from its cursor to its branch's head now, of its tables
+    (None when the branch is gone). Reads the changed files, as the change feed does (its errors: 410
+    `history_expired` for a cursor retention removed, 503 `changes_unreadable`)."""
+    branch = Branch.objects.filter(catalog_id=subscription.catalog_id, name=subscription.branch).first()
+    if branch is None:
+        return None
+    start, end = (ref_resolve(catalog=subscription.catalog, ref=c) for c in (subscription.cursor_id, branch.head_id))
+    return changes_between(source=start, target=end, among=subscription.tables)

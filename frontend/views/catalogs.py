@@ -19,11 +19,16 @@ from catalog_app.selectors.refs import (
     timestamp_parse,
 )
 from catalog_app.selectors.retention import storage_per_branch
-from catalog_app.selectors.subscriptions import subscription_describe, subscription_list
+from catalog_app.selectors.subscriptions import (
+    subscription_behind,
+    subscription_describe,
+    subscription_get,
+    subscription_list,
+)
 from catalog_app.services.refs import branch_create, catalog_create, tag_create
 from frontend.graph import MAX_COMMITS, graph_layout
 from frontend.views.common import back, get_catalog, ref_context, refused, ui_view
-from lakeui.errors import ApplicationError
+from lakeui.errors import ApplicationError, NotFoundError
 from merge_app.selectors.queue import queue_lengths
 
 LOG_PAGE_SIZE = 50
@@ -64,8 +69,45 @@ def catalog_detail(request: HttpRequest, catalog: str) -> HttpResponse:
     context = {"catalog": found, "branches": branches, "tags": tags, "graph": graph, "queues": _queues(found, branches)}
     # On request only: it reads every branch's and tag's live files (docs/retention.md).
     context["storage"] = storage_per_branch(catalog=found) if request.GET.get("storage") else None
-    context["subscriptions"] = [subscription_describe(s) for s in subscription_list(catalog=found)]
+    context["subscriptions"] = [_subscription(s) for s in subscription_list(catalog=found)]
     return render(request, "frontend/catalog.html", context)
+
+
+SUBSCRIPTION_PAGE_SIZE = 50
+
+
+@ui_view
+def subscription_page(request: HttpRequest, catalog: str, name: str) -> HttpResponse:
+    """One subscription: its cursor and batch, and the changes it has not acknowledged, a page at a time."""
+    found = get_catalog(request, catalog)
+    subscription = subscription_get(catalog=found, name=name)
+    if subscription is None:
+        raise NotFoundError("subscription_not_found", f"The catalog has no subscription {name!r}.")
+    described = _subscription(subscription, keep=True)
+    feed = described.pop("feed")
+    page, tables = None, []
+    if feed is not None:
+        page, tables = Paginator(feed, SUBSCRIPTION_PAGE_SIZE).get_page(request.GET.get("page")), feed.tables
+        feed.keep()
+    context = {"catalog": found, "s": described, "page": page, "tables": [t.describe() for t in tables]}
+    return render(request, "frontend/subscription.html", context)
+
+
+def _subscription(subscription, *, keep: bool = False) -> dict:
+    """The subscription as the API describes it, with the rows it is behind (`rows_behind`; `behind_error` when
+    they cannot be counted here). `keep`: with the unacknowledged changes themselves (`feed`)."""
+    described = subscription_describe(subscription)
+    feed, described["behind_error"] = None, None
+    try:
+        feed = subscription_behind(subscription)
+    except ApplicationError as error:  # an expired cursor (410), files the web process cannot read (503)
+        described["behind_error"] = error.message
+    described["rows_behind"] = len(feed) if feed is not None else None
+    if feed is not None and not keep:
+        feed.keep()  # the next count of the same pair is a read of the kept diff
+    if keep:
+        described["feed"] = feed
+    return described
 
 
 def _queues(catalog, branches) -> dict[str, int]:

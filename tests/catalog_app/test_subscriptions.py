@@ -79,7 +79,17 @@ def test_a_consumer_reads_acknowledges_and_reads_each_change_once(user, user_cli
     browser = Client()
     browser.force_login(user)
     page = browser.get(f"/catalogs/{catalog.name}").content.decode()
-    assert "slow" in page and "2 commits" in page and f"?from={start}&amp;to=main" in page  # to what it lags by
+    assert "slow" in page and "2 commits</a>, 3 rows" in page and f"?from={start}&amp;to=main" in page  # its lag
+    own = browser.get(f"/catalogs/{catalog.name}/subscriptions/slow").content.decode()
+    records = ("<td>update (amount)</td>", "<td>delete</td>", "<td>insert</td>", "<strong>amount=11</strong>")
+    assert "2 commits, 3 changed rows" in own and all(r in own for r in records), own
+    assert f"/commits/{upserted}" in own and f"/commits/{deleted}" in own  # each change names its commit
+    viewing = Client()
+    viewing.force_login(viewer)
+    assert viewing.get(f"/catalogs/{catalog.name}/subscriptions/slow").status_code == 200
+    assert viewing.get(f"/catalogs/{catalog.name}/subscriptions/nope").status_code == 404
+    table_page = browser.get(f"/catalogs/{catalog.name}/browse/sales/orders?ref=main").content.decode()
+    assert f"?from={start}&amp;to=main" in table_page and "changes since" in table_page
     commit_page = browser.get(f"/catalogs/{catalog.name}/commits/{start}").content.decode()
     assert f"?from={start}&amp;to=main" in commit_page and "changes since this commit" in commit_page
     preview = user_client.post(f"/api/v1/catalogs/{catalog.name}/retention/preview",
@@ -94,6 +104,8 @@ def test_a_consumer_reads_acknowledges_and_reads_each_change_once(user, user_cli
     gone = consumer.get(f"{base}/slow/changes")
     assert (gone.status_code, gone.json()["code"]) == (410, "cursor_expired")
     assert "resume_from" in gone.json()["details"]
+    expired = browser.get(f"/catalogs/{catalog.name}/subscriptions/slow").content.decode()
+    assert "cannot be read here" in expired and "removed from time travel" in expired, expired
     assert user_client.delete(f"{base}/slow").status_code == 204
     assert user_client.get(f"{base}/slow").status_code == 404
     assert consumer.get(f"{base}/slow/changes").status_code == 404
