@@ -121,8 +121,9 @@ class _Chunks(io.RawIOBase):
         self.parts.append(bytes(data))
         return len(data)
 
-    def take(self) -> bytes:
-        taken, self.parts = b"".join(self.parts), []
+    def take(self) -> list[bytes]:
+        """The parts as written (a batch's buffers): sent as they are, not joined into one more copy."""
+        taken, self.parts = self.parts, []
         return taken
 
 
@@ -134,6 +135,6 @@ def _arrow_stream(feed) -> Iterator[bytes]:
     with pa.ipc.new_stream(sink, schema) as writer:
         for batch in feed.tables[0].arrow_batches() if feed.tables else ():
             writer.write_batch(batch)
-            yield sink.take()
-    yield sink.take()
+            yield from sink.take()
+    yield from sink.take()
     feed.keep()

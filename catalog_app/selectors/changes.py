@@ -52,6 +52,7 @@ KEY_MERGE_DEPTH = 8  # merges that wrote a keyed table's rows themselves, follow
 _LOW = np.int64(0xFFFFFFFF)
 # Arrow columns beside the images: what made each change.
 COMMIT, MERGE, MERGE_REQUEST, CHANGED = "_commit", "_merge", "_merge_request", "_changed"
+MADE_BY = pa.dictionary(pa.int32(), pa.string())  # the commit and merge columns: a few distinct ids a batch
 
 
 def tables_changed(*, source: ResolvedRef, target: ResolvedRef) -> list[dict[str, Any]]:
@@ -361,13 +362,10 @@ class TableChanges:
         for offset in range(0, self.total, batch_rows):
             rows = self.layout(offset, batch_rows)
             index, made = self.made_of(rows)
-            taken = pa.array(index, pa.int64())
-            commits, merges, requests = (pa.array([m[i] for m in made]) for i in range(3))
             columns = [rows.column(row_diff.CHANGE)]
             columns += [rows.column(row_diff._BEFORE + n) for n in names]
             columns += [rows.column(row_diff._AFTER + n) for n in names]
-            columns += [_changed(rows, names), commits.cast(pa.string()).take(taken),
-                        merges.cast(pa.string()).take(taken), requests.cast(pa.int64()).take(taken)]  # fmt: skip
+            columns += [_changed(rows, names), *_made_columns(index, made)]
             yield pa.RecordBatch.from_arrays([pa.chunked_array(c).combine_chunks() if isinstance(c, pa.ChunkedArray)
                                               else c for c in columns], schema=schema)  # fmt: skip
 
@@ -379,12 +377,24 @@ class TableChanges:
             + [(row_diff._AFTER + n, t) for n, t in types]
             + [
                 (CHANGED, pa.list_(pa.string())),
-                (COMMIT, pa.string()),
-                (MERGE, pa.string()),
+                (COMMIT, MADE_BY),
+                (MERGE, MADE_BY),
                 (MERGE_REQUEST, pa.int64()),
             ],
             metadata={"table": self.table, "table_id": self.table_id, "primary_key": json.dumps(self.primary_key)},
         )
+
+
+def _made_columns(index: np.ndarray, made: list[tuple]) -> list[pa.Array]:
+    """The commit, merge and merge request of each change (`index` into `made`): the two ids dictionary-encoded, a
+    few distinct ids a batch (their strings sent once a batch, not once a row)."""
+    columns = []
+    for at in (0, 1):
+        ids = [m[at] for m in made]
+        missing = np.array([i is None for i in ids])[index]
+        indices = pa.array(index.astype(np.int32), mask=missing)
+        columns.append(pa.DictionaryArray.from_arrays(indices, pa.array(ids, pa.string())))
+    return [*columns, pa.array([m[2] for m in made], pa.int64()).take(pa.array(index, pa.int64()))]
 
 
 def _key_and_after(values: dict[str, list], i: int, key: list[str], names: list[str]) -> tuple[tuple, tuple | None]:

@@ -88,7 +88,11 @@ def read_changes(spark: SparkSession, client: Client, catalog: str, source: str,
     update changed), `_commit`, `_merge` and `_merge_request` (docs/changes.md). Unlike `read_table`, the records
     come from the server (its Arrow stream: which rows changed and who changed them is decided there, from the
     files that differ), then live in your session."""
-    return spark.createDataFrame(client.changes_arrow(catalog, source, target, table))
+    import pyarrow as pa
+
+    changes = client.changes_arrow(catalog, source, target, table)  # the ids dictionary-encoded: plain for Spark
+    plain = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in changes.schema]
+    return spark.createDataFrame(changes.cast(pa.schema(plain, metadata=changes.schema.metadata)))
 
 
 def plan_frame(spark: SparkSession, plan: dict) -> DataFrame:
