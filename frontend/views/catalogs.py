@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible, queue_required_branches
+from catalog_app.selectors.changes import TOUCHED_COMMITS
 from catalog_app.selectors.commits import commits_with_operations
 from catalog_app.selectors.refs import (
     branch_list,
@@ -95,11 +96,14 @@ def subscription_page(request: HttpRequest, catalog: str, name: str) -> HttpResp
 
 def _subscription(subscription, *, keep: bool = False) -> dict:
     """The subscription as the API describes it, with the rows it is behind (`rows_behind`; `behind_error` when
-    they cannot be counted here). `keep`: with the unacknowledged changes themselves (`feed`)."""
+    they cannot be counted here). `keep`: with the unacknowledged changes themselves (`feed`). The catalog page
+    counts the rows of a subscription at most TOUCHED_COMMITS commits behind (the changed tables found from those
+    commits; each pair of commits is read once, then kept); one further behind is counted on its own page."""
     described = subscription_describe(subscription)
     feed, described["behind_error"] = None, None
+    far = described["lag_commits"] is not None and described["lag_commits"] > TOUCHED_COMMITS
     try:
-        feed = subscription_behind(subscription)
+        feed = subscription_behind(subscription) if keep or not far else None
     except ApplicationError as error:  # an expired cursor (410), files the web process cannot read (503)
         described["behind_error"] = error.message
     described["rows_behind"] = len(feed) if feed is not None else None
