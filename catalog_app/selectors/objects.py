@@ -155,24 +155,28 @@ class ListedObject:
 class ObjectsAt:
     """`objects_at` read a page at a time in plain SQL, for a list answer (lakeui/api/pagination.py slices it and
     counts it only when it is longer than its page): the live objects of a kind (in one database), by name, as
-    `ListedObject`s."""
+    `ListedObject`s. A page is read with the count of the whole list (a window over the rows the page is sorted
+    from anyway), so a list longer than its page costs one query, not a COUNT more."""
 
     def __init__(self, chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -> None:
         self.where, self.params = _live_sql("v", chain, kind)
         if parent_id is not None:
             self.where += " AND v.parent_id = %s"
             self.params.append(parent_id)
+        self.counted: int | None = None
 
     def count(self) -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*) FROM {_VERSIONS} v WHERE {self.where}", self.params)
-            return cursor.fetchone()[0]
+        if self.counted is None:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT count(*) FROM {_VERSIONS} v WHERE {self.where}", self.params)
+                self.counted = cursor.fetchone()[0]
+        return self.counted
 
     def __getitem__(self, key: slice) -> list[ListedObject]:
         start, stop = key.start or 0, key.stop
         sql = (
-            f"SELECT v.object_id, v.name, v.commit_id, v.parent_id, v.state, c.created_at FROM {_VERSIONS} v"
-            f" JOIN {_COMMITS} c ON c.id = v.commit_id WHERE {self.where} ORDER BY v.name"
+            f"SELECT v.object_id, v.name, v.commit_id, v.parent_id, v.state, c.created_at, count(*) OVER ()"
+            f" FROM {_VERSIONS} v JOIN {_COMMITS} c ON c.id = v.commit_id WHERE {self.where} ORDER BY v.name"
         )
         params = list(self.params)
         if stop is not None:
@@ -181,9 +185,11 @@ class ObjectsAt:
         with connection.cursor() as cursor:
             cursor.execute(f"{sql} OFFSET %s", [*params, start])
             rows = cursor.fetchall()
+        if rows:
+            self.counted = rows[0][-1]
         return [
             ListedObject(object_id, name, commit_id, parent_id, _json(state), CommitTime(created_at))
-            for object_id, name, commit_id, parent_id, state, created_at in rows
+            for object_id, name, commit_id, parent_id, state, created_at, _ in rows
         ]
 
 
