@@ -21,7 +21,7 @@ from catalog_app.selectors.access import role_at_least
 from catalog_app.selectors.objects import versions_on_line
 from catalog_app.selectors.token_reads import BRANCH, BRANCHES, CATALOG, CATALOGS, REF, TAG, TAGS, token_read
 from lakeui.api.authentication import QuickTokenAuthentication
-from lakeui.api.conditional import KNOWN_STATE, TOKEN_USER, carried, kept_answer
+from lakeui.api.conditional import KNOWN_ACCESS, KNOWN_REF, KNOWN_STATE, TOKEN_USER, carried, kept_answer
 
 PREFIX = "/api/v1/catalogs"
 # The reads not at a ref answered here, each marking the state it reads the same way (its view's state_read).
@@ -82,14 +82,19 @@ class CachedReadMiddleware:
         request.__dict__[TOKEN_USER] = (key, found.user)  # its token authentication takes this user, no query
         if kind != CATALOGS and (found.catalog is None or not role_at_least(found.role, wanted)):
             return None  # the normal way answers 404 or 403
+        # the view takes the catalog and the role this query read for its permission check: not read again
+        request.__dict__[KNOWN_ACCESS] = (found.user.pk, found.catalog, found.role)
         if found.state is None:
             return None  # the normal way resolves a commit id, or makes the answer each time
         response = kept_answer(request, state=found.state, user_pk=found.user.pk)
         if response is None and found.head is not None and settings.LAKEUI_READ_CARRY:
             response = carried(request, state=found.state, head=found.head, user_pk=found.user.pk, changed=_changed)
         if response is None:
+            # and the state (its state_read), or the ref, its commit and its chain (read_ref)
             if kind != REF:
-                request.__dict__[KNOWN_STATE] = found.state  # its view's state_read takes it, no query
+                request.__dict__[KNOWN_STATE] = found.state
+            else:
+                request.__dict__[KNOWN_REF] = (catalog, ref, found)
             return None
         for name, value in headers.items():
             response[name] = value

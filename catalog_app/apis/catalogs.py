@@ -18,7 +18,7 @@ from catalog_app.apis.common import (
 )
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalogs_visible
-from catalog_app.selectors.refs import branch_get, branch_list, catalog_list, commit_log, tag_get, tag_list
+from catalog_app.selectors.refs import CommitLog, branch_get, branch_list, catalog_list, tag_get, tag_list
 from catalog_app.selectors.token_reads import BRANCH, BRANCHES, CATALOG, CATALOGS, TAG, TAGS, catalog_state
 from catalog_app.services.refs import (
     branch_create,
@@ -164,4 +164,4 @@ class TagDetailApi(APIView):
 class CommitLogApi(PagedApi):
     @extend_schema(parameters=[AT_PARAMETER], responses=CommitOutputSerializer(many=True))
     def get(self, request, catalog, ref):
-        return paginated(request, self, commit_log(read_ref(request, catalog, ref).chain), CommitOutputSerializer)
+        return paginated(request, self, CommitLog(read_ref(request, catalog, ref).chain), CommitOutputSerializer)

@@ -11,7 +11,7 @@ from catalog_app.selectors.refs import Chain, ResolvedRef, catalog_get, ref_reso
 from catalog_app.selectors.refs import timestamp_parse as parse_at
 from catalog_app.services.access import branch_write_check
 from catalog_app.services.commits import WriteTarget
-from lakeui.api.conditional import commit_read, head_read
+from lakeui.api.conditional import KNOWN_REF, commit_read, head_read
 from lakeui.errors import ApplicationError
 
 AT_PARAMETER = OpenApiParameter("at", str, description="ISO 8601 timestamp: read the ref as it was then (time travel)")
@@ -42,7 +42,12 @@ def read_ref(request: Request, catalog: str, ref: str) -> ResolvedRef:
     """The ref a read names; the answer is the state at its commit, so a client holding it gets a 304 (or the
     answer already made for that commit) now, before any object is read."""
     at = parse_at(request.query_params.get("at"))
-    resolved = ref_resolve(catalog=request_catalog(request, catalog), ref=ref, at=at)
+    known = getattr(request, "_request", request).__dict__.pop(KNOWN_REF, None)  # catalog_app/middleware.py
+    resolved = None
+    if known is not None and at is None and known[:2] == (catalog, ref):
+        resolved = known[2].resolved(ref)  # as ref_resolve finds it, read with the token: no query
+    if resolved is None or resolved.catalog is not request_catalog(request, catalog):
+        resolved = ref_resolve(catalog=request_catalog(request, catalog), ref=ref, at=at)
     if resolved.kind == "branch" and at is None:
         head_read(request, commit_id=resolved.commit.id, line=resolved.commit.line_id, seq=resolved.commit.seq)
     commit_read(request, resolved.commit.id)

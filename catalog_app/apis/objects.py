@@ -1,6 +1,5 @@
 """Databases, tables, columns, views, shares and roles at a ref. Reads take `?at=`; writes need a branch."""
 
-from django.db.models import Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -21,7 +20,14 @@ from catalog_app.apis.common import (
     write_target,
 )
 from catalog_app.models import ObjectKind
-from catalog_app.selectors.objects import object_find, object_get, object_history, objects_at, schema_history
+from catalog_app.selectors.objects import (
+    ObjectsAt,
+    object_find,
+    object_get,
+    object_history,
+    objects_at,
+    schema_history_read,
+)
 from catalog_app.services import tables as table_services
 from catalog_app.services.branch_objects import branch_object_create, branch_object_drop
 from catalog_app.services.databases import database_create, database_drop, database_update
@@ -43,8 +49,7 @@ def _database(chain, name, request=None):
 def _table(chain, database, name, request=None):
     """The table named `name` in `database`; with `request`, both noted as what its answer reads. One query: the
     database is found inside the table's (a missing one is looked for again, to say which of the two is missing)."""
-    parent = objects_at(chain, kind=DATABASE).filter(name=database).values("object_id")[:1]
-    version = object_find(chain, kind=TABLE, name=name, parent_id=Subquery(parent))
+    version = object_find(chain, kind=TABLE, name=name, parent_named=database)
     if version is None:
         version = object_get(chain, kind=TABLE, name=name, parent_id=_database(chain, database).object_id)
     if request is not None:
@@ -138,6 +143,17 @@ class SchemaVersionOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField(source="commit.created_at")
     columns = ColumnSerializer(many=True)
 
+    def to_representation(self, version) -> dict:
+        """The fields above, written directly (as the table's: a history's answer cost more in the fields' machinery
+        than in its queries)."""
+        return {
+            "id": version.id,
+            "visible": version.visible,
+            "commit": version.commit_id,
+            "created_at": DATETIME.to_representation(version.commit.created_at),
+            "columns": [column_json(c) for c in version.columns],
+        }
+
 
 class HistoryEntryOutputSerializer(serializers.Serializer):
     commit = CommitOutputSerializer()
@@ -145,6 +161,16 @@ class HistoryEntryOutputSerializer(serializers.Serializer):
     dropped = serializers.BooleanField(source="version.dropped")
     operations = OperationOutputSerializer(many=True)
     schema_version = serializers.IntegerField(source="schema_version.id", allow_null=True, default=None)
+
+    def to_representation(self, entry) -> dict:
+        """The fields above, written directly (see SchemaVersionOutputSerializer)."""
+        return {
+            "commit": CommitOutputSerializer().to_representation(entry.commit),
+            "name": entry.version.name,
+            "dropped": entry.version.dropped,
+            "operations": [{"op": o.op, "details": o.details} for o in entry.operations],
+            "schema_version": entry.schema_version.id if entry.schema_version is not None else None,
+        }
 
 
 class PropertiesInputSerializer(WriteInputSerializer):
@@ -175,7 +201,7 @@ class DatabaseListApi(PagedApi):
     def get(self, request, catalog, ref):
         objects_read(request, top=True)  # every database (and share and role: any object without a parent)
         return paginated(
-            request, self, objects_at(read_chain(request, catalog, ref), kind=DATABASE), DatabaseOutputSerializer
+            request, self, ObjectsAt(read_chain(request, catalog, ref), kind=DATABASE), DatabaseOutputSerializer
         )
 
     @extend_schema(request=InputSerializer, responses={201: DatabaseOutputSerializer}, **WRITE_DOC)
@@ -225,7 +251,7 @@ class ObjectHistoryApi(APIView):
             return key_history_answer(request, catalog, ref, database, table)
         chain = read_chain(request, catalog, ref)
         current = _database(chain, database, request) if table is None else _table(chain, database, table, request)
-        schemas = list(schema_history(chain, table_id=current.object_id)) if table is not None else []
+        schemas = schema_history_read(chain, table_id=current.object_id) if table is not None else []
         history = object_history(chain, object_id=current.object_id, schemas=schemas)
         body = {"versions": HistoryEntryOutputSerializer(history, many=True).data}
         if table is not None:
@@ -250,7 +276,7 @@ class TableListApi(PagedApi):
         chain = read_chain(request, catalog, ref)
         parent = _database(chain, database, request).object_id
         objects_read(request, children_of=[parent])
-        return paginated(request, self, objects_at(chain, kind=TABLE, parent_id=parent), TableOutputSerializer)
+        return paginated(request, self, ObjectsAt(chain, kind=TABLE, parent_id=parent), TableOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: TableOutputSerializer}, **WRITE_DOC)
     def post(self, request, catalog, ref, database):

@@ -11,6 +11,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from catalog_app.models import Role
 from catalog_app.selectors.access import catalog_access
+from lakeui.api.conditional import KNOWN_ACCESS
 
 CHECKED_CATALOG = "lakeui_catalog"  # the request attribute holding the catalog checked, for the view to use
 
@@ -32,6 +33,10 @@ class CatalogRolePermission(BasePermission):
             return False  # DRF answers 401 (token auth names itself in WWW-Authenticate)
         name = getattr(view, "kwargs", {}).get("catalog")
         if name is not None:
-            catalog, _ = catalog_access(user=request.user, name=name, wanted=required_role(view, request))
+            known = getattr(request, "_request", request).__dict__.pop(KNOWN_ACCESS, None)  # catalog_app/middleware.py
+            if known is not None and (known[0] != request.user.pk or known[1] is None or known[1].name != name):
+                known = None
+            wanted = required_role(view, request)
+            catalog, _ = catalog_access(user=request.user, name=name, wanted=wanted, known=known and known[1:])
             setattr(request, CHECKED_CATALOG, catalog)  # the view's catalog (catalog_app/apis/common.py)
         return True

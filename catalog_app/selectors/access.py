@@ -17,12 +17,14 @@ def role_at_least(role: str | None, wanted: str) -> bool:
     return role is not None and ROLE_ORDER.index(role) >= ROLE_ORDER.index(wanted)
 
 
-def catalog_access(*, user, name: str, wanted: str) -> tuple[Catalog, str]:
-    """The catalog `name` and the user's role in it, if that is at least the role `wanted` (one query). No
-    catalog, or no role in it: 404 `catalog_not_found` (a catalog one may not see stays invisible); a lesser
-    role: 403 `role_required`. The one rule for the API (apis/permissions.py) and the browser UI
-    (frontend/views/common.py)."""
-    catalog, role = catalog_with_role(user=user, name=name)
+def catalog_access(
+    *, user, name: str, wanted: str, known: tuple[Catalog | None, str | None] | None = None
+) -> tuple[Catalog, str]:
+    """The catalog `name` and the user's role in it, if that is at least the role `wanted` (one query, none with
+    `known`: that catalog and role as catalog_with_role read them already). No catalog, or no role in it: 404
+    `catalog_not_found` (a catalog one may not see stays invisible); a lesser role: 403 `role_required`. The one
+    rule for the API (apis/permissions.py) and the browser UI (frontend/views/common.py)."""
+    catalog, role = known if known is not None else catalog_with_role(user=user, name=name)
     if catalog is None or role is None:
         raise NotFoundError("catalog_not_found", f"There is no catalog {name!r}.")
     if not role_at_least(role, wanted):

@@ -4,8 +4,11 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, TextField, Window
 from django.db.models.functions import Cast, RowNumber
 
@@ -115,8 +118,138 @@ def objects_at(chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -
     return versions.select_related("commit").order_by("name")
 
 
-def object_find(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
-    return objects_at(chain, kind=kind, parent_id=parent_id).filter(name=name).first()
+def object_find(
+    chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None, parent_named: str | None = None
+) -> ObjectVersion | None:
+    """The live object of a kind named `name` (in the database `parent_id`, or in the live database named
+    `parent_named`, found in the same query), with its commit: `objects_at(...).filter(name=name).first()` in plain
+    SQL (tests/catalog_app/test_cold_reads.py compares them), as every read of a table runs it and the ORM took
+    several times as long to build the query as the database to answer it."""
+    live, params = _live_sql("v", chain, kind)
+    sql = f"SELECT {_VERSION_AND_COMMIT} FROM {_VERSIONS} v JOIN {_COMMITS} c ON c.id = v.commit_id WHERE {live}"
+    sql += " AND v.name = %s"
+    params.append(name)
+    if parent_id is not None:
+        sql += " AND v.parent_id = %s"
+        params.append(parent_id)
+    elif parent_named is not None:
+        parent, more = _live_sql("d", chain, ObjectKind.DATABASE)
+        sql += f" AND v.parent_id = (SELECT d.object_id FROM {_VERSIONS} d WHERE {parent} AND d.name = %s LIMIT 1)"
+        params += [*more, parent_named]
+    found = versions_raw(f"{sql} LIMIT 1", params)
+    return found[0] if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTime:
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ListedObject:
+    """A live object as a list answer shows it (the database and table serializers read these attributes of an
+    ObjectVersion): plain values, as a page of model instances, each with its commit, cost more than its query."""
+
+    object_id: uuid.UUID
+    name: str
+    commit_id: str
+    parent_id: uuid.UUID | None
+    state: dict
+    commit: CommitTime
+
+
+class ObjectsAt:
+    """`objects_at` read a page at a time in plain SQL, for a list answer (lakeui/api/pagination.py slices it and
+    counts it only when it is longer than its page): the live objects of a kind (in one database), by name, as
+    `ListedObject`s. A page is read with the count of the whole list (a window over the rows the page is sorted
+    from anyway), so a list longer than its page costs one query, not a COUNT more."""
+
+    def __init__(self, chain: Chain, *, kind: str, parent_id: uuid.UUID | None = None) -> None:
+        self.where, self.params = _live_sql("v", chain, kind)
+        if parent_id is not None:
+            self.where += " AND v.parent_id = %s"
+            self.params.append(parent_id)
+        self.counted: int | None = None
+
+    def count(self) -> int:
+        if self.counted is None:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT count(*) FROM {_VERSIONS} v WHERE {self.where}", self.params)
+                self.counted = cursor.fetchone()[0]
+        return self.counted
+
+    def __getitem__(self, key: slice) -> list[ListedObject]:
+        start, stop = key.start or 0, key.stop
+        sql = (
+            f"SELECT v.object_id, v.name, v.commit_id, v.parent_id, v.state, c.created_at, count(*) OVER ()"
+            f" FROM {_VERSIONS} v JOIN {_COMMITS} c ON c.id = v.commit_id WHERE {self.where} ORDER BY v.name"
+        )
+        params = list(self.params)
+        if stop is not None:
+            sql += " LIMIT %s"
+            params.append(max(0, stop - start))
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} OFFSET %s", [*params, start])
+            rows = cursor.fetchall()
+        if rows:
+            self.counted = rows[0][-1]
+        return [
+            ListedObject(object_id, name, commit_id, parent_id, _json(state), CommitTime(created_at))
+            for object_id, name, commit_id, parent_id, state, created_at, _ in rows
+        ]
+
+
+_VERSIONS, _COMMITS = ObjectVersion._meta.db_table, Commit._meta.db_table
+_VERSION_FIELDS = [f.attname for f in ObjectVersion._meta.concrete_fields]
+_COMMIT_FIELDS = [f.attname for f in Commit._meta.concrete_fields]
+_VERSION_AND_COMMIT = ", ".join(
+    [f"v.{f.column}" for f in ObjectVersion._meta.concrete_fields]
+    + [f"c.{f.column}" for f in Commit._meta.concrete_fields]
+)
+_STATE = _VERSION_FIELDS.index("state")
+
+
+def _chain_sql(alias: str, chain: Chain) -> tuple[str, list]:
+    """Chain.q() in plain SQL over the rows `alias`."""
+    condition = " OR ".join(f"({alias}.line_id = %s AND {alias}.seq <= %s)" for _ in chain.segments)
+    return f"({condition})", [value for segment in chain.segments for value in segment]
+
+
+def _live_sql(alias: str, chain: Chain, kind: str) -> tuple[str, list]:
+    """`objects_at`'s condition in plain SQL (as newest_on_chain writes it: the newest version of its object on
+    the chain, probed by (object, seq), not dropped, of the kind) over the versions `alias`, and its parameters."""
+    mine, params = _chain_sql(alias, chain)
+    newer, more = _chain_sql(f"{alias}_n", chain)
+    sql = (
+        f"{alias}.catalog_id = %s AND {mine} AND NOT EXISTS (SELECT 1 FROM {_VERSIONS} {alias}_n WHERE {newer}"
+        f" AND {alias}_n.object_id = {alias}.object_id AND {alias}_n.seq > {alias}.seq)"
+        f" AND NOT {alias}.dropped AND {alias}.kind = %s"
+    )
+    return sql, [chain.commit.catalog_id, *params, *more, kind]
+
+
+def versions_raw(sql: str, params: list) -> list[ObjectVersion]:
+    """Object versions with their commits from plain SQL selecting `_VERSION_AND_COMMIT`, as the ORM would make them
+    (the state decoded as JSONField decodes it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    alias = connection.alias
+    return [_version_of(row, alias) for row in rows]
+
+
+def _json(value):
+    """A JSON column as JSONField decodes it (PostgreSQL's jsonb comes as its text, as Django has psycopg load it)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _version_of(row: tuple, alias: str) -> ObjectVersion:
+    values = list(row[: len(_VERSION_FIELDS)])
+    values[_STATE] = _json(values[_STATE])
+    version = ObjectVersion.from_db(alias, _VERSION_FIELDS, values)
+    commit = Commit.from_db(alias, _COMMIT_FIELDS, row[len(_VERSION_FIELDS) :])
+    ObjectVersion.commit.field.set_cached_value(version, commit)
+    return version
 
 
 def object_get(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion:
@@ -142,30 +275,70 @@ class HistoryEntry:
 def object_history(
     chain: Chain, *, object_id: uuid.UUID, schemas: Iterable[SchemaVersion] | None = None
 ) -> list[HistoryEntry]:
-    """Every version of the object on the chain, newest first, with its commit and operations; `schemas`: the
-    table's schema history on the chain when the caller has it (`schema_history`), else read here."""
-    versions = list(
-        ObjectVersion.objects.filter(chain.q(), object_id=object_id)
-        .select_related("commit", "commit__author")
-        .order_by("-seq")
+    """Every version of the object on the chain, newest first, with its commit (its author: the username read) and
+    operations, in one plain query (the ORM took longer to build its two than the database to answer them);
+    `schemas`: the table's schema history on the chain when the caller has it (`schema_history`), else read here."""
+    chain_sql, params = _chain_sql("v", chain)
+    operations = (
+        f"(SELECT json_agg(json_build_array(o.id, o.position, o.object_kind, o.op, o.details) ORDER BY o.position)"
+        f" FROM {Operation._meta.db_table} o WHERE o.commit_id = v.commit_id AND o.object_id = v.object_id)::text"
     )
-    commit_ids = [version.commit_id for version in versions]
-    operations: dict[str, list[Operation]] = {}
-    for operation in Operation.objects.filter(commit_id__in=commit_ids, object_id=object_id):
-        operations.setdefault(operation.commit_id, []).append(operation)
+    sql = (
+        f"SELECT {_VERSION_AND_COMMIT}, a.username, {operations} FROM {_VERSIONS} v"
+        f" JOIN {_COMMITS} c ON c.id = v.commit_id LEFT JOIN {get_user_model()._meta.db_table} a ON a.id = c.author_id"
+        f" WHERE {chain_sql} AND v.object_id = %s ORDER BY v.seq DESC"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, object_id])
+        rows = cursor.fetchall()
+    alias = connection.alias
+    versions = [_version_of(row[:-2], alias) for row in rows]
     schema_ids = {version.state.get("schema_version_id") for version in versions} - {None}
     known = {} if schemas is None else {schema.id: schema for schema in schemas}
     missing = schema_ids - set(known)  # none when the caller gave the history: a version's schema is on its chain
     schemas = {**known, **(SchemaVersion.objects.in_bulk(missing) if missing else {})}
-    return [
-        HistoryEntry(
-            version=version,
-            commit=version.commit,
-            operations=operations.get(version.commit_id, []),
-            schema_version=schemas.get(version.state.get("schema_version_id")),
-        )
-        for version in versions
-    ]
+    entries = []
+    for version, (username, operations) in zip(versions, (row[-2:] for row in rows), strict=True):
+        commit = version.commit
+        author = None
+        if commit.author_id is not None:
+            author = get_user_model().from_db(alias, ["id", "username"], [commit.author_id, username])
+        Commit.author.field.set_cached_value(commit, author)
+        ops = [
+            Operation.from_db(alias, _OPERATION_FIELDS, [id_, commit.id, position, object_id, kind, op, details])
+            for id_, position, kind, op, details in json.loads(operations or "[]")
+        ]
+        schema = schemas.get(version.state.get("schema_version_id"))
+        entries.append(HistoryEntry(version=version, commit=commit, operations=ops, schema_version=schema))
+    return entries
+
+
+_OPERATION_FIELDS = ["id", "commit_id", "position", "object_id", "object_kind", "op", "details"]
+
+
+def schema_history_read(chain: Chain, *, table_id: uuid.UUID) -> list[SchemaVersion]:
+    """`schema_history` as the API answers it (each version with its commit; not what it was copied from), in
+    plain SQL."""
+    chain_sql, params = _chain_sql("s", chain)
+    fields = list(SchemaVersion._meta.concrete_fields)
+    commit_columns = ", ".join(f"c.{f.column}" for f in Commit._meta.concrete_fields)
+    sql = (
+        f"SELECT {', '.join(f's.{f.column}' for f in fields)}, {commit_columns}"
+        f" FROM {SchemaVersion._meta.db_table} s JOIN {_COMMITS} c ON c.id = s.commit_id"
+        f" WHERE {chain_sql} AND s.table_id = %s ORDER BY s.seq, s.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, table_id])
+        rows = cursor.fetchall()
+    names, alias, found = [f.attname for f in fields], connection.alias, []
+    at = names.index("columns")
+    for row in rows:
+        values = list(row[: len(fields)])
+        values[at] = _json(values[at])
+        version = SchemaVersion.from_db(alias, names, values)
+        SchemaVersion.commit.field.set_cached_value(version, Commit.from_db(alias, _COMMIT_FIELDS, row[len(fields) :]))
+        found.append(version)
+    return found
 
 
 def schema_history(chain: Chain, *, table_id: uuid.UUID) -> QuerySet[SchemaVersion]:

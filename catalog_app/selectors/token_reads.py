@@ -10,8 +10,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from catalog_app.models import Branch, Catalog, CatalogRole, Commit, ExpiredCommit, Role, Tag
+from catalog_app.models import Branch, Catalog, CatalogRole, Commit, ExpiredCommit, Line, Role, Tag
 from catalog_app.selectors.access import _admin_of
+from catalog_app.selectors.refs import Chain, ResolvedRef
 
 # What a read reads: the state at a ref (a commit, which never changes), or one of the catalog reads not at a ref.
 REF, CATALOGS, CATALOG, BRANCHES, TAGS = "ref", "catalogs", "catalog", "branches", "tags"
@@ -25,6 +26,29 @@ class TokenRead:
     role: str | None  # the user's role in it (catalog_with_role's rule); None: they may not see it
     state: str | None  # what the answer reads now (catalog_state); at a ref, its commit; None: no such ref
     head: tuple[int, int] | None = None  # at a branch: its head's line and seq (lakeui/api/conditional.carried)
+    ref_row: tuple | None = None  # at a ref: what `resolved` makes the ref of (read in the same query)
+
+    def resolved(self, ref: str) -> ResolvedRef | None:
+        """The ref as ref_resolve finds it (its commit, its branch, its chain), made from what the query read, for a
+        read whose answer is not kept: its view then reads neither the ref nor its chain again. None if the query
+        found no ref (a commit id prefix, an expired commit: the normal way answers)."""
+        if self.ref_row is None or self.catalog is None:
+            return None
+        kind, *row = self.ref_row
+        commits = len(_fields["commit"])
+        commit = Commit.from_db(connection.alias, _fields["commit"], row[:commits])
+        branch_id, created_at, created_by_id, forks = row[commits:]
+        branch = None
+        if kind == "branch":
+            values = (branch_id, commit.catalog_id, ref, commit.id, created_at, created_by_id)
+            branch = Branch.from_db(connection.alias, _BRANCH_FIELDS, values)
+            branch.head = commit
+        found = ResolvedRef(catalog=self.catalog, kind=kind, name=ref, commit=commit, branch=branch)
+        segments = [(commit.line_id, commit.seq)] + [
+            tuple(map(int, f.split(":"))) for f in filter(None, forks.split(","))
+        ]
+        found.__dict__["chain"] = Chain(commit=commit, segments=tuple(segments))  # its cached_property, filled
+        return found
 
 
 def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | None = None) -> TokenRead | None:
@@ -39,7 +63,8 @@ def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | No
         return None
     users, catalogs = len(_fields["user"]), len(_fields["catalog"])
     user = get_user_model().from_db(connection.alias, _fields["user"], row[:users])
-    found, granted, state = row[users], *row[users + catalogs :]
+    found, granted, state = row[users], *row[users + catalogs : users + catalogs + 2]
+    ref_row = tuple(row[users + catalogs + 2 :]) if kind == REF and state is not None else None
     head = None
     if kind == REF and state is not None and " " in state:  # a branch: "commit line seq"
         state, line, seq = state.split(" ")
@@ -48,7 +73,7 @@ def token_read(*, key: str, kind: str, catalog: str | None = None, ref: str | No
         return TokenRead(user=user, catalog=None, role=None, state=state if kind == CATALOGS else None)
     place = Catalog.from_db(connection.alias, _fields["catalog"], row[users : users + catalogs])
     role = Role.ADMIN if _admin_of(user, place) else granted  # as catalog_with_role (selectors/access.py)
-    return TokenRead(user=user, catalog=place, role=role, state=state, head=head)
+    return TokenRead(user=user, catalog=place, role=role, state=state, head=head, ref_row=ref_row)
 
 
 def catalog_state(
@@ -156,29 +181,64 @@ def _query(kind: str) -> tuple[str, object]:
         users, catalogs = get_user_model()._meta.concrete_fields, Catalog._meta.concrete_fields
         quote = connection.ops.quote_name
         columns = [f"u.{quote(field.column)}" for field in users] + [f"c.{quote(field.column)}" for field in catalogs]
-        commits, branches, tags = Commit._meta.db_table, Branch._meta.db_table, Tag._meta.db_table
-        if kind == REF:  # a branch's head with its line and seq (as text), else a tag's commit, else a commit by id
-            state = (
-                f"coalesce((SELECT h.id || ' ' || h.line_id || ' ' || h.seq FROM {branches} b"
-                f" JOIN {commits} h ON h.id = b.head_id WHERE b.catalog_id = c.id AND b.name = %s),"
-                f" (SELECT g.commit_id FROM {tags} g WHERE g.catalog_id = c.id AND g.name = %s),"
-                f" (SELECT m.id FROM {commits} m WHERE m.catalog_id = c.id AND m.id = %s AND NOT EXISTS"
-                f" (SELECT 1 FROM {ExpiredCommit._meta.db_table} e WHERE e.commit_id = m.id)))"
-            )
+        if kind == REF:
+            _sql[kind] = _ref_query(columns)
         else:
             state = _states().get(kind, "NULL")
-        _sql[kind] = (
-            f"SELECT {', '.join(columns)},"
-            f" (SELECT r.role FROM {CatalogRole._meta.db_table} r WHERE r.catalog_id = c.id AND r.user_id = u.id),"
-            f" {state}"
-            f" FROM {Token._meta.db_table} t JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id"
-            f" LEFT JOIN {Catalog._meta.db_table} c ON c.name = %s WHERE t.key = %s"
-        )
+            _sql[kind] = (
+                f"SELECT {', '.join(columns)},"
+                f" (SELECT r.role FROM {CatalogRole._meta.db_table} r WHERE r.catalog_id = c.id AND r.user_id = u.id),"
+                f" {state}"
+                f" FROM {Token._meta.db_table} t JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id"
+                f" LEFT JOIN {Catalog._meta.db_table} c ON c.name = %s WHERE t.key = %s"
+            )
         _fields["user"] = [field.attname for field in users]
         _fields["catalog"] = [field.attname for field in catalogs]
+        _fields["commit"] = [field.attname for field in Commit._meta.concrete_fields]
     if kind == REF:  # a commit named by its full id only (a prefix may name several: the normal way says so)
         full = settings.LAKEUI_READ_CARRY  # off: a commit id is read the normal way, as before
         commit = lambda ref: ref if full and ref and FULL_COMMIT_ID.fullmatch(ref) else None  # noqa: E731
-        return _sql[kind], lambda ref, catalog, key: [ref, ref, commit(ref), catalog, key]
+        return _sql[kind], lambda ref, catalog, key: [catalog, ref, ref, commit(ref), key]
     named = kind in (BRANCH, TAG)
     return _sql[kind], lambda ref, catalog, key: [*([ref] if named else []), catalog, key]
+
+
+_BRANCH_FIELDS = ["id", "catalog_id", "name", "head_id", "created_at", "created_by_id"]
+
+
+def _ref_query(columns: list[str]) -> str:
+    """token_read's query at a ref: the ref's commit as ref_resolve finds it (a branch's head, else a tag's commit,
+    else a commit by its full id that retention did not expire), its state (for a branch "commit line seq"), and
+    for a read whose answer is not kept (TokenRead.resolved) the commit's row, the branch's and the chain's forks
+    (commit_chain's recursive query, as "line:fork_seq,..." nearest first)."""
+    quote = connection.ops.quote_name
+    commits, branches, tags = Commit._meta.db_table, Branch._meta.db_table, Tag._meta.db_table
+    lines, expired = Line._meta.db_table, ExpiredCommit._meta.db_table
+    commit_columns = [quote(field.column) for field in Commit._meta.concrete_fields]
+    found = ", ".join(f"m.{c}" for c in commit_columns)
+    forks = (
+        f"(WITH RECURSIVE up(parent_id, fork_seq, depth) AS ("
+        f" SELECT parent_id, fork_seq, 0 FROM {lines} WHERE id = f.line_id"
+        f" UNION ALL SELECT l.parent_id, l.fork_seq, up.depth + 1 FROM {lines} l JOIN up ON l.id = up.parent_id)"
+        f" SELECT coalesce(string_agg(parent_id || ':' || fork_seq, ',' ORDER BY depth), '') FROM up"
+        f" WHERE parent_id IS NOT NULL)"
+    )
+    return (
+        f"SELECT {', '.join(columns)},"
+        f" (SELECT r.role FROM {CatalogRole._meta.db_table} r WHERE r.catalog_id = c.id AND r.user_id = u.id),"
+        f" CASE f.kind WHEN 'branch' THEN f.id || ' ' || f.line_id || ' ' || f.seq ELSE f.id END,"
+        f" f.kind, {', '.join(f'f.{c}' for c in commit_columns)}, f.branch_id, f.branch_created_at,"
+        f" f.branch_created_by_id, CASE WHEN f.kind IS NOT NULL THEN {forks} END"
+        f" FROM {Token._meta.db_table} t JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id"
+        f" LEFT JOIN {Catalog._meta.db_table} c ON c.name = %s"
+        f" LEFT JOIN LATERAL (SELECT * FROM ("
+        f" SELECT 1 AS o, 'branch' AS kind, {found}, b.id AS branch_id, b.created_at AS branch_created_at,"
+        f" b.created_by_id AS branch_created_by_id"
+        f" FROM {branches} b JOIN {commits} m ON m.id = b.head_id WHERE b.catalog_id = c.id AND b.name = %s"
+        f" UNION ALL SELECT 2, 'tag', {found}, NULL, NULL, NULL"
+        f" FROM {tags} g JOIN {commits} m ON m.id = g.commit_id WHERE g.catalog_id = c.id AND g.name = %s"
+        f" UNION ALL SELECT 3, 'commit', {found}, NULL, NULL, NULL FROM {commits} m"
+        f" WHERE m.catalog_id = c.id AND m.id = %s AND NOT EXISTS (SELECT 1 FROM {expired} e WHERE e.commit_id = m.id)"
+        f") refs ORDER BY o LIMIT 1) f ON true"
+        f" WHERE t.key = %s"
+    )

@@ -14,7 +14,8 @@ class PagePagination(PageNumberPagination):
     def paginate_queryset(self, queryset, request, view=None):
         """The first page is read first (one more row than it holds): a list that fits in it costs that one query,
         and a longer one only a COUNT more, not a COUNT and then the page."""
-        if isinstance(queryset, QuerySet) and request.query_params.get(self.page_query_param, "1") == "1":
+        sliced = isinstance(queryset, QuerySet) or (hasattr(queryset, "count") and hasattr(queryset, "__getitem__"))
+        if sliced and not isinstance(queryset, list) and request.query_params.get(self.page_query_param, "1") == "1":
             size = self.get_page_size(request)
             if size:
                 head = list(queryset[: size + 1])

@@ -69,3 +69,22 @@ def test_an_append_reads_only_segments_whose_key_range_overlaps(live_server, cli
         100,
         101,
     ]
+
+
+def test_a_segment_without_statistics_of_the_key_is_read(live_server, client, token, opened):
+    """A segment whose footer gave no statistics of the key column (a file written without them: the catalog then
+    keeps none for that column) may hold any key: it is read on every append, and a key it doubles is found."""
+    main, _ = keyed_orders(live_server, client, token)  # ids 0-4
+    main.load_table("shop.orders").append(rows(range(10, 15)))
+    old = segment_paths()
+    LakeFile.objects.filter(path=old[10]).update(stats={})
+
+    opened.clear()
+    main.load_table("shop.orders").append(rows([100]))  # above both ranges: only the segment without statistics
+    assert old[10] in opened and old[0] not in opened
+
+    opened.clear()
+    with pytest.raises(BadRequestError, match=r"twice: \[\(12,\)\]"):
+        main.load_table("shop.orders").append(rows([12, 13]).slice(0, 1))
+    assert old[10] in opened and old[0] not in opened
+    assert sorted(r[0] for r in api_rows(client, "main", "shop.orders")[1]) == [*range(5), *range(10, 15), 100]
