@@ -29,6 +29,7 @@ django_setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 
+from catalog_app.models import Catalog  # noqa: E402
 from catalog_app.selectors.blame import key_history, table_blame  # noqa: E402
 from catalog_app.selectors.refs import ref_resolve  # noqa: E402
 from catalog_app.services.data_submit import table_data_submit  # noqa: E402
@@ -38,14 +39,18 @@ def history(user, rows: int, commits: int, spread: float):
     """shop.orders with `rows` rows, then `commits` upserts of 10 random keys each: its catalog and the keys the last
     upsert set."""
     main = keyed_orders(user, rows, "blame")
-    drawn = random.Random(56)
-    keys: list[int] = []
-    for number in range(commits):
-        keys = drawn.sample(range(50, max(51, int(rows * spread))), 10)  # the first page's keys stay as loaded
+    drawn = drawn_keys(rows, commits, spread)
+    for number, keys in enumerate(drawn):
         params = {"strategy": "upsert", "key_columns": ["id"],
                   "rows": [{"id": k, "amount": -number, "region": "us"} for k in keys]}  # fmt: skip
         run_job(table_data_submit(target=main, database="shop", table="orders", kind="table_load", params=params))
-    return main.catalog, keys
+    return main.catalog, drawn[-1] if drawn else []
+
+
+def drawn_keys(rows: int, commits: int, spread: float) -> list[list[int]]:
+    """The keys each upsert sets (the same for the same options: a run with --catalog knows them)."""
+    drawn = random.Random(56)  # the first page's keys (0..49) stay as loaded
+    return [drawn.sample(range(50, max(51, int(rows * spread))), 10) for _ in range(commits)]
 
 
 def main() -> None:
@@ -54,11 +59,16 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=1000)
     parser.add_argument("--spread", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--catalog", help="measure this catalog, made by an earlier run with the same options")
     args = parser.parse_args()
     user, _ = get_user_model().objects.get_or_create(username="bench_blame")
-    setup, (catalog, last_keys) = timed(lambda: history(user, args.rows, args.commits, args.spread))
-    print(f"{args.rows} rows loaded and {args.commits} upserts of 10 keys (spread {args.spread}) in "
-          f"{setup / 1000:.0f} s (setup)")  # fmt: skip
+    if args.catalog:
+        catalog = Catalog.objects.get(name=args.catalog)
+        last_keys = drawn_keys(args.rows, args.commits, args.spread)[-1]
+    else:
+        setup, (catalog, last_keys) = timed(lambda: history(user, args.rows, args.commits, args.spread))
+        print(f"{args.rows} rows loaded and {args.commits} upserts of 10 keys (spread {args.spread}) in "
+              f"{setup / 1000:.0f} s (setup), catalog {catalog.name}")  # fmt: skip
 
     def blame(**params):
         resolved = ref_resolve(catalog=catalog, ref="main")

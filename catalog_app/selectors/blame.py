@@ -20,8 +20,8 @@ import itertools
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -68,14 +68,43 @@ def _keep_keys(name: tuple, keys: pa.Table) -> None:
             _kept_rows[0] -= _SEGMENT_KEYS.pop(next(iter(_SEGMENT_KEYS))).num_rows
 
 
+# (commit ids, table id) -> {commit: {key_id: {column or "*": settlement}}} for those a merge, pick or revert made
+# with a resolution that settled keys of the table (merge_app.selectors.provenance.cells_settled), registered by the
+# app that keeps merges: catalog_app never imports it. With none registered, no cell names a resolution.
+SettledReader = Callable[[list[str], str], dict[str, dict[str, dict[str, dict]]]]
+_SETTLED_READERS: list[SettledReader] = []
+
+
+def settled_reader_register(reader: SettledReader) -> SettledReader:
+    if reader not in _SETTLED_READERS:
+        _SETTLED_READERS.append(reader)
+    return reader
+
+
+def _settled_of(commit_ids: Iterable[str], table_id: uuid.UUID) -> dict[str, dict[str, dict[str, dict]]]:
+    wanted = sorted(set(commit_ids))
+    found: dict[str, dict] = {}
+    if wanted:
+        for reader in _SETTLED_READERS:
+            found |= reader(wanted, str(table_id))
+    return found
+
+
+def key_id(key: tuple) -> str:
+    """A key as merges' reports name it (`merge_app.services.keys`): its values as a compact JSON list."""
+    return json.dumps([json_value(v) for v in key], separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class Writer:
     """Who wrote one cell (or row): the commit, and the merges and picks that brought it to the ref, the outermost
-    (nearest the ref) first; `resolution` when a merge made the value itself."""
+    (nearest the ref) first; `resolution` when a merge made the value itself; `settled` the resolution of the merge
+    (or pick) nearest the ref that settled this cell in a conflict, with who chose it."""
 
     commit: str | None
     via: tuple[str, ...] = ()
     resolution: bool = False
+    settled: dict | None = field(default=None, hash=False)
 
 
 @dataclass
@@ -283,7 +312,9 @@ def _walk(
     are left out: the caller's merge made them."""
     settled: dict[tuple, dict[str, Writer]] = {}
     pending = {k: set(cells) for k, cells in pending.items() if cells}
-    for touch in table.touching(commit_chain(head)):
+    chain = commit_chain(head)
+    resolved = _Settlements(table, chain) if pending else None
+    for touch in table.touching(chain):
         if not pending:
             break
         commit = touch.commit
@@ -310,11 +341,46 @@ def _walk(
                 inner = _walk(table, commit.merge_parent, {key: hit}, expected, (*via, commit.id), depth - 1)
                 found = inner.get(key, {})
                 for cell in hit:
-                    settled.setdefault(key, {})[cell] = found.get(cell) or Writer(commit.id, via, resolution=True)
+                    writer = found.get(cell) or Writer(commit.id, via, resolution=True)
+                    settled.setdefault(key, {})[cell] = resolved.named(writer, commit, key, cell)
             else:
                 for cell in hit:
-                    settled.setdefault(key, {})[cell] = Writer(commit.id, via)
+                    settled.setdefault(key, {})[cell] = resolved.named(Writer(commit.id, via), commit, key, cell)
     return settled
+
+
+class _Settlements:
+    """The resolutions that settled cells of the table on a chain: those of its merges (a merge keeping the
+    target's value changes no file of the key, so it is found here rather than in the walk), and of a commit that
+    set a cell (a cherry-pick or a revert settled by a resolution)."""
+
+    def __init__(self, table: _Table, chain: Chain):
+        self.table = table
+        merges = dict(
+            Commit.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, merge_parent__isnull=False)
+            .values_list("id", "seq")
+        )  # fmt: skip
+        found = _settled_of(merges, table.table_id) if merges else {}
+        self.merges = sorted(((merges[c], s) for c, s in found.items()), key=lambda m: -m[0])  # newest first
+        self.own: dict[str, dict] = {}
+
+    def named(self, writer: Writer, commit: Commit, key: tuple, cell: str) -> Writer:
+        """`writer` of a cell `commit` set on the chain, with the settlement nearest the ref: of a merge at or after
+        `commit` on the chain, else of `commit` itself, else the one `writer` names (met inside a merge's source)."""
+        wanted = key_id(key)
+        for seq, settled in self.merges:
+            if seq < commit.seq:
+                break
+            cells = settled.get(wanted)
+            if cells and (cells.get(cell) or cells.get("*")):
+                return replace(writer, settled=cells.get(cell) or cells["*"])
+        if commit.merge_parent_id is None:
+            if commit.id not in self.own:
+                self.own[commit.id] = _settled_of([commit.id], self.table.table_id).get(commit.id, {})
+            cells = self.own[commit.id].get(wanted)
+            if cells and (cells.get(cell) or cells.get("*")):
+                return replace(writer, settled=cells.get(cell) or cells["*"])
+        return writer
 
 
 # --- reading the table at the ref ----------------------------------------------------------------------------------
@@ -486,7 +552,7 @@ def _writers(results: list[dict]) -> Iterator[Writer]:
 
 def _described(results: list[dict]) -> dict[str, dict[str, Any]]:
     """Every commit the page names (writers, merges, picks, and the commits picks applied), described once."""
-    ids = {c for w in _writers(results) for c in (w.commit, *w.via) if c}
+    ids = {c for w in _writers(results) for c in (w.commit, *w.via, (w.settled or {}).get("merge")) if c}
     links = commit_links_of(ids)
     ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
     return commits_described(ids, links)
@@ -515,14 +581,14 @@ def _shown(writer: Writer, commits: dict[str, dict]) -> dict[str, Any]:
     """A writer as the API shows it: the commit that wrote the value (a pick's: the commit it applied) and the chain
     that brought it to the ref, from the writer to the ref (each a merge or a pick)."""
     if writer.commit is None:
-        return {"commit": None, "chain": [], "resolution": False}
+        return {"commit": None, "chain": [], "resolution": False, "settled_by": None}
     chain = list(reversed(writer.via))
     commit = writer.commit
     picked = commits.get(commit, {}).get("picked_from")
     if picked and not writer.resolution:
         chain.insert(0, commit)
         commit = picked
-    return {"commit": commit, "chain": chain, "resolution": writer.resolution}
+    return {"commit": commit, "chain": chain, "resolution": writer.resolution, "settled_by": writer.settled}
 
 
 # --- one key's history ---------------------------------------------------------------------------------------------

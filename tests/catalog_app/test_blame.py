@@ -13,6 +13,7 @@ from merge_app.services.merge_requests import (
     merge_request_open,
     merge_request_review,
     merge_request_status_post,
+    merge_request_update,
 )
 from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
@@ -171,3 +172,65 @@ def test_an_empty_table_has_an_empty_blame_and_a_key_it_never_held_no_history(us
         assert (answer["count"], answer["results"], answer["next"], answer["commits"]) == (0, [], None, {})
     response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "9"})
     assert (response.status_code, response.json()["code"]) == (404, "key_not_found")
+
+
+def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_client, user):
+    """Merge request !1 conflicts on keys 1-3; bob chooses its resolutions: key 1 source_wins (its own), the table's
+    column rule sum_of_changes for amount, else the table's target_wins (key 3's region). alice merges. The blame of
+    each settled cell names the merge's rule, its scope and bob; a cell the merge took as one side changed it names
+    no resolution."""
+    bob, _ = get_user_model().objects.get_or_create(username="bob")
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    insert(catalog, [{"id": i, "amount": i * 10, "region": "eu"} for i in (1, 2, 3, 4)])
+    first = head(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    upsert(catalog, [{"id": 1, "amount": 11, "region": "eu"}, {"id": 2, "amount": 21, "region": "us"},
+                     {"id": 3, "amount": 30, "region": "dev"}], branch="dev")  # fmt: skip
+    on_dev = head(catalog, "dev")
+    upsert(catalog, [{"id": 1, "amount": 12, "region": "eu"}, {"id": 2, "amount": 22, "region": "eu"},
+                     {"id": 3, "amount": 30, "region": "main"}])  # fmt: skip
+    on_main = head(catalog)
+    request = merge_request_open(catalog=catalog, source="dev", target="main", title="conflicts", author=user)
+    job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    resolutions = {
+        "keys": {"sales.orders": {"[1]": "source_wins"}},
+        "tables": {"sales.orders": {"choice": "target_wins", "columns": {"amount": "sum_of_changes"}}},
+    }
+    request = merge_request_update(merge_request=request, user=bob, resolutions=resolutions)  # fmt: skip
+    request.refresh_from_db()
+    job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    request.refresh_from_db()
+    job = merge_request_merge(merge_request=request, user=user)
+    job_execute(job_id=str(job.id), worker="test-process")
+    assert wait_for_job(job.id).status == "succeeded"
+    merged = head(catalog)
+
+    answer = blame(user_client)
+    by_key = {r["key"]["id"]: r for r in answer["results"]}
+    assert {k: r["row"]["amount"] for k, r in by_key.items()} == {1: 11, 2: 23, 3: 30, 4: 40}
+    assert {k: r["row"]["region"] for k, r in by_key.items()} == {1: "eu", 2: "us", 3: "main", 4: "eu"}
+
+    def settled(key, column):
+        cell = by_key[key]["cells"][column]
+        found = cell["settled_by"]
+        return (cell["commit"], cell["chain"], cell["resolution"],
+                found and (found["merge"], found["choice"], found["scope"], found["column"], found["chosen_by"]))  # fmt: skip
+
+    # Key 1, its own source_wins: the amount is dev's, brought by the merge, which its resolution settled.
+    assert settled(1, "amount") == (on_dev, [merged], False, (merged, "source_wins", "key", None, "bob"))
+    assert settled(1, "region") == (first, [], False, None)  # not in conflict: no side changed it
+    # Key 2: sum_of_changes made a value neither side held (22 + 21 - 20): the merge wrote it, by bob's rule; the
+    # region only dev changed merged as it was.
+    assert settled(2, "amount") == (merged, [], True, (merged, "sum_of_changes", "column", "amount", "bob"))
+    assert settled(2, "region") == (on_dev, [merged], False, None)
+    # Key 3: region in conflict, no rule: the table's target_wins kept main's value; the merge changed no file of
+    # it, yet names itself as what settled it. The amount both sides left alone names no resolution.
+    assert settled(3, "region") == (on_main, [], False, (merged, "target_wins", "table", "region", "bob"))
+    assert settled(3, "amount") == (first, [], False, None)
+    assert settled(4, "amount") == (first, [], False, None)
+    assert answer["commits"][merged]["kind"] == "merge" and answer["commits"][merged]["author"] == "alice"
+    chosen_at = by_key[1]["cells"]["amount"]["settled_by"]["chosen_at"]
+    assert chosen_at and chosen_at <= answer["commits"][merged]["created_at"]
+    # One key alone, the same.
+    assert blame(user_client, key="[3]")["results"] == [by_key[3]]
