@@ -21,20 +21,22 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from django.conf import settings
 
 from catalog_app.engine import row_diff
 from catalog_app.engine.pruning import segment_bounds
 from catalog_app.engine.reads import READ_ERRORS
 from catalog_app.engine.segments import Column, SegmentRead
-from catalog_app.engine.types import json_value
-from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.types import arrow_type, json_value
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
@@ -46,26 +48,77 @@ from lakeui.errors import ApplicationError, NotFoundError
 MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
 MAX_PAGE_SIZE = 500
 BATCH = 64  # commits of a chain read at a time
+_LOW = np.int64(0xFFFFFFFF)
 MESSAGE_UNREADABLE = "The web process cannot read or compare the files of {table}; its blame is not served yet."
 
 
-SEGMENT_KEYS_KEPT = 4_000_000  # keys of segments kept per process (the newest segments read), at most
-_SEGMENT_KEYS: dict[tuple, pa.Table] = {}  # (segment id, key column ids) -> its keys
-_kept_rows = [0]  # the keys kept in all
-_keeping = threading.Lock()
+class _Kept:
+    """Values kept per process, by name, the least recently used going beyond `budget` in all (a value weighs what
+    `put` says; one heavier than half the budget is not kept). For what never changes: a file's contents, a
+    commit's state."""
+
+    def __init__(self, budget: int):
+        self.budget, self.weight, self.items, self.lock = budget, 0, {}, threading.Lock()
+
+    def get(self, name: Any) -> Any:
+        with self.lock:
+            found = self.items.pop(name, None)
+            if found is not None:
+                self.items[name] = found
+            return None if found is None else found[0]
+
+    def put(self, name: Any, value: Any, weight: int) -> Any:
+        if weight > self.budget // 2:
+            return value
+        with self.lock:
+            if name not in self.items:
+                self.items[name] = (value, weight)
+                self.weight += weight
+            while self.weight > self.budget:
+                self.weight -= self.items.pop(next(iter(self.items)))[1]
+        return value
 
 
-def _keep_keys(name: tuple, keys: pa.Table) -> None:
-    """Keep a segment's keys, the oldest kept going beyond SEGMENT_KEYS_KEPT keys in all (a segment larger than a
-    tenth of that is not kept: a commit that added one is rare and reads it anyway)."""
-    if keys.num_rows > SEGMENT_KEYS_KEPT // 10:
-        return
-    with _keeping:
-        if name not in _SEGMENT_KEYS:
-            _SEGMENT_KEYS[name] = keys
-            _kept_rows[0] += keys.num_rows
-        while _kept_rows[0] > SEGMENT_KEYS_KEPT:
-            _kept_rows[0] -= _SEGMENT_KEYS.pop(next(iter(_SEGMENT_KEYS))).num_rows
+# Kept per process (files never change, nor does a commit's state): the positions each delta file lists, each
+# segment's keys and whole rows, and each table state's live keys in key order (its pages).
+_DELETES = _Kept(10_000_000)  # positions
+_SEGMENT_KEYS = _Kept(8_000_000)  # keys
+_SEGMENT_ROWS = _Kept(2_000_000)  # rows
+_ORDERS = _Kept(4_000_000)  # keys
+READ_THREADS = 4
+
+
+def _parallel(action: Callable, items: list) -> list:
+    """`action` of each item, read on a few threads when there are several (pyarrow reads without the GIL)."""
+    if len(items) < 2:
+        return [action(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), READ_THREADS)) as pool:
+        return list(pool.map(action, items))
+
+
+def _deleted_by(warehouse: Warehouse, deltas: Iterable[str]) -> np.ndarray:
+    """The positions these delta files list, each file read once per process."""
+    deltas = list(deltas)
+    found = {d: _DELETES.get(d) for d in deltas}
+    missing = [d for d, positions in found.items() if positions is None]
+
+    def read(delta: str) -> np.ndarray:
+        filesystem, path = arrow_filesystem(warehouse.uri(delta))
+        column = pq.read_table(path, columns=["pos"], filesystem=filesystem).column(0)
+        return column.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
+
+    for delta, positions in zip(missing, _parallel(read, missing), strict=True):
+        found[delta] = _DELETES.put(delta, positions, len(positions) + 1)
+    return np.concatenate([found[d] for d in deltas]) if deltas else np.zeros(0, np.int64)
+
+
+def _live(warehouse: Warehouse, read: SegmentRead, rows: int) -> np.ndarray:
+    """Which of a segment's `rows` rows its delta files leave live."""
+    live = np.ones(rows, dtype=bool)
+    if read.deltas:
+        gone = _deleted_by(warehouse, read.deltas)
+        live[gone[gone < rows]] = False
+    return live
 
 
 # (commit ids, table id) -> {commit: {key_id: {column or "*": settlement}}} for those a merge, pick or revert made
@@ -130,8 +183,8 @@ class _Table:
     columns: list[Column]
     key: list[str]
     warehouse: Warehouse
-    _diffs: dict[str, pa.Table] = field(default_factory=dict)  # per commit, its changes (row_diff's layout)
-    _compactions: dict[str, bool] = field(default_factory=dict)
+    _diffs: dict[str, dict] = field(default_factory=dict)  # per commit, what it did to each key asked (or None)
+    _files: dict[str, TableFiles] = field(default_factory=dict)  # per commit, the table's files
 
     @property
     def table_id(self) -> uuid.UUID:
@@ -142,43 +195,48 @@ class _Table:
         return [c.name for c in self.columns]
 
     def files_at(self, commit: Commit) -> TableFiles:
-        chain = commit_chain(commit)
-        version = object_by_id(chain, object_id=self.table_id)
-        if version is None or version.dropped:
-            return NO_FILES
-        return tables_files(chain, table_ids=[self.table_id]).get(self.table_id, NO_FILES)
+        if commit.id not in self._files:
+            chain = commit_chain(commit)
+            version = object_by_id(chain, object_id=self.table_id)
+            found = NO_FILES
+            if version is not None and not version.dropped:
+                found = tables_files(chain, table_ids=[self.table_id]).get(self.table_id, NO_FILES)
+            self._files[commit.id] = found
+        return self._files[commit.id]
 
     def diff(self, commit: Commit, keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
         """What `commit` did to the rows of `keys` (against its first parent), by key: (change, the row after or
-        None, the columns it set). The commit's changes are read as the change feed reads them, once; only those
-        of `keys` are turned into Python values."""
-        if commit.id not in self._diffs:
+        None, the columns it set). Only the segments the commit added, removed or changed the deletes of are read
+        (as the change feed reads a commit), and of those only the rows of `keys`: their key columns first (kept
+        per process), then the rows of the keys found. Each key's answer is kept for the request."""
+        keys = list(dict.fromkeys(keys))
+        known = self._diffs.setdefault(commit.id, {})
+        missing = [k for k in keys if k not in known]
+        if missing:
             earlier = self.files_at(commit.parent) if commit.parent_id else NO_FILES
             later = self.files_at(commit)
             removed, added = later.changes_since(earlier)
             live = {s.id for s in later.segments}
-            before = TableFiles(removed, earlier.deltas).reads()
-            after = TableFiles([s for s in removed if s.id in live] + added, later.deltas).reads()
+            sides = []
             try:
-                sides = row_diff.read_sides_here(self.warehouse, self.columns, before, after)
+                for files in (TableFiles(removed, earlier.deltas), TableFiles([s for s in removed if s.id in live]
+                                                                               + added, later.deltas)):  # fmt: skip
+                    files = TableFiles([s for s in files.segments if self.may_set([s.stats or {}], missing)],
+                                       files.deltas)  # fmt: skip
+                    reads = files.reads()
+                    found = self.live_keys(reads, missing)
+                    rows = self.rows_of(reads, found.column(row_diff.ORIGIN).to_numpy())
+                    sides.append(rows.drop_columns([row_diff.ORIGIN]))
                 changes = row_diff.changes_of(*sides, self.key)
             except (*READ_ERRORS, NotImplementedError) as error:
                 raise ApplicationError(
                     "blame_unreadable", MESSAGE_UNREADABLE.format(table=self.name), status=503,
                     details={"table": self.name, "error": str(error)[:300]},
                 ) from error  # fmt: skip
-            self._diffs[commit.id] = changes.rows(0, changes.total)
-        rows = self._diffs[commit.id]
-        keys = list(keys)
-        first = self.key[0]
-        try:  # the changes of a key: its `after` key if it has one, else its `before` key (a delete)
-            column = pc.coalesce(rows.column(row_diff._AFTER + first), rows.column(row_diff._BEFORE + first))
-            wanted = pa.array(list({k[0] for k in keys}), column.type)
-            rows = rows.filter(pc.is_in(column, value_set=wanted))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
-            pass  # compared in Python below
-        found = _by_key(rows, self.key, self.names)
-        return {k: found[k] for k in keys if k in found}
+            found = _by_key(changes.rows(0, changes.total), self.key, self.names)
+            for key in missing:
+                known[key] = found.get(key)
+        return {k: known[k] for k in keys if known[k] is not None}
 
     def touching(self, chain: Chain) -> Iterator["_Touch"]:
         """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
@@ -244,23 +302,80 @@ class _Table:
         return any(k in held for k in keys)
 
     def _segment_keys(self, segments: list[SegmentRead]) -> pa.Table:
-        """The key columns of these segments' rows (deletes left out), kept per process by segment: a file never
-        changes, so a later page or key reads none of them again."""
+        """The key columns of these segments' rows (deletes left out)."""
+        tables = self.segment_keys(segments)
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def segment_keys(self, segments: list[SegmentRead]) -> list[pa.Table]:
+        """Per segment, the key columns of every row it holds, in its file's order (deletes left out), kept per
+        process by segment: a file never changes, so a later page, key or commit reads none of them again."""
         columns = [next(c for c in self.columns if c.name == name) for name in self.key]
         ids = tuple(c.id for c in columns)
-        with _keeping:
-            kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
-        missing = [r for r in segments if kept[r.id] is None]
-        if missing:
-            reads = [SegmentRead(id=r.id, path=r.path, columns=r.columns, order=i) for i, r in enumerate(missing)]
-            _, rows = row_diff.read_sides_here(self.warehouse, columns, [], reads, origins=True)
-            places = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
-            keys = rows.drop_columns([row_diff.ORIGIN])
-            for place, read in enumerate(missing):
-                kept[read.id] = keys.filter(pa.array(places == place))
-                _keep_keys((read.id, ids), kept[read.id])
-        tables = [kept[r.id].rename_columns(self.key) for r in segments]
-        return pa.concat_tables(tables) if tables else pa.table({})
+        kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
+        missing = list({r.id: r for r in segments if kept[r.id] is None}.values())
+
+        def read(segment: SegmentRead) -> pa.Table:
+            whole = SegmentRead(id=segment.id, path=segment.path, columns=segment.columns)
+            return row_diff.read_sides_here(self.warehouse, columns, [], [whole])[1].rename_columns(self.key)
+
+        for segment, keys in zip(missing, _parallel(read, missing), strict=True):
+            kept[segment.id] = _SEGMENT_KEYS.put((segment.id, ids), keys, keys.num_rows + 1)
+        return [kept[r.id] for r in segments]
+
+    def live_keys(self, reads: list[SegmentRead], keys: Iterable[tuple] | None = None) -> pa.Table:
+        """The key columns of the live rows of these segments (their deletes applied), with their `ORIGIN` (place
+        in `reads` << 32 | position); with `keys`, only rows whose first key column is one of theirs."""
+        wanted = None
+        if keys is not None:
+            wanted = [k[0] for k in keys]
+        parts = []
+        for place, (read, rows) in enumerate(zip(reads, self.segment_keys(reads), strict=True)):
+            keep = _live(self.warehouse, read, rows.num_rows)
+            if wanted is not None:
+                try:
+                    values = pa.array(wanted, rows.schema.field(self.key[0]).type)
+                    keep &= pc.fill_null(pc.is_in(rows.column(self.key[0]), value_set=values), False).to_numpy(
+                        zero_copy_only=False
+                    )
+                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                    message = f"{wanted[0]!r} is not a value of key column {self.key[0]!r}."
+                    raise ApplicationError("invalid_key", message) from None
+            positions = np.flatnonzero(keep).astype(np.int64)
+            origin = (np.int64(place) << np.int64(32)) + positions
+            parts.append(rows.take(pa.array(positions)).append_column(row_diff.ORIGIN, pa.array(origin, pa.int64())))
+        if not parts:
+            schema = pa.schema([(c.name, arrow_type(c.type)) for c in self.columns if c.name in self.key])
+            return schema.empty_table().select(self.key).append_column(row_diff.ORIGIN, pa.array([], pa.int64()))
+        return pa.concat_tables(parts)
+
+    def rows_of(self, reads: list[SegmentRead], origins: np.ndarray) -> pa.Table:
+        """The whole rows (the current columns) at these origins of `reads`, in their order, with `ORIGIN`. A
+        segment's rows are read whole and kept per process (small segments and a few large ones)."""
+        origins = np.asarray(origins, dtype=np.int64)
+        places = origins >> np.int64(32)
+        parts, order = [], []
+        for place in np.unique(places).tolist():
+            at = np.flatnonzero(places == place)
+            segment = self._segment_rows(reads[place])
+            parts.append(segment.take(pa.array(origins[at] & _LOW)))
+            order.append(at)
+        if not parts:
+            return (
+                pa.schema([(c.name, arrow_type(c.type)) for c in self.columns])
+                .empty_table()
+                .append_column(row_diff.ORIGIN, pa.array([], pa.int64()))
+            )
+        rows = pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+        return rows.append_column(row_diff.ORIGIN, pa.array(origins, pa.int64()))
+
+    def _segment_rows(self, read: SegmentRead) -> pa.Table:
+        name = (read.id, tuple(c.id for c in self.columns), tuple(c.type for c in self.columns))
+        rows = _SEGMENT_ROWS.get(name)
+        if rows is None:
+            whole = SegmentRead(id=read.id, path=read.path, columns=read.columns)
+            rows = row_diff.read_sides_here(self.warehouse, self.columns, [], [whole])[1]
+            _SEGMENT_ROWS.put(name, rows, rows.num_rows + 1)
+        return rows
 
     def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
         """Whether a commit that made live segments of these statistics may have set a row of one of `keys` (or,
@@ -456,6 +571,37 @@ def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.
     return rows, [r.id for r in reads]
 
 
+def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int = 0, key: tuple | None = None
+                   ) -> tuple[int, pa.Table]:  # fmt: skip
+    """A keyed table's rows at a commit, without reading more than its key columns whole: the live keys in key
+    order (kept per process for the commit's state: a later page reads nothing but its rows), the page's slice,
+    and the whole rows of those keys only. With `key`, only that key's, read from the segments whose key
+    statistics do not rule it out. Returns (the rows counted, the page's rows)."""
+    files = tables_files(chain, table_ids=[table.table_id]).get(table.table_id, NO_FILES)
+    try:
+        if key is not None:
+            files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
+            reads = files.reads()
+            found = table.live_keys(reads, [key])
+            origins = found.column(row_diff.ORIGIN).to_numpy()
+            rows = _key_rows(table.rows_of(reads, origins), table, key)
+            return rows.num_rows, rows
+        reads = files.reads()
+        name = (chain.commit.id, table.table_id, tuple(c.id for c in table.columns if c.name in table.key))
+        ordered = _ORDERS.get(name)
+        if ordered is None:
+            live = table.live_keys(reads)
+            ordered = live.take(pc.sort_indices(live, [(k, "ascending") for k in table.key]))
+            _ORDERS.put(name, ordered, ordered.num_rows + 1)
+        shown = ordered.slice((page - 1) * page_size, page_size)
+        return ordered.num_rows, table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
+    except (*READ_ERRORS, NotImplementedError) as error:
+        raise ApplicationError(
+            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
+            details={"table": table.name, "error": str(error)[:300]},
+        ) from error  # fmt: skip
+
+
 def key_parse(table: _Table, raw: str) -> tuple:
     """A key as the API takes it: a JSON array of the key's values in the key's column order (`[9]`), or for a
     one-column key the value alone (`9`)."""
@@ -503,13 +649,12 @@ def table_blame(
         raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
     found = blame_table(resolved, database=database, table=table)
     wanted = key_parse(found, key) if key is not None else None
-    rows, segments = _rows_at(found, resolved.chain, wanted)
-    if wanted is not None:
-        rows = _key_rows(rows, found, wanted)
-        if rows.num_rows == 0:
+    if found.key:
+        count, shown = _keyed_rows_at(found, resolved.chain, page=page, page_size=page_size, key=wanted)
+        if wanted is not None and count == 0:
             raise NotFoundError("key_not_found", f"{found.name} holds no key {list(wanted)!r} at this ref.")
-        count, shown = 1, rows
     else:
+        rows, segments = _rows_at(found, resolved.chain)
         count, shown = rows.num_rows, rows.slice((page - 1) * page_size, page_size)
     listed = [{n: r[n] for n in found.names} for r in shown.to_pylist()]
     if found.key:
@@ -639,7 +784,7 @@ def _versions(
             if record is not None:
                 found[place] = record
     places = sorted(found)
-    live_at_head = _key_rows(_rows_at(table, commit_chain(head), key)[0], table, key).num_rows > 0
+    live_at_head = _keyed_rows_at(table, commit_chain(head), key=key)[0] > 0
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
     if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
         gaps.append((-1, places[0]))
