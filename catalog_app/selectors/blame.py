@@ -16,6 +16,7 @@ A keyless table's row: the commit that made live the segment holding it (followe
 change feed does, `files_made`).
 """
 
+import bisect
 import itertools
 import json
 import threading
@@ -42,7 +43,7 @@ from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
 from catalog_app.selectors.objects import object_by_id, object_find, object_get
 from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_files
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_file_rows, tables_files
 from lakeui.errors import ApplicationError, NotFoundError
 
 MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
@@ -83,8 +84,10 @@ class _Kept:
 # segment's keys and whole rows, and each table state's live keys in key order (its pages).
 _DELETES = _Kept(10_000_000)  # positions
 _SEGMENT_KEYS = _Kept(8_000_000)  # keys
-_SEGMENT_ROWS = _Kept(2_000_000)  # rows
+_SEGMENT_ROWS = _Kept(3_000_000)  # rows
 _ORDERS = _Kept(4_000_000)  # keys
+_FILES = _Kept(200_000)  # files of tables' states
+_TOUCHES = _Kept(200_000)  # what commits did to tables' files (weighed by the files)
 READ_THREADS = 4
 
 
@@ -94,6 +97,16 @@ def _parallel(action: Callable, items: list) -> list:
         return [action(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(len(items), READ_THREADS)) as pool:
         return list(pool.map(action, items))
+
+
+def _files_on(chain: Chain, table_id: uuid.UUID) -> TableFiles:
+    """The table's live files at the chain's commit (`tables_file_rows`), kept per process by commit."""
+    name = (chain.commit.id, table_id)
+    found = _FILES.get(name)
+    if found is None:
+        found = tables_file_rows(chain, table_ids=[table_id]).get(table_id, NO_FILES)
+        _FILES.put(name, found, len(found.segments) + sum(len(d) for d in found.deltas.values()) + 1)
+    return found
 
 
 def _deleted_by(warehouse: Warehouse, deltas: Iterable[str]) -> np.ndarray:
@@ -168,6 +181,7 @@ class _Touch:
     made any row live)."""
 
     commit: Commit
+    compaction: bool = False  # its only operation on the table: it changes no row
     live: list[dict] = field(default_factory=list)
     taken: list[dict] = field(default_factory=list)
     added: list[SegmentRead] = field(default_factory=list)
@@ -196,11 +210,13 @@ class _Table:
 
     def files_at(self, commit: Commit) -> TableFiles:
         if commit.id not in self._files:
-            chain = commit_chain(commit)
-            version = object_by_id(chain, object_id=self.table_id)
-            found = NO_FILES
-            if version is not None and not version.dropped:
-                found = tables_files(chain, table_ids=[self.table_id]).get(self.table_id, NO_FILES)
+            name = ("live", commit.id, self.table_id)  # NO_FILES where the table does not exist (or was dropped)
+            found = _FILES.get(name)
+            if found is None:
+                chain = commit_chain(commit)
+                version = object_by_id(chain, object_id=self.table_id)
+                found = NO_FILES if version is None or version.dropped else _files_on(chain, self.table_id)
+                _FILES.put(name, found, 1)
             self._files[commit.id] = found
         return self._files[commit.id]
 
@@ -240,44 +256,46 @@ class _Table:
 
     def touching(self, chain: Chain) -> Iterator["_Touch"]:
         """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
-        what it did to the table's files (`_Touch`)."""
+        what it did to the table's files (`_Touch`, kept per process by commit: a commit never changes)."""
         entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
-        seqs = entries.values_list("seq", flat=True).distinct().order_by("-seq")
-        start = 0
-        while True:
-            batch = list(seqs[start : start + BATCH])
-            if not batch:
-                return
-            start += len(batch)
-            commits = Commit.objects.filter(catalog_id=chain.commit.catalog_id, seq__in=batch)
-            commits = sorted(commits.select_related("parent"), key=lambda c: -c.seq)
-            ids = [c.id for c in commits]
-            ops: dict[str, set[str]] = {}
-            for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
-                "commit_id", "op"
-            ):
-                ops.setdefault(commit_id, set()).add(op)
-            touched = {commit_id: _Touch(commit) for commit_id, commit in zip(ids, commits, strict=True)}
-            made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
-            for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
-                "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
-                "file__schema_version__columns", "file__segment__stats",
-            ):  # fmt: skip
-                touch = touched[commit_id]
-                if kind == DataFile.Kind.SEGMENT and not removed:
-                    touch.live.append(stats or {})
-                    columns = tuple(Column.from_dict(c) for c in written or [])
-                    touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
-                    touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
-                elif kind == DataFile.Kind.DELTA and removed:
-                    touch.live.append(segment_stats or {})
-                    touch.unhid = True
-                else:
-                    touch.taken.append((stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {})
-            for commit in commits:
-                if ops.get(commit.id) == {Operation.Op.COMPACTION}:
-                    continue
-                yield touched[commit.id]
+        listed = list(entries.values_list("seq", "commit_id").distinct().order_by("-seq"))
+        for start in range(0, len(listed), BATCH):
+            ids = [commit_id for _, commit_id in listed[start : start + BATCH]]
+            found = {c: _TOUCHES.get((c, self.table_id)) for c in ids}
+            missing = [c for c, touch in found.items() if touch is None]
+            if missing:
+                for touch in self._touches(missing):
+                    weight = len(touch.live) + len(touch.taken) + 1
+                    found[touch.commit.id] = _TOUCHES.put((touch.commit.id, self.table_id), touch, weight)
+            for commit_id in ids:
+                if not found[commit_id].compaction:
+                    yield found[commit_id]
+
+    def _touches(self, ids: list[str]) -> list["_Touch"]:
+        commits = Commit.objects.filter(id__in=ids).select_related("parent")
+        ops: dict[str, set[str]] = {}
+        for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
+            "commit_id", "op"
+        ):
+            ops.setdefault(commit_id, set()).add(op)
+        touched = {c.id: _Touch(c, compaction=ops.get(c.id) == {Operation.Op.COMPACTION}) for c in commits}
+        made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
+        for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
+            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
+            "file__schema_version__columns", "file__segment__stats",
+        ):  # fmt: skip
+            touch = touched[commit_id]
+            if kind == DataFile.Kind.SEGMENT and not removed:
+                touch.live.append(stats or {})
+                columns = tuple(Column.from_dict(c) for c in written or [])
+                touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
+                touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
+            elif kind == DataFile.Kind.DELTA and removed:
+                touch.live.append(segment_stats or {})
+                touch.unhid = True
+            else:
+                touch.taken.append((stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {})
+        return list(touched.values())
 
     def sets_any(self, touch: "_Touch", keys: Iterable[tuple]) -> bool:
         """Whether the segments a commit added hold a row of one of `keys` (their key columns read, their deletes
@@ -324,29 +342,39 @@ class _Table:
 
     def live_keys(self, reads: list[SegmentRead], keys: Iterable[tuple] | None = None) -> pa.Table:
         """The key columns of the live rows of these segments (their deletes applied), with their `ORIGIN` (place
-        in `reads` << 32 | position); with `keys`, only rows whose first key column is one of theirs."""
-        wanted = None
-        if keys is not None:
-            wanted = [k[0] for k in keys]
-        parts = []
-        for place, (read, rows) in enumerate(zip(reads, self.segment_keys(reads), strict=True)):
-            keep = _live(self.warehouse, read, rows.num_rows)
-            if wanted is not None:
-                try:
-                    values = pa.array(wanted, rows.schema.field(self.key[0]).type)
-                    keep &= pc.fill_null(pc.is_in(rows.column(self.key[0]), value_set=values), False).to_numpy(
-                        zero_copy_only=False
-                    )
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-                    message = f"{wanted[0]!r} is not a value of key column {self.key[0]!r}."
-                    raise ApplicationError("invalid_key", message) from None
-            positions = np.flatnonzero(keep).astype(np.int64)
-            origin = (np.int64(place) << np.int64(32)) + positions
-            parts.append(rows.take(pa.array(positions)).append_column(row_diff.ORIGIN, pa.array(origin, pa.int64())))
-        if not parts:
+        in `reads` << 32 | position); with `keys`, only rows whose first key column is one of theirs, and only the
+        delete files of the segments holding such a row are read."""
+        tables = self.segment_keys(reads)
+        if not tables:
             schema = pa.schema([(c.name, arrow_type(c.type)) for c in self.columns if c.name in self.key])
             return schema.empty_table().select(self.key).append_column(row_diff.ORIGIN, pa.array([], pa.int64()))
-        return pa.concat_tables(parts)
+        sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        every = pa.concat_tables(tables)
+        if keys is None:
+            at = np.flatnonzero(
+                np.concatenate([_live(self.warehouse, r, int(n)) for r, n in zip(reads, sizes, strict=True)])
+            )
+        else:
+            wanted = [k[0] for k in keys]
+            try:
+                values = pa.array(wanted, every.schema.field(self.key[0]).type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                message = f"{wanted[0]!r} is not a value of key column {self.key[0]!r}."
+                raise ApplicationError("invalid_key", message) from None
+            found = pc.fill_null(pc.is_in(every.column(self.key[0]), value_set=values), False)
+            at = np.flatnonzero(found.to_numpy(zero_copy_only=False))
+            places = np.searchsorted(starts, at, side="right") - 1
+            keep = np.ones(len(at), dtype=bool)
+            for place in np.unique(places).tolist():
+                if reads[place].deltas:
+                    rows = places == place
+                    gone = _deleted_by(self.warehouse, reads[place].deltas)
+                    keep[rows] = ~np.isin(at[rows] - starts[place], gone)
+            at = at[keep]
+        places = np.searchsorted(starts, at, side="right") - 1
+        origin = (places.astype(np.int64) << np.int64(32)) + (at - starts[places])
+        return every.take(pa.array(at, pa.int64())).append_column(row_diff.ORIGIN, pa.array(origin, pa.int64()))
 
     def rows_of(self, reads: list[SegmentRead], origins: np.ndarray) -> pa.Table:
         """The whole rows (the current columns) at these origins of `reads`, in their order, with `ORIGIN`. A
@@ -386,6 +414,19 @@ class _Table:
             return False
         columns = [c for c in self.columns if c.name in self.key]
         keys = list(keys)
+        values = sorted_values(keys) if len(self.key) == 1 else None
+        if values is not None:  # one key column: a segment's range holds a key if the first key >= its low is <= high
+            for stats in made_live:
+                bound = segment_bounds(stats, columns).get(self.key[0])
+                if bound is None or bound.low is None:
+                    return True
+                try:
+                    at = bisect.bisect_left(values, bound.low)
+                    if at < len(values) and values[at] <= bound.high:
+                        return True
+                except TypeError:
+                    return True
+            return False
         for stats in made_live:
             known = segment_bounds(stats, columns)
             for key in keys:
@@ -398,6 +439,14 @@ class _Table:
                 except TypeError:  # a value the statistics do not compare with
                     return True
         return False
+
+
+def sorted_values(keys: list[tuple]) -> list | None:
+    """The values of one-column keys in order, or None if they do not compare (a None among them, mixed types)."""
+    try:
+        return sorted(k[0] for k in keys)
+    except TypeError:
+        return None
 
 
 def _by_key(rows: pa.Table, key: list[str], names: list[str]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
@@ -501,10 +550,18 @@ class _Settlements:
 # --- reading the table at the ref ----------------------------------------------------------------------------------
 
 
+_TABLES = _Kept(10_000)  # (commit, database, table) -> the table's version there (a commit's state never changes)
+
+
 def blame_table(resolved: ResolvedRef, *, database: str, table: str) -> _Table:
-    chain = resolved.chain
-    found_db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
-    version = object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=found_db.object_id)
+    name = (resolved.commit.id, database, table)
+    version = _TABLES.get(name)
+    if version is None:
+        chain = resolved.chain
+        found_db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
+        version = object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=found_db.object_id)
+        if version is not None:
+            _TABLES.put(name, version, 1)
     if version is None:
         raise NotFoundError("table_not_found", f"There is no table {database}.{table} at this ref.")
     columns = table_columns(version)
@@ -577,7 +634,7 @@ def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int
     order (kept per process for the commit's state: a later page reads nothing but its rows), the page's slice,
     and the whole rows of those keys only. With `key`, only that key's, read from the segments whose key
     statistics do not rule it out. Returns (the rows counted, the page's rows)."""
-    files = tables_files(chain, table_ids=[table.table_id]).get(table.table_id, NO_FILES)
+    files = _files_on(chain, table.table_id)
     try:
         if key is not None:
             files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
