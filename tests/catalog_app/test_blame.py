@@ -234,3 +234,70 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
     assert chosen_at and chosen_at <= answer["commits"][merged]["created_at"]
     # One key alone, the same.
     assert blame(user_client, key="[3]")["results"] == [by_key[3]]
+
+
+def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user):
+    """The walk skips a commit by its segments' key bounds, then by their key columns, and reads a commit's changes
+    for the asked keys only (a two-column key is matched on its first column first): each shortcut on data where
+    taking it wrongly would change the answer. A key outside a segment's range, a key inside the range of a commit
+    that wrote other keys only, keys sharing their first column, a string key."""
+    catalog = make_catalog(user=user)
+    columns = [{"name": "region", "type": "string", "nullable": False}, {"name": "id", "type": "long", "nullable": False},
+               {"name": "amount", "type": "long"}]  # fmt: skip
+    make_table(catalog, table="lines", columns=columns, primary_key=["region", "id"])
+    codes = [{"name": "code", "type": "string", "nullable": False}, {"name": "label", "type": "string"}]
+    make_table(catalog, table="codes", columns=codes, primary_key=["code"])
+    lines = {"table": "lines"}
+    key_columns = {"strategy": "upsert", "key_columns": ["region", "id"]}
+    insert(catalog, [{"region": r, "id": i, "amount": 1} for r, i in (("eu", 1), ("eu", 2), ("us", 1))], **lines)
+    loaded = head(catalog)
+    change(catalog, "table_load", {**key_columns, "rows": [{"region": "eu", "id": 2, "amount": 2}]}, **lines)
+    eu2 = head(catalog)
+    # us/1 and us/5: a segment whose range (us, 1..5) holds us/1 but not eu/1 nor eu/2; eu/1's id is in it.
+    change(catalog, "table_load", {**key_columns, "rows": [{"region": "us", "id": 1, "amount": 3},
+                                                           {"region": "us", "id": 5, "amount": 3}]}, **lines)  # fmt: skip
+    us = head(catalog)
+    change(catalog, "table_delete", {"where": "region = 'eu' AND id = 1"}, **lines)
+    deleted = head(catalog)
+    change(catalog, "table_load", {**key_columns, "rows": [{"region": "eu", "id": 1, "amount": 1}]}, **lines)
+    again = head(catalog)
+    answer = blame(user_client, table="lines")
+    found = {(r["key"]["region"], r["key"]["id"]): {n: c["commit"] for n, c in r["cells"].items()}
+             for r in answer["results"]}  # fmt: skip
+    assert found == {
+        ("eu", 1): dict.fromkeys(("region", "id", "amount"), again),
+        ("eu", 2): {"region": loaded, "id": loaded, "amount": eu2},
+        ("us", 1): {"region": loaded, "id": loaded, "amount": us},
+        ("us", 5): dict.fromkeys(("region", "id", "amount"), us),
+    }
+    one = blame(user_client, table="lines", key='["us", 1]')["results"]
+    assert [r["key"] for r in one] == [{"region": "us", "id": 1}] and one[0]["cells"]["amount"]["commit"] == us
+    response = user_client.get(TABLE.format(ref="main", table="lines") + "/history", {"key": '["eu", 1]'})
+    assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [
+        ("insert", again), ("delete", deleted), ("insert", loaded),
+    ]  # fmt: skip
+    response = user_client.get(TABLE.format(ref="main", table="lines") + "/history", {"key": '["eu", 2]'})
+    assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [("update", eu2), ("insert", loaded)]
+    # At the ref before the delete, the older answer (a state's keys are kept per commit, not per branch).
+    older = blame(user_client, ref=us, table="lines")["results"]
+    assert [(r["key"]["region"], r["key"]["id"], r["cells"]["amount"]["commit"]) for r in older] == [
+        ("eu", 1, loaded), ("eu", 2, eu2), ("us", 1, us), ("us", 5, us),
+    ]  # fmt: skip
+
+    # A string key: m is outside the range of the second upsert (b..c), inside the third's (a..z) that wrote a and z.
+    on_codes = {"table": "codes"}
+    insert(catalog, [{"code": c, "label": c} for c in ("a", "m", "z")], **on_codes)
+    first = head(catalog)
+    upsert_codes = {"strategy": "upsert", "key_columns": ["code"]}
+    change(catalog, "table_load", {**upsert_codes, "rows": [{"code": c, "label": "new"} for c in "bc"]}, **on_codes)
+    second = head(catalog)
+    change(catalog, "table_load", {**upsert_codes, "rows": [{"code": c, "label": "x"} for c in "az"]}, **on_codes)
+    third = head(catalog)
+    codes_blame = blame(user_client, table="codes")["results"]
+    assert [(r["key"]["code"], r["cells"]["code"]["commit"], r["cells"]["label"]["commit"]) for r in codes_blame] == [
+        ("a", first, third), ("b", second, second), ("c", second, second), ("m", first, first), ("z", first, third),
+    ]  # fmt: skip
+    response = user_client.get(TABLE.format(ref="main", table="codes") + "/history", {"key": '"m"'})
+    assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [("insert", first)]
+    response = user_client.get(TABLE.format(ref="main", table="codes") + "/blame", {"key": "[5]"})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_key")
