@@ -86,9 +86,20 @@ _DELETES = _Kept(10_000_000)  # positions
 _SEGMENT_KEYS = _Kept(8_000_000)  # keys
 _SEGMENT_ROWS = _Kept(3_000_000)  # rows
 _ORDERS = _Kept(4_000_000)  # keys
+_SEGMENT_SETS = _Kept(1_000_000)  # keys of small segments as Python sets (what a walk asks of each commit)
+SET_ROWS = 10_000
+_LARGE = frozenset({None})  # kept for a segment of more than SET_ROWS rows: no set of its keys
 _FILES = _Kept(200_000)  # files of tables' states
 _TOUCHES = _Kept(200_000)  # what commits did to tables' files (weighed by the files)
 READ_THREADS = 4
+
+
+def kept_clear() -> None:
+    """Forget everything kept per process (a benchmark's cold start)."""
+    for kept in (_DELETES, _SEGMENT_KEYS, _SEGMENT_SETS, _SEGMENT_ROWS, _ORDERS, _FILES, _TOUCHES, _TABLES):
+        with kept.lock:
+            kept.items.clear()
+            kept.weight = 0
 
 
 def _parallel(action: Callable, items: list) -> list:
@@ -306,8 +317,19 @@ class _Table:
             return bool(keys)
         if not touch.added:
             return False
+        segments = touch.added
+        if self._plain(keys):  # small segments' keys as sets, kept: a lookup per key, no Arrow call per commit
+            try:
+                held = self.segment_sets(segments)
+            except (*READ_ERRORS, NotImplementedError):
+                return True
+            if any(k in found for found in held if found is not None for k in keys):
+                return True
+            segments = [r for r, found in zip(segments, held, strict=True) if found is None]
+            if not segments:
+                return False
         try:
-            rows = self._segment_keys(touch.added)
+            rows = self._segment_keys(segments)
         except (*READ_ERRORS, NotImplementedError):
             return True  # the full diff says what it can
         if len(self.key) == 1:
@@ -318,6 +340,29 @@ class _Table:
             return bool(pc.any(pc.is_in(rows.column(self.key[0]), value_set=wanted)).as_py())
         held = set(zip(*(rows.column(k).to_pylist() for k in self.key), strict=True))
         return any(k in held for k in keys)
+
+    def _plain(self, keys: list[tuple]) -> bool:
+        """Whether the key's columns are integers or strings and `keys` hold such Python values, so that they
+        compare as Python values with the values read (a timestamp given as text would not)."""
+        types = [next(c.type for c in self.columns if c.name == name) for name in self.key]
+        kinds = [str if t == "string" else int if t in ("byte", "short", "int", "long") else None for t in types]
+        return None not in kinds and all(
+            type(value) is kind for key in keys for value, kind in zip(key, kinds, strict=True)
+        )  # fmt: skip
+
+    def segment_sets(self, segments: list[SegmentRead]) -> list[frozenset | None]:
+        """Per segment, its keys as a set of tuples, kept per process; None for a segment of more than SET_ROWS
+        rows (compared in Arrow)."""
+        ids = tuple(c.id for name in self.key for c in self.columns if c.name == name)
+        found = {r.id: _SEGMENT_SETS.get((r.id, ids)) for r in segments}
+        missing = [r for r in segments if found[r.id] is None]
+        if missing:
+            for read, keys in zip(missing, self.segment_keys(missing), strict=True):
+                held = _LARGE
+                if keys.num_rows <= SET_ROWS:
+                    held = frozenset(zip(*(keys.column(k).to_pylist() for k in self.key), strict=True))
+                found[read.id] = _SEGMENT_SETS.put((read.id, ids), held, len(held) + 1)
+        return [None if found[r.id] is _LARGE else found[r.id] for r in segments]
 
     def _segment_keys(self, segments: list[SegmentRead]) -> pa.Table:
         """The key columns of these segments' rows (deletes left out)."""
@@ -374,7 +419,12 @@ class _Table:
             at = at[keep]
         places = np.searchsorted(starts, at, side="right") - 1
         origin = (places.astype(np.int64) << np.int64(32)) + (at - starts[places])
-        return every.take(pa.array(at, pa.int64())).append_column(row_diff.ORIGIN, pa.array(origin, pa.int64()))
+        if keys is not None:  # a few rows: taken from their segments (a take across every chunk costs more)
+            parts = [tables[p].take(pa.array(at[places == p] - starts[p])) for p in np.unique(places).tolist()]
+            found = pa.concat_tables(parts) if parts else every.slice(0, 0)
+        else:
+            found = every.take(pa.array(at, pa.int64()))
+        return found.append_column(row_diff.ORIGIN, pa.array(origin, pa.int64()))
 
     def rows_of(self, reads: list[SegmentRead], origins: np.ndarray) -> pa.Table:
         """The whole rows (the current columns) at these origins of `reads`, in their order, with `ORIGIN`. A
