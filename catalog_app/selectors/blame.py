@@ -864,13 +864,13 @@ def key_history(*, resolved: ResolvedRef, database: str, table: str, key: str) -
     _versions(found, resolved.commit, wanted, (), MERGE_DEPTH, versions, stop=None)
     if not versions:
         raise NotFoundError("key_not_found", f"{found.name} never held a key {list(wanted)!r} at this ref.")
-    ids = {c for v in versions for c in (v["commit"], *v["via"]) if c}
+    ids = {c for v in versions for c in (v["commit"], *v["via"], (v.get("settled") or {}).get("merge")) if c}
     links = commit_links_of(ids)
     ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
     commits = commits_described(ids, links)
     listed = []
     for v in versions:
-        shown = _shown(Writer(v["commit"], v["via"], v["resolution"]), commits)
+        shown = _shown(Writer(v["commit"], v["via"], v["resolution"], v.get("settled")), commits)
         listed.append({
             "change": v["change"], "row": _json_row(v["row"]) if v["row"] is not None else None,
             "changed": sorted(v["changed"], key=found.names.index), **shown,
@@ -922,13 +922,25 @@ def _versions(
             parent = commit_chain(commit.parent) if commit.parent_id else None
             _versions(table, commit.merge_parent, key, (*via, commit.id), depth - 1, inner, parent)
             newest = inner[0] if inner else None
+            settled = _key_settled(table, commit, key, changed)
             if newest is None or newest["row"] != after:  # the merge made this version itself
                 out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
-                            "resolution": True})  # fmt: skip
+                            "resolution": True, "settled": settled})  # fmt: skip
+            elif settled is not None:  # the version the merge took from its source, by a resolution
+                newest["settled"] = settled
             out.extend(inner)
         else:
             out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
-                        "resolution": False})  # fmt: skip
+                        "resolution": False, "settled": _key_settled(table, commit, key, changed)})  # fmt: skip
+
+
+def _key_settled(table: _Table, commit: Commit, key: tuple, changed: set[str]) -> dict | None:
+    """The resolution of a merge, pick or revert that settled a cell of `key` it changed (the whole row's, else
+    the first changed column's in the table's order), or None."""
+    settled = _settled_of([commit.id], table.table_id).get(commit.id, {}).get(key_id(key), {})
+    if "*" in settled:
+        return settled["*"]
+    return next((settled[n] for n in table.names if n in changed and n in settled), None)
 
 
 def _on_chain(commit: Commit, chain: Chain) -> bool:

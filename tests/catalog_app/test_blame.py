@@ -234,6 +234,18 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
     assert chosen_at and chosen_at <= answer["commits"][merged]["created_at"]
     # One key alone, the same.
     assert blame(user_client, key="[3]")["results"] == [by_key[3]]
+    # A key's history names the resolution of the version a merge made or took by it.
+    for key, expected in {
+        1: [("update", on_dev, [merged], "source_wins"), ("update", on_main, [], None), ("insert", first, [], None)],
+        2: [("update", merged, [], "sum_of_changes"), ("update", on_dev, [merged], None),
+            ("update", on_main, [], None), ("insert", first, [], None)],
+    }.items():  # fmt: skip
+        response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": f"[{key}]"})
+        assert response.status_code == 200, response.json()
+        found = [(v["change"], v["commit"], v["chain"], v["settled_by"] and v["settled_by"]["choice"])
+                 for v in response.json()["versions"]]  # fmt: skip
+        assert found == expected, (key, found)
+    assert response.json()["versions"][0]["settled_by"]["chosen_by"] == "bob"
 
 
 def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user):
