@@ -4,6 +4,7 @@ a compaction changes nothing, a restore names itself; one key's history lists it
 
 import pytest
 from django.contrib.auth import get_user_model
+from lakeui_client.cli import _blamed
 from rest_framework.test import APIClient
 
 from catalog_app.services.refs import branch_create
@@ -232,8 +233,10 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
     assert answer["commits"][merged]["kind"] == "merge" and answer["commits"][merged]["author"] == "alice"
     chosen_at = by_key[1]["cells"]["amount"]["settled_by"]["chosen_at"]
     assert chosen_at and chosen_at <= answer["commits"][merged]["created_at"]
-    # One key alone, the same.
+    # One key alone, the same; the CLI's table names the rule and its chooser.
     assert blame(user_client, key="[3]")["results"] == [by_key[3]]
+    brought = _blamed(by_key[2]["cells"]["amount"], answer["commits"])[3]
+    assert f"settled by sum_of_changes (column amount) in {merged[:12]}, chosen by bob" in brought, brought
     # A key's history names the resolution of the version a merge made or took by it.
     for key, expected in {
         1: [("update", on_dev, [merged], "source_wins"), ("update", on_main, [], None), ("insert", first, [], None)],
