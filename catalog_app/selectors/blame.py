@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from django.conf import settings
 
 from catalog_app.engine import row_diff
-from catalog_app.engine.pruning import segment_bounds
+from catalog_app.engine.pruning import Bounds, segment_bounds
 from catalog_app.engine.reads import READ_ERRORS, projected_here
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value
@@ -475,9 +475,14 @@ class _Table:
         keys = list(keys)
         values = sorted_values(keys) if len(self.key) == 1 else None
         if values is not None:  # one key column: a segment's range holds a key if the first key >= its low is <= high
+            plain = columns[0].type in ("int", "long", "string")  # pruned on (types.PRUNED_TYPES), JSON as it is
             for stats in made_live:
-                bound = segment_bounds(stats, columns).get(self.key[0])
-                if bound is None or bound.low is None:
+                if plain:
+                    found = stats.get(str(columns[0].id))
+                    bound = Bounds(found.get("min"), found.get("max"), None) if found is not None else None
+                else:
+                    bound = segment_bounds(stats, columns).get(self.key[0])
+                if bound is None or bound.low is None or bound.high is None:
                     return True
                 try:
                     at = bisect.bisect_left(values, bound.low)
