@@ -14,6 +14,16 @@ revert and any other commit name themselves. The walk stops once every cell of t
 
 A keyless table's row: the commit that made live the segment holding it (followed into a merge's source, as the
 change feed does, `files_made`).
+
+A cell a resolution settled (a merge's conflicting key or cell: source_wins, target_wins, a column rule) names it
+and who chose it (`Writer.settled`), read from the merge's report and audit log by the app that keeps merges
+(`settled_reader_register`); a merge that kept the target's value changes no file of the key, so each walked
+history's merges are asked as well (`_Settlements`).
+
+A keyed table is read by its key columns: a state's live keys in key order give its pages, and only the page's rows
+are read whole; a commit's changes are read for the asked keys only. What never changes (a file's contents, a
+commit's files and file changes, a table's version at a commit, a state's ordered keys) is kept per process
+(`_Kept`), so a second question about a table reads little (docs/benchmarks.md#provenance).
 """
 
 import bisect
