@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from lakeui_client.cli import _blamed
 from rest_framework.test import APIClient
 
+from catalog_app.selectors.blame import _Kept
 from catalog_app.services.refs import branch_create
 from lakeui.jobs.services import job_execute
 from merge_app.services.merge_requests import (
@@ -316,3 +317,14 @@ def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user)
     assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [("insert", first)]
     response = user_client.get(TABLE.format(ref="main", table="codes") + "/blame", {"key": "[5]"})
     assert (response.status_code, response.json()["code"]) == (400, "invalid_key")
+
+
+def test_what_a_process_keeps_is_bounded_least_recently_used_out_first():
+    kept = _Kept(10)
+    assert kept.put("a", "A", 4) == "A" and kept.put("b", "B", 4) == "B"
+    assert kept.get("a") == "A"  # now the most recently used
+    kept.put("c", "C", 4)  # 12 > 10: b, the least recently used, goes
+    assert (kept.get("b"), kept.get("a"), kept.get("c"), kept.weight) == (None, "A", "C", 8)
+    assert kept.put("big", "BIG", 6) == "BIG" and kept.get("big") is None  # heavier than half: answered, not kept
+    kept.put("a", "other", 4)  # a name kept once keeps its first value (files and commits never change)
+    assert kept.get("a") == "A" and kept.weight == 8
