@@ -35,8 +35,9 @@ class TableBlameApi(APIView):
         results = serializers.ListField(
             child=serializers.DictField(),
             help_text="per row: key, row, and per cell (keyed) or for the row (keyless) the `commit` that wrote it, "
-            "the `chain` of merges and picks that brought it to the ref (from the writer to the ref) and "
-            "`resolution` (a merge made the value itself)",
+            "the `chain` of merges and picks that brought it to the ref (from the writer to the ref), "
+            "`resolution` (a merge made the value itself) and `settled_by` (the resolution that settled the cell in "
+            "a merge's conflict: merge, choice, scope, column, chosen_by, chosen_at; or null)",
         )
         commits = serializers.DictField(
             help_text="every commit named, by id: kind (commit, merge, cherry_pick, revert, restore), author, "

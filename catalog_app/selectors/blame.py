@@ -14,68 +14,195 @@ revert and any other commit name themselves. The walk stops once every cell of t
 
 A keyless table's row: the commit that made live the segment holding it (followed into a merge's source, as the
 change feed does, `files_made`).
+
+A cell a resolution settled (a merge's conflicting key or cell: source_wins, target_wins, a column rule) names it
+and who chose it (`Writer.settled`), read from the merge's report and audit log by the app that keeps merges
+(`settled_reader_register`); a merge that kept the target's value changes no file of the key, so each walked
+history's merges are asked as well (`_Settlements`).
+
+A keyed table is read by its key columns: a state's live keys in key order give its pages, and only the page's rows
+are read whole; a commit's changes are read for the asked keys only. What never changes (a file's contents, a
+commit's files and file changes, a table's version at a commit, a state's ordered keys) is kept per process
+(`_Kept`), so a second question about a table reads little (docs/benchmarks.md#provenance).
 """
 
+import bisect
 import itertools
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from django.conf import settings
 
 from catalog_app.engine import row_diff
-from catalog_app.engine.pruning import segment_bounds
-from catalog_app.engine.reads import READ_ERRORS
+from catalog_app.engine.pruning import Bounds, segment_bounds
+from catalog_app.engine.reads import READ_ERRORS, projected_here
 from catalog_app.engine.segments import Column, SegmentRead
-from catalog_app.engine.types import json_value
-from catalog_app.engine.warehouse import Warehouse
+from catalog_app.engine.types import arrow_type, json_value
+from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
 from catalog_app.selectors.objects import object_by_id, object_find, object_get
 from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_files
+from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_file_rows, tables_files
 from lakeui.errors import ApplicationError, NotFoundError
 
 MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
 MAX_PAGE_SIZE = 500
 BATCH = 64  # commits of a chain read at a time
+_LOW = np.int64(0xFFFFFFFF)
 MESSAGE_UNREADABLE = "The web process cannot read or compare the files of {table}; its blame is not served yet."
 
 
-SEGMENT_KEYS_KEPT = 4_000_000  # keys of segments kept per process (the newest segments read), at most
-_SEGMENT_KEYS: dict[tuple, pa.Table] = {}  # (segment id, key column ids) -> its keys
-_kept_rows = [0]  # the keys kept in all
-_keeping = threading.Lock()
+class _Kept:
+    """Values kept per process, by name, the least recently used going beyond `budget` in all (a value weighs what
+    `put` says; one heavier than half the budget is not kept). For what never changes: a file's contents, a
+    commit's state."""
+
+    def __init__(self, budget: int):
+        self.budget, self.weight, self.items, self.lock = budget, 0, {}, threading.Lock()
+
+    def get(self, name: Any) -> Any:
+        with self.lock:
+            found = self.items.pop(name, None)
+            if found is not None:
+                self.items[name] = found
+            return None if found is None else found[0]
+
+    def put(self, name: Any, value: Any, weight: int) -> Any:
+        if weight > self.budget // 2:
+            return value
+        with self.lock:
+            if name not in self.items:
+                self.items[name] = (value, weight)
+                self.weight += weight
+            while self.weight > self.budget:
+                self.weight -= self.items.pop(next(iter(self.items)))[1]
+        return value
 
 
-def _keep_keys(name: tuple, keys: pa.Table) -> None:
-    """Keep a segment's keys, the oldest kept going beyond SEGMENT_KEYS_KEPT keys in all (a segment larger than a
-    tenth of that is not kept: a commit that added one is rare and reads it anyway)."""
-    if keys.num_rows > SEGMENT_KEYS_KEPT // 10:
-        return
-    with _keeping:
-        if name not in _SEGMENT_KEYS:
-            _SEGMENT_KEYS[name] = keys
-            _kept_rows[0] += keys.num_rows
-        while _kept_rows[0] > SEGMENT_KEYS_KEPT:
-            _kept_rows[0] -= _SEGMENT_KEYS.pop(next(iter(_SEGMENT_KEYS))).num_rows
+# Kept per process (files never change, nor does a commit's state): the positions each delta file lists, each
+# segment's keys and whole rows, and each table state's live keys in key order (its pages).
+_DELETES = _Kept(10_000_000)  # positions
+_SEGMENT_KEYS = _Kept(8_000_000)  # keys
+_SEGMENT_ROWS = _Kept(3_000_000)  # rows
+_ORDERS = _Kept(4_000_000)  # keys
+_SEGMENT_SETS = _Kept(1_000_000)  # keys of small segments as Python sets (what a walk asks of each commit)
+SET_ROWS = 10_000
+_LARGE = frozenset({None})  # kept for a segment of more than SET_ROWS rows: no set of its keys
+_FILES = _Kept(200_000)  # files of tables' states
+_TOUCHES = _Kept(200_000)  # what commits did to tables' files (weighed by the files)
+READ_THREADS = 4
+
+
+def kept_clear() -> None:
+    """Forget everything kept per process (a benchmark's cold start)."""
+    for kept in (_DELETES, _SEGMENT_KEYS, _SEGMENT_SETS, _SEGMENT_ROWS, _ORDERS, _FILES, _TOUCHES, _TABLES):
+        with kept.lock:
+            kept.items.clear()
+            kept.weight = 0
+
+
+def _parallel(action: Callable, items: list) -> list:
+    """`action` of each item, read on a few threads when there are several (pyarrow reads without the GIL)."""
+    if len(items) < 2:
+        return [action(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), READ_THREADS)) as pool:
+        return list(pool.map(action, items))
+
+
+def _files_on(chain: Chain, table_id: uuid.UUID) -> TableFiles:
+    """The table's live files at the chain's commit (`tables_file_rows`), kept per process by commit."""
+    name = (chain.commit.id, table_id)
+    found = _FILES.get(name)
+    if found is None:
+        found = tables_file_rows(chain, table_ids=[table_id]).get(table_id, NO_FILES)
+        _FILES.put(name, found, len(found.segments) + sum(len(d) for d in found.deltas.values()) + 1)
+    return found
+
+
+def _deleted_by(warehouse: Warehouse, deltas: Iterable[str]) -> np.ndarray:
+    """The positions these delta files list, each file read once per process."""
+    deltas = list(deltas)
+    found = {d: _DELETES.get(d) for d in deltas}
+    missing = [d for d, positions in found.items() if positions is None]
+
+    def read(delta: str) -> np.ndarray:
+        filesystem, path = arrow_filesystem(warehouse.uri(delta))
+        column = pq.ParquetFile(path, filesystem=filesystem).read(columns=["pos"]).column(0)
+        return column.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
+
+    for delta, positions in zip(missing, _parallel(read, missing), strict=True):
+        found[delta] = _DELETES.put(delta, positions, len(positions) + 1)
+    return np.concatenate([found[d] for d in deltas]) if deltas else np.zeros(0, np.int64)
+
+
+def _read_projected(warehouse: Warehouse, segment: SegmentRead, current: list[Column]) -> pa.Table:
+    """Every row of a segment's file (its deletes not applied), of the `current` columns only, projected onto them
+    as `reads.projected_here` does (a column by its id; one the segment lacks as its default). Read with a
+    ParquetFile: a small file costs a third of `pq.read_table`'s."""
+    written = {c.id: c for c in segment.columns}
+    names = [written[c.id].name for c in current if c.id in written]
+    filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
+    rows = pq.ParquetFile(path, filesystem=filesystem).read(columns=names)
+    return projected_here(rows.select(names), segment.columns, current)
+
+
+def _live(warehouse: Warehouse, read: SegmentRead, rows: int) -> np.ndarray:
+    """Which of a segment's `rows` rows its delta files leave live."""
+    live = np.ones(rows, dtype=bool)
+    if read.deltas:
+        gone = _deleted_by(warehouse, read.deltas)
+        live[gone[gone < rows]] = False
+    return live
+
+
+# (commit ids, table id) -> {commit: {key_id: {column or "*": settlement}}} for those a merge, pick or revert made
+# with a resolution that settled keys of the table (merge_app.selectors.provenance.cells_settled), registered by the
+# app that keeps merges: catalog_app never imports it. With none registered, no cell names a resolution.
+SettledReader = Callable[[list[str], str], dict[str, dict[str, dict[str, dict]]]]
+_SETTLED_READERS: list[SettledReader] = []
+
+
+def settled_reader_register(reader: SettledReader) -> SettledReader:
+    if reader not in _SETTLED_READERS:
+        _SETTLED_READERS.append(reader)
+    return reader
+
+
+def _settled_of(commit_ids: Iterable[str], table_id: uuid.UUID) -> dict[str, dict[str, dict[str, dict]]]:
+    wanted = sorted(set(commit_ids))
+    found: dict[str, dict] = {}
+    if wanted:
+        for reader in _SETTLED_READERS:
+            found |= reader(wanted, str(table_id))
+    return found
+
+
+def key_id(key: tuple) -> str:
+    """A key as merges' reports name it (`merge_app.services.keys`): its values as a compact JSON list."""
+    return json.dumps([json_value(v) for v in key], separators=(",", ":"))
 
 
 @dataclass(frozen=True)
 class Writer:
     """Who wrote one cell (or row): the commit, and the merges and picks that brought it to the ref, the outermost
-    (nearest the ref) first; `resolution` when a merge made the value itself."""
+    (nearest the ref) first; `resolution` when a merge made the value itself; `settled` the resolution of the merge
+    (or pick) nearest the ref that settled this cell in a conflict, with who chose it."""
 
     commit: str | None
     via: tuple[str, ...] = ()
     resolution: bool = False
+    settled: dict | None = field(default=None, hash=False)
 
 
 @dataclass
@@ -86,6 +213,7 @@ class _Touch:
     made any row live)."""
 
     commit: Commit
+    compaction: bool = False  # its only operation on the table: it changes no row
     live: list[dict] = field(default_factory=list)
     taken: list[dict] = field(default_factory=list)
     added: list[SegmentRead] = field(default_factory=list)
@@ -101,8 +229,8 @@ class _Table:
     columns: list[Column]
     key: list[str]
     warehouse: Warehouse
-    _diffs: dict[str, pa.Table] = field(default_factory=dict)  # per commit, its changes (row_diff's layout)
-    _compactions: dict[str, bool] = field(default_factory=dict)
+    _diffs: dict[str, dict] = field(default_factory=dict)  # per commit, what it did to each key asked (or None)
+    _files: dict[str, TableFiles] = field(default_factory=dict)  # per commit, the table's files
 
     @property
     def table_id(self) -> uuid.UUID:
@@ -113,84 +241,93 @@ class _Table:
         return [c.name for c in self.columns]
 
     def files_at(self, commit: Commit) -> TableFiles:
-        chain = commit_chain(commit)
-        version = object_by_id(chain, object_id=self.table_id)
-        if version is None or version.dropped:
-            return NO_FILES
-        return tables_files(chain, table_ids=[self.table_id]).get(self.table_id, NO_FILES)
+        if commit.id not in self._files:
+            name = ("live", commit.id, self.table_id)  # NO_FILES where the table does not exist (or was dropped)
+            found = _FILES.get(name)
+            if found is None:
+                chain = commit_chain(commit)
+                version = object_by_id(chain, object_id=self.table_id)
+                found = NO_FILES if version is None or version.dropped else _files_on(chain, self.table_id)
+                _FILES.put(name, found, 1)
+            self._files[commit.id] = found
+        return self._files[commit.id]
 
     def diff(self, commit: Commit, keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
         """What `commit` did to the rows of `keys` (against its first parent), by key: (change, the row after or
-        None, the columns it set). The commit's changes are read as the change feed reads them, once; only those
-        of `keys` are turned into Python values."""
-        if commit.id not in self._diffs:
+        None, the columns it set). Only the segments the commit added, removed or changed the deletes of are read
+        (as the change feed reads a commit), and of those only the rows of `keys`: their key columns first (kept
+        per process), then the rows of the keys found. Each key's answer is kept for the request."""
+        keys = list(dict.fromkeys(keys))
+        known = self._diffs.setdefault(commit.id, {})
+        missing = [k for k in keys if k not in known]
+        if missing:
             earlier = self.files_at(commit.parent) if commit.parent_id else NO_FILES
             later = self.files_at(commit)
             removed, added = later.changes_since(earlier)
             live = {s.id for s in later.segments}
-            before = TableFiles(removed, earlier.deltas).reads()
-            after = TableFiles([s for s in removed if s.id in live] + added, later.deltas).reads()
+            sides = []
             try:
-                sides = row_diff.read_sides_here(self.warehouse, self.columns, before, after)
+                for files in (TableFiles(removed, earlier.deltas), TableFiles([s for s in removed if s.id in live]
+                                                                               + added, later.deltas)):  # fmt: skip
+                    files = TableFiles([s for s in files.segments if self.may_set([s.stats or {}], missing)],
+                                       files.deltas)  # fmt: skip
+                    reads = files.reads()
+                    found = self.live_keys(reads, missing)
+                    rows = self.rows_of(reads, found.column(row_diff.ORIGIN).to_numpy())
+                    sides.append(rows.drop_columns([row_diff.ORIGIN]))
                 changes = row_diff.changes_of(*sides, self.key)
             except (*READ_ERRORS, NotImplementedError) as error:
                 raise ApplicationError(
                     "blame_unreadable", MESSAGE_UNREADABLE.format(table=self.name), status=503,
                     details={"table": self.name, "error": str(error)[:300]},
                 ) from error  # fmt: skip
-            self._diffs[commit.id] = changes.rows(0, changes.total)
-        rows = self._diffs[commit.id]
-        keys = list(keys)
-        first = self.key[0]
-        try:  # the changes of a key: its `after` key if it has one, else its `before` key (a delete)
-            column = pc.coalesce(rows.column(row_diff._AFTER + first), rows.column(row_diff._BEFORE + first))
-            wanted = pa.array(list({k[0] for k in keys}), column.type)
-            rows = rows.filter(pc.is_in(column, value_set=wanted))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
-            pass  # compared in Python below
-        found = _by_key(rows, self.key, self.names)
-        return {k: found[k] for k in keys if k in found}
+            found = _by_key(changes.rows(0, changes.total), self.key, self.names)
+            for key in missing:
+                known[key] = found.get(key)
+        return {k: known[k] for k in keys if known[k] is not None}
 
     def touching(self, chain: Chain) -> Iterator["_Touch"]:
         """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
-        what it did to the table's files (`_Touch`)."""
+        what it did to the table's files (`_Touch`, kept per process by commit: a commit never changes)."""
         entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
-        seqs = entries.values_list("seq", flat=True).distinct().order_by("-seq")
-        start = 0
-        while True:
-            batch = list(seqs[start : start + BATCH])
-            if not batch:
-                return
-            start += len(batch)
-            commits = Commit.objects.filter(catalog_id=chain.commit.catalog_id, seq__in=batch)
-            commits = sorted(commits.select_related("parent"), key=lambda c: -c.seq)
-            ids = [c.id for c in commits]
-            ops: dict[str, set[str]] = {}
-            for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
-                "commit_id", "op"
-            ):
-                ops.setdefault(commit_id, set()).add(op)
-            touched = {commit_id: _Touch(commit) for commit_id, commit in zip(ids, commits, strict=True)}
-            made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
-            for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
-                "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
-                "file__schema_version__columns", "file__segment__stats",
-            ):  # fmt: skip
-                touch = touched[commit_id]
-                if kind == DataFile.Kind.SEGMENT and not removed:
-                    touch.live.append(stats or {})
-                    columns = tuple(Column.from_dict(c) for c in written or [])
-                    touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
-                    touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
-                elif kind == DataFile.Kind.DELTA and removed:
-                    touch.live.append(segment_stats or {})
-                    touch.unhid = True
-                else:
-                    touch.taken.append((stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {})
-            for commit in commits:
-                if ops.get(commit.id) == {Operation.Op.COMPACTION}:
-                    continue
-                yield touched[commit.id]
+        listed = list(entries.values_list("seq", "commit_id").distinct().order_by("-seq"))
+        for start in range(0, len(listed), BATCH):
+            ids = [commit_id for _, commit_id in listed[start : start + BATCH]]
+            found = {c: _TOUCHES.get((c, self.table_id)) for c in ids}
+            missing = [c for c, touch in found.items() if touch is None]
+            if missing:
+                for touch in self._touches(missing):
+                    weight = len(touch.live) + len(touch.taken) + 1
+                    found[touch.commit.id] = _TOUCHES.put((touch.commit.id, self.table_id), touch, weight)
+            for commit_id in ids:
+                if not found[commit_id].compaction:
+                    yield found[commit_id]
+
+    def _touches(self, ids: list[str]) -> list["_Touch"]:
+        commits = Commit.objects.filter(id__in=ids)  # a parent read only for a commit compared with it
+        ops: dict[str, set[str]] = {}
+        for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
+            "commit_id", "op"
+        ):
+            ops.setdefault(commit_id, set()).add(op)
+        touched = {c.id: _Touch(c, compaction=ops.get(c.id) == {Operation.Op.COMPACTION}) for c in commits}
+        made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
+        for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
+            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
+            "file__schema_version__columns", "file__segment__stats",
+        ):  # fmt: skip
+            touch = touched[commit_id]
+            if kind == DataFile.Kind.SEGMENT and not removed:
+                touch.live.append(stats or {})
+                columns = tuple(Column.from_dict(c) for c in written or [])
+                touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
+                touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
+            elif kind == DataFile.Kind.DELTA and removed:
+                touch.live.append(segment_stats or {})
+                touch.unhid = True
+            else:
+                touch.taken.append((stats if kind == DataFile.Kind.SEGMENT else segment_stats) or {})
+        return list(touched.values())
 
     def sets_any(self, touch: "_Touch", keys: Iterable[tuple]) -> bool:
         """Whether the segments a commit added hold a row of one of `keys` (their key columns read, their deletes
@@ -201,8 +338,19 @@ class _Table:
             return bool(keys)
         if not touch.added:
             return False
+        segments = touch.added
+        if self._plain(keys):  # small segments' keys as sets, kept: a lookup per key, no Arrow call per commit
+            try:
+                held = self.segment_sets(segments)
+            except (*READ_ERRORS, NotImplementedError):
+                return True
+            if any(k in found for found in held if found is not None for k in keys):
+                return True
+            segments = [r for r, found in zip(segments, held, strict=True) if found is None]
+            if not segments:
+                return False
         try:
-            rows = self._segment_keys(touch.added)
+            rows = self._segment_keys(segments)
         except (*READ_ERRORS, NotImplementedError):
             return True  # the full diff says what it can
         if len(self.key) == 1:
@@ -214,24 +362,117 @@ class _Table:
         held = set(zip(*(rows.column(k).to_pylist() for k in self.key), strict=True))
         return any(k in held for k in keys)
 
-    def _segment_keys(self, segments: list[SegmentRead]) -> pa.Table:
-        """The key columns of these segments' rows (deletes left out), kept per process by segment: a file never
-        changes, so a later page or key reads none of them again."""
-        columns = [next(c for c in self.columns if c.name == name) for name in self.key]
-        ids = tuple(c.id for c in columns)
-        with _keeping:
-            kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
-        missing = [r for r in segments if kept[r.id] is None]
+    def _plain(self, keys: list[tuple]) -> bool:
+        """Whether the key's columns are integers or strings and `keys` hold such Python values, so that they
+        compare as Python values with the values read (a timestamp given as text would not)."""
+        types = [next(c.type for c in self.columns if c.name == name) for name in self.key]
+        kinds = [str if t == "string" else int if t in ("byte", "short", "int", "long") else None for t in types]
+        return None not in kinds and all(
+            type(value) is kind for key in keys for value, kind in zip(key, kinds, strict=True)
+        )  # fmt: skip
+
+    def segment_sets(self, segments: list[SegmentRead]) -> list[frozenset | None]:
+        """Per segment, its keys as a set of tuples, kept per process; None for a segment of more than SET_ROWS
+        rows (compared in Arrow)."""
+        ids = tuple((c.id, c.type) for name in self.key for c in self.columns if c.name == name)
+        found = {r.id: _SEGMENT_SETS.get((r.id, ids)) for r in segments}
+        missing = [r for r in segments if found[r.id] is None]
         if missing:
-            reads = [SegmentRead(id=r.id, path=r.path, columns=r.columns, order=i) for i, r in enumerate(missing)]
-            _, rows = row_diff.read_sides_here(self.warehouse, columns, [], reads, origins=True)
-            places = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
-            keys = rows.drop_columns([row_diff.ORIGIN])
-            for place, read in enumerate(missing):
-                kept[read.id] = keys.filter(pa.array(places == place))
-                _keep_keys((read.id, ids), kept[read.id])
-        tables = [kept[r.id].rename_columns(self.key) for r in segments]
+            for read, keys in zip(missing, self.segment_keys(missing), strict=True):
+                held = _LARGE
+                if keys.num_rows <= SET_ROWS:
+                    held = frozenset(zip(*(keys.column(k).to_pylist() for k in self.key), strict=True))
+                found[read.id] = _SEGMENT_SETS.put((read.id, ids), held, len(held) + 1)
+        return [None if found[r.id] is _LARGE else found[r.id] for r in segments]
+
+    def _segment_keys(self, segments: list[SegmentRead]) -> pa.Table:
+        """The key columns of these segments' rows (deletes left out)."""
+        tables = self.segment_keys(segments)
         return pa.concat_tables(tables) if tables else pa.table({})
+
+    def segment_keys(self, segments: list[SegmentRead]) -> list[pa.Table]:
+        """Per segment, the key columns of every row it holds, in its file's order (deletes left out), kept per
+        process by segment: a file never changes, so a later page, key or commit reads none of them again."""
+        columns = [next(c for c in self.columns if c.name == name) for name in self.key]
+        ids = tuple((c.id, c.type) for c in columns)  # a widened key column reads as its current type
+        kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
+        missing = list({r.id: r for r in segments if kept[r.id] is None}.values())
+
+        def read(segment: SegmentRead) -> pa.Table:
+            return _read_projected(self.warehouse, segment, columns).rename_columns(self.key)
+
+        for segment, keys in zip(missing, _parallel(read, missing), strict=True):
+            kept[segment.id] = _SEGMENT_KEYS.put((segment.id, ids), keys, keys.num_rows + 1)
+        return [kept[r.id] for r in segments]
+
+    def live_keys(self, reads: list[SegmentRead], keys: Iterable[tuple] | None = None) -> pa.Table:
+        """The key columns of the live rows of these segments (their deletes applied), with their `ORIGIN` (place
+        in `reads` << 32 | position); with `keys`, only rows whose first key column is one of theirs, and only the
+        delete files of the segments holding such a row are read."""
+        tables = self.segment_keys(reads)
+        if not tables:
+            schema = pa.schema([(c.name, arrow_type(c.type)) for c in self.columns if c.name in self.key])
+            return schema.empty_table().select(self.key).append_column(row_diff.ORIGIN, pa.array([], pa.int64()))
+        sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        every = pa.concat_tables(tables)
+        if keys is None:
+            at = np.flatnonzero(
+                np.concatenate([_live(self.warehouse, r, int(n)) for r, n in zip(reads, sizes, strict=True)])
+            )
+        else:
+            wanted = [k[0] for k in keys]
+            try:
+                values = pa.array(wanted, every.schema.field(self.key[0]).type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                message = f"{wanted[0]!r} is not a value of key column {self.key[0]!r}."
+                raise ApplicationError("invalid_key", message) from None
+            found = pc.fill_null(pc.is_in(every.column(self.key[0]), value_set=values), False)
+            at = np.flatnonzero(found.to_numpy(zero_copy_only=False))
+            places = np.searchsorted(starts, at, side="right") - 1
+            keep = np.ones(len(at), dtype=bool)
+            for place in np.unique(places).tolist():
+                if reads[place].deltas:
+                    rows = places == place
+                    gone = _deleted_by(self.warehouse, reads[place].deltas)
+                    keep[rows] = ~np.isin(at[rows] - starts[place], gone)
+            at = at[keep]
+        places = np.searchsorted(starts, at, side="right") - 1
+        origin = (places.astype(np.int64) << np.int64(32)) + (at - starts[places])
+        if keys is not None:  # a few rows: taken from their segments (a take across every chunk costs more)
+            parts = [tables[p].take(pa.array(at[places == p] - starts[p])) for p in np.unique(places).tolist()]
+            found = pa.concat_tables(parts) if parts else every.slice(0, 0)
+        else:
+            found = every.take(pa.array(at, pa.int64()))
+        return found.append_column(row_diff.ORIGIN, pa.array(origin, pa.int64()))
+
+    def rows_of(self, reads: list[SegmentRead], origins: np.ndarray) -> pa.Table:
+        """The whole rows (the current columns) at these origins of `reads`, in their order, with `ORIGIN`. A
+        segment's rows are read whole and kept per process (small segments and a few large ones)."""
+        origins = np.asarray(origins, dtype=np.int64)
+        places = origins >> np.int64(32)
+        parts, order = [], []
+        for place in np.unique(places).tolist():
+            at = np.flatnonzero(places == place)
+            segment = self._segment_rows(reads[place])
+            parts.append(segment.take(pa.array(origins[at] & _LOW)))
+            order.append(at)
+        if not parts:
+            return (
+                pa.schema([(c.name, arrow_type(c.type)) for c in self.columns])
+                .empty_table()
+                .append_column(row_diff.ORIGIN, pa.array([], pa.int64()))
+            )
+        rows = pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+        return rows.append_column(row_diff.ORIGIN, pa.array(origins, pa.int64()))
+
+    def _segment_rows(self, read: SegmentRead) -> pa.Table:
+        name = (read.id, tuple(c.id for c in self.columns), tuple(c.type for c in self.columns))
+        rows = _SEGMENT_ROWS.get(name)
+        if rows is None:
+            rows = _read_projected(self.warehouse, read, self.columns)
+            _SEGMENT_ROWS.put(name, rows, rows.num_rows + 1)
+        return rows
 
     def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
         """Whether a commit that made live segments of these statistics may have set a row of one of `keys` (or,
@@ -242,6 +483,24 @@ class _Table:
             return False
         columns = [c for c in self.columns if c.name in self.key]
         keys = list(keys)
+        values = sorted_values(keys) if len(self.key) == 1 else None
+        if values is not None:  # one key column: a segment's range holds a key if the first key >= its low is <= high
+            plain = columns[0].type in ("int", "long", "string")  # pruned on (types.PRUNED_TYPES), JSON as it is
+            for stats in made_live:
+                if plain:
+                    found = stats.get(str(columns[0].id))
+                    bound = Bounds(found.get("min"), found.get("max"), None) if found is not None else None
+                else:
+                    bound = segment_bounds(stats, columns).get(self.key[0])
+                if bound is None or bound.low is None or bound.high is None:
+                    return True
+                try:
+                    at = bisect.bisect_left(values, bound.low)
+                    if at < len(values) and values[at] <= bound.high:
+                        return True
+                except TypeError:
+                    return True
+            return False
         for stats in made_live:
             known = segment_bounds(stats, columns)
             for key in keys:
@@ -254,6 +513,14 @@ class _Table:
                 except TypeError:  # a value the statistics do not compare with
                     return True
         return False
+
+
+def sorted_values(keys: list[tuple]) -> list | None:
+    """The values of one-column keys in order, or None if they do not compare (a None among them, mixed types)."""
+    try:
+        return sorted(k[0] for k in keys)
+    except TypeError:
+        return None
 
 
 def _by_key(rows: pa.Table, key: list[str], names: list[str]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
@@ -283,7 +550,9 @@ def _walk(
     are left out: the caller's merge made them."""
     settled: dict[tuple, dict[str, Writer]] = {}
     pending = {k: set(cells) for k, cells in pending.items() if cells}
-    for touch in table.touching(commit_chain(head)):
+    chain = commit_chain(head)
+    resolved = _Settlements(table, chain) if pending else None
+    for touch in table.touching(chain):
         if not pending:
             break
         commit = touch.commit
@@ -310,20 +579,63 @@ def _walk(
                 inner = _walk(table, commit.merge_parent, {key: hit}, expected, (*via, commit.id), depth - 1)
                 found = inner.get(key, {})
                 for cell in hit:
-                    settled.setdefault(key, {})[cell] = found.get(cell) or Writer(commit.id, via, resolution=True)
+                    writer = found.get(cell) or Writer(commit.id, via, resolution=True)
+                    settled.setdefault(key, {})[cell] = resolved.named(writer, commit, key, cell)
             else:
                 for cell in hit:
-                    settled.setdefault(key, {})[cell] = Writer(commit.id, via)
+                    settled.setdefault(key, {})[cell] = resolved.named(Writer(commit.id, via), commit, key, cell)
     return settled
+
+
+class _Settlements:
+    """The resolutions that settled cells of the table on a chain: those of its merges (a merge keeping the
+    target's value changes no file of the key, so it is found here rather than in the walk), and of a commit that
+    set a cell (a cherry-pick or a revert settled by a resolution)."""
+
+    def __init__(self, table: _Table, chain: Chain):
+        self.table = table
+        merges = dict(
+            Commit.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, merge_parent__isnull=False)
+            .values_list("id", "seq")
+        )  # fmt: skip
+        found = _settled_of(merges, table.table_id) if merges else {}
+        self.merges = sorted(((merges[c], s) for c, s in found.items()), key=lambda m: -m[0])  # newest first
+        self.own: dict[str, dict] = {}
+
+    def named(self, writer: Writer, commit: Commit, key: tuple, cell: str) -> Writer:
+        """`writer` of a cell `commit` set on the chain, with the settlement nearest the ref: of a merge at or after
+        `commit` on the chain, else of `commit` itself, else the one `writer` names (met inside a merge's source)."""
+        wanted = key_id(key)
+        for seq, settled in self.merges:
+            if seq < commit.seq:
+                break
+            cells = settled.get(wanted)
+            if cells and (cells.get(cell) or cells.get("*")):
+                return replace(writer, settled=cells.get(cell) or cells["*"])
+        if commit.merge_parent_id is None:
+            if commit.id not in self.own:
+                self.own[commit.id] = _settled_of([commit.id], self.table.table_id).get(commit.id, {})
+            cells = self.own[commit.id].get(wanted)
+            if cells and (cells.get(cell) or cells.get("*")):
+                return replace(writer, settled=cells.get(cell) or cells["*"])
+        return writer
 
 
 # --- reading the table at the ref ----------------------------------------------------------------------------------
 
 
+_TABLES = _Kept(10_000)  # (commit, database, table) -> the table's version there (a commit's state never changes)
+
+
 def blame_table(resolved: ResolvedRef, *, database: str, table: str) -> _Table:
-    chain = resolved.chain
-    found_db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
-    version = object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=found_db.object_id)
+    name = (resolved.commit.id, database, table)
+    version = _TABLES.get(name)
+    if version is None:
+        chain = resolved.chain
+        found_db = object_get(chain, kind=ObjectKind.DATABASE, name=database)
+        version = object_find(chain, kind=ObjectKind.TABLE, name=table, parent_id=found_db.object_id)
+        if version is not None:
+            _TABLES.put(name, version, 1)
     if version is None:
         raise NotFoundError("table_not_found", f"There is no table {database}.{table} at this ref.")
     columns = table_columns(version)
@@ -390,6 +702,37 @@ def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.
     return rows, [r.id for r in reads]
 
 
+def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int = 0, key: tuple | None = None
+                   ) -> tuple[int, pa.Table]:  # fmt: skip
+    """A keyed table's rows at a commit, without reading more than its key columns whole: the live keys in key
+    order (kept per process for the commit's state: a later page reads nothing but its rows), the page's slice,
+    and the whole rows of those keys only. With `key`, only that key's, read from the segments whose key
+    statistics do not rule it out. Returns (the rows counted, the page's rows)."""
+    files = _files_on(chain, table.table_id)
+    try:
+        if key is not None:
+            files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
+            reads = files.reads()
+            found = table.live_keys(reads, [key])
+            origins = found.column(row_diff.ORIGIN).to_numpy()
+            rows = _key_rows(table.rows_of(reads, origins), table, key)
+            return rows.num_rows, rows
+        reads = files.reads()
+        name = (chain.commit.id, table.table_id, tuple(c.id for c in table.columns if c.name in table.key))
+        ordered = _ORDERS.get(name)
+        if ordered is None:
+            live = table.live_keys(reads)
+            ordered = live.take(pc.sort_indices(live, [(k, "ascending") for k in table.key]))
+            _ORDERS.put(name, ordered, ordered.num_rows + 1)
+        shown = ordered.slice((page - 1) * page_size, page_size)
+        return ordered.num_rows, table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
+    except (*READ_ERRORS, NotImplementedError) as error:
+        raise ApplicationError(
+            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
+            details={"table": table.name, "error": str(error)[:300]},
+        ) from error  # fmt: skip
+
+
 def key_parse(table: _Table, raw: str) -> tuple:
     """A key as the API takes it: a JSON array of the key's values in the key's column order (`[9]`), or for a
     one-column key the value alone (`9`)."""
@@ -437,13 +780,12 @@ def table_blame(
         raise ApplicationError("invalid_input", f"page must be 1 or more and page_size 1 to {MAX_PAGE_SIZE}.")
     found = blame_table(resolved, database=database, table=table)
     wanted = key_parse(found, key) if key is not None else None
-    rows, segments = _rows_at(found, resolved.chain, wanted)
-    if wanted is not None:
-        rows = _key_rows(rows, found, wanted)
-        if rows.num_rows == 0:
+    if found.key:
+        count, shown = _keyed_rows_at(found, resolved.chain, page=page, page_size=page_size, key=wanted)
+        if wanted is not None and count == 0:
             raise NotFoundError("key_not_found", f"{found.name} holds no key {list(wanted)!r} at this ref.")
-        count, shown = 1, rows
     else:
+        rows, segments = _rows_at(found, resolved.chain)
         count, shown = rows.num_rows, rows.slice((page - 1) * page_size, page_size)
     listed = [{n: r[n] for n in found.names} for r in shown.to_pylist()]
     if found.key:
@@ -486,7 +828,7 @@ def _writers(results: list[dict]) -> Iterator[Writer]:
 
 def _described(results: list[dict]) -> dict[str, dict[str, Any]]:
     """Every commit the page names (writers, merges, picks, and the commits picks applied), described once."""
-    ids = {c for w in _writers(results) for c in (w.commit, *w.via) if c}
+    ids = {c for w in _writers(results) for c in (w.commit, *w.via, (w.settled or {}).get("merge")) if c}
     links = commit_links_of(ids)
     ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
     return commits_described(ids, links)
@@ -515,14 +857,14 @@ def _shown(writer: Writer, commits: dict[str, dict]) -> dict[str, Any]:
     """A writer as the API shows it: the commit that wrote the value (a pick's: the commit it applied) and the chain
     that brought it to the ref, from the writer to the ref (each a merge or a pick)."""
     if writer.commit is None:
-        return {"commit": None, "chain": [], "resolution": False}
+        return {"commit": None, "chain": [], "resolution": False, "settled_by": None}
     chain = list(reversed(writer.via))
     commit = writer.commit
     picked = commits.get(commit, {}).get("picked_from")
     if picked and not writer.resolution:
         chain.insert(0, commit)
         commit = picked
-    return {"commit": commit, "chain": chain, "resolution": writer.resolution}
+    return {"commit": commit, "chain": chain, "resolution": writer.resolution, "settled_by": writer.settled}
 
 
 # --- one key's history ---------------------------------------------------------------------------------------------
@@ -537,13 +879,13 @@ def key_history(*, resolved: ResolvedRef, database: str, table: str, key: str) -
     _versions(found, resolved.commit, wanted, (), MERGE_DEPTH, versions, stop=None)
     if not versions:
         raise NotFoundError("key_not_found", f"{found.name} never held a key {list(wanted)!r} at this ref.")
-    ids = {c for v in versions for c in (v["commit"], *v["via"]) if c}
+    ids = {c for v in versions for c in (v["commit"], *v["via"], (v.get("settled") or {}).get("merge")) if c}
     links = commit_links_of(ids)
     ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
     commits = commits_described(ids, links)
     listed = []
     for v in versions:
-        shown = _shown(Writer(v["commit"], v["via"], v["resolution"]), commits)
+        shown = _shown(Writer(v["commit"], v["via"], v["resolution"], v.get("settled")), commits)
         listed.append({
             "change": v["change"], "row": _json_row(v["row"]) if v["row"] is not None else None,
             "changed": sorted(v["changed"], key=found.names.index), **shown,
@@ -573,7 +915,7 @@ def _versions(
             if record is not None:
                 found[place] = record
     places = sorted(found)
-    live_at_head = _key_rows(_rows_at(table, commit_chain(head), key)[0], table, key).num_rows > 0
+    live_at_head = _keyed_rows_at(table, commit_chain(head), key=key)[0] > 0
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
     if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
         gaps.append((-1, places[0]))
@@ -595,13 +937,25 @@ def _versions(
             parent = commit_chain(commit.parent) if commit.parent_id else None
             _versions(table, commit.merge_parent, key, (*via, commit.id), depth - 1, inner, parent)
             newest = inner[0] if inner else None
+            settled = _key_settled(table, commit, key, changed)
             if newest is None or newest["row"] != after:  # the merge made this version itself
                 out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
-                            "resolution": True})  # fmt: skip
+                            "resolution": True, "settled": settled})  # fmt: skip
+            elif settled is not None:  # the version the merge took from its source, by a resolution
+                newest["settled"] = settled
             out.extend(inner)
         else:
             out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
-                        "resolution": False})  # fmt: skip
+                        "resolution": False, "settled": _key_settled(table, commit, key, changed)})  # fmt: skip
+
+
+def _key_settled(table: _Table, commit: Commit, key: tuple, changed: set[str]) -> dict | None:
+    """The resolution of a merge, pick or revert that settled a cell of `key` it changed (the whole row's, else
+    the first changed column's in the table's order), or None."""
+    settled = _settled_of([commit.id], table.table_id).get(commit.id, {}).get(key_id(key), {})
+    if "*" in settled:
+        return settled["*"]
+    return next((settled[n] for n in table.names if n in changed and n in settled), None)
 
 
 def _on_chain(commit: Commit, chain: Chain) -> bool:

@@ -4,8 +4,10 @@ a compaction changes nothing, a restore names itself; one key's history lists it
 
 import pytest
 from django.contrib.auth import get_user_model
+from lakeui_client.cli import _blamed
 from rest_framework.test import APIClient
 
+from catalog_app.selectors.blame import _Kept
 from catalog_app.services.refs import branch_create
 from lakeui.jobs.services import job_execute
 from merge_app.services.merge_requests import (
@@ -13,6 +15,7 @@ from merge_app.services.merge_requests import (
     merge_request_open,
     merge_request_review,
     merge_request_status_post,
+    merge_request_update,
 )
 from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
@@ -171,3 +174,157 @@ def test_an_empty_table_has_an_empty_blame_and_a_key_it_never_held_no_history(us
         assert (answer["count"], answer["results"], answer["next"], answer["commits"]) == (0, [], None, {})
     response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "9"})
     assert (response.status_code, response.json()["code"]) == (404, "key_not_found")
+
+
+def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_client, user):
+    """Merge request !1 conflicts on keys 1-3; bob chooses its resolutions: key 1 source_wins (its own), the table's
+    column rule sum_of_changes for amount, else the table's target_wins (key 3's region). alice merges. The blame of
+    each settled cell names the merge's rule, its scope and bob; a cell the merge took as one side changed it names
+    no resolution."""
+    bob, _ = get_user_model().objects.get_or_create(username="bob")
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    insert(catalog, [{"id": i, "amount": i * 10, "region": "eu"} for i in (1, 2, 3, 4)])
+    first = head(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    upsert(catalog, [{"id": 1, "amount": 11, "region": "eu"}, {"id": 2, "amount": 21, "region": "us"},
+                     {"id": 3, "amount": 30, "region": "dev"}], branch="dev")  # fmt: skip
+    on_dev = head(catalog, "dev")
+    upsert(catalog, [{"id": 1, "amount": 12, "region": "eu"}, {"id": 2, "amount": 22, "region": "eu"},
+                     {"id": 3, "amount": 30, "region": "main"}])  # fmt: skip
+    on_main = head(catalog)
+    request = merge_request_open(catalog=catalog, source="dev", target="main", title="conflicts", author=user)
+    job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    resolutions = {
+        "keys": {"sales.orders": {"[1]": "source_wins"}},
+        "tables": {"sales.orders": {"choice": "target_wins", "columns": {"amount": "sum_of_changes"}}},
+    }
+    request = merge_request_update(merge_request=request, user=bob, resolutions=resolutions)  # fmt: skip
+    request.refresh_from_db()
+    job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    request.refresh_from_db()
+    job = merge_request_merge(merge_request=request, user=user)
+    job_execute(job_id=str(job.id), worker="test-process")
+    assert wait_for_job(job.id).status == "succeeded"
+    merged = head(catalog)
+
+    answer = blame(user_client)
+    by_key = {r["key"]["id"]: r for r in answer["results"]}
+    assert {k: r["row"]["amount"] for k, r in by_key.items()} == {1: 11, 2: 23, 3: 30, 4: 40}
+    assert {k: r["row"]["region"] for k, r in by_key.items()} == {1: "eu", 2: "us", 3: "main", 4: "eu"}
+
+    def settled(key, column):
+        cell = by_key[key]["cells"][column]
+        found = cell["settled_by"]
+        return (cell["commit"], cell["chain"], cell["resolution"],
+                found and (found["merge"], found["choice"], found["scope"], found["column"], found["chosen_by"]))  # fmt: skip
+
+    # Key 1, its own source_wins: the amount is dev's, brought by the merge, which its resolution settled.
+    assert settled(1, "amount") == (on_dev, [merged], False, (merged, "source_wins", "key", None, "bob"))
+    assert settled(1, "region") == (first, [], False, None)  # not in conflict: no side changed it
+    # Key 2: sum_of_changes made a value neither side held (22 + 21 - 20): the merge wrote it, by bob's rule; the
+    # region only dev changed merged as it was.
+    assert settled(2, "amount") == (merged, [], True, (merged, "sum_of_changes", "column", "amount", "bob"))
+    assert settled(2, "region") == (on_dev, [merged], False, None)
+    # Key 3: region in conflict, no rule: the table's target_wins kept main's value; the merge changed no file of
+    # it, yet names itself as what settled it. The amount both sides left alone names no resolution.
+    assert settled(3, "region") == (on_main, [], False, (merged, "target_wins", "table", "region", "bob"))
+    assert settled(3, "amount") == (first, [], False, None)
+    assert settled(4, "amount") == (first, [], False, None)
+    assert answer["commits"][merged]["kind"] == "merge" and answer["commits"][merged]["author"] == "alice"
+    chosen_at = by_key[1]["cells"]["amount"]["settled_by"]["chosen_at"]
+    assert chosen_at and chosen_at <= answer["commits"][merged]["created_at"]
+    # One key alone, the same; the CLI's table names the rule and its chooser.
+    assert blame(user_client, key="[3]")["results"] == [by_key[3]]
+    brought = _blamed(by_key[2]["cells"]["amount"], answer["commits"])[3]
+    assert f"settled by sum_of_changes (column amount) in {merged[:12]}, chosen by bob" in brought, brought
+    # A key's history names the resolution of the version a merge made or took by it.
+    for key, expected in {
+        1: [("update", on_dev, [merged], "source_wins"), ("update", on_main, [], None), ("insert", first, [], None)],
+        2: [("update", merged, [], "sum_of_changes"), ("update", on_dev, [merged], None),
+            ("update", on_main, [], None), ("insert", first, [], None)],
+    }.items():  # fmt: skip
+        response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": f"[{key}]"})
+        assert response.status_code == 200, response.json()
+        found = [(v["change"], v["commit"], v["chain"], v["settled_by"] and v["settled_by"]["choice"])
+                 for v in response.json()["versions"]]  # fmt: skip
+        assert found == expected, (key, found)
+    assert response.json()["versions"][0]["settled_by"]["chosen_by"] == "bob"
+
+
+def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user):
+    """The walk skips a commit by its segments' key bounds, then by their key columns, and reads a commit's changes
+    for the asked keys only (a two-column key is matched on its first column first): each shortcut on data where
+    taking it wrongly would change the answer. A key outside a segment's range, a key inside the range of a commit
+    that wrote other keys only, keys sharing their first column, a string key."""
+    catalog = make_catalog(user=user)
+    columns = [{"name": "region", "type": "string", "nullable": False}, {"name": "id", "type": "long", "nullable": False},
+               {"name": "amount", "type": "long"}]  # fmt: skip
+    make_table(catalog, table="lines", columns=columns, primary_key=["region", "id"])
+    codes = [{"name": "code", "type": "string", "nullable": False}, {"name": "label", "type": "string"}]
+    make_table(catalog, table="codes", columns=codes, primary_key=["code"])
+    lines = {"table": "lines"}
+    key_columns = {"strategy": "upsert", "key_columns": ["region", "id"]}
+    insert(catalog, [{"region": r, "id": i, "amount": 1} for r, i in (("eu", 1), ("eu", 2), ("us", 1))], **lines)
+    loaded = head(catalog)
+    change(catalog, "table_load", {**key_columns, "rows": [{"region": "eu", "id": 2, "amount": 2}]}, **lines)
+    eu2 = head(catalog)
+    # us/1 and us/5: a segment whose range (us, 1..5) holds us/1 but not eu/1 nor eu/2; eu/1's id is in it.
+    change(catalog, "table_load", {**key_columns, "rows": [{"region": "us", "id": 1, "amount": 3},
+                                                           {"region": "us", "id": 5, "amount": 3}]}, **lines)  # fmt: skip
+    us = head(catalog)
+    change(catalog, "table_delete", {"where": "region = 'eu' AND id = 1"}, **lines)
+    deleted = head(catalog)
+    change(catalog, "table_load", {**key_columns, "rows": [{"region": "eu", "id": 1, "amount": 1}]}, **lines)
+    again = head(catalog)
+    answer = blame(user_client, table="lines")
+    found = {(r["key"]["region"], r["key"]["id"]): {n: c["commit"] for n, c in r["cells"].items()}
+             for r in answer["results"]}  # fmt: skip
+    assert found == {
+        ("eu", 1): dict.fromkeys(("region", "id", "amount"), again),
+        ("eu", 2): {"region": loaded, "id": loaded, "amount": eu2},
+        ("us", 1): {"region": loaded, "id": loaded, "amount": us},
+        ("us", 5): dict.fromkeys(("region", "id", "amount"), us),
+    }
+    one = blame(user_client, table="lines", key='["us", 1]')["results"]
+    assert [r["key"] for r in one] == [{"region": "us", "id": 1}] and one[0]["cells"]["amount"]["commit"] == us
+    response = user_client.get(TABLE.format(ref="main", table="lines") + "/history", {"key": '["eu", 1]'})
+    assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [
+        ("insert", again), ("delete", deleted), ("insert", loaded),
+    ]  # fmt: skip
+    response = user_client.get(TABLE.format(ref="main", table="lines") + "/history", {"key": '["eu", 2]'})
+    assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [("update", eu2), ("insert", loaded)]
+    # At the ref before the delete, the older answer (a state's keys are kept per commit, not per branch).
+    older = blame(user_client, ref=us, table="lines")["results"]
+    assert [(r["key"]["region"], r["key"]["id"], r["cells"]["amount"]["commit"]) for r in older] == [
+        ("eu", 1, loaded), ("eu", 2, eu2), ("us", 1, us), ("us", 5, us),
+    ]  # fmt: skip
+
+    # A string key: m is outside the range of the second upsert (b..c), inside the third's (a..z) that wrote a and z.
+    on_codes = {"table": "codes"}
+    insert(catalog, [{"code": c, "label": c} for c in ("a", "m", "z")], **on_codes)
+    first = head(catalog)
+    upsert_codes = {"strategy": "upsert", "key_columns": ["code"]}
+    change(catalog, "table_load", {**upsert_codes, "rows": [{"code": c, "label": "new"} for c in "bc"]}, **on_codes)
+    second = head(catalog)
+    change(catalog, "table_load", {**upsert_codes, "rows": [{"code": c, "label": "x"} for c in "az"]}, **on_codes)
+    third = head(catalog)
+    codes_blame = blame(user_client, table="codes")["results"]
+    assert [(r["key"]["code"], r["cells"]["code"]["commit"], r["cells"]["label"]["commit"]) for r in codes_blame] == [
+        ("a", first, third), ("b", second, second), ("c", second, second), ("m", first, first), ("z", first, third),
+    ]  # fmt: skip
+    response = user_client.get(TABLE.format(ref="main", table="codes") + "/history", {"key": '"m"'})
+    assert [(v["change"], v["commit"]) for v in response.json()["versions"]] == [("insert", first)]
+    response = user_client.get(TABLE.format(ref="main", table="codes") + "/blame", {"key": "[5]"})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_key")
+
+
+def test_what_a_process_keeps_is_bounded_least_recently_used_out_first():
+    kept = _Kept(10)
+    assert kept.put("a", "A", 4) == "A" and kept.put("b", "B", 4) == "B"
+    assert kept.get("a") == "A"  # now the most recently used
+    kept.put("c", "C", 4)  # 12 > 10: b, the least recently used, goes
+    assert (kept.get("b"), kept.get("a"), kept.get("c"), kept.weight) == (None, "A", "C", 8)
+    assert kept.put("big", "BIG", 6) == "BIG" and kept.get("big") is None  # heavier than half: answered, not kept
+    kept.put("a", "other", 4)  # a name kept once keeps its first value (files and commits never change)
+    assert kept.get("a") == "A" and kept.weight == 8

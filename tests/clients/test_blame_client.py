@@ -28,7 +28,7 @@ def test_client_and_cli_blame_a_table_and_one_key(live_server, client, token, ce
     found = client.blame("sales", "main", "shop.orders")
     assert found["count"] == 2 and found["commit"] == merged
     by_key = {r["key"]["id"]: r["cells"] for r in found["results"]}
-    assert by_key[1]["amount"] == {"commit": loaded, "chain": [], "resolution": False}
+    assert by_key[1]["amount"] == {"commit": loaded, "chain": [], "resolution": False, "settled_by": None}
     assert (by_key[2]["amount"]["commit"], by_key[2]["amount"]["chain"]) == (upserted, [] if merged == upserted else
                                                                               [merged])  # fmt: skip
     assert client.blame("sales", "main", "shop.orders", key=2)["results"] == [found["results"][1]]
