@@ -208,6 +208,14 @@ def _taken(rows: pa.Table, positions: np.ndarray) -> pa.Table:
     return rows.take(pa.array(positions))
 
 
+def _taken_values(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """`values[positions]`, without the copy when the positions are every one in order (every row updated)."""
+    if len(positions) == len(values) and (not len(values) or (positions[0] == 0 and positions[-1] == len(values) - 1)):
+        if _sorted(positions):  # unique and ascending from 0 to the last: every position in order
+            return values
+    return values[positions]
+
+
 def _at(rows: pa.Table, positions: np.ndarray) -> pa.Table:
     """The rows at `positions`, a row of nulls where a position is _NONE."""
     first = int(positions[0]) if len(positions) else 0
@@ -227,6 +235,8 @@ def _by_integer_key(before: pa.Table, after: pa.Table, key: str, names: list[str
     old, new = _taken(before, bi), _taken(after, ai)
     differs = np.zeros(len(bi), dtype=bool)
     for name in names:
+        if name == key:  # matched by it: equal
+            continue
         b, a = old.column(name), new.column(name)
         cell = pc.or_kleene(pc.fill_null(pc.not_equal(b, a), False), pc.not_equal(pc.is_null(b), pc.is_null(a)))
         differs |= cell.to_numpy(zero_copy_only=False)
@@ -237,7 +247,7 @@ def _by_integer_key(before: pa.Table, after: pa.Table, key: str, names: list[str
     b_at = np.concatenate([updated_b, deleted, none[: sizes[2]]]).astype(np.int64, copy=False)
     a_at = np.concatenate([updated_a, none[: sizes[1]], inserted]).astype(np.int64, copy=False)
     codes = np.repeat(np.array([0, 1, 2], dtype=np.int8), sizes)
-    keys = np.concatenate([bk[updated_b], bk[deleted], ak[inserted]])
+    keys = np.concatenate([_taken_values(bk, updated_b), bk[deleted], ak[inserted]])
     order = None if _sorted(keys) else np.argsort(keys, kind="stable")
 
     def rows(offset: int, limit: int) -> pa.Table:
