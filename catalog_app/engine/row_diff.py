@@ -210,10 +210,8 @@ def _taken(rows: pa.Table, positions: np.ndarray) -> pa.Table:
 
 def _taken_values(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """`values[positions]`, without the copy when the positions are every one in order (every row updated)."""
-    if len(positions) == len(values) and (not len(values) or (positions[0] == 0 and positions[-1] == len(values) - 1)):
-        if _sorted(positions):  # unique and ascending from 0 to the last: every position in order
-            return values
-    return values[positions]
+    every = len(positions) == len(values) and _sorted(positions)  # unique positions, ascending: every one in order
+    return values if every else values[positions]
 
 
 def _at(rows: pa.Table, positions: np.ndarray) -> pa.Table:
