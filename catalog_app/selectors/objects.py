@@ -13,7 +13,7 @@ from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, TextField,
 from django.db.models.functions import Cast, RowNumber
 
 from catalog_app.models import Commit, ObjectKind, ObjectVersion, Operation, SchemaVersion
-from catalog_app.selectors.refs import Chain
+from catalog_app.selectors.refs import Chain, sql_slice
 from lakeui.errors import NotFoundError
 
 KIND_LABEL = {kind.value: kind.label.lower() for kind in ObjectKind}
@@ -179,18 +179,11 @@ class ObjectsAt:
         return self.counted
 
     def __getitem__(self, key: slice) -> list[ListedObject]:
-        start, stop = key.start or 0, key.stop
         sql = (
             f"SELECT v.object_id, v.name, v.commit_id, v.parent_id, v.state, c.created_at, count(*) OVER ()"
             f" FROM {_VERSIONS} v JOIN {_COMMITS} c ON c.id = v.commit_id WHERE {self.where} ORDER BY v.name"
         )
-        params = list(self.params)
-        if stop is not None:
-            sql += " LIMIT %s"
-            params.append(max(0, stop - start))
-        with connection.cursor() as cursor:
-            cursor.execute(f"{sql} OFFSET %s", [*params, start])
-            rows = cursor.fetchall()
+        rows = sql_slice(sql, self.params, key)
         if rows:
             self.counted = rows[0][-1]
         return [

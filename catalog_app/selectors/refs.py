@@ -156,23 +156,28 @@ class CommitLog:
             return cursor.fetchone()[0]
 
     def __getitem__(self, key: slice) -> list[LogCommit]:
-        start, stop = key.start or 0, key.stop
         sql = (
             f"SELECT m.id, m.seq, m.parent_id, m.merge_parent_id, m.created_at, m.author_id, a.username, m.message"
             f" FROM {Commit._meta.db_table} m LEFT JOIN {get_user_model()._meta.db_table} a ON a.id = m.author_id"
             f" WHERE {self.where} ORDER BY m.seq DESC"
         )
-        params = list(self.params)
-        if stop is not None:
-            sql += " LIMIT %s"
-            params.append(max(0, stop - start))
-        with connection.cursor() as cursor:
-            cursor.execute(f"{sql} OFFSET %s", [*params, start])
-            rows = cursor.fetchall()
+        rows = sql_slice(sql, self.params, key)
         return [
             LogCommit(id, seq, parent, merge, at, author_id, None if author_id is None else Author(name), message)
             for id, seq, parent, merge, at, author_id, name, message in rows
         ]
+
+
+def sql_slice(sql: str, params: list, key: slice) -> list[tuple]:
+    """The rows of an ordered query in the slice `key` (a paginator's page: LIMIT and OFFSET bound)."""
+    start, stop = key.start or 0, key.stop
+    params = list(params)
+    if stop is not None:
+        sql += " LIMIT %s"
+        params.append(max(0, stop - start))
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} OFFSET %s", [*params, start])
+        return cursor.fetchall()
 
 
 def commit_by_id(commit_id: str) -> Commit:
