@@ -3,6 +3,8 @@ rule tables), reviews, conflict resolutions, timeline, and the merge button with
 
 Every action calls the merge request service the API calls, and every refusal is a message on the request page."""
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -188,6 +190,8 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         "diff_url": url_with(reverse("frontend:diff", args=[found.name]),
                              **{"from": merge_request.source, "to": merge_request.target}),
         "plan_job": merge_request.plan_job, "merge_job": merge_request.merge_job,
+        # The source's changed rows link each key to the provenance of the target's current value (its blame).
+        "blame_suffix": "&" + urlencode({"blame_at": merge_request.target}),
         **queue_context(merge_request),
     }  # fmt: skip
     return render(request, "frontend/merge_request.html", context)
