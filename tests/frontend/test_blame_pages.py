@@ -37,6 +37,11 @@ def upsert(catalog, rows, **kwargs):
     return change(catalog, "table_load", {"strategy": "upsert", "key_columns": ["id"], "rows": rows}, **kwargs)
 
 
+def body(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
 def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
@@ -44,9 +49,9 @@ def signed_in(user) -> Client:
 
 
 def row_of(page: str, key: int) -> str:
-    """The blame row of one key (a one-column key)."""
+    """The blame row of one key (a one-column key) and its provenance panel below it."""
     start = page.index(f'<tr class="blame-row" data-key="[{key}]">')
-    return page[start : page.index("</tr>", start)]
+    return page[start : page.index("</tr>", page.index('<tr class="blame-chain-row">', start))]
 
 
 def planned_request(catalog, source, author, title):
@@ -85,16 +90,16 @@ def test_blame_pages_name_each_cells_writer_and_its_chain(user):
     alice = signed_in(user)
 
     # The table page links the blame at its ref.
-    table = text(alice.get(TABLE, {"ref": "main"}))
+    table = body(alice.get(TABLE, {"ref": "main"}))
     assert f'<a href="{TABLE}/blame?ref=main">Blame: who wrote each value</a>' in table
 
     # Page 1: keys 1-20, each cell linked to its writer; the pager to page 2 (and back).
-    page = text(alice.get(f"{TABLE}/blame", {"ref": "main"}))
+    page = body(alice.get(f"{TABLE}/blame", {"ref": "main"}))
     assert re.findall(r'data-key="\[(\d+)\]"', page) == [str(i) for i in range(1, 21)]
     assert "26 rows; page 1 of 2." in page
     assert page.count(f'class="blame-cell" href="/catalogs/lake/commits/{first}"') == 20 * 3
     assert f'href="{TABLE}/blame?ref=main&amp;page=2" rel="next">Next rows</a>' in page
-    second = text(alice.get(f"{TABLE}/blame", {"ref": "main", "page": 2}))
+    second = body(alice.get(f"{TABLE}/blame", {"ref": "main", "page": 2}))
     assert re.findall(r'data-key="\[(\d+)\]"', second) == [*map(str, range(21, 26)), "90"]
     assert 'rel="prev">Previous rows</a>' in second and "Next rows" not in second
 
@@ -122,11 +127,11 @@ def test_blame_pages_name_each_cells_writer_and_its_chain(user):
     assert re.search(rf'title="commit {fixed[:12]} by [^"]* on hotfix, [^"]*; then cherry_pick', amount)
 
     # One key, from the form; its history: every version with its commit and the merge or pick that made it.
-    one = text(alice.get(f"{TABLE}/blame", {"ref": "main", "key": "[90]"}))
+    one = body(alice.get(f"{TABLE}/blame", {"ref": "main", "key": "[90]"}))
     assert re.findall(r'data-key="\[(\d+)\]"', one) == ["90"] and f'href="{TABLE}/blame?ref=main">All rows</a>' in one
     (history_url,) = set(re.findall(r'class="key-history" href="([^"]+)"', one))
     assert history_url == f"{TABLE}/key-history?ref=main&amp;key=%5B90%5D"
-    history = text(alice.get(html.unescape(history_url)))
+    history = body(alice.get(html.unescape(history_url)))
     assert re.findall(r'data-change="(\w+)"', history) == ["update", "insert"]
     versions = history.split('data-change="')[1:]
     assert f'href="/catalogs/lake/commits/{fixed}" class="blame-commit"' in versions[0]
@@ -138,14 +143,14 @@ def test_blame_pages_name_each_cells_writer_and_its_chain(user):
     branch_create(catalog=catalog, name="dev2", source="main")
     upsert(catalog, [{"id": 90, "amount": 99, "region": "us"}], branch="dev2")
     second_request = planned_request(catalog, "dev2", user, "order 90 again")
-    review = text(alice.get(f"/catalogs/lake/merge-requests/{second_request.number}"))
+    review = body(alice.get(f"/catalogs/lake/merge-requests/{second_request.number}"))
     fragment = fragment_urls(review)["Source dev2 vs base"]
     assert "&blame_at=main" in fragment
-    rows = text(alice.get(fragment))
+    rows = body(alice.get(fragment))
     assert '<th scope="col">On main now</th>' in rows
-    link = re.search(r'<a class="target-blame" href="([^"]+)">who wrote main&#x27;s value</a>', rows).group(1)
+    link = re.search(r"<a class=\"target-blame\" href=\"([^\"]+)\">who wrote main's value</a>", rows).group(1)
     assert link == f"{TABLE}/blame?ref=main&amp;key=%5B90%5D"
-    target = text(alice.get(html.unescape(link)))
+    target = body(alice.get(html.unescape(link)))
     assert f'class="blame-cell" href="/catalogs/lake/commits/{fixed}"' in row_of(target, 90)
 
     # Bad input is a 4xx page; a stranger (no role in the catalog) sees a 404 as for a catalog that does not exist.
