@@ -12,6 +12,7 @@ from django.urls import reverse
 from catalog_app.selectors.blame import key_history, table_blame
 from checks_app.selectors import check_rules_of_runs
 from frontend.views.common import get_catalog, ref_context, ui_view
+from lakeui.errors import ApplicationError
 
 PAGE_SIZE = 20  # as the table page's rows
 
@@ -79,8 +80,14 @@ def table_blame_page(request: HttpRequest, catalog: str, database: str, table: s
     except ValueError:
         page = 1
     key = (request.GET.get("key") or "").strip() or None
-    blame = table_blame(resolved=ref.resolved, database=database, table=table, page=page, page_size=PAGE_SIZE,
-                        key=key)  # fmt: skip
+    fragment = bool(request.GET.get("fragment"))  # the blame table alone, for a page's script (a refusal in it)
+    try:
+        blame = table_blame(resolved=ref.resolved, database=database, table=table, page=page, page_size=PAGE_SIZE,
+                            key=key)  # fmt: skip
+    except ApplicationError as error:
+        if not fragment:
+            raise
+        return render(request, "frontend/blame_fragment.html", {"error": error})
     steps = _steps(blame.commits, found.name)
     names = [c["name"] for c in blame.table["columns"]]
     rows = []
@@ -112,7 +119,7 @@ def table_blame_page(request: HttpRequest, catalog: str, database: str, table: s
         "next": f"{base}?{urlencode({**query, 'page': page + 1})}" if page < pages and not key else None,
         "all_rows": f"{base}?{urlencode(query)}",
     }  # fmt: skip
-    return render(request, "frontend/blame.html", context)
+    return render(request, "frontend/blame_fragment.html" if fragment else "frontend/blame.html", context)
 
 
 @ui_view

@@ -16,6 +16,7 @@ from catalog_app.models import Role
 from catalog_app.selectors.access import branch_protection, role_at_least
 from catalog_app.selectors.refs import branch_list
 from checks_app.selectors import check_run_dict, check_run_get
+from frontend.views.blame import key_url
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from frontend.views.diff import object_view
 from frontend.views.queue import queue_context
@@ -162,6 +163,11 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
             by_key = ", ".join(f"{n} key{'s' if n > 1 else ''} {c}" for c, n in _counted(keys.values()))
             view["settled_by"] = view["table_choice"] or by_key or resolutions.get("default", "")
         view["in_conflict"] = obj["name"] in status.conflicts
+        if view["key_rows"]:  # who wrote the target's value of each conflicting key: its blame, read when opened
+            database, _, table = obj["name"].partition(".")
+            for k in view["key_rows"]:
+                k["target_blame"] = key_url("frontend:table-blame", found.name, database, table,
+                                            ref=merge_request.target, key=k["key"])  # fmt: skip
         objects.append(view)
     reviews = list(merge_request_reviews(merge_request))
     is_open = merge_request.state == MergeRequest.State.OPEN

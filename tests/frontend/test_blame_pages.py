@@ -142,6 +142,8 @@ def test_blame_pages_name_each_cells_writer_and_its_chain(user):
     # A merge request's changed rows: each key linked to the blame of the target's current value.
     branch_create(catalog=catalog, name="dev2", source="main")
     upsert(catalog, [{"id": 90, "amount": 99, "region": "us"}], branch="dev2")
+    upsert(catalog, [{"id": 90, "amount": 97, "region": HOSTILE}])  # main changes its amount too: a conflict
+    on_main = head(catalog)
     second_request = planned_request(catalog, "dev2", user, "order 90 again")
     review = body(alice.get(f"/catalogs/lake/merge-requests/{second_request.number}"))
     fragment = fragment_urls(review)["Source dev2 vs base"]
@@ -151,7 +153,22 @@ def test_blame_pages_name_each_cells_writer_and_its_chain(user):
     link = re.search(r"<a class=\"target-blame\" href=\"([^\"]+)\">who wrote main's value</a>", rows).group(1)
     assert link == f"{TABLE}/blame?ref=main&amp;key=%5B90%5D"
     target = body(alice.get(html.unescape(link)))
-    assert f'class="blame-cell" href="/catalogs/lake/commits/{fixed}"' in row_of(target, 90)
+    target_row = row_of(target, 90)
+    assert (
+        f'<td data-column="amount">97\n        <br><a class="blame-cell" href="/catalogs/lake/commits/{on_main}"'
+        in (target_row)
+    )
+    assert f'<td data-column="id">90\n        <br><a class="blame-cell" href="/catalogs/lake/commits/{written}"' in (
+        target_row
+    )
+    # The conflicting key: the blame of main's value beside the three versions of the row, read when opened.
+    (inline,) = re.findall(r'<details class="target-provenance" data-rows-url="([^"]+)">', review)
+    assert html.unescape(inline) == f"{TABLE}/blame?ref=main&key=%5B90%5D&fragment=1"
+    provenance = body(alice.get(html.unescape(inline)))
+    assert "<h1>" not in provenance and f'href="/catalogs/lake/commits/{on_main}"' in row_of(provenance, 90)
+    # A key the ref does not hold: the fragment says so (the page's script shows it in the box).
+    missing = body(alice.get(f"{TABLE}/blame", {"ref": "main", "key": "[77]", "fragment": 1}))
+    assert "(key_not_found)" in missing and "<h1>" not in missing
 
     # Bad input is a 4xx page; a stranger (no role in the catalog) sees a 404 as for a catalog that does not exist.
     for params, status, code in [
