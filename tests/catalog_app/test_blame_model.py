@@ -32,8 +32,6 @@ from lakeui.errors import ApplicationError
 from tests.merge_app.test_key_model import MCommit, Model, Run, ancestors
 from tests.support.catalogs import head
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_BLAME_MODEL_SEED", "8").split(",")]
 STEPS = int(os.environ.get("LAKEUI_BLAME_MODEL_STEPS", "16"))
 OLDER = 0.3  # the share of steps after which an older commit is blamed too (the branch just changed always is)
@@ -44,6 +42,35 @@ Writers = dict[int, dict[str, Cell]]
 
 def cells_of(key: int, row: tuple) -> dict[str, object]:
     return {"id": key, "amount": row[0], "region": row[1]}
+
+
+def last_writers(commit: MCommit, known: dict[int, Writers], real: dict[int, str], picks: dict[int, int]) -> Writers:
+    """Who wrote each cell at `commit` (see the module's description), from its parents' writers (`known`, by model
+    commit id); `real`: the LakeUI commit of each model commit, `picks`: a cherry-pick's picked commit."""
+    if not commit.parents:
+        return {}
+    this, parent = real[commit.id], commit.parents[0]
+    found: Writers = {}
+    for key, row in commit.rows.items():
+        now = cells_of(key, row)
+        was = cells_of(key, parent.rows[key]) if key in parent.rows else None
+        found[key] = {}
+        for column, value in now.items():
+            if was is not None and was[column] == value:
+                found[key][column] = known[parent.id][key][column]
+            elif len(commit.parents) == 2:  # a merge: the source's writer of that value, else the merge's own
+                source = commit.parents[1]
+                held = cells_of(key, source.rows[key]) if key in source.rows else None
+                if held is not None and held[column] == value:
+                    writer, chain, resolution = known[source.id][key][column]
+                    found[key][column] = (writer, (*chain, this), resolution)
+                else:
+                    found[key][column] = (this, (), True)
+            elif commit.id in picks:
+                found[key][column] = (real[picks[commit.id]], (this,), False)
+            else:
+                found[key][column] = (this, (), False)
+    return found
 
 
 @dataclass
@@ -82,36 +109,8 @@ class BlameRun(Run):
         """The model's last writer of each cell at `commit` (see the module's description)."""
         todo = sorted((c for c in ancestors(commit).values() if c.id not in self._writers), key=lambda c: c.id)
         for current in todo:  # a commit's parents are older: its own id is larger
-            self._writers[current.id] = self._written(current)
+            self._writers[current.id] = last_writers(current, self._writers, self.real, self.model.picks)
         return self._writers[commit.id]
-
-    def _written(self, commit: MCommit) -> Writers:
-        if not commit.parents:
-            return {}
-        real = self.real[commit.id]
-        parent = commit.parents[0]
-        before = self._writers[parent.id]
-        found: Writers = {}
-        for key, row in commit.rows.items():
-            now = cells_of(key, row)
-            was = cells_of(key, parent.rows[key]) if key in parent.rows else None
-            found[key] = {}
-            for column, value in now.items():
-                if was is not None and was[column] == value:
-                    found[key][column] = before[key][column]
-                elif len(commit.parents) == 2:  # a merge: the source's writer of that value, else the merge's own
-                    source = commit.parents[1]
-                    held = cells_of(key, source.rows[key]) if key in source.rows else None
-                    if held is not None and held[column] == value:
-                        writer, chain, resolution = self._writers[source.id][key][column]
-                        found[key][column] = (writer, (*chain, real), resolution)
-                    else:
-                        found[key][column] = (real, (), True)
-                elif commit.id in self.model.picks:
-                    found[key][column] = (self.real[self.model.picks[commit.id]], (real,), False)
-                else:
-                    found[key][column] = (real, (), False)
-        return found
 
     def step(self, number: int) -> None:
         before = dict(self.model.heads)
@@ -156,6 +155,7 @@ class BlameRun(Run):
         return super().failure(what).replace("LAKEUI_KEY_MODEL_SEED", "LAKEUI_BLAME_MODEL_SEED")
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(max(600, STEPS * 20))  # long hunts take many steps
 @pytest.mark.parametrize("seed", SEEDS)
 def test_blame_at_random_refs_names_the_models_last_writer_of_each_cell(spark, seed):
@@ -168,3 +168,24 @@ def test_blame_at_random_refs_names_the_models_last_writer_of_each_cell(spark, s
     print(f"seed {seed}: {STEPS} steps, {run.blamed} blames, outcomes {run.outcomes}")
     assert run.blamed >= STEPS // 2  # the steps that changed a branch blamed it, and some older commits
     assert sum(run.outcomes.get(k, 0) for k in ("merged", "cherry_pick_merged")) >= 1  # a chain was walked
+
+
+def test_the_models_last_writer_of_each_cell():
+    """The model's rule on a small history (no LakeUI): a load, an update of one cell, a merge that brings a
+    cell from its source and makes another itself (a column rule's sum), a pick, a delete and an insert again."""
+    real = {i: f"c{i}" for i in range(10)}
+    root = MCommit(0, (), {}, frozenset())
+    loaded = MCommit(1, (root,), {9: (1, "a"), 8: (0, "a")}, frozenset())
+    on_dev = MCommit(2, (loaded,), {9: (1, "b"), 8: (5, "a")}, frozenset())  # region of 9, amount of 8
+    on_main = MCommit(3, (loaded,), {9: (1, "a"), 8: (2, "a")}, frozenset())  # amount of 8
+    merged = MCommit(4, (on_main, on_dev), {9: (1, "b"), 8: (6, "a")}, frozenset())  # 8's amount: 2 + 5 - 0
+    picked = MCommit(5, (merged,), {9: (7, "b"), 8: (6, "a")}, frozenset())  # a pick of commit 7's amount
+    deleted = MCommit(6, (picked,), {9: (7, "b")}, frozenset())
+    again = MCommit(8, (deleted,), {9: (7, "b"), 8: (6, "a")}, frozenset())
+    known: dict[int, Writers] = {}
+    for commit in (root, loaded, on_dev, on_main, merged, picked, deleted, again):
+        known[commit.id] = last_writers(commit, known, real, {5: 7})
+    assert known[4][9] == {"id": ("c1", (), False), "amount": ("c1", (), False), "region": ("c2", ("c4",), False)}
+    assert known[4][8]["amount"] == ("c4", (), True) and known[3][8]["amount"] == ("c3", (), False)
+    assert known[5][9]["amount"] == ("c7", ("c5",), False) and known[5][9]["region"] == ("c2", ("c4",), False)
+    assert 8 not in known[6] and known[8][8] == dict.fromkeys(("id", "amount", "region"), ("c8", (), False))
