@@ -73,6 +73,13 @@ def check_run_get(*, catalog: Catalog, run_id: object) -> CheckRun:
     return run
 
 
+def check_rules_of_runs(*, run_ids: list[str]) -> dict[str, int]:
+    """The check each of these SQL check runs ran (run id -> check id), for a link to the check's page; a run of a
+    check deleted since is left out."""
+    runs = CheckRun.objects.filter(id__in=run_ids, check_rule__isnull=False).values_list("id", "check_rule_id")
+    return {str(run_id): rule_id for run_id, rule_id in runs}
+
+
 def check_runs_of_job(job) -> list[CheckRun]:
     return list(CheckRun.objects.filter(job=job).order_by("name"))
 

@@ -1,7 +1,20 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend.views import browser, catalogs, checks, diff, jobs, queue, requests, retention, review, sql, webhooks
+from frontend.views import (
+    blame,
+    browser,
+    catalogs,
+    checks,
+    diff,
+    jobs,
+    queue,
+    requests,
+    retention,
+    review,
+    sql,
+    webhooks,
+)
 
 app_name = "frontend"
 
@@ -26,6 +39,8 @@ urlpatterns = [
     path(f"{CAT}/browse", browser.browse, name="browse"),
     path(TABLE, browser.table_detail, name="table"),
     path(f"{TABLE}/rows", browser.table_rows, name="table-rows"),
+    path(f"{TABLE}/blame", blame.table_blame_page, name="table-blame"),
+    path(f"{TABLE}/key-history", blame.table_key_history_page, name="table-key-history"),
     path(f"{TABLE}/data-diff", browser.table_data_diff, name="table-data-diff"),
     path(f"{TABLE}/restore", browser.table_restore, name="table-restore"),
     path(f"{TABLE}/load", browser.table_load, name="table-load"),

@@ -3,6 +3,8 @@ rule tables), reviews, conflict resolutions, timeline, and the merge button with
 
 Every action calls the merge request service the API calls, and every refusal is a message on the request page."""
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -14,6 +16,7 @@ from catalog_app.models import Role
 from catalog_app.selectors.access import branch_protection, role_at_least
 from catalog_app.selectors.refs import branch_list
 from checks_app.selectors import check_run_dict, check_run_get
+from frontend.views.blame import key_url
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from frontend.views.diff import object_view
 from frontend.views.queue import queue_context
@@ -160,6 +163,11 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
             by_key = ", ".join(f"{n} key{'s' if n > 1 else ''} {c}" for c, n in _counted(keys.values()))
             view["settled_by"] = view["table_choice"] or by_key or resolutions.get("default", "")
         view["in_conflict"] = obj["name"] in status.conflicts
+        if view["key_rows"]:  # who wrote the target's value of each conflicting key: its blame, read when opened
+            database, _, table = obj["name"].partition(".")
+            for k in view["key_rows"]:
+                k["target_blame"] = key_url("frontend:table-blame", found.name, database, table,
+                                            ref=merge_request.target, key=k["key"])  # fmt: skip
         objects.append(view)
     reviews = list(merge_request_reviews(merge_request))
     is_open = merge_request.state == MergeRequest.State.OPEN
@@ -188,6 +196,8 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
         "diff_url": url_with(reverse("frontend:diff", args=[found.name]),
                              **{"from": merge_request.source, "to": merge_request.target}),
         "plan_job": merge_request.plan_job, "merge_job": merge_request.merge_job,
+        # The source's changed rows link each key to the provenance of the target's current value (its blame).
+        "blame_suffix": "&" + urlencode({"blame_at": merge_request.target}),
         **queue_context(merge_request),
     }  # fmt: skip
     return render(request, "frontend/merge_request.html", context)

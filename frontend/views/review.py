@@ -13,6 +13,7 @@ from catalog_app.models import Role
 from catalog_app.selectors.commits import commit_detail
 from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
 from catalog_app.services.table_diff import PAGE_SIZE, table_diff_read, tables_changed
+from frontend.views.blame import key_url
 from frontend.views.common import get_catalog, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from lakeui.jobs.services import read_is_pending
@@ -54,7 +55,9 @@ def diff_rows(request: HttpRequest, catalog: str) -> HttpResponse:
         page = max(1, int(request.GET.get("page") or 1))
     except ValueError:
         page = 1
-    context = {"catalog": found, "source": source, "target": target}
+    # `blame_at`: a ref (a merge request's target) whose blame of each changed key the rows link to.
+    blame_at = request.GET.get("blame_at", "").strip()
+    context = {"catalog": found, "source": source, "target": target, "blame_at": blame_at}
     try:
         result = table_diff_read(
             source=ref_resolve(catalog=found, ref=source), target=ref_resolve(catalog=found, ref=target),
@@ -79,7 +82,27 @@ def _shown(context: dict, result: dict, *, source: str, target: str, page: int) 
         n: rows_url(found.name, source=source, target=target, table_id=result["table_id"], page=n)
         for n in (page - 1, page + 1) if 1 <= n <= result["pages"]
     }  # fmt: skip
-    context.update(result=result, rows=shown_rows(result), previous=pages.get(page - 1), next=pages.get(page + 1))
+    rows = shown_rows(result)
+    if context.get("blame_at") and result["primary_key"]:
+        _blame_links(context, result, rows)
+    pages = {n: url + (f"&{urlencode({'blame_at': context['blame_at']})}" if context.get("blame_at") else "")
+             for n, url in pages.items()}  # fmt: skip
+    context.update(result=result, rows=rows, previous=pages.get(page - 1), next=pages.get(page + 1))
+
+
+def _blame_links(context: dict, result: dict, rows: list[dict]) -> None:
+    """Each changed row's key linked to its blame at `blame_at` (who wrote the value that ref holds now), and the
+    key's history there: the provenance of the target's value beside the incoming one."""
+    database, _, table = result["table"].partition(".")
+    names = [c["name"] for c in result["columns"]]
+    places = [names.index(k) for k in result["primary_key"]]
+    for row, listed in zip(rows, result["rows"], strict=True):
+        values = listed["after"] if listed["after"] is not None else listed["before"]
+        key = [values[i] for i in places]
+        row["blame"] = key_url("frontend:table-blame", context["catalog"].name, database, table,
+                               ref=context["blame_at"], key=key)  # fmt: skip
+        row["history"] = key_url("frontend:table-key-history", context["catalog"].name, database, table,
+                                 ref=context["blame_at"], key=key)  # fmt: skip
 
 
 def _refs(found) -> dict:

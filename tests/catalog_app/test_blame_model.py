@@ -1,0 +1,198 @@
+"""A model-based test of the blame (docs/provenance.md): random histories of a keyed table on several branches,
+run for real by the key model's driver (tests/merge_app/test_key_model.py: upserts, updates, deletes, appends,
+compactions, restores, merges retried with `source_wins`, `target_wins` and column rules, cherry-picks and reverts),
+and beside its model of each commit's rows a model of who wrote each cell: the "last writer".
+
+The model's last writer of a cell at a commit, from its parent's (a commit's rows against its first parent's, as the
+blame reads them):
+
+- a cell whose value the commit left as its first parent held keeps its writer (a compaction changes none);
+- a key the commit inserted (every cell, the key's own too) or a cell it changed: a plain commit (a load, an update,
+  a restore, a revert) wrote it itself; a cherry-pick names the commit it applied, the pick the one step of the
+  chain; a merge names the source's writer of that cell when the source holds the same value (the merge appended
+  to its chain), else the merge itself, as a resolution.
+
+Then the blame at random refs (branch heads and older commits) must name, for each key and cell, the model's writer
+and chain.
+
+    LAKEUI_BLAME_MODEL_SEED=3,4,5 LAKEUI_BLAME_MODEL_STEPS=200 pytest tests/catalog_app/test_blame_model.py
+
+The seed and the steps so far are printed on failure.
+"""
+
+import os
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from catalog_app.selectors.blame import table_blame
+from catalog_app.selectors.refs import ref_resolve
+from lakeui.errors import ApplicationError
+from tests.merge_app.test_key_model import MCommit, Model, Run, ancestors
+from tests.support.catalogs import head
+
+SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_BLAME_MODEL_SEED", "8").split(",")]
+STEPS = int(os.environ.get("LAKEUI_BLAME_MODEL_STEPS", "16"))
+OLDER = 0.3  # the share of steps after which an older commit is blamed too (the branch just changed always is)
+
+Cell = tuple[str, tuple[str, ...], bool]  # (the commit that wrote it, the chain from it to the ref, resolution)
+Writers = dict[int, dict[str, Cell]]
+
+
+def cells_of(key: int, row: tuple) -> dict[str, object]:
+    return {"id": key, "amount": row[0], "region": row[1]}
+
+
+def last_writers(commit: MCommit, known: dict[int, Writers], real: dict[int, str], picks: dict[int, int]) -> Writers:
+    """Who wrote each cell at `commit` (see the module's description), from its parents' writers (`known`, by model
+    commit id); `real`: the LakeUI commit of each model commit, `picks`: a cherry-pick's picked commit."""
+    if not commit.parents:
+        return {}
+    this, parent = real[commit.id], commit.parents[0]
+    found: Writers = {}
+    for key, row in commit.rows.items():
+        now = cells_of(key, row)
+        was = cells_of(key, parent.rows[key]) if key in parent.rows else None
+        found[key] = {}
+        for column, value in now.items():
+            if was is not None and was[column] == value:
+                found[key][column] = known[parent.id][key][column]
+            elif len(commit.parents) == 2:  # a merge: the source's writer of that value, else the merge's own
+                source = commit.parents[1]
+                held = cells_of(key, source.rows[key]) if key in source.rows else None
+                if held is not None and held[column] == value:
+                    writer, chain, resolution = known[source.id][key][column]
+                    found[key][column] = (writer, (*chain, this), resolution)
+                else:
+                    found[key][column] = (this, (), True)
+            elif commit.id in picks:
+                found[key][column] = (real[picks[commit.id]], (this,), False)
+            else:
+                found[key][column] = (this, (), False)
+    return found
+
+
+@dataclass
+class BlameModel(Model):
+    """The key model, which also remembers which of its commits are cherry-picks, and of which commit."""
+
+    picks: dict[int, int] = field(default_factory=dict)  # the pick's model commit -> the picked one
+
+    def pick(self, kind: str, commit: MCommit, target: str, choice: str | None = None) -> tuple[str, list[int]]:
+        before = self.heads[target]
+        outcome = super().pick(kind, commit, target, choice)
+        if kind == "cherry_pick" and self.heads[target] is not before:
+            self.picks[self.heads[target].id] = commit.id
+        return outcome
+
+
+class _Never:
+    """No convergence checks here (the key model makes them): a draw that is never below the share."""
+
+    @staticmethod
+    def random() -> float:
+        return 1.0
+
+
+class BlameRun(Run):
+    def __init__(self, seed: int, spark) -> None:
+        super().__init__(seed, spark)
+        self.model = BlameModel(heads=self.model.heads)
+        self.converging = _Never()
+        self.real[0] = head(self.catalog, "main")
+        self.blamer = random.Random(seed * 13 + 5)  # the refs blamed, drawn apart from the history
+        self.blamed = 0
+        self.seen = {"cells": 0, "through_a_merge": 0, "picked": 0, "resolution": 0}  # what the blames named
+        self._writers: dict[int, Writers] = {}
+
+    def writers(self, commit: MCommit) -> Writers:
+        """The model's last writer of each cell at `commit` (see the module's description)."""
+        todo = sorted((c for c in ancestors(commit).values() if c.id not in self._writers), key=lambda c: c.id)
+        for current in todo:  # a commit's parents are older: its own id is larger
+            self._writers[current.id] = last_writers(current, self._writers, self.real, self.model.picks)
+        return self._writers[commit.id]
+
+    def step(self, number: int) -> None:
+        before = dict(self.model.heads)
+        super().step(number)
+        changed = [b for b, c in self.model.heads.items() if before.get(b) is not c]
+        for branch in changed:
+            self.blame(self.model.heads[branch], branch)
+        if self.blamer.random() < OLDER:
+            commit = self.blamer.choice(sorted(self.known(), key=lambda c: c.id))
+            self.blame(commit, f"commit {commit.id}")
+
+    def known(self) -> list[MCommit]:
+        seen: dict[int, MCommit] = {}
+        for current in self.model.heads.values():
+            seen |= ancestors(current)
+        return [c for c in seen.values() if c.id in self.real]
+
+    def blame(self, commit: MCommit, name: str) -> None:
+        """The blame of table k at the real commit of `commit` names the model's writers."""
+        real = self.real[commit.id]
+        answer = table_blame(
+            resolved=ref_resolve(catalog=self.catalog, ref=real), database="sales", table="k", page_size=500
+        )
+        self.blamed += 1
+        found = {r["key"]["id"]: r for r in answer.results}
+        rows = {k: (r["row"]["amount"], r["row"]["region"]) for k, r in found.items()}
+        assert rows == commit.rows, self.failure(f"blame at {name} ({real[:8]}): rows {rows} != {commit.rows}")
+        expected = self.writers(commit)
+        names = {v: f"{k}({v[:8]})" for k, v in self.real.items()}
+        for key in sorted(found):
+            for column, cell in found[key]["cells"].items():
+                got = (cell["commit"], tuple(cell["chain"]), cell["resolution"])
+                self.seen["cells"] += 1
+                self.seen["resolution"] += cell["resolution"]
+                self.seen["through_a_merge"] += any(answer.commits[c]["kind"] == "merge" for c in cell["chain"])
+                self.seen["picked"] += any(answer.commits[c]["kind"] == "cherry_pick" for c in cell["chain"])
+                want = expected[key][column]
+                if got != want:
+                    shown = [(names.get(c, c), [names.get(s, s) for s in chain], r) for c, chain, r in (got, want)]
+                    pytest.fail(self.failure(
+                        f"blame at {name} ({real[:8]}), key {key}, cell {column}: LakeUI {shown[0]}, "
+                        f"the model {shown[1]} (model commit(real id): commit, chain writer to ref, resolution)"
+                    ))  # fmt: skip
+
+    def failure(self, what: str) -> str:
+        return super().failure(what).replace("LAKEUI_KEY_MODEL_SEED", "LAKEUI_BLAME_MODEL_SEED")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(max(600, STEPS * 20))  # long hunts take many steps
+@pytest.mark.parametrize("seed", SEEDS)
+def test_blame_at_random_refs_names_the_models_last_writer_of_each_cell(spark, seed):
+    run = BlameRun(seed, spark)
+    for number in range(1, STEPS + 1):
+        try:
+            run.step(number)
+        except ApplicationError as error:  # not a refusal the step expects: show the history that led to it
+            pytest.fail(run.failure(f"step {number} failed: {error.code}: {error.message}"))
+    for branch, commit in run.model.heads.items():
+        run.blame(commit, branch)
+    print(f"seed {seed}: {STEPS} steps, {run.blamed} blames, cells {run.seen}, outcomes {run.outcomes}")
+    assert run.blamed >= STEPS // 2  # the steps that changed a branch blamed it, and some older commits
+    assert run.seen["through_a_merge"] >= 1  # a chain was walked
+
+
+def test_the_models_last_writer_of_each_cell():
+    """The model's rule on a small history (no LakeUI): a load, an update of one cell, a merge that brings a
+    cell from its source and makes another itself (a column rule's sum), a pick, a delete and an insert again."""
+    real = {i: f"c{i}" for i in range(10)}
+    root = MCommit(0, (), {}, frozenset())
+    loaded = MCommit(1, (root,), {9: (1, "a"), 8: (0, "a")}, frozenset())
+    on_dev = MCommit(2, (loaded,), {9: (1, "b"), 8: (5, "a")}, frozenset())  # region of 9, amount of 8
+    on_main = MCommit(3, (loaded,), {9: (1, "a"), 8: (2, "a")}, frozenset())  # amount of 8
+    merged = MCommit(4, (on_main, on_dev), {9: (1, "b"), 8: (6, "a")}, frozenset())  # 8's amount: 2 + 5 - 0
+    picked = MCommit(5, (merged,), {9: (7, "b"), 8: (6, "a")}, frozenset())  # a pick of commit 7's amount
+    deleted = MCommit(6, (picked,), {9: (7, "b")}, frozenset())
+    again = MCommit(8, (deleted,), {9: (7, "b"), 8: (6, "a")}, frozenset())
+    known: dict[int, Writers] = {}
+    for commit in (root, loaded, on_dev, on_main, merged, picked, deleted, again):
+        known[commit.id] = last_writers(commit, known, real, {5: 7})
+    assert known[4][9] == {"id": ("c1", (), False), "amount": ("c1", (), False), "region": ("c2", ("c4",), False)}
+    assert known[4][8]["amount"] == ("c4", (), True) and known[3][8]["amount"] == ("c3", (), False)
+    assert known[5][9]["amount"] == ("c7", ("c5",), False) and known[5][9]["region"] == ("c2", ("c4",), False)
+    assert 8 not in known[6] and known[8][8] == dict.fromkeys(("id", "amount", "region"), ("c8", (), False))
