@@ -65,6 +65,7 @@ def test_blame_through_a_merge_request_a_pick_a_compaction_and_a_restore(user_cl
     # Merge request !1, approved by bob, its check rows_ok passed.
     request = merge_request_open(catalog=catalog, source="dev", target="main", title="order 9", author=user)
     job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    wait_for_job(request.plan_job_id)  # a worker may have taken it first
     merge_request_review(merge_request=request, reviewer=bob, decision="approve")
     merge_request_status_post(merge_request=request, user=bob, name="rows_ok", state="success", head=on_dev_events)
     request.refresh_from_db()
@@ -195,6 +196,7 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
     on_main = head(catalog)
     request = merge_request_open(catalog=catalog, source="dev", target="main", title="conflicts", author=user)
     job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    wait_for_job(request.plan_job_id)  # a worker may have taken it first
     resolutions = {
         "keys": {"sales.orders": {"[1]": "source_wins"}},
         "tables": {"sales.orders": {"choice": "target_wins", "columns": {"amount": "sum_of_changes"}}},
@@ -202,6 +204,7 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
     request = merge_request_update(merge_request=request, user=bob, resolutions=resolutions)  # fmt: skip
     request.refresh_from_db()
     job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    wait_for_job(request.plan_job_id)  # a worker may have taken it first
     request.refresh_from_db()
     job = merge_request_merge(merge_request=request, user=user)
     job_execute(job_id=str(job.id), worker="test-process")
