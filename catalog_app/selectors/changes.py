@@ -365,7 +365,7 @@ class TableChanges:
             columns = [rows.column(row_diff.CHANGE)]
             columns += [rows.column(row_diff._BEFORE + n) for n in names]
             columns += [rows.column(row_diff._AFTER + n) for n in names]
-            columns += [_changed(rows, names), *_made_columns(index, made)]
+            columns += [_changed(rows, [n for n in names if n not in self.primary_key]), *_made_columns(index, made)]
             yield pa.RecordBatch.from_arrays([pa.chunked_array(c).combine_chunks() if isinstance(c, pa.ChunkedArray)
                                               else c for c in columns], schema=schema)  # fmt: skip
 
@@ -416,7 +416,7 @@ def _changed(rows: pa.Table, names: list[str]) -> pa.Array:
     grid = np.stack(masks, axis=1) if masks else np.zeros((rows.num_rows, 0), dtype=bool)
     offsets = np.concatenate([[0], np.cumsum(grid.sum(axis=1))]).astype(np.int32)
     _, which = np.nonzero(grid)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.array(names, dtype=object)[which], pa.string()))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(names, pa.string()).take(pa.array(which, pa.int64())))
 
 
 @dataclass
