@@ -244,11 +244,10 @@ class Provenance:
 
     def of(self, rows: pa.Table) -> np.ndarray:
         """The index in `made` of each laid-out change (`row_diff` layout with origins)."""
-        change = rows.column(row_diff.CHANGE).to_numpy(zero_copy_only=False)
         after, before = (pc.fill_null(rows.column(side + row_diff.ORIGIN), -1).to_numpy()
                          for side in (row_diff._AFTER, row_diff._BEFORE))  # fmt: skip
         out = np.zeros(rows.num_rows, dtype=np.int64)
-        lost = change == row_diff.DELETE
+        lost = pc.equal(rows.column(row_diff.CHANGE), row_diff.DELETE).to_numpy(zero_copy_only=False)  # no str objects
         if (~lost).any():
             out[~lost] = self._after_made[after[~lost] >> 32]
         if lost.any():
