@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from catalog_app.selectors.blame import key_history, table_blame
 from checks_app.selectors import check_rules_of_runs
-from frontend.views.common import get_catalog, ref_context, ui_view
+from frontend.views.common import get_catalog, page_number, ref_context, ui_view
 from lakeui.errors import ApplicationError
 
 PAGE_SIZE = 20  # as the table page's rows
@@ -75,10 +75,7 @@ def table_blame_page(request: HttpRequest, catalog: str, database: str, table: s
     a key: each row); `key` shows that key alone."""
     found = get_catalog(request, catalog)
     ref = ref_context(request, found)
-    try:
-        page = max(1, int(request.GET.get("page") or 1))
-    except ValueError:
-        page = 1
+    page = page_number(request)
     key = (request.GET.get("key") or "").strip() or None
     fragment = bool(request.GET.get("fragment"))  # the blame table alone, for a page's script (a refusal in it)
     try:

@@ -21,7 +21,7 @@ from catalog_app.selectors.table_files import table_files
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.data_submit import table_load_submit, table_rows_read
 from catalog_app.services.table_diff import table_diff_read
-from frontend.views.common import get_catalog, ref_context, refused, ui_view, url_with
+from frontend.views.common import get_catalog, page_number, ref_context, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from lakeui.jobs.services import read_is_pending
 from merge_app.services.restores import restore_submit
@@ -135,10 +135,7 @@ def table_rows(request: HttpRequest, catalog: str, database: str, table: str) ->
     finished). A fragment for the table page's script, or a whole page."""
     found = get_catalog(request, catalog)
     ref = ref_context(request, found)
-    try:
-        page = max(1, int(request.GET.get("page") or 1))
-    except ValueError:
-        page = 1
+    page = page_number(request)
     context = {"catalog": found, "ref": ref, "database": database, "table": table, "page": page}
     try:
         result = table_rows_read(

@@ -88,6 +88,14 @@ def refused(request: HttpRequest, error: ApplicationError) -> None:
     messages.error(request, f"{error.message} ({error.code})")
 
 
+def page_number(request: HttpRequest) -> int:
+    """The `page` a list asks for: 1 when it names none or no number."""
+    try:
+        return max(1, int(request.GET.get("page") or 1))
+    except ValueError:
+        return 1
+
+
 def url_with(path: str, **params: str) -> str:
     return f"{path}?{urlencode(params)}"
 

@@ -14,7 +14,7 @@ from catalog_app.selectors.commits import commit_detail
 from catalog_app.selectors.refs import branch_list, ref_resolve, tag_list
 from catalog_app.services.table_diff import PAGE_SIZE, table_diff_read, tables_changed
 from frontend.views.blame import key_url
-from frontend.views.common import get_catalog, refused, ui_view, url_with
+from frontend.views.common import get_catalog, page_number, refused, ui_view, url_with
 from lakeui.errors import ApplicationError
 from lakeui.jobs.services import read_is_pending
 from merge_app.selectors.graph import branches_with_commit
@@ -51,10 +51,7 @@ def diff_rows(request: HttpRequest, catalog: str) -> HttpResponse:
     source, target = request.GET.get("from", "").strip(), request.GET.get("to", "").strip()
     table_id, table = request.GET.get("table_id", "").strip(), request.GET.get("table", "").strip()
     database, _, name = table.partition(".")
-    try:
-        page = max(1, int(request.GET.get("page") or 1))
-    except ValueError:
-        page = 1
+    page = page_number(request)
     # `blame_at`: a ref (a merge request's target) whose blame of each changed key the rows link to.
     blame_at = request.GET.get("blame_at", "").strip()
     context = {"catalog": found, "source": source, "target": target, "blame_at": blame_at}
