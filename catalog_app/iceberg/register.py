@@ -18,7 +18,6 @@ is refused with a message that says so.
 import uuid
 
 from django.conf import settings
-from django.db import transaction
 
 from catalog_app.engine import iceberg_writes
 from catalog_app.engine.iceberg_writes import FileRefused, ForeignFile, ForeignTable
@@ -31,15 +30,15 @@ from catalog_app.iceberg.writes import (
     _relative,
     files_written_under,
     ids_in_order,
+    prepared_then_locked,
     refused_as,
     table_put_new,
     table_spec,
-    written_or_removed,
 )
 from catalog_app.models import DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.names import check_identifier
 from catalog_app.selectors.table_files import table_columns
-from catalog_app.services.commits import WriteTarget
+from catalog_app.services.commits import CommitDraft, WriteTarget
 from lakeui.errors import ApplicationError, ConflictError
 
 TABLE = ObjectKind.TABLE
@@ -107,21 +106,32 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
         foreign = iceberg_writes.foreign_table_read(metadata_location, opened)
     spec = _spec(foreign, name)
     paths = {f.location: registered_path(warehouse, f.location, roots) for f in foreign.data}
-    taken = set(DataFile.objects.filter(path__in=list(paths.values())).values_list("path", flat=True))
-    if taken:
-        raise ConflictError(
-            "file_registered", f"Files of this table are a LakeUI table's already: {sorted(taken)[:3]}; a file is "
-            "registered once (branch or tag the table that holds them instead).",
-        )  # fmt: skip
-    tag = f"register-{uuid.uuid4().hex}"
-    with written_or_removed(warehouse, tag=tag), transaction.atomic():
-        draft = target.begin()
+
+    def prepare(tag: str) -> tuple[CommitDraft, ObjectVersion]:
+        """Without the lock: the table staged and its files read; what it read is watched (its database, its name
+        still free, its files still no table's) for `draft_lock`."""
+        taken = set(DataFile.objects.filter(path__in=list(paths.values())).values_list("path", flat=True))
+        if taken:
+            raise ConflictError(
+                "file_registered", f"Files of this table are a LakeUI table's already: {sorted(taken)[:3]}; a file "
+                "is registered once (branch or tag the table that holds them instead).",
+            )  # fmt: skip
+        draft = target.prepare()
         db = draft.get(ObjectKind.DATABASE, database)
+        draft.watch(objects=[db.object_id], name=(db.object_id, name))
+        draft.watch(check=lambda: not DataFile.objects.filter(path__in=list(paths.values())).exists())
         table = table_put_new(draft, database=db, name=name, spec=spec, object_id=uuid.uuid4())
         with refused_as("invalid_registration"):
-            _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots, tag=tag)
+            _files_register(draft, table, foreign, paths, warehouse=warehouse, roots=roots, tag=f"register-{tag}")
+        return draft, table
+
+    def publish(draft: CommitDraft, table: ObjectVersion) -> ObjectVersion:
         target.finish(draft, f"Register Iceberg table {database}.{name} from {metadata_location}")
-    return table
+        return table
+
+    return prepared_then_locked(
+        warehouse, prefix="register", prepare=prepare, publish=publish, branch=target.branch, lock=target.lock
+    )
 
 
 def _spec(foreign: ForeignTable, name: str):

@@ -23,11 +23,11 @@ of the branch did, and one to a table that moved answers 409 `CommitFailedExcept
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from django.conf import settings
@@ -50,7 +50,7 @@ from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, Ob
 from catalog_app.names import check_identifier, check_properties
 from catalog_app.selectors.refs import ResolvedRef, branch_get, commit_chain
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_has_rows, tables_file_rows
-from catalog_app.services.commits import CommitDraft, WriteTarget, commit_begin
+from catalog_app.services.commits import CommitDraft, WriteTarget, commit_prepare, draft_lock
 from catalog_app.services.databases import name_free
 from catalog_app.services.tables import _partition_and_key, column_id_next
 from lakeui.errors import ApplicationError, ConflictError
@@ -59,6 +59,9 @@ from lakeui.lineage import Dataset, Lineage, lineage_commit_emit
 Op = Operation.Op
 TABLE = ObjectKind.TABLE
 WRITES = "writes"
+PREPARE_TRIES = 3  # a commit whose tables moved while it was prepared is prepared again, this many times in all
+Prepared = TypeVar("Prepared")
+Published = TypeVar("Published")
 RESERVED_PROPERTIES = ("write.data.path", "write.metadata.path", "lakeui.", "format-version")
 ICEBERG_TYPES = {
     "boolean": "boolean",
@@ -78,6 +81,10 @@ MESSAGE_MOVED_KEYS = (
 )
 MESSAGE_MOVED = (
     "Table {name!r} changed on branch {branch!r} since it was read ({what}); load it again and retry the commit."
+)
+MESSAGE_KEPT_MOVING = (
+    "What this commit writes changed on branch {branch!r} each time it was prepared ({tries} times); load the "
+    "tables again and retry."
 )
 MESSAGE_RACED = (
     "Another commit took a file or name this one names, at the same time ({constraint}); nothing was committed: "
@@ -130,6 +137,40 @@ def written_or_removed(warehouse: Warehouse, *, tag: str) -> Iterator[None]:
         raise
     finally:
         _WRITTEN.reset(token)
+
+
+class _Moved(Exception):
+    """What a draft prepared without the lock read changed before it took the lock (`draft_lock`)."""
+
+
+def prepared_then_locked(
+    warehouse: Warehouse,
+    *,
+    prefix: str,
+    prepare: Callable[[str], tuple[CommitDraft, Prepared]],
+    publish: Callable[[CommitDraft, Prepared], Published],
+    branch: str,
+    lock: Callable[[CommitDraft], bool] = draft_lock,
+) -> Published:
+    """A commit that reads and writes files, made without holding the catalog lock across them: `prepare(tag)` reads
+    the branch's head as it is (no lock), checks, writes the commit's own files (under the folders the tag names)
+    and stages a draft (`commit_prepare`) that watches what it read; then, in one transaction, `lock` takes the lock
+    and `publish` records the draft, reading the database only. If what the draft watched changed meanwhile (the
+    tables it writes moved on the branch), its files are removed and it is prepared again against the new state,
+    where the engine's requirements are checked again (409 if they no longer hold); up to PREPARE_TRIES times, then
+    409 too."""
+    for _ in range(PREPARE_TRIES):
+        tag = uuid.uuid4().hex
+        try:
+            with written_or_removed(warehouse, tag=f"{prefix}-{tag}"):
+                draft, prepared = prepare(tag)
+                with transaction.atomic():
+                    if lock(draft):
+                        return publish(draft, prepared)
+                raise _Moved
+        except _Moved:
+            continue
+    raise ConflictError("commit_failed", MESSAGE_KEPT_MOVING.format(branch=branch, tries=PREPARE_TRIES))
 
 
 def iceberg_branch(resolved: ResolvedRef) -> Branch:
@@ -360,6 +401,7 @@ def _table_create_commit(
             )
     if schema is None:
         raise ApplicationError("invalid_update", "A commit that creates a table names its schema (add-schema).")
+    draft.watch(check=lambda: not ObjectVersion.objects.filter(object_id=table_id).exists())  # still no object's
     if location not in (None, table_uri(warehouse, f"{draft.catalog.id}/{table_id}")):
         raise ApplicationError("invalid_input", "LakeUI chooses table locations (by ids); create without one.")
     ids_in_order(schema)
@@ -406,29 +448,31 @@ def iceberg_tables_commit(
     *, catalog: Catalog, branch: str, author: AbstractBaseUser | None, requests: list[TableCommitRequest]
 ) -> tuple[Commit, list[ObjectVersion]]:
     """Commit one table (`POST .../tables/{t}`) or several (`POST /v1/transactions/commit`) as one LakeUI commit:
-    all or nothing. What a refused commit wrote itself is removed (`written_or_removed`); the engine's own files
-    stay orphans for garbage collection."""
+    all or nothing. Prepared without the lock on the branch's head as read (`prepared_then_locked`): what a refused
+    commit wrote itself is removed (`written_or_removed`); the engine's own files stay orphans for garbage
+    collection."""
     if not requests:
         raise ApplicationError("invalid_input", "A commit names at least one table.")
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
-    tag = uuid.uuid4().hex
-    with written_or_removed(warehouse, tag=f"iceberg-{tag}"), transaction.atomic():
-        draft = commit_begin(catalog=catalog, branch=branch)
-        tables = []
-        for request in requests:
-            tables.append(_table_commit(draft, request, warehouse=warehouse, tag=tag))
+
+    def prepare(tag: str) -> tuple[CommitDraft, list[ObjectVersion]]:
+        draft = commit_prepare(catalog=catalog, branch=branch)
+        return draft, [_table_commit(draft, request, warehouse=warehouse, tag=tag) for request in requests]
+
+    def publish(draft: CommitDraft, tables: list[ObjectVersion]) -> tuple[Commit, list[ObjectVersion]]:
         names = ", ".join(f"{r.namespace}.{r.name}" for r in requests)
         try:
             commit = draft.commit(author=author, message=f"Iceberg commit to {names}")
         except ApplicationError as nothing:  # every requirement met, nothing changed: no commit
             if nothing.code != "empty_commit":
                 raise
-            commit = draft.parent
-        else:
-            written = [Dataset(branch, f"{r.namespace}.{r.name}") for r in requests]
-            lineage = Lineage(catalog, outputs=written, facts={"commit": commit.id})
-            lineage_commit_emit(lineage=lineage, job_name="iceberg_commit", actor=author)
-    return commit, tables
+            return draft.parent, tables
+        written = [Dataset(branch, f"{r.namespace}.{r.name}") for r in requests]
+        lineage = Lineage(catalog, outputs=written, facts={"commit": commit.id})
+        lineage_commit_emit(lineage=lineage, job_name="iceberg_commit", actor=author)
+        return commit, tables
+
+    return prepared_then_locked(warehouse, prefix="iceberg", prepare=prepare, publish=publish, branch=branch)
 
 
 def iceberg_table_at_branch(
@@ -442,10 +486,13 @@ def iceberg_table_at_branch(
 
 def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse: Warehouse, tag: str) -> ObjectVersion:
     database = namespace_get(draft.chain, name=request.namespace)
+    draft.watch(objects=[database.object_id])
     creates = any(r.get("type") == "assert-create" for r in request.requirements)
     if creates and namespace_table_find(draft.chain, database=database, name=request.name) is None:
+        draft.watch(name=(database.object_id, request.name))
         return _table_create_commit(draft, database, request, warehouse=warehouse, tag=tag)
     table = namespace_table_get(draft.chain, database=database, name=request.name)
+    draft.watch(objects=[table.object_id], files_of=[table.object_id])  # its state: its version and its files
     metadata = json.loads(iceberg_table_load(draft.chain, table=table).metadata_json)
     try:
         _requirements_check(metadata, request.requirements, table=table, branch=draft.branch.name)
@@ -586,10 +633,14 @@ def _schema_apply(draft: CommitDraft, table: ObjectVersion, state: dict, schema:
             columns, altered = table_schema.column_alter(columns, column["name"], changes, table_has_rows=has_rows)
             details += altered
     last = state["last_column_id"]
+    first_free = None
     for field in fields:
         if field.get("id") in by_id:
             continue
-        last = max(last, column_id_next(table), last + 1)
+        if first_free is None:  # the ids are the catalog's next ones still when the commit is recorded
+            first_free = column_id_next(table)
+            draft.watch(check=lambda free=first_free: column_id_next(table) == free)
+        last = max(last, first_free, last + 1)
         spec = {"name": field.get("name"), "type": lakeui_type(field.get("type"), str(field.get("name"))),
                 "nullable": not field.get("required", False)}  # fmt: skip
         columns, detail = table_schema.column_add(columns, spec, column_id=last, table_has_rows=has_rows)
@@ -698,9 +749,11 @@ def _data_commit(
         with refused_as("invalid_data_file"):
             iceberg_writes.file_checked(warehouse, path, "Data file")  # before its path is looked up, too
         added.append((path, records))
-    taken = set(DataFile.objects.filter(path__in=[p for p, _ in added]).values_list("path", flat=True))
+    paths = [p for p, _ in added]
+    taken = set(DataFile.objects.filter(path__in=paths).values_list("path", flat=True))
     if taken:
         raise ApplicationError("file_committed", f"Data files already committed: {sorted(taken)[:5]}.")
+    draft.watch(check=lambda: not DataFile.objects.filter(path__in=paths).exists())  # nor meanwhile
     with refused_as("invalid_data_file"):
         written = [
             iceberg_writes.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added

@@ -4,6 +4,11 @@ stages object versions and operations, and commits; nothing is visible until the
 The draft locks the catalog row first, so commits of one catalog are serialised and get increasing sequence
 numbers and times. A writer that names the head it read (`expected_head`) gets a 409 `branch_moved` if the
 branch has moved since; one that does not is applied to the current head.
+
+A writer that reads or writes files (an Iceberg commit, a register) prepares its draft without the lock instead
+(`commit_prepare`): it reads the head's state, checks and writes its files, and notes what it read (`watch`). Under
+the lock (`draft_lock`) only the database is read: the draft moves onto the branch's head as it is now if nothing it
+watched changed there (another table moving on the branch does not count), or the writer prepares it again.
 """
 
 import operator
@@ -15,7 +20,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, connections, models, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from catalog_app.models import (
@@ -75,6 +80,7 @@ class CommitDraft:
         default_factory=list
     )
     _schema_copies: list[SchemaVersion] = field(default_factory=list)
+    _watched: "Watched" = field(default_factory=lambda: Watched())
 
     # --- reading the head's state -------------------------------------------------------------------------
     def find(self, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
@@ -85,6 +91,24 @@ class CommitDraft:
 
     def children(self, kind: str, parent_id: uuid.UUID) -> list[ObjectVersion]:
         return list(object_selectors.objects_at(self.chain, kind=kind, parent_id=parent_id))
+
+    def watch(
+        self,
+        *,
+        objects: Iterable[uuid.UUID] = (),
+        files_of: Iterable[uuid.UUID] = (),
+        name: tuple[uuid.UUID | None, str] | None = None,
+        check: Callable[[], bool] | None = None,
+    ) -> None:
+        """What a draft prepared without the lock (`commit_prepare`) read, for `draft_lock` to find unchanged: the
+        objects whose versions it read, the tables whose files it read, a name it takes (in the parent object
+        `name[0]`) and a `check` of the database that must still hold (no file work: it runs under the lock)."""
+        self._watched.objects.update(objects)
+        self._watched.files_of.update(files_of)
+        if name is not None:
+            self._watched.names.add(name)
+        if check is not None:
+            self._watched.checks.append(check)
 
     # --- staging ------------------------------------------------------------------------------------------
     def put(
@@ -195,6 +219,26 @@ class CommitDraft:
             raise ConflictError("branch_moved", f"Branch {self.branch.name!r} moved during the commit.")
         self.branch.head = commit
         return commit
+
+
+@dataclass
+class Watched:
+    """What a draft prepared without the lock read (`CommitDraft.watch`)."""
+
+    objects: set[uuid.UUID] = field(default_factory=set)
+    files_of: set[uuid.UUID] = field(default_factory=set)
+    names: set[tuple[uuid.UUID | None, str]] = field(default_factory=set)
+    checks: list[Callable[[], bool]] = field(default_factory=list)
+
+    def moved(self, differ: Q) -> bool:
+        """Whether a commit between the two states (`differ`: `Chain.difference`) wrote a version of a watched
+        object or of an object now named as a watched name, or a file entry of a watched table."""
+        versions = Q(object_id__in=self.objects) if self.objects else Q(pk__in=[])
+        for parent_id, name in self.names:
+            versions |= Q(parent_id=parent_id, name=name)
+        if ObjectVersion.objects.filter(differ).filter(versions).exists():
+            return True
+        return bool(self.files_of) and FileEntry.objects.filter(differ, table_id__in=self.files_of).exists()
 
 
 @dataclass(frozen=True)
@@ -347,6 +391,13 @@ class WriteTarget:
     def begin(self) -> "CommitDraft":
         return commit_begin(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
 
+    def prepare(self) -> "CommitDraft":
+        """A draft prepared without the lock (`commit_prepare`); `lock` takes the lock for it."""
+        return commit_prepare(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
+
+    def lock(self, draft: "CommitDraft") -> bool:
+        return draft_lock(draft, expected_head=self.expected_head)
+
     def finish(self, draft: "CommitDraft", default_message: str) -> Commit:
         return draft.commit(author=self.author, message=self.message or default_message)
 
@@ -371,13 +422,57 @@ def commit_begin(
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
     branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request)
+    _expected_check(target, expected_head)
+    return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
+
+
+def commit_prepare(*, catalog: Catalog, branch: str, expected_head: str | None = None) -> CommitDraft:
+    """Open a draft on the branch's head as it is now, without the catalog lock: the writer reads that state, checks
+    and writes its files, notes what it read (`CommitDraft.watch`), then takes the lock with `draft_lock` and
+    commits. The refusals are `commit_begin`'s."""
+    target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
+    if target is None:
+        _refuse_non_branch(catalog=catalog, ref=branch)
+    branch_write_check(catalog=catalog, branch=branch)
+    _expected_check(target, expected_head)
+    return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
+
+
+def draft_lock(draft: CommitDraft, *, expected_head: str | None = None) -> bool:
+    """Take the catalog lock for a draft made by `commit_prepare` (inside `transaction.atomic()`, like
+    `commit_begin`) and move it onto the branch's head as it is now: True when nothing the draft watched changed
+    since the state it was prepared on (a compare-and-swap: another table moving on the branch does not count), so
+    it commits as it is; False when the writer must prepare it again. Reads the database only: the lock's holder
+    does no file work. The branch's refusals are checked again (a protection set meanwhile, a head expected)."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("draft_lock must be called inside transaction.atomic()")
+    catalog = catalog_lock(catalog=draft.catalog)
+    target = Branch.objects.select_related("head").filter(catalog=catalog, name=draft.branch.name).first()
+    if target is None:
+        _refuse_non_branch(catalog=catalog, ref=draft.branch.name)
+    branch_write_check(catalog=catalog, branch=target.name)
+    _expected_check(target, expected_head)
+    if target.id != draft.branch.id:  # the branch was deleted and made again meanwhile
+        return False
+    if target.head_id != draft.parent.id:
+        chain = commit_chain(target.head)
+        differ = draft.chain.difference(chain)
+        if differ is not None and draft._watched.moved(differ):
+            return False
+        draft.parent, draft.chain = target.head, chain
+    if not all(check() for check in draft._watched.checks):
+        return False
+    draft.catalog, draft.branch = catalog, target
+    return True
+
+
+def _expected_check(target: Branch, expected_head: str | None) -> None:
     if expected_head is not None and not target.head_id.startswith(expected_head):
         raise ConflictError(
             "branch_moved",
-            MESSAGE_BRANCH_MOVED.format(branch=branch, head=target.head_id, expected=expected_head),
+            MESSAGE_BRANCH_MOVED.format(branch=target.name, head=target.head_id, expected=expected_head),
             details={"head": target.head_id},
         )
-    return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
 
 
 def commit_begin_detached(*, catalog: Catalog, parent: Commit) -> CommitDraft:
