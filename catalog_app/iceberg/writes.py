@@ -18,6 +18,10 @@ table's files on the branch, is what the commit does:
 Requirements are checked against the table's metadata on the branch (as loadTable serves it): the table's snapshot
 id is its newest commit on the branch, so a commit to a table that did not move goes through even if other tables
 of the branch did, and one to a table that moved answers 409 `CommitFailedException` (engines retry).
+
+A commit is prepared without the catalog lock and published under it (`prepared_then_locked`): the file work first,
+on the branch's head as read; under the lock only a compare-and-swap of what it read (services/commits.py
+`draft_lock`) and the commit's rows: docs/iceberg.md#prepared-outside-the-catalog-lock-published-under-it.
 """
 
 import json
@@ -150,22 +154,22 @@ def prepared_then_locked(
     prepare: Callable[[str], tuple[CommitDraft, Prepared]],
     publish: Callable[[CommitDraft, Prepared], Published],
     branch: str,
-    lock: Callable[[CommitDraft], bool] = draft_lock,
+    lock: Callable[[CommitDraft], bool] | None = None,
 ) -> Published:
     """A commit that reads and writes files, made without holding the catalog lock across them: `prepare(tag)` reads
     the branch's head as it is (no lock), checks, writes the commit's own files (under the folders the tag names)
-    and stages a draft (`commit_prepare`) that watches what it read; then, in one transaction, `lock` takes the lock
-    and `publish` records the draft, reading the database only. If what the draft watched changed meanwhile (the
-    tables it writes moved on the branch), its files are removed and it is prepared again against the new state,
-    where the engine's requirements are checked again (409 if they no longer hold); up to PREPARE_TRIES times, then
-    409 too."""
+    and stages a draft (`commit_prepare`) that watches what it read; then, in one transaction, `lock` (`draft_lock`
+    unless given) takes the lock and `publish` records the draft, reading the database only. If what the draft
+    watched changed meanwhile (the tables it writes moved on the branch), its files are removed and it is prepared
+    again against the new state, where the engine's requirements are checked again (409 if they no longer hold); up
+    to PREPARE_TRIES times, then 409 too."""
     for _ in range(PREPARE_TRIES):
         tag = uuid.uuid4().hex
         try:
             with written_or_removed(warehouse, tag=f"{prefix}-{tag}"):
                 draft, prepared = prepare(tag)
                 with transaction.atomic():
-                    if lock(draft):
+                    if (lock or draft_lock)(draft):
                         return publish(draft, prepared)
                 raise _Moved
         except _Moved:

@@ -481,7 +481,7 @@ def commit_begin_detached(*, catalog: Catalog, parent: Commit) -> CommitDraft:
     bases"). Must run inside `transaction.atomic()`, like `commit_begin`."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("commit_begin_detached must be called inside transaction.atomic()")
-    catalog = Catalog.objects.select_for_update().get(id=catalog.id)
+    catalog = catalog_lock(catalog=catalog)
     return CommitDraft(catalog=catalog, branch=None, parent=parent, chain=commit_chain(parent))
 
 

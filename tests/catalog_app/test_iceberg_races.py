@@ -6,13 +6,18 @@ double a key; a key doubled by what the engine started from stays a 400. Every k
 # ruff: noqa: F811 (pytest fixtures imported from test_iceberg_rest and named as arguments)
 
 import threading
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
+import requests
+from django.conf import settings
 from pyiceberg.exceptions import BadRequestError, CommitFailedException, ValidationException
 
 from tests.catalog_app.test_iceberg_rest import api_rows, client, iceberg, token  # noqa: F401
-from tests.catalog_app.test_iceberg_writes import keyed_orders, rows
+from tests.catalog_app.test_iceberg_writes import KEYLESS, keyed_orders, rows
 
 
 def upsert_rows(table, ids, amount: int) -> pa.Table:
@@ -89,3 +94,95 @@ def test_two_engines_upserting_overlapping_keys_see_only_conflicts_and_hold_ever
     assert sum(conflicts.values()) > 0  # the engines did race (each round overlaps the other's keys)
     held = ids_held(client)
     assert held == sorted(set(held)) == [0, 1, 2, 3, 4, *range(100, 121)]
+
+
+# --- a commit prepared without the lock: published if its tables did not move, else prepared again ------------
+
+
+@pytest.fixture
+def meanwhile(monkeypatch):
+    """`meanwhile.writes`: writes (another engine's, in a thread of their own) each run once after an Iceberg commit
+    was prepared and before it takes the catalog lock. `meanwhile.prepared`: the thread of each preparing; and
+    `meanwhile.written`: the files of LakeUI's own commit folders (`iceberg-*`) when the lock was about to be taken."""
+    from catalog_app.iceberg import writes
+    from catalog_app.services import commits
+
+    state = SimpleNamespace(writes=[], prepared=[], written=[])
+    prepare = writes.commit_prepare
+
+    def counted(**kwargs):
+        state.prepared.append(threading.get_ident())
+        return prepare(**kwargs)
+
+    def locked(draft):
+        if state.writes:
+            state.written.append(sorted(Path(settings.LAKEUI_WAREHOUSE).glob("*/*/*/iceberg-*/**/*.parquet")))
+            thread = threading.Thread(target=state.writes.pop(0))
+            thread.start()
+            thread.join(timeout=120)
+        return commits.draft_lock(draft)
+
+    monkeypatch.setattr(writes, "commit_prepare", counted)
+    monkeypatch.setattr(writes, "draft_lock", locked)
+    return state
+
+
+def test_a_commit_is_published_as_prepared_when_only_another_table_moved(live_server, client, token, meanwhile):
+    main, _ = keyed_orders(live_server, client, token)
+    main.create_table("shop.events", KEYLESS)
+    other = iceberg(live_server, token, "main")
+    meanwhile.writes.append(lambda: other.load_table("shop.events").append(rows([7]).cast(KEYLESS.as_arrow())))
+    main.load_table("shop.orders").append(rows([10, 11]))
+
+    assert sorted(Counter(meanwhile.prepared).values()) == [1, 1]  # each prepared once
+    newest, before = client.commits("lake", "main")[:2]
+    assert newest["message"] == "Iceberg commit to shop.orders" and newest["parent"] == before["id"]
+    assert before["message"] == "Iceberg commit to shop.events"
+    assert ids_held(client) == [0, 1, 2, 3, 4, 10, 11]
+    assert [r[0] for r in api_rows(client, "main", "shop.events")[1]] == [7]
+
+
+def test_a_commit_whose_table_moved_is_prepared_again_and_published_if_its_requirements_hold(
+    live_server, client, token, meanwhile
+):
+    main, _ = keyed_orders(live_server, client, token)
+    loaded = main.load_table("shop.orders")
+    other = iceberg(live_server, token, "main")
+    meanwhile.writes.append(lambda: other.load_table("shop.orders").append(rows([20])))
+    body = {
+        "requirements": [{"type": "assert-table-uuid", "uuid": str(loaded.metadata.table_uuid)}],
+        "updates": [{"action": "set-properties", "updates": {"owner": "data"}}],
+    }
+    answer = requests.post(
+        f"{live_server.url}/iceberg/lake/main/v1/namespaces/shop/tables/orders", json=body,
+        headers={"Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert sorted(Counter(meanwhile.prepared).values()) == [1, 2]  # the property change was prepared twice
+    assert main.load_table("shop.orders").properties["owner"] == "data"
+    assert ids_held(client) == [0, 1, 2, 3, 4, 20]
+
+
+def test_a_commit_whose_table_moved_against_its_requirements_is_a_409_leaving_no_file(
+    live_server, client, token, meanwhile
+):
+    from tests.catalog_app.test_iceberg_writes import table_change
+
+    main, _ = keyed_orders(live_server, client, token)
+    orders = main.load_table("shop.orders")
+    delete = orders.transaction()
+    delete.delete("id = 1")  # copy-on-write: LakeUI writes a delta file of the position it deletes
+    other = iceberg(live_server, token, "main")
+    meanwhile.writes.append(lambda: other.load_table("shop.orders").append(rows([20])))
+    answer = requests.post(
+        f"{live_server.url}/iceberg/lake/main/v1/transactions/commit",
+        json={"table-changes": [table_change(orders, delete)]}, headers={"Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+    assert answer.status_code == 409 and answer.json()["error"]["type"] == "CommitFailedException", answer.text
+    assert "snapshot" in answer.json()["error"]["message"]  # prepared again: its assert-ref-snapshot-id fails
+    assert sorted(Counter(meanwhile.prepared).values()) == [1, 2]
+    [first] = meanwhile.written
+    assert len(first) == 1 and "/deltas/iceberg-" in str(first[0])  # the first preparing wrote its delta file
+    assert not first[0].exists()  # and it was removed with the attempt
+    assert list(Path(settings.LAKEUI_WAREHOUSE).glob("*/*/*/iceberg-*/**/*.parquet")) == []
+    assert ids_held(client) == [0, 1, 2, 3, 4, 20]
