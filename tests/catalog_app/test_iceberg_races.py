@@ -99,24 +99,30 @@ def test_two_engines_upserting_overlapping_keys_see_only_conflicts_and_hold_ever
 # --- a commit prepared without the lock: published if its tables did not move, else prepared again ------------
 
 
+def own_files(folder: Path) -> list[Path]:
+    """The files of LakeUI's own commit folders (delta files, segments of new rows) under a table's folder."""
+    return sorted(p for p in folder.glob("*/iceberg-*/**/*") if p.is_file())
+
+
 @pytest.fixture
 def meanwhile(monkeypatch):
     """`meanwhile.writes`: writes (another engine's, in a thread of their own) each run once after an Iceberg commit
-    was prepared and before it takes the catalog lock. `meanwhile.prepared`: the thread of each preparing; and
-    `meanwhile.written`: the files of LakeUI's own commit folders (`iceberg-*`) when the lock was about to be taken."""
+    was prepared and before it takes the catalog lock. `meanwhile.prepared`: the thread of each preparing (cleared
+    before the commit a test measures); `meanwhile.written`: the files of LakeUI's own commit folders (`iceberg-*`)
+    under `meanwhile.folder` when the lock was about to be taken."""
     from catalog_app.iceberg import writes
     from catalog_app.services import commits
 
-    state = SimpleNamespace(writes=[], prepared=[], written=[])
+    state = SimpleNamespace(writes=[], prepared=[], written=[], folder=Path(settings.LAKEUI_WAREHOUSE))
     prepare = writes.commit_prepare
 
     def counted(**kwargs):
-        state.prepared.append(threading.get_ident())
+        state.prepared.append(threading.current_thread().name)  # unique, where a new thread may reuse an ident
         return prepare(**kwargs)
 
     def locked(draft):
         if state.writes:
-            state.written.append(sorted(Path(settings.LAKEUI_WAREHOUSE).glob("*/*/*/iceberg-*/**/*.parquet")))
+            state.written.append(own_files(state.folder))
             thread = threading.Thread(target=state.writes.pop(0))
             thread.start()
             thread.join(timeout=120)
@@ -131,6 +137,7 @@ def test_a_commit_is_published_as_prepared_when_only_another_table_moved(live_se
     main, _ = keyed_orders(live_server, client, token)
     main.create_table("shop.events", KEYLESS)
     other = iceberg(live_server, token, "main")
+    meanwhile.prepared.clear()
     meanwhile.writes.append(lambda: other.load_table("shop.events").append(rows([7]).cast(KEYLESS.as_arrow())))
     main.load_table("shop.orders").append(rows([10, 11]))
 
@@ -148,6 +155,7 @@ def test_a_commit_whose_table_moved_is_prepared_again_and_published_if_its_requi
     main, _ = keyed_orders(live_server, client, token)
     loaded = main.load_table("shop.orders")
     other = iceberg(live_server, token, "main")
+    meanwhile.prepared.clear()
     meanwhile.writes.append(lambda: other.load_table("shop.orders").append(rows([20])))
     body = {
         "requirements": [{"type": "assert-table-uuid", "uuid": str(loaded.metadata.table_uuid)}],
@@ -170,9 +178,11 @@ def test_a_commit_whose_table_moved_against_its_requirements_is_a_409_leaving_no
 
     main, _ = keyed_orders(live_server, client, token)
     orders = main.load_table("shop.orders")
+    meanwhile.folder = Path(orders.metadata.location.removeprefix("file://"))
     delete = orders.transaction()
     delete.delete("id = 1")  # copy-on-write: LakeUI writes a delta file of the position it deletes
     other = iceberg(live_server, token, "main")
+    meanwhile.prepared.clear()
     meanwhile.writes.append(lambda: other.load_table("shop.orders").append(rows([20])))
     answer = requests.post(
         f"{live_server.url}/iceberg/lake/main/v1/transactions/commit",
@@ -184,5 +194,5 @@ def test_a_commit_whose_table_moved_against_its_requirements_is_a_409_leaving_no
     [first] = meanwhile.written
     assert len(first) == 1 and "/deltas/iceberg-" in str(first[0])  # the first preparing wrote its delta file
     assert not first[0].exists()  # and it was removed with the attempt
-    assert list(Path(settings.LAKEUI_WAREHOUSE).glob("*/*/*/iceberg-*/**/*.parquet")) == []
+    assert own_files(meanwhile.folder) == []
     assert ids_held(client) == [0, 1, 2, 3, 4, 20]
