@@ -6,7 +6,6 @@ double a key; a key doubled by what the engine started from stays a 400. Every k
 # ruff: noqa: F811 (pytest fixtures imported from test_iceberg_rest and named as arguments)
 
 import threading
-from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -107,25 +106,28 @@ def own_files(folder: Path) -> list[Path]:
 @pytest.fixture
 def meanwhile(monkeypatch):
     """`meanwhile.writes`: writes (another engine's, in a thread of their own) each run once after an Iceberg commit
-    was prepared and before it takes the catalog lock. `meanwhile.prepared`: the thread of each preparing (cleared
-    before the commit a test measures); `meanwhile.written`: the files of LakeUI's own commit folders (`iceberg-*`)
+    was prepared and before it takes the catalog lock. `meanwhile.prepared`: how many times commits other than those
+    writes were prepared (set to 0 before the commit a test measures); `meanwhile.written`: the files of LakeUI's own commit folders (`iceberg-*`)
     under `meanwhile.folder` when the lock was about to be taken."""
     from catalog_app.iceberg import writes
     from catalog_app.services import commits
 
-    state = SimpleNamespace(writes=[], prepared=[], written=[], folder=Path(settings.LAKEUI_WAREHOUSE))
+    state = SimpleNamespace(writes=[], prepared=0, written=[], folder=Path(settings.LAKEUI_WAREHOUSE), busy=False)
     prepare = writes.commit_prepare
 
     def counted(**kwargs):
-        state.prepared.append(threading.current_thread().name)  # unique, where a new thread may reuse an ident
+        if not state.busy:  # not a write's own commit
+            state.prepared += 1
         return prepare(**kwargs)
 
     def locked(draft):
-        if state.writes:
+        if state.writes and not state.busy:  # the write's own commit takes the lock as any other
             state.written.append(own_files(state.folder))
+            state.busy = True
             thread = threading.Thread(target=state.writes.pop(0))
             thread.start()
             thread.join(timeout=120)
+            state.busy = False
         return commits.draft_lock(draft)
 
     monkeypatch.setattr(writes, "commit_prepare", counted)
@@ -137,11 +139,11 @@ def test_a_commit_is_published_as_prepared_when_only_another_table_moved(live_se
     main, _ = keyed_orders(live_server, client, token)
     main.create_table("shop.events", KEYLESS)
     other = iceberg(live_server, token, "main")
-    meanwhile.prepared.clear()
+    meanwhile.prepared = 0
     meanwhile.writes.append(lambda: other.load_table("shop.events").append(rows([7]).cast(KEYLESS.as_arrow())))
     main.load_table("shop.orders").append(rows([10, 11]))
 
-    assert sorted(Counter(meanwhile.prepared).values()) == [1, 1]  # each prepared once
+    assert meanwhile.prepared == 1
     newest, before = client.commits("lake", "main")[:2]
     assert newest["message"] == "Iceberg commit to shop.orders" and newest["parent"] == before["id"]
     assert before["message"] == "Iceberg commit to shop.events"
@@ -155,20 +157,29 @@ def test_a_commit_whose_table_moved_is_prepared_again_and_published_if_its_requi
     main, _ = keyed_orders(live_server, client, token)
     loaded = main.load_table("shop.orders")
     other = iceberg(live_server, token, "main")
-    meanwhile.prepared.clear()
+    meanwhile.prepared = 0
     meanwhile.writes.append(lambda: other.load_table("shop.orders").append(rows([20])))
     body = {
         "requirements": [{"type": "assert-table-uuid", "uuid": str(loaded.metadata.table_uuid)}],
         "updates": [{"action": "set-properties", "updates": {"owner": "data"}}],
     }
-    answer = requests.post(
-        f"{live_server.url}/iceberg/lake/main/v1/namespaces/shop/tables/orders", json=body,
-        headers={"Authorization": f"Bearer {token}"},
-    )  # fmt: skip
+    url = f"{live_server.url}/iceberg/lake/main/v1/namespaces/shop/tables/orders"
+    answer = requests.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 200, answer.text
-    assert sorted(Counter(meanwhile.prepared).values()) == [1, 2]  # the property change was prepared twice
+    assert meanwhile.prepared == 2
     assert main.load_table("shop.orders").properties["owner"] == "data"
     assert ids_held(client) == [0, 1, 2, 3, 4, 20]
+
+    # a table that moves before each of its 3 preparings takes the lock: a 409, nothing of it committed
+    meanwhile.prepared = 0
+    meanwhile.writes += [lambda i=i: other.load_table("shop.orders").append(rows([30 + i])) for i in range(3)]
+    body["updates"] = [{"action": "set-properties", "updates": {"owner": "ops"}}]
+    answer = requests.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 409 and answer.json()["error"]["type"] == "CommitFailedException", answer.text
+    assert "3 times" in answer.json()["error"]["message"]
+    assert meanwhile.prepared == 3
+    assert main.load_table("shop.orders").properties["owner"] == "data"
+    assert ids_held(client) == [0, 1, 2, 3, 4, 20, 30, 31, 32]
 
 
 def test_a_commit_whose_table_moved_against_its_requirements_is_a_409_leaving_no_file(
@@ -182,7 +193,7 @@ def test_a_commit_whose_table_moved_against_its_requirements_is_a_409_leaving_no
     delete = orders.transaction()
     delete.delete("id = 1")  # copy-on-write: LakeUI writes a delta file of the position it deletes
     other = iceberg(live_server, token, "main")
-    meanwhile.prepared.clear()
+    meanwhile.prepared = 0
     meanwhile.writes.append(lambda: other.load_table("shop.orders").append(rows([20])))
     answer = requests.post(
         f"{live_server.url}/iceberg/lake/main/v1/transactions/commit",
@@ -190,7 +201,7 @@ def test_a_commit_whose_table_moved_against_its_requirements_is_a_409_leaving_no
     )  # fmt: skip
     assert answer.status_code == 409 and answer.json()["error"]["type"] == "CommitFailedException", answer.text
     assert "snapshot" in answer.json()["error"]["message"]  # prepared again: its assert-ref-snapshot-id fails
-    assert sorted(Counter(meanwhile.prepared).values()) == [1, 2]
+    assert meanwhile.prepared == 2
     [first] = meanwhile.written
     assert len(first) == 1 and "/deltas/iceberg-" in str(first[0])  # the first preparing wrote its delta file
     assert not first[0].exists()  # and it was removed with the attempt
