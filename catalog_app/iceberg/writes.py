@@ -21,7 +21,7 @@ of the branch did, and one to a table that moved answers 409 `CommitFailedExcept
 
 A commit is prepared without the catalog lock and published under it (`prepared_then_locked`): the file work first,
 on the branch's head as read; under the lock only a compare-and-swap of what it read (services/commits.py
-`draft_lock`) and the commit's rows: docs/iceberg.md#prepared-outside-the-catalog-lock-published-under-it.
+`draft_lock`) and the commit's rows (docs/iceberg.md, "Prepared outside the catalog lock").
 """
 
 import json
