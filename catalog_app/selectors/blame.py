@@ -33,6 +33,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,7 +49,7 @@ from catalog_app.engine.reads import READ_ERRORS, projected_here
 from catalog_app.engine.segments import DELTA_POSITIONS, INLINE_VALUES, Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
-from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
+from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
 from catalog_app.selectors.objects import object_by_id, object_find, object_get
@@ -108,10 +109,34 @@ READ_THREADS = 4
 
 def kept_clear() -> None:
     """Forget everything kept per process (a benchmark's cold start)."""
-    for kept in (_DELETES, _SEGMENT_KEYS, _SEGMENT_SETS, _SEGMENT_ROWS, _ORDERS, _FILES, _TOUCHES, _TABLES):
+    for kept in (_DELETES, _SEGMENT_KEYS, _SEGMENT_SETS, _SEGMENT_ROWS, _ORDERS, _FILES, _TOUCHES, _TABLES, _FORKS):
         with kept.lock:
             kept.items.clear()
             kept.weight = 0
+
+
+_FORKS = _Kept(100_000)  # line id -> the forks of its ancestors (a line's parentage never changes)
+
+
+def _chain_of(commit: Commit) -> Chain:
+    """`commit_chain`, the forks of the commit's line kept per process: a walk asks for the chain of each commit it
+    reads, most of them on the same line."""
+    forks = _FORKS.get(commit.line_id)
+    if forks is None:
+        forks = _FORKS.put(commit.line_id, commit_chain(commit).segments[1:], 1)
+    return Chain(commit=commit, segments=((commit.line_id, commit.seq), *forks))
+
+
+@contextmanager
+def _readable(table_name: str) -> Iterator[None]:
+    """A file the web process cannot read or compare answers 503 `blame_unreadable`, naming the table."""
+    try:
+        yield
+    except (*READ_ERRORS, NotImplementedError) as error:
+        raise ApplicationError(
+            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table_name), status=503,
+            details={"table": table_name, "error": str(error)[:300]},
+        ) from error  # fmt: skip
 
 
 def _parallel(action: Callable, items: list) -> list:
@@ -274,7 +299,7 @@ class _Table:
         if name not in self._files:
             found = _FILES.get(name)
             if found is None:
-                chain = commit_chain(commit)
+                chain = _chain_of(commit)
                 version = object_by_id(chain, object_id=self.table_id)
                 found = NO_FILES
                 if version is not None and not version.dropped:
@@ -310,17 +335,12 @@ class _Table:
                 before = []
                 after = [r for r, stats in zip(touch.added, touch.live, strict=True) if self.may_set([stats], missing)]
             sides = []
-            try:
+            with _readable(self.name):
                 for reads in (before, after):
                     found = self.live_keys(reads, missing)
                     rows = self.rows_of(reads, found.column(row_diff.ORIGIN).to_numpy())
                     sides.append(rows.drop_columns([row_diff.ORIGIN]))
                 changes = row_diff.changes_of(*sides, self.key)
-            except (*READ_ERRORS, NotImplementedError) as error:
-                raise ApplicationError(
-                    "blame_unreadable", MESSAGE_UNREADABLE.format(table=self.name), status=503,
-                    details={"table": self.name, "error": str(error)[:300]},
-                ) from error  # fmt: skip
             found = _by_key(changes.rows(0, changes.total), self.key, self.names)
             for key in missing:
                 known[key] = found.get(key)
@@ -354,18 +374,24 @@ class _Table:
             ops.setdefault(commit_id, set()).add(op)
         touched = {c.id: _Touch(c, compaction=ops.get(c.id) == {Operation.Op.COMPACTION}) for c in commits}
         made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
-        for commit_id, removed, file_id, kind, path, stats, written, segment_id, segment_stats in made.values_list(
-            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
-            "file__schema_version__columns", "file__segment_id", "file__segment__stats",
-        ):  # fmt: skip
+        rows = list(made.values_list(
+            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats", "file__schema_version_id",
+            "file__segment_id", "file__segment__stats",
+        ))  # fmt: skip
+        schemas = {row[6] for row in rows} - {None}  # each schema's columns read once, not once per file
+        written_in = {
+            schema_id: tuple(Column.from_dict(c) for c in columns or [])
+            for schema_id, columns in SchemaVersion.objects.filter(id__in=schemas).values_list("id", "columns")
+        }  # fmt: skip
+        for commit_id, removed, file_id, kind, path, stats, schema_id, segment_id, segment_stats in rows:
             touch = touched[commit_id]
+            columns = written_in.get(schema_id, ())
             if removed or kind == DataFile.Kind.DELTA:
                 touch.segments |= {file_id if kind == DataFile.Kind.SEGMENT else segment_id}
             if kind == DataFile.Kind.SEGMENT and not removed:
                 touch.live.append(stats or {})
-                columns = tuple(Column.from_dict(c) for c in written or [])
                 touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
-                touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
+                touch.unhid = touch.unhid or not columns  # its schema unknown here: the full diff reads it
             elif kind == DataFile.Kind.DELTA and removed:
                 touch.live.append(segment_stats or {})
                 touch.unhid = True
@@ -514,24 +540,30 @@ class _Table:
         column = next(c for c in self.columns if c.name == self.key[0])
         if len(self.key) != 1 or column.type not in ("int", "long", "string"):
             return None
-        lows = [((s.stats or {}).get(str(column.id)) or {}).get("min") for s in files.segments]
+        stats = [((s.stats or {}).get(str(column.id)) or {}) for s in files.segments]
+        lows = [found.get("min") for found in stats]
         best = pa.table({self.key[0]: pa.array([], arrow_type(column.type)), row_diff.ORIGIN: pa.array([], pa.int64())})
+        parts, unsorted = [best], 0
         limit = None  # the `needed`-th key found so far
         for place in sorted(range(len(reads)), key=lambda i: (0,) if lows[i] is None else (1, lows[i])):
             if limit is not None and lows[place] is not None and lows[place] > limit:
                 break  # this segment and those after it hold no key below the ones found
-            values = self.segment_keys([reads[place]])[0].column(0)
+            if INLINE_VALUES in stats[place]:  # a small segment's keys, in file order, from its catalog row
+                values = pa.chunked_array([pa.array(stats[place][INLINE_VALUES], best.schema[0].type)])
+            else:
+                values = self.segment_keys([reads[place]])[0].column(0)
             if limit is not None:
                 values = pc.if_else(pc.less_equal(values, pa.scalar(limit, values.type)), values, None)
             deltas = files.deltas.get(files.segments[place].id, [])
             found = self._smallest_live(deltas, values, needed)
             origins = (np.int64(place) << np.int64(32)) + found
-            part = pa.table([values.take(found).cast(best.schema[0].type), origins], schema=best.schema)
-            best = pa.concat_tables([best, part])
-            best = best.take(pc.sort_indices(best, [(self.key[0], "ascending")])).slice(0, needed)
-            if best.num_rows == needed:
-                limit = best.column(0)[needed - 1].as_py()
-        return best
+            parts.append(pa.table([values.take(found).cast(best.schema[0].type), origins], schema=best.schema))
+            unsorted += len(found)
+            if unsorted >= needed or limit is None:  # ordered again once as many keys as a page came in
+                best = _smallest(parts, needed)
+                parts, unsorted = [best], 0
+                limit = best.column(0)[needed - 1].as_py() if best.num_rows == needed else None
+        return _smallest(parts, needed)
 
     def _smallest_live(self, deltas: list, values: pa.ChunkedArray, needed: int) -> np.ndarray:
         """The positions of the smallest `needed` live keys among `values` (a segment's keys; a null is no
@@ -651,6 +683,12 @@ class _Table:
         return False
 
 
+def _smallest(parts: list[pa.Table], needed: int) -> pa.Table:
+    """The first `needed` rows of these tables by their first column."""
+    rows = pa.concat_tables(parts)
+    return rows.take(pc.sort_indices(rows, [(rows.column_names[0], "ascending")])).slice(0, needed)
+
+
 def sorted_values(keys: list[tuple]) -> list | None:
     """The values of one-column keys in order, or None if they do not compare (a None among them, mixed types)."""
     try:
@@ -686,7 +724,7 @@ def _walk(
     are left out: the caller's merge made them."""
     settled: dict[tuple, dict[str, Writer]] = {}
     pending = {k: set(cells) for k, cells in pending.items() if cells}
-    chain = commit_chain(head)
+    chain = _chain_of(head)
     resolved = _Settlements(table, chain) if pending else None
     for touch in table.touching(chain):
         if not pending:
@@ -805,8 +843,8 @@ def _row_writers(table: _Table, chain: Chain, rows: pa.Table, segments: list[str
     for compaction in Commit.objects.filter(id__in=list(compacted)).select_related("parent"):
         if compaction.parent is None:
             continue
-        before_rows, before_segments = _rows_at(table, commit_chain(compaction.parent))
-        before = _row_writers(table, commit_chain(compaction.parent), before_rows, before_segments, depth - 1)
+        before_rows, before_segments = _rows_at(table, _chain_of(compaction.parent))
+        before = _row_writers(table, _chain_of(compaction.parent), before_rows, before_segments, depth - 1)
         pool: dict[tuple, list[Writer]] = {}
         for row, writer in zip(before_rows.drop_columns([row_diff.ORIGIN]).to_pylist(), before, strict=True):
             pool.setdefault(tuple(row.values()), []).append(writer)
@@ -824,13 +862,8 @@ def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.
     if key is not None:
         files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
     reads = files.reads()
-    try:
+    with _readable(table.name):
         _, rows = row_diff.read_sides_here(table.warehouse, table.columns, [], reads, origins=True)
-    except (*READ_ERRORS, NotImplementedError) as error:
-        raise ApplicationError(
-            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
-            details={"table": table.name, "error": str(error)[:300]},
-        ) from error  # fmt: skip
     if table.key:
         rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in table.key]))
     else:
@@ -845,7 +878,7 @@ def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int
     and the whole rows of those keys only. With `key`, only that key's, read from the segments whose key
     statistics do not rule it out. Returns (the rows counted, the page's rows)."""
     files = _files_on(chain, table.table_id)
-    try:
+    with _readable(table.name):
         if key is not None:
             files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
             reads = files.reads()
@@ -868,11 +901,6 @@ def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int
             _ORDERS.put(name, ordered, ordered.num_rows + 1)
         shown = ordered.slice((page - 1) * page_size, page_size)
         return ordered.num_rows, table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
-    except (*READ_ERRORS, NotImplementedError) as error:
-        raise ApplicationError(
-            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
-            details={"table": table.name, "error": str(error)[:300]},
-        ) from error  # fmt: skip
 
 
 def key_parse(table: _Table, raw: str) -> tuple:
@@ -1046,7 +1074,7 @@ def _versions(
     one must be: after the newest of them when the key is not live at `head`, and before an insert that follows an
     older version. So a key's history costs a read per version, not per commit of the table."""
     touches = []
-    for touch in table.touching(commit_chain(head)):
+    for touch in table.touching(_chain_of(head)):
         if stop is not None and _on_chain(touch.commit, stop):
             break
         touches.append(touch)
@@ -1057,9 +1085,8 @@ def _versions(
             if record is not None:
                 found[place] = record
     places = sorted(found)
-    live_at_head = _keyed_rows_at(table, commit_chain(head), key=key)[0] > 0
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
-    if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
+    if places and found[places[0]][0] != row_diff.DELETE and not _still_live(table, head, touches[places[0]], key):
         gaps.append((-1, places[0]))
     for newer, older in itertools.pairwise(places):
         if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
@@ -1076,7 +1103,7 @@ def _versions(
         change, after, changed = found[place]
         if commit.merge_parent_id is not None and depth > 0:
             inner: list[dict] = []
-            parent = commit_chain(commit.parent) if commit.parent_id else None
+            parent = _chain_of(commit.parent) if commit.parent_id else None
             _versions(table, commit.merge_parent, key, (*via, commit.id), depth - 1, inner, parent)
             newest = inner[0] if inner else None
             settled = _key_settled(table, commit, key, changed)
@@ -1089,6 +1116,19 @@ def _versions(
         else:
             out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
                         "resolution": False, "settled": _key_settled(table, commit, key, changed)})  # fmt: skip
+
+
+def _still_live(table: _Table, head: Commit, touch: _Touch, key: tuple) -> bool:
+    """Whether the row of `key` the commit (`touch`) wrote is still live at `head`: read from the segments it added
+    alone, as they are at `head`. When not (a later commit deleted it, or a compaction moved it), the caller looks for
+    a delete. A commit that took a delete file away may have made an older row live: the key looked for in every
+    segment at `head`."""
+    if touch.unhid:
+        return _keyed_rows_at(table, _chain_of(head), key=key)[0] > 0
+    made = [r for r, stats in zip(touch.added, touch.live, strict=True) if table.may_set([stats], [key])]
+    files = table.files_at(head, frozenset(uuid.UUID(r.id) for r in made))
+    with _readable(table.name):
+        return table.live_keys(files.reads(), [key]).num_rows > 0
 
 
 def _key_settled(table: _Table, commit: Commit, key: tuple, changed: set[str]) -> dict | None:
