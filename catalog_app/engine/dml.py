@@ -207,7 +207,8 @@ def rows_updated_write(
             logger.info("updating with Spark: %s", why)
         else:
             return write_segments_here(table.warehouse, table.base, new_rows, table.columns,
-                                       partition_ids=table.partition_ids, tag=tag, group_column=GROUP)  # fmt: skip
+                                       partition_ids=table.partition_ids, tag=tag, group_column=GROUP,
+                                       key_ids=table.key_ids)  # fmt: skip
     columns = {name: to_column(expression) for name, expression in assignments.items()}
     if touched is not None:
         new_rows = rows_updated(table.read(spark, touched, positions=True), matched.predicate, columns)

@@ -194,6 +194,7 @@ def rewrite_without(
     columns: Sequence[Column],
     partition_ids: Sequence[int],
     tag: str,
+    key_ids: Sequence[int] = (),
 ) -> list[WrittenFile]:
     """Copy-on-write of `segments` (written in the current schema: `segments.in_schema`): each one's rows but its
     deleted and `dropped` positions, in the same order and schema (field ids kept), as a new segment; a segment with
@@ -211,7 +212,7 @@ def rewrite_without(
             if keep.any():
                 _copy_rows(source, keep, warehouse.uri(f"{target}/part-{uuid.uuid4()}.parquet"))
                 written += 1
-    return describe_segments(warehouse, base, target, columns, partition_ids) if written else []
+    return describe_segments(warehouse, base, target, columns, partition_ids, key_ids) if written else []
 
 
 def _copy_rows(source: pq.ParquetFile, keep: np.ndarray, uri: str) -> None:

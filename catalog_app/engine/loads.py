@@ -297,13 +297,13 @@ def _key_change_here(spark, table: LoadTable, spec: LoadSpec, tag: str, *, limit
     if touched and table.copy_on_write:
         modify.new_segments = keymatch.rewrite_without(
             data.warehouse, data.base, touched_reads, replaced, columns=columns,
-            partition_ids=list(data.partition_ids), tag=f"{tag}-kept",
+            partition_ids=list(data.partition_ids), tag=f"{tag}-kept", key_ids=data.key_ids,
         )  # fmt: skip
     elif touched:
         modify.new_deltas = keymatch.write_position_deltas(data.warehouse, data.base, replaced, tag=tag)
     written = write_segments_here(
         data.warehouse, data.base, out, columns, partition_ids=list(data.partition_ids), tag=tag,
-        group_column=strategies.GROUP,
+        group_column=strategies.GROUP, key_ids=data.key_ids,
     )  # fmt: skip
     replaced_rows = sum(len(positions) for positions in replaced.values())
     modify.counts = {"rows_deleted" if modify.op == DELETE else "rows_updated": replaced_rows}
@@ -343,7 +343,7 @@ def _driver_plan(spark, table: LoadTable, rows, matched, candidates, strategy, k
     if _copyable(touched, reads, data.columns):
         modify.new_segments = keymatch.rewrite_without(
             data.warehouse, data.base, reads, replaced, columns=list(data.columns),
-            partition_ids=list(data.partition_ids), tag=f"{tag}-kept",
+            partition_ids=list(data.partition_ids), tag=f"{tag}-kept", key_ids=data.key_ids,
         )  # fmt: skip
         return out, per_segment
     kept = data.read(spark, reads, dropped=replaced)

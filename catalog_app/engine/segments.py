@@ -7,6 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SEGMENT_ID, POSITION, ORDER = "_segment", "_pos", "_order"
+# Kept in a small file's catalog row (at most INLINE_ROWS rows), so that a reader asking after a few keys or rows
+# reads the catalog, not a thousand small files (engine.writes): a delta file's positions (its stats: {"pos":
+# {"min": ..., "max": ..., "nulls": 0}, "positions": [...]}), and the values of a segment's key columns in file order
+# ({"<column id>": {"min": ..., "max": ..., "nulls": 0, "values": [...]}}; integers and strings).
+DELTA_POSITIONS, INLINE, INLINE_VALUES, INLINE_ROWS = "pos", "positions", "values", 64
+INLINE_TYPES = ("byte", "short", "int", "long", "string")
+INLINE_BYTES = 2_048  # a key of long strings: its values are not kept beyond these many characters in all
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ class TableData:
     base: str  # `<catalog id>/<table id>`: the folder of the table's files
     columns: tuple[Column, ...]
     partition_ids: tuple[int, ...] = ()
+    key_ids: tuple[int, ...] = ()  # a keyed table's: a small segment's catalog row keeps their values
 
     def read(
         self,
@@ -38,5 +39,5 @@ class TableData:
         """Write `rows` as new segments; `grouped` rows carry GROUP, and each group gets files of its own."""
         return write_segments(
             self.warehouse, self.base, rows, list(self.columns), partition_ids=list(self.partition_ids), tag=tag,
-            group_column=GROUP if grouped else None, few=few,
+            group_column=GROUP if grouped else None, few=few, key_ids=self.key_ids,
         )  # fmt: skip

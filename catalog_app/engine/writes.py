@@ -15,7 +15,18 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, WrittenFile
+from catalog_app.engine.segments import (
+    DELTA_POSITIONS,
+    INLINE,
+    INLINE_BYTES,
+    INLINE_ROWS,
+    INLINE_TYPES,
+    INLINE_VALUES,
+    POSITION,
+    SEGMENT_ID,
+    Column,
+    WrittenFile,
+)
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
 from catalog_app.engine.spark_hash import xxhash64
 from catalog_app.engine.types import arrow_type, has_statistics, json_value, spark_type, stat_json, utc_naive
@@ -36,6 +47,7 @@ def write_segments(
     tag: str,
     group_column: str | None = None,
     few: bool = False,
+    key_ids: Sequence[int] = (),
 ) -> list[WrittenFile]:
     """Write `rows` (already in the table's schema) as new segments; one partition value per file. With
     `group_column` (a string column of `rows`, not stored), each group value gets files of its own. `few` rows
@@ -59,7 +71,7 @@ def write_segments(
         frame.write.partitionBy(*writer_columns).parquet(warehouse.uri(target))
     else:
         frame.write.parquet(warehouse.uri(target))
-    written = describe_segments(warehouse, base, target, columns, partition_ids)
+    written = describe_segments(warehouse, base, target, columns, partition_ids, key_ids)
     _remove_empty(warehouse, target, keep={w.path for w in written})
     return written
 
@@ -73,6 +85,7 @@ def write_segments_here(
     partition_ids: Sequence[int] = (),
     tag: str,
     group_column: str | None = None,
+    key_ids: Sequence[int] = (),
 ) -> list[WrittenFile]:
     """`write_segments` of `few` rows held here as Arrow, with pyarrow and no Spark job: the files Spark's write
     gives, one per group value and partition, in the same folders (`__g=<group>/__p=<Spark's xxhash64 of the
@@ -104,7 +117,7 @@ def write_segments_here(
             part, f"{path}/part-00000-{uuid.uuid4()}.c000.snappy.parquet", filesystem=filesystem,
             compression="snappy", store_decimal_as_integer=True, use_dictionary=_dictionary_columns(part),
         )  # fmt: skip
-    return describe_segments(warehouse, base, target, columns, partition_ids) if files else []
+    return describe_segments(warehouse, base, target, columns, partition_ids, key_ids) if files else []
 
 
 def _dictionary_columns(rows: pa.Table) -> list[str]:
@@ -159,24 +172,25 @@ def _remove_empty(warehouse: Warehouse, target: str, *, keep: set[str]) -> None:
             filesystem.delete_file(info.path)
 
 
-def describe_segments(warehouse, base, target, columns, partition_ids) -> list[WrittenFile]:
+def describe_segments(warehouse, base, target, columns, partition_ids, key_ids=()) -> list[WrittenFile]:
     """Row count, size and per-column min/max/nulls of each file just written, from the files' Parquet footers
     (no pass over the data). A column whose footer has no min/max for a file (values too long for parquet-mr to
     keep) is left out of that file's stats: never pruned on. Such a partition column's value is read from the
-    file itself."""
+    file itself, and so are the values of the key columns (`key_ids`) of a small file (`inline_values`)."""
     described = [
-        segment_described(warehouse, path, size, footer, columns, partition_ids)
+        segment_described(warehouse, path, size, footer, columns, partition_ids, key_ids)
         for path, size, footer in _written_files(warehouse, base, target)
         if footer.num_rows  # Spark writes an empty file for an empty frame: no segment
     ]
     return sorted(described, key=lambda written: written.path)
 
 
-def segment_described(warehouse, path: str, size: int, footer, columns, partition_ids) -> WrittenFile:
+def segment_described(warehouse, path: str, size: int, footer, columns, partition_ids, key_ids=()) -> WrittenFile:
     """One segment file as the catalog records it, from its footer (see `describe_segments`); also what an
     engine's Iceberg commit adds (engine/iceberg_writes.py)."""
     chunks = _column_chunks(footer)
     stats = {str(c.id): stat for c in columns if has_statistics(c.type) and (stat := _column_stats(chunks.get(c.id)))}
+    stats |= inline_values(warehouse, path, footer, [c for c in columns if c.id in key_ids], stats)
     by_id = {c.id: c for c in columns}
     partition_values = {str(i): stats[str(i)]["min"] for i in partition_ids if str(i) in stats}
     for i in partition_ids:
@@ -184,6 +198,27 @@ def segment_described(warehouse, path: str, size: int, footer, columns, partitio
             partition_values |= _only_value(warehouse, path, by_id[i])
     group = _GROUP_IN_PATH.search(path)
     return WrittenFile(path, footer.num_rows, size, stats, partition_values, group=group and group[1])
+
+
+def inline_values(warehouse: Warehouse, path: str, footer, keys: Sequence[Column], stats: dict) -> dict[str, dict]:
+    """The statistics of a small file's key columns with their values in file order (`INLINE_VALUES`): none for a
+    file of more than INLINE_ROWS rows, a key column of another type than INLINE_TYPES or without statistics, or
+    values longer than INLINE_BYTES in all."""
+    if (
+        not keys
+        or footer.num_rows > INLINE_ROWS
+        or any(c.type not in INLINE_TYPES or str(c.id) not in stats for c in keys)
+    ):
+        return {}
+    names = dict(zip(_field_ids(footer), footer.schema.to_arrow_schema().names, strict=True))
+    if any(c.id not in names for c in keys):
+        return {}
+    filesystem, location = arrow_filesystem(warehouse.uri(path))
+    rows = pq.ParquetFile(location, filesystem=filesystem).read(columns=[names[c.id] for c in keys])
+    values = {c.id: rows.column(names[c.id]).to_pylist() for c in keys}
+    if sum(len(v) for c in keys if c.type == "string" for v in values[c.id] if v is not None) > INLINE_BYTES:
+        return {}
+    return {str(c.id): {**stats[str(c.id)], INLINE_VALUES: values[c.id]} for c in keys}
 
 
 def _only_value(warehouse: Warehouse, path: str, column: Column) -> dict[str, Any]:
@@ -251,12 +286,39 @@ def write_deltas(warehouse: Warehouse, base: str, deleted: DataFrame, *, tag: st
 
 
 def describe_deltas(warehouse: Warehouse, base: str, target: str) -> list[WrittenFile]:
-    """The delta files under `target`, one folder `__segment=<id>` per segment they delete from."""
+    """The delta files under `target`, one folder `__segment=<id>` per segment they delete from; each with the
+    bounds of the positions it lists (`DELTA_POSITIONS`, from its footer), as an Iceberg position delete file
+    carries them, and a small one with its positions themselves (`delta_stats`)."""
     return sorted(
         (
-            WrittenFile(path, footer.num_rows, size, segment_id=_SEGMENT_IN_PATH.search(path)[1])
+            WrittenFile(
+                path,
+                footer.num_rows,
+                size,
+                stats=delta_stats(warehouse, path, footer),
+                segment_id=_SEGMENT_IN_PATH.search(path)[1],
+            )
             for path, size, footer in _written_files(warehouse, base, target)
             if footer.num_rows
         ),
         key=lambda delta: delta.path,
     )
+
+
+def delta_stats(warehouse: Warehouse, path: str, footer) -> dict[str, Any]:
+    """A delta file's statistics: the bounds of the positions its footer records (none if a row group has no
+    statistics), so a reader after a few rows of the segment skips the delete files that cannot list them; and
+    when it lists at most `INLINE_ROWS`, the positions themselves (`INLINE`), as Delta Lake keeps a small
+    deletion vector inline in its log: a reader of a segment with a thousand small delete files reads their
+    catalog rows, not a thousand files."""
+    names = footer.schema.to_arrow_schema().names
+    if DELTA_POSITIONS not in names:
+        return {}
+    index = names.index(DELTA_POSITIONS)
+    bounds = _column_stats([footer.row_group(g).column(index) for g in range(footer.num_row_groups)])
+    stats: dict[str, Any] = {DELTA_POSITIONS: bounds} if bounds else {}
+    if footer.num_rows <= INLINE_ROWS:
+        filesystem, file = arrow_filesystem(warehouse.uri(path))
+        listed = pq.ParquetFile(file, filesystem=filesystem).read(columns=[DELTA_POSITIONS]).column(0)
+        stats[INLINE] = sorted(int(p) for p in listed.to_pylist())
+    return stats

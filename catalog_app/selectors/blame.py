@@ -33,6 +33,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,10 +46,10 @@ from django.conf import settings
 from catalog_app.engine import row_diff
 from catalog_app.engine.pruning import Bounds, segment_bounds
 from catalog_app.engine.reads import READ_ERRORS, projected_here
-from catalog_app.engine.segments import Column, SegmentRead
+from catalog_app.engine.segments import DELTA_POSITIONS, INLINE_VALUES, Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
-from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation
+from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
 from catalog_app.selectors.objects import object_by_id, object_find, object_get
@@ -58,7 +59,7 @@ from lakeui.errors import ApplicationError, NotFoundError
 
 MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
 MAX_PAGE_SIZE = 500
-BATCH = 64  # commits of a chain read at a time
+BATCH = 64  # commits of a chain read at first (then four times as many each time)
 _LOW = np.int64(0xFFFFFFFF)
 MESSAGE_UNREADABLE = "The web process cannot read or compare the files of {table}; its blame is not served yet."
 
@@ -98,6 +99,8 @@ _SEGMENT_ROWS = _Kept(3_000_000)  # rows
 _ORDERS = _Kept(4_000_000)  # keys
 _SEGMENT_SETS = _Kept(1_000_000)  # keys of small segments as Python sets (what a walk asks of each commit)
 SET_ROWS = 10_000
+FRONT = 5_000  # a page ending within the first FRONT keys is found by the keys' bounds, not by ordering every key
+PREFIX_BATCH = 16_384  # rows read at a time from the beginning of a large segment
 _LARGE = frozenset({None})  # kept for a segment of more than SET_ROWS rows: no set of its keys
 _FILES = _Kept(200_000)  # files of tables' states
 _TOUCHES = _Kept(200_000)  # what commits did to tables' files (weighed by the files)
@@ -106,10 +109,34 @@ READ_THREADS = 4
 
 def kept_clear() -> None:
     """Forget everything kept per process (a benchmark's cold start)."""
-    for kept in (_DELETES, _SEGMENT_KEYS, _SEGMENT_SETS, _SEGMENT_ROWS, _ORDERS, _FILES, _TOUCHES, _TABLES):
+    for kept in (_DELETES, _SEGMENT_KEYS, _SEGMENT_SETS, _SEGMENT_ROWS, _ORDERS, _FILES, _TOUCHES, _TABLES, _FORKS):
         with kept.lock:
             kept.items.clear()
             kept.weight = 0
+
+
+_FORKS = _Kept(100_000)  # line id -> the forks of its ancestors (a line's parentage never changes)
+
+
+def _chain_of(commit: Commit) -> Chain:
+    """`commit_chain`, the forks of the commit's line kept per process: a walk asks for the chain of each commit it
+    reads, most of them on the same line."""
+    forks = _FORKS.get(commit.line_id)
+    if forks is None:
+        forks = _FORKS.put(commit.line_id, commit_chain(commit).segments[1:], 1)
+    return Chain(commit=commit, segments=((commit.line_id, commit.seq), *forks))
+
+
+@contextmanager
+def _readable(table_name: str) -> Iterator[None]:
+    """A file the web process cannot read or compare answers 503 `blame_unreadable`, naming the table."""
+    try:
+        yield
+    except (*READ_ERRORS, NotImplementedError) as error:
+        raise ApplicationError(
+            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table_name), status=503,
+            details={"table": table_name, "error": str(error)[:300]},
+        ) from error  # fmt: skip
 
 
 def _parallel(action: Callable, items: list) -> list:
@@ -125,8 +152,17 @@ def _files_on(chain: Chain, table_id: uuid.UUID) -> TableFiles:
     name = (chain.commit.id, table_id)
     found = _FILES.get(name)
     if found is None:
-        found = tables_file_rows(chain, table_ids=[table_id]).get(table_id, NO_FILES)
-        _FILES.put(name, found, len(found.segments) + sum(len(d) for d in found.deltas.values()) + 1)
+        found = _kept_files(name, tables_file_rows(chain, table_ids=[table_id]).get(table_id, NO_FILES))
+    return found
+
+
+def _kept_files(name: Any, found: TableFiles) -> TableFiles:
+    """`found` kept by `name`, and the positions of its small delete files, which its catalog rows hold: no file
+    is read for them."""
+    _FILES.put(name, found, len(found.segments) + sum(len(d) for d in found.deltas.values()) + 1)
+    for path, positions in found.inline_positions().items():
+        if _DELETES.get(path) is None:
+            _DELETES.put(path, np.array(positions, np.int64), len(positions) + 1)
     return found
 
 
@@ -146,15 +182,30 @@ def _deleted_by(warehouse: Warehouse, deltas: Iterable[str]) -> np.ndarray:
     return np.concatenate([found[d] for d in deltas]) if deltas else np.zeros(0, np.int64)
 
 
-def _read_projected(warehouse: Warehouse, segment: SegmentRead, current: list[Column]) -> pa.Table:
-    """Every row of a segment's file (its deletes not applied), of the `current` columns only, projected onto them
-    as `reads.projected_here` does (a column by its id; one the segment lacks as its default). Read with a
-    ParquetFile: a small file costs a third of `pq.read_table`'s."""
+def _read_projected(
+    warehouse: Warehouse, segment: SegmentRead, current: list[Column], *, upto: int | None = None
+) -> tuple[pa.Table, bool]:
+    """The rows of a segment's file (its deletes not applied), of the `current` columns only, projected onto them
+    as `reads.projected_here` does (a column by its id; one the segment lacks as its default), and whether they are
+    all of its rows. With `upto`, a large file is read only as far as the batch holding that position, when that
+    is well short of its end (the first page of a table loaded in key order reads a few of its million rows).
+    Read with a ParquetFile: a small file costs a third of `pq.read_table`'s."""
     written = {c.id: c for c in segment.columns}
     names = [written[c.id].name for c in current if c.id in written]
     filesystem, path = arrow_filesystem(warehouse.uri(segment.path))
-    rows = pq.ParquetFile(path, filesystem=filesystem).read(columns=names)
-    return projected_here(rows.select(names), segment.columns, current)
+    file = pq.ParquetFile(path, filesystem=filesystem)
+    whole = upto is None or file.metadata.num_rows <= SET_ROWS or upto >= file.metadata.num_rows // 4
+    if whole:
+        rows = file.read(columns=names)
+    else:
+        batches = []
+        for batch in file.iter_batches(batch_size=PREFIX_BATCH, columns=names):
+            batches.append(batch)
+            upto -= batch.num_rows
+            if upto < 0:
+                break
+        rows = pa.Table.from_batches(batches)
+    return projected_here(rows.select(names), segment.columns, current), whole
 
 
 def _live(warehouse: Warehouse, read: SegmentRead, rows: int) -> np.ndarray:
@@ -218,6 +269,7 @@ class _Touch:
     taken: list[dict] = field(default_factory=list)
     added: list[SegmentRead] = field(default_factory=list)
     unhid: bool = False
+    segments: frozenset[uuid.UUID] = frozenset()  # those it removed, or added or removed delete files of
 
 
 @dataclass
@@ -230,7 +282,7 @@ class _Table:
     key: list[str]
     warehouse: Warehouse
     _diffs: dict[str, dict] = field(default_factory=dict)  # per commit, what it did to each key asked (or None)
-    _files: dict[str, TableFiles] = field(default_factory=dict)  # per commit, the table's files
+    _files: dict[tuple, TableFiles] = field(default_factory=dict)  # per commit and segments, the table's files
 
     @property
     def table_id(self) -> uuid.UUID:
@@ -240,47 +292,55 @@ class _Table:
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
 
-    def files_at(self, commit: Commit) -> TableFiles:
-        if commit.id not in self._files:
-            name = ("live", commit.id, self.table_id)  # NO_FILES where the table does not exist (or was dropped)
+    def files_at(self, commit: Commit, segments: frozenset[uuid.UUID]) -> TableFiles:
+        """The table's live files at `commit` of these segments, and their delete files (NO_FILES where the table
+        does not exist or was dropped), kept per process."""
+        name = ("live", commit.id, self.table_id, segments)
+        if name not in self._files:
             found = _FILES.get(name)
             if found is None:
-                chain = commit_chain(commit)
+                chain = _chain_of(commit)
                 version = object_by_id(chain, object_id=self.table_id)
-                found = NO_FILES if version is None or version.dropped else _files_on(chain, self.table_id)
-                _FILES.put(name, found, 1)
-            self._files[commit.id] = found
-        return self._files[commit.id]
+                found = NO_FILES
+                if version is not None and not version.dropped:
+                    files = tables_file_rows(chain, table_ids=[self.table_id], segments=segments)
+                    found = files.get(self.table_id, NO_FILES)
+                _kept_files(name, found)
+            self._files[name] = found
+        return self._files[name]
 
-    def diff(self, commit: Commit, keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
-        """What `commit` did to the rows of `keys` (against its first parent), by key: (change, the row after or
-        None, the columns it set). Only the segments the commit added, removed or changed the deletes of are read
-        (as the change feed reads a commit), and of those only the rows of `keys`: their key columns first (kept
-        per process), then the rows of the keys found. Each key's answer is kept for the request."""
+    def diff(self, touch: "_Touch", keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
+        """What a commit (`touch`) did to the rows of `keys` (against its first parent), by key: (change, the row
+        after or None, the columns it set). Only the segments the commit added, removed or changed the deletes of
+        are read (as the change feed reads a commit), and of those only the rows of `keys`: their key columns first
+        (kept per process), then the rows of the keys found. A commit that only added segments inserted their rows:
+        neither side's files are listed. Each key's answer is kept for the request."""
+        commit = touch.commit
         keys = list(dict.fromkeys(keys))
         known = self._diffs.setdefault(commit.id, {})
         missing = [k for k in keys if k not in known]
         if missing:
-            earlier = self.files_at(commit.parent) if commit.parent_id else NO_FILES
-            later = self.files_at(commit)
-            removed, added = later.changes_since(earlier)
-            live = {s.id for s in later.segments}
+            if touch.taken or touch.unhid:  # the segments it changed, before and after it (the rest are the same)
+                earlier = self.files_at(commit.parent, touch.segments) if commit.parent_id else NO_FILES
+                later = self.files_at(commit, touch.segments | {uuid.UUID(r.id) for r in touch.added})
+                removed, added = later.changes_since(earlier)
+                live = {s.id for s in later.segments}
+                sides = [TableFiles(removed, earlier.deltas), TableFiles([s for s in removed if s.id in live] + added,
+                                                                          later.deltas)]  # fmt: skip
+                before, after = (
+                    TableFiles([s for s in f.segments if self.may_set([s.stats or {}], missing)], f.deltas).reads()
+                    for f in sides
+                )  # fmt: skip
+            else:  # touch.live holds the stats of touch.added's segments
+                before = []
+                after = [r for r, stats in zip(touch.added, touch.live, strict=True) if self.may_set([stats], missing)]
             sides = []
-            try:
-                for files in (TableFiles(removed, earlier.deltas), TableFiles([s for s in removed if s.id in live]
-                                                                               + added, later.deltas)):  # fmt: skip
-                    files = TableFiles([s for s in files.segments if self.may_set([s.stats or {}], missing)],
-                                       files.deltas)  # fmt: skip
-                    reads = files.reads()
+            with _readable(self.name):
+                for reads in (before, after):
                     found = self.live_keys(reads, missing)
                     rows = self.rows_of(reads, found.column(row_diff.ORIGIN).to_numpy())
                     sides.append(rows.drop_columns([row_diff.ORIGIN]))
                 changes = row_diff.changes_of(*sides, self.key)
-            except (*READ_ERRORS, NotImplementedError) as error:
-                raise ApplicationError(
-                    "blame_unreadable", MESSAGE_UNREADABLE.format(table=self.name), status=503,
-                    details={"table": self.name, "error": str(error)[:300]},
-                ) from error  # fmt: skip
             found = _by_key(changes.rows(0, changes.total), self.key, self.names)
             for key in missing:
                 known[key] = found.get(key)
@@ -291,8 +351,10 @@ class _Table:
         what it did to the table's files (`_Touch`, kept per process by commit: a commit never changes)."""
         entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
         listed = list(entries.values_list("seq", "commit_id").distinct().order_by("-seq"))
-        for start in range(0, len(listed), BATCH):
-            ids = [commit_id for _, commit_id in listed[start : start + BATCH]]
+        start, size = 0, BATCH
+        while start < len(listed):  # a batch, then four times as many: a walk that goes far reads in few queries
+            ids = [commit_id for _, commit_id in listed[start : start + size]]
+            start, size = start + size, size * 4
             found = {c: _TOUCHES.get((c, self.table_id)) for c in ids}
             missing = [c for c, touch in found.items() if touch is None]
             if missing:
@@ -312,16 +374,24 @@ class _Table:
             ops.setdefault(commit_id, set()).add(op)
         touched = {c.id: _Touch(c, compaction=ops.get(c.id) == {Operation.Op.COMPACTION}) for c in commits}
         made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
-        for commit_id, removed, file_id, kind, path, stats, written, segment_stats in made.values_list(
-            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats",
-            "file__schema_version__columns", "file__segment__stats",
-        ):  # fmt: skip
+        rows = list(made.values_list(
+            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats", "file__schema_version_id",
+            "file__segment_id", "file__segment__stats",
+        ))  # fmt: skip
+        schemas = {row[6] for row in rows} - {None}  # each schema's columns read once, not once per file
+        written_in = {
+            schema_id: tuple(Column.from_dict(c) for c in columns or [])
+            for schema_id, columns in SchemaVersion.objects.filter(id__in=schemas).values_list("id", "columns")
+        }  # fmt: skip
+        for commit_id, removed, file_id, kind, path, stats, schema_id, segment_id, segment_stats in rows:
             touch = touched[commit_id]
+            columns = written_in.get(schema_id, ())
+            if removed or kind == DataFile.Kind.DELTA:
+                touch.segments |= {file_id if kind == DataFile.Kind.SEGMENT else segment_id}
             if kind == DataFile.Kind.SEGMENT and not removed:
                 touch.live.append(stats or {})
-                columns = tuple(Column.from_dict(c) for c in written or [])
                 touch.added.append(SegmentRead(id=str(file_id), path=path, columns=columns))
-                touch.unhid = touch.unhid or not written  # its schema unknown here: the full diff reads it
+                touch.unhid = touch.unhid or not columns  # its schema unknown here: the full diff reads it
             elif kind == DataFile.Kind.DELTA and removed:
                 touch.live.append(segment_stats or {})
                 touch.unhid = True
@@ -339,14 +409,18 @@ class _Table:
         if not touch.added:
             return False
         segments = touch.added
-        if self._plain(keys):  # small segments' keys as sets, kept: a lookup per key, no Arrow call per commit
+        if self._plain(keys):
+            # Small segments' keys as sets, a lookup per key and no Arrow call per commit: from their catalog rows
+            # (touch.live holds the added segments' stats), else read and kept.
+            inline = [self.inline_keys(stats) for stats in touch.live]
+            unread = [r for r, found in zip(segments, inline, strict=True) if found is None]
             try:
-                held = self.segment_sets(segments)
+                read = self.segment_sets(unread)
             except (*READ_ERRORS, NotImplementedError):
                 return True
-            if any(k in found for found in held if found is not None for k in keys):
+            if any(k in found for found in [*inline, *read] if found is not None for k in keys):
                 return True
-            segments = [r for r, found in zip(segments, held, strict=True) if found is None]
+            segments = [r for r, found in zip(unread, read, strict=True) if found is None]
             if not segments:
                 return False
         try:
@@ -361,6 +435,16 @@ class _Table:
             return bool(pc.any(pc.is_in(rows.column(self.key[0]), value_set=wanted)).as_py())
         held = set(zip(*(rows.column(k).to_pylist() for k in self.key), strict=True))
         return any(k in held for k in keys)
+
+    def inline_keys(self, stats: dict) -> frozenset | None:
+        """The keys a small segment holds, from its statistics (`INLINE_VALUES`, engine.writes.inline_values), or
+        None where they are not kept."""
+        listed = [(stats.get(str(i)) or {}).get(INLINE_VALUES) for i in self.key_ids]
+        return None if any(values is None for values in listed) else frozenset(zip(*listed, strict=True))
+
+    @property
+    def key_ids(self) -> list[int]:
+        return [c.id for name in self.key for c in self.columns if c.name == name]
 
     def _plain(self, keys: list[tuple]) -> bool:
         """Whether the key's columns are integers or strings and `keys` hold such Python values, so that they
@@ -399,7 +483,7 @@ class _Table:
         missing = list({r.id: r for r in segments if kept[r.id] is None}.values())
 
         def read(segment: SegmentRead) -> pa.Table:
-            return _read_projected(self.warehouse, segment, columns).rename_columns(self.key)
+            return _read_projected(self.warehouse, segment, columns)[0].rename_columns(self.key)
 
         for segment, keys in zip(missing, _parallel(read, missing), strict=True):
             kept[segment.id] = _SEGMENT_KEYS.put((segment.id, ids), keys, keys.num_rows + 1)
@@ -446,6 +530,79 @@ class _Table:
             found = every.take(pa.array(at, pa.int64()))
         return found.append_column(row_diff.ORIGIN, pa.array(origin, pa.int64()))
 
+    def front(self, files: TableFiles, reads: list[SegmentRead], needed: int) -> pa.Table | None:
+        """The first `needed` live keys of the state (`files`, read as `reads`) in key order, with their `ORIGIN`,
+        without ordering every key: the segments are taken by the low bound of their key (its statistics), and
+        none whose low bound is above the `needed`-th key found so far is read; of a segment, only its smallest
+        keys are checked against its delete files, and only the delete files whose position bounds may list one
+        of them are read. None when the key has several columns or is not an integer or a string (every key is
+        then ordered)."""
+        column = next(c for c in self.columns if c.name == self.key[0])
+        if len(self.key) != 1 or column.type not in ("int", "long", "string"):
+            return None
+        stats = [((s.stats or {}).get(str(column.id)) or {}) for s in files.segments]
+        lows = [found.get("min") for found in stats]
+        best = pa.table({self.key[0]: pa.array([], arrow_type(column.type)), row_diff.ORIGIN: pa.array([], pa.int64())})
+        parts, unsorted = [best], 0
+        limit = None  # the `needed`-th key found so far
+        for place in sorted(range(len(reads)), key=lambda i: (0,) if lows[i] is None else (1, lows[i])):
+            if limit is not None and lows[place] is not None and lows[place] > limit:
+                break  # this segment and those after it hold no key below the ones found
+            if INLINE_VALUES in stats[place]:  # a small segment's keys, in file order, from its catalog row
+                values = pa.chunked_array([pa.array(stats[place][INLINE_VALUES], best.schema[0].type)])
+            else:
+                values = self.segment_keys([reads[place]])[0].column(0)
+            if limit is not None:
+                values = pc.if_else(pc.less_equal(values, pa.scalar(limit, values.type)), values, None)
+            deltas = files.deltas.get(files.segments[place].id, [])
+            found = self._smallest_live(deltas, values, needed)
+            origins = (np.int64(place) << np.int64(32)) + found
+            parts.append(pa.table([values.take(found).cast(best.schema[0].type), origins], schema=best.schema))
+            unsorted += len(found)
+            if unsorted >= needed or limit is None:  # ordered again once as many keys as a page came in
+                best = _smallest(parts, needed)
+                parts, unsorted = [best], 0
+                limit = best.column(0)[needed - 1].as_py() if best.num_rows == needed else None
+        return _smallest(parts, needed)
+
+    def _smallest_live(self, deltas: list, values: pa.ChunkedArray, needed: int) -> np.ndarray:
+        """The positions of the smallest `needed` live keys among `values` (a segment's keys; a null is no
+        candidate), in no order: the smallest few candidates are checked against the delete files, more while too
+        few of them are live."""
+        count = values.length() - values.null_count
+        wanted = needed
+        while True:
+            if wanted < count:  # every candidate up to the wanted-th smallest key (ties at it included)
+                edge = pc.select_k_unstable(values, k=wanted, sort_keys=[("dummy", "ascending")])
+                high = pc.max(values.take(edge))
+                mask = pc.less_equal(values, high)
+            else:
+                mask = pc.is_valid(values)
+            at = np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
+            live = at[~np.isin(at, self._deleted_among(deltas, at))]
+            if len(live) >= needed or wanted >= count:
+                order = np.argsort(values.take(live).to_numpy(zero_copy_only=False), kind="stable")
+                return live[order[:needed]]
+            wanted *= 4
+
+    def _deleted_among(self, deltas: list, positions: np.ndarray) -> np.ndarray:
+        """The positions a segment's delete files list, of those files only whose position bounds (their
+        statistics, `engine.writes.delta_stats`) may hold one of `positions` (sorted)."""
+        listed = []
+        for delta in deltas:
+            bound = (delta.stats or {}).get(DELTA_POSITIONS) or {}
+            low, high = bound.get("min"), bound.get("max")
+            if low is not None and high is not None:
+                at = np.searchsorted(positions, low)
+                if at >= len(positions) or positions[at] > high:
+                    continue
+            listed.append(delta.path)
+        return _deleted_by(self.warehouse, listed)
+
+    def live_count(self, files: TableFiles) -> int:
+        """How many rows the state holds (`TableFiles.live_rows`, the delete files it reads kept per process)."""
+        return files.live_rows(self.warehouse, lambda deltas: _deleted_by(self.warehouse, deltas))
+
     def rows_of(self, reads: list[SegmentRead], origins: np.ndarray) -> pa.Table:
         """The whole rows (the current columns) at these origins of `reads`, in their order, with `ORIGIN`. A
         segment's rows are read whole and kept per process (small segments and a few large ones)."""
@@ -454,8 +611,9 @@ class _Table:
         parts, order = [], []
         for place in np.unique(places).tolist():
             at = np.flatnonzero(places == place)
-            segment = self._segment_rows(reads[place])
-            parts.append(segment.take(pa.array(origins[at] & _LOW)))
+            positions = origins[at] & _LOW
+            segment = self._segment_rows(reads[place], int(positions.max()))
+            parts.append(segment.take(pa.array(positions)))
             order.append(at)
         if not parts:
             return (
@@ -466,12 +624,15 @@ class _Table:
         rows = pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
         return rows.append_column(row_diff.ORIGIN, pa.array(origins, pa.int64()))
 
-    def _segment_rows(self, read: SegmentRead) -> pa.Table:
+    def _segment_rows(self, read: SegmentRead, upto: int) -> pa.Table:
+        """A segment's rows at least as far as position `upto`: the whole segment, kept per process, unless only
+        its beginning is needed (not kept)."""
         name = (read.id, tuple(c.id for c in self.columns), tuple(c.type for c in self.columns))
         rows = _SEGMENT_ROWS.get(name)
         if rows is None:
-            rows = _read_projected(self.warehouse, read, self.columns)
-            _SEGMENT_ROWS.put(name, rows, rows.num_rows + 1)
+            rows, whole = _read_projected(self.warehouse, read, self.columns, upto=upto)
+            if whole:
+                _SEGMENT_ROWS.put(name, rows, rows.num_rows + 1)
         return rows
 
     def may_set(self, made_live: list[dict], keys: Iterable[tuple]) -> bool:
@@ -483,6 +644,13 @@ class _Table:
             return False
         columns = [c for c in self.columns if c.name in self.key]
         keys = list(keys)
+        if self._plain(keys):  # a small segment's keys are in its statistics: it holds one of `keys` or not
+            held = [self.inline_keys(stats) for stats in made_live]
+            if any(k in found for found in held if found is not None for k in keys):
+                return True
+            made_live = [stats for stats, found in zip(made_live, held, strict=True) if found is None]
+            if not made_live:
+                return False
         values = sorted_values(keys) if len(self.key) == 1 else None
         if values is not None:  # one key column: a segment's range holds a key if the first key >= its low is <= high
             plain = columns[0].type in ("int", "long", "string")  # pruned on (types.PRUNED_TYPES), JSON as it is
@@ -513,6 +681,12 @@ class _Table:
                 except TypeError:  # a value the statistics do not compare with
                     return True
         return False
+
+
+def _smallest(parts: list[pa.Table], needed: int) -> pa.Table:
+    """The first `needed` rows of these tables by their first column."""
+    rows = pa.concat_tables(parts)
+    return rows.take(pc.sort_indices(rows, [(rows.column_names[0], "ascending")])).slice(0, needed)
 
 
 def sorted_values(keys: list[tuple]) -> list | None:
@@ -550,7 +724,7 @@ def _walk(
     are left out: the caller's merge made them."""
     settled: dict[tuple, dict[str, Writer]] = {}
     pending = {k: set(cells) for k, cells in pending.items() if cells}
-    chain = commit_chain(head)
+    chain = _chain_of(head)
     resolved = _Settlements(table, chain) if pending else None
     for touch in table.touching(chain):
         if not pending:
@@ -560,7 +734,7 @@ def _walk(
             pass
         elif not table.may_set(touch.live, pending) or not table.sets_any(touch, pending):
             continue
-        rows = table.diff(commit, pending)
+        rows = table.diff(touch, pending)
         for key in [k for k in pending if k in rows]:
             change, after, changed = rows[key]
             if change == row_diff.DELETE:
@@ -669,8 +843,8 @@ def _row_writers(table: _Table, chain: Chain, rows: pa.Table, segments: list[str
     for compaction in Commit.objects.filter(id__in=list(compacted)).select_related("parent"):
         if compaction.parent is None:
             continue
-        before_rows, before_segments = _rows_at(table, commit_chain(compaction.parent))
-        before = _row_writers(table, commit_chain(compaction.parent), before_rows, before_segments, depth - 1)
+        before_rows, before_segments = _rows_at(table, _chain_of(compaction.parent))
+        before = _row_writers(table, _chain_of(compaction.parent), before_rows, before_segments, depth - 1)
         pool: dict[tuple, list[Writer]] = {}
         for row, writer in zip(before_rows.drop_columns([row_diff.ORIGIN]).to_pylist(), before, strict=True):
             pool.setdefault(tuple(row.values()), []).append(writer)
@@ -688,13 +862,8 @@ def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.
     if key is not None:
         files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
     reads = files.reads()
-    try:
+    with _readable(table.name):
         _, rows = row_diff.read_sides_here(table.warehouse, table.columns, [], reads, origins=True)
-    except (*READ_ERRORS, NotImplementedError) as error:
-        raise ApplicationError(
-            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
-            details={"table": table.name, "error": str(error)[:300]},
-        ) from error  # fmt: skip
     if table.key:
         rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in table.key]))
     else:
@@ -709,7 +878,7 @@ def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int
     and the whole rows of those keys only. With `key`, only that key's, read from the segments whose key
     statistics do not rule it out. Returns (the rows counted, the page's rows)."""
     files = _files_on(chain, table.table_id)
-    try:
+    with _readable(table.name):
         if key is not None:
             files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
             reads = files.reads()
@@ -720,17 +889,18 @@ def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int
         reads = files.reads()
         name = (chain.commit.id, table.table_id, tuple(c.id for c in table.columns if c.name in table.key))
         ordered = _ORDERS.get(name)
+        if ordered is None and page * page_size <= FRONT:
+            front = table.front(files, reads, page * page_size)
+            if front is not None:
+                shown = front.slice((page - 1) * page_size, page_size)
+                rows = table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
+                return table.live_count(files), rows
         if ordered is None:
             live = table.live_keys(reads)
             ordered = live.take(pc.sort_indices(live, [(k, "ascending") for k in table.key]))
             _ORDERS.put(name, ordered, ordered.num_rows + 1)
         shown = ordered.slice((page - 1) * page_size, page_size)
         return ordered.num_rows, table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
-    except (*READ_ERRORS, NotImplementedError) as error:
-        raise ApplicationError(
-            "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
-            details={"table": table.name, "error": str(error)[:300]},
-        ) from error  # fmt: skip
 
 
 def key_parse(table: _Table, raw: str) -> tuple:
@@ -904,20 +1074,19 @@ def _versions(
     one must be: after the newest of them when the key is not live at `head`, and before an insert that follows an
     older version. So a key's history costs a read per version, not per commit of the table."""
     touches = []
-    for touch in table.touching(commit_chain(head)):
+    for touch in table.touching(_chain_of(head)):
         if stop is not None and _on_chain(touch.commit, stop):
             break
         touches.append(touch)
     found: dict[int, tuple[str, dict | None, set[str]]] = {}
     for place, touch in enumerate(touches):
         if table.may_set(touch.live, [key]) and table.sets_any(touch, [key]):
-            record = table.diff(touch.commit, [key]).get(key)
+            record = table.diff(touch, [key]).get(key)
             if record is not None:
                 found[place] = record
     places = sorted(found)
-    live_at_head = _keyed_rows_at(table, commit_chain(head), key=key)[0] > 0
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
-    if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
+    if places and found[places[0]][0] != row_diff.DELETE and not _still_live(table, head, touches[places[0]], key):
         gaps.append((-1, places[0]))
     for newer, older in itertools.pairwise(places):
         if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
@@ -925,7 +1094,7 @@ def _versions(
     for newer, older in gaps:
         for place in range(newer + 1, older):
             if table.may_set(touches[place].taken, [key]):
-                record = table.diff(touches[place].commit, [key]).get(key)
+                record = table.diff(touches[place], [key]).get(key)
                 if record is not None and record[0] == row_diff.DELETE:
                     found[place] = record
                     break
@@ -934,7 +1103,7 @@ def _versions(
         change, after, changed = found[place]
         if commit.merge_parent_id is not None and depth > 0:
             inner: list[dict] = []
-            parent = commit_chain(commit.parent) if commit.parent_id else None
+            parent = _chain_of(commit.parent) if commit.parent_id else None
             _versions(table, commit.merge_parent, key, (*via, commit.id), depth - 1, inner, parent)
             newest = inner[0] if inner else None
             settled = _key_settled(table, commit, key, changed)
@@ -947,6 +1116,19 @@ def _versions(
         else:
             out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
                         "resolution": False, "settled": _key_settled(table, commit, key, changed)})  # fmt: skip
+
+
+def _still_live(table: _Table, head: Commit, touch: _Touch, key: tuple) -> bool:
+    """Whether the row of `key` the commit (`touch`) wrote is still live at `head`: read from the segments it added
+    alone, as they are at `head`. When not (a later commit deleted it, or a compaction moved it), the caller looks for
+    a delete. A commit that took a delete file away may have made an older row live: the key looked for in every
+    segment at `head`."""
+    if touch.unhid:
+        return _keyed_rows_at(table, _chain_of(head), key=key)[0] > 0
+    made = [r for r, stats in zip(touch.added, touch.live, strict=True) if table.may_set([stats], [key])]
+    files = table.files_at(head, frozenset(uuid.UUID(r.id) for r in made))
+    with _readable(table.name):
+        return table.live_keys(files.reads(), [key]).num_rows > 0
 
 
 def _key_settled(table: _Table, commit: Commit, key: tuple, changed: set[str]) -> dict | None:

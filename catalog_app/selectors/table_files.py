@@ -2,14 +2,15 @@
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from catalog_app.engine.reads import deleted_count
-from catalog_app.engine.segments import Column, SegmentRead
+from catalog_app.engine.segments import INLINE, Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile, FileEntry, ObjectVersion, ReclaimedFile, SchemaVersion
 from catalog_app.selectors.objects import SchemaRow, newest_on_chain, schema_rows
@@ -63,15 +64,37 @@ class TableFiles:
         touched = [s for s in earlier.segments if s.id not in live or deletes(earlier, s.id) != deletes(self, s.id)]
         return touched, [s for s in self.segments if s.id not in earlier_ids]
 
-    def live_rows(self, warehouse: Warehouse) -> int:
+    def live_rows(self, warehouse: Warehouse, read: Callable[[list[str]], np.ndarray] | None = None) -> int:
         """The rows the segments hold less their deleted positions, from the catalog's counts. Only when delta files
-        of one segment may list a position twice between them are they read (pyarrow, no Spark job)."""
-        deltas = [self.deltas.get(s.id, []) for s in self.segments]
-        if any(len(listed) > 1 for listed in deltas):
-            deleted = deleted_count(warehouse, self.reads())
-        else:
-            deleted = sum(d.row_count for listed in deltas for d in listed)
+        of one segment may list a position twice between them are their positions taken: from their catalog rows
+        when they are small enough to be kept there (`engine.writes.delta_stats`), else read (with `read`, the
+        positions of a list of delta files' paths; by default with pyarrow, no Spark job)."""
+        deleted, unread = 0, []
+        for segment in self.segments:
+            listed = self.deltas.get(segment.id, [])
+            inline = [d.stats or {} for d in listed] if len(listed) > 1 else []
+            if len(listed) <= 1:
+                deleted += sum(d.row_count for d in listed)
+            elif all(INLINE in stats for stats in inline):
+                deleted += len({p for stats in inline for p in stats[INLINE] if p < segment.row_count})
+            else:
+                unread.append(segment)
+        if unread and read is None:
+            deleted += deleted_count(warehouse, TableFiles(unread, self.deltas).reads())
+        for segment in unread if read is not None else ():
+            positions = np.unique(np.asarray(read([d.path for d in self.deltas[segment.id]]), np.int64))
+            deleted += int(np.count_nonzero(positions < segment.row_count))
         return sum(s.row_count for s in self.segments) - deleted
+
+    def inline_positions(self) -> dict[str, list[int]]:
+        """The positions of the delta files small enough to keep them in their catalog rows, by path."""
+        found = {}
+        for listed in self.deltas.values():
+            for delta in listed:
+                stats = delta.stats or {}
+                if INLINE in stats:
+                    found[delta.path] = stats[INLINE]
+        return found
 
     def emptied(self) -> set[uuid.UUID]:
         """The segments with no live row: one delta file deletes as many rows as the segment holds (a row updated
@@ -144,10 +167,16 @@ def _file_row_values(entries: QuerySet, *fields: str) -> QuerySet:
     return entries.annotate(**as_text).values_list(*fields, *FILE_ROW_FIELDS)
 
 
-def tables_file_rows(chain: Chain, *, table_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TableFiles]:
+def tables_file_rows(
+    chain: Chain, *, table_ids: Iterable[uuid.UUID], segments: Iterable[uuid.UUID] | None = None
+) -> dict[uuid.UUID, TableFiles]:
     """`tables_files` read as plain values (`FileRow`s), in two queries: the files, then the schema versions they
-    read with. Only some files of each table, on several chains at once: `files_live_on`."""
+    read with; with `segments`, only those segments and their delete files. Only some files of each table, on
+    several chains at once: `files_live_on`."""
     rows = FileEntry.objects.filter(table_id__any=list(table_ids))
+    if segments is not None:
+        segments = list(segments)
+        rows = rows.filter(Q(file_id__in=segments) | Q(file__segment_id__in=segments))
     entries = newest_on_chain(rows, chain, key="file_id").filter(removed=False).order_by("seq", "id")
     return _file_rows(list(_file_row_values(entries)))
 

@@ -92,7 +92,11 @@ class Snapshot:
     @property
     def data(self) -> TableData:
         """The table's data as the engine reads and writes it."""
-        return TableData(self.warehouse, self.base, tuple(self.columns), tuple(self.table.state["partition_by"]))
+        state = self.table.state
+        return TableData(
+            self.warehouse, self.base, tuple(self.columns), tuple(state["partition_by"]),
+            tuple(state.get("primary_key") or ()),
+        )  # fmt: skip
 
     def reads(self, segments: list[DataFile] | None = None) -> list[SegmentRead]:
         """What the engine reads of `segments` (all live segments by default), with their live delta files."""

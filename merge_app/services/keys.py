@@ -197,7 +197,7 @@ def key_runs(spark, diff) -> dict:
         names = {c.id: c.name for c in columns}
         data = TableData(
             Warehouse(settings.LAKEUI_WAREHOUSE), f"{diff.catalog.id}/{obj.object_id}", tuple(columns),
-            tuple(state["partition_by"]),
+            tuple(state["partition_by"]), tuple(state["primary_key"]),
         )  # fmt: skip
         table = engine.KeyTable(data, keys=tuple(names[i] for i in state["primary_key"]))
         sides = Sides(
