@@ -150,9 +150,9 @@ def test_an_expression_that_fails_on_a_key_refuses_the_merge_naming_it(spark, bo
     catalog = both_changed
     before = head(catalog)
     url = f"/api/v1/catalogs/{catalog.name}/merges"
-    # Parses and types, but divides by zero on every key; key 1 is the first the plan settles.
+    # Parses and types, but divides by zero on key 3 (its target's price is 29.90).
     failing = {"tables": {TABLE: {"choice": "target_wins", "columns": {
-        "amount": {"expression": "source.amount / (target.amount - target.amount)"}}}}}  # fmt: skip
+        "price": {"expression": "source.price / (target.price - 29.90)"}}}}}  # fmt: skip
     for dry_run in (True, False):
         response = user_client.post(url, {"source": "dev", "target": "main", "resolution": failing,
                                           "dry_run": dry_run}, format="json")  # fmt: skip
@@ -160,15 +160,16 @@ def test_an_expression_that_fails_on_a_key_refuses_the_merge_naming_it(spark, bo
         job_execute(job_id=response.json()["id"], worker="test-process")  # the merge job, run here
         job = wait_for_job(response.json()["id"], timeout=240)
         assert (job.status, job.error_code, job.error_status) == ("failed", "column_expression_failed", 400)
-        assert "division by zero" in job.error_message and "'amount'" in job.error_message
-        assert '{"id": 1}' in job.error_message, job.error_message
+        assert "division by zero" in job.error_message and "'price'" in job.error_message
+        assert '{"id": 3}' in job.error_message, job.error_message
     assert head(catalog) == before
-    # A value that does not fit the column: half of an odd amount into a long, refused on the key it fails on.
-    halves = {"tables": {TABLE: {"choice": "target_wins", "columns": {"amount": {"expression": "target.amount / 2"}}}}}
+    # A value that does not fit the column: half of an odd amount into a long (key 3's), refused naming the key.
+    half = "CASE WHEN source.status = 'paid' THEN target.amount / 2 ELSE target.amount END"
+    halves = {"tables": {TABLE: {"choice": "target_wins", "columns": {"amount": {"expression": half}}}}}
     with pytest.raises(ApplicationError) as refused:
         merge(catalog, resolution=halves)
     assert refused.value.code == "column_expression_failed"
-    assert refused.value.details["key"] == {"id": 1} and "not a whole number" in refused.value.message
+    assert refused.value.details["key"] == {"id": 3} and "not a whole number" in refused.value.message
     assert head(catalog) == before
 
 
