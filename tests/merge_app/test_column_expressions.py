@@ -208,3 +208,14 @@ def test_the_evaluator_follows_sql():
     cells = semantics.key_settle(conflict, rules={"t": {"expression": "coalesce(base.t, source.day)"}},
                                  types={"t": "timestamp", "day": "date"}, fallback="fail", fallback_scope="default")  # fmt: skip
     assert cells["t"]["result"] == "2024-03-04T00:00:00"
+
+
+def test_the_cli_shorthand_takes_expressions():
+    from lakeui_client.cli import _resolution
+
+    built = _resolution(False, False, ("sales.orders.amount=expr:CASE WHEN source.status = 'paid' THEN 1 END",
+                                       "note=concat:=", "hits=expr:greatest(source.hits, target.hits)"),
+                        "sales.orders", None)  # fmt: skip
+    assert built == {"resolution": {"tables": {"sales.orders": {"columns": {
+        "amount": {"expression": "CASE WHEN source.status = 'paid' THEN 1 END"},
+        "note": {"concat": {"separator": "="}}, "hits": {"expression": "greatest(source.hits, target.hits)"}}}}}}  # fmt: skip
