@@ -107,6 +107,7 @@ def key_choices(
     default: str,
     rules: dict[str, Any] | None = None,
     types: dict[str, str] | None = None,
+    not_null: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """The choice of each conflicting key listed (`key`, `key_id`) that settles it, with its scope: the key's own,
     else the table's column rules (`rules`, with the columns' `types`: each key whose conflict is of cells is merged
@@ -117,7 +118,7 @@ def key_choices(
     for conflict in conflicts:
         if rules and conflict["key_id"] not in per_key and conflict["cells"] != ["*"]:
             cells = key_settle(conflict, rules=rules, types=types or {}, fallback=fallback,
-                               fallback_scope=fallback_scope, table=table)  # fmt: skip
+                               fallback_scope=fallback_scope, table=table, not_null=not_null)  # fmt: skip
             if cells is not None:
                 choices.append(
                     {"object": table, "scope": "columns", "key": conflict["key"], "key_id": conflict["key_id"],
@@ -486,13 +487,21 @@ def row_settled(base: dict | None, mine: dict, theirs: dict, columns: list[str],
 
 
 def key_settle(
-    conflict: dict, *, rules: dict[str, Any], types: dict[str, str], fallback: str, fallback_scope: str, table: str = ""
+    conflict: dict,
+    *,
+    rules: dict[str, Any],
+    types: dict[str, str],
+    fallback: str,
+    fallback_scope: str,
+    table: str = "",
+    not_null: frozenset[str] = frozenset(),
 ) -> dict[str, dict] | None:
     """The conflicting cells of one key settled by column rules (`rules`: column -> rule): each cell by its column's
     rule, else by the fallback choice (the table's or the merge's) if it settles; None when some cell stands or
     the conflict is not of cells (a delete against an update, or `merge.granularity=row` with no common cell).
     Each cell: the rule, where it came from (`column`, `table` or `default`), base, source, target, result. An
-    expression that fails on the key refuses the merge: 400 `column_expression_failed` naming the key and column."""
+    expression that fails on the key, or gives NULL for a column of `not_null`, refuses the merge: 400
+    `column_expression_failed` naming the key and column."""
     if conflict["cells"] == ["*"] or conflict["source"] is None or conflict["target"] is None:
         return None
     base, source, target = conflict["base"], conflict["source"], conflict["target"]
@@ -506,7 +515,7 @@ def key_settle(
             rule, scope = rules[column], "column"
             name, text = column_rule_parse(rule)
             if name == EXPRESSION:
-                settled, value = True, _key_expression(text, column, types, conflict, table)
+                settled, value = True, _key_expression(text, column, types, conflict, table, column in not_null)
             else:
                 settled, value = cell_settle(rule, types[column], inputs["base"], inputs["source"], inputs["target"],
                                              has_base=base is not None)  # fmt: skip
@@ -518,11 +527,14 @@ def key_settle(
     return cells
 
 
-def _key_expression(text: str, column: str, types: dict[str, str], conflict: dict, table: str) -> Any:
+def _key_expression(text: str, column: str, types: dict[str, str], conflict: dict, table: str, not_null: bool) -> Any:
     """A key's cell settled by its column's expression (`expression_settle`), or 400 `column_expression_failed`."""
     rows = {row: conflict[row] for row in ROWS}
     try:
-        return expression_settle(row_expression(text, types), types[column], rows, types)
+        value = expression_settle(row_expression(text, types), types[column], rows, types)
+        if value is None and not_null:
+            raise predicate_values.EvaluationError("it gives NULL, and the column is NOT NULL")
+        return value
     except predicate_values.EvaluationError as failed:
         raise ApplicationError(
             "column_expression_failed",

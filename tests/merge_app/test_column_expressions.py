@@ -219,3 +219,15 @@ def test_the_cli_shorthand_takes_expressions():
     assert built == {"resolution": {"tables": {"sales.orders": {"columns": {
         "amount": {"expression": "CASE WHEN source.status = 'paid' THEN 1 END"},
         "note": {"concat": {"separator": "="}}, "hits": {"expression": "greatest(source.hits, target.hits)"}}}}}}  # fmt: skip
+
+
+def test_a_null_for_a_not_null_column_refuses_the_merge_naming_the_key():
+    conflict = {"key": {"id": 7}, "key_id": "[7]", "cells": ["note"], "base": {"note": "b"},
+                "source": {"note": "s"}, "target": {"note": "t"}}  # fmt: skip
+    rules = {"note": {"expression": "CASE WHEN source.note = 'x' THEN 'y' END"}}
+    settle = {"rules": rules, "types": {"note": "string"}, "fallback": "fail", "fallback_scope": "default"}
+    assert semantics.key_settle(conflict, **settle)["note"]["result"] is None  # a nullable column takes the NULL
+    with pytest.raises(ApplicationError) as refused:
+        semantics.key_settle(conflict, **settle, table="sales.orders", not_null=frozenset({"note"}))
+    assert refused.value.code == "column_expression_failed" and refused.value.details["key"] == {"id": 7}
+    assert "NOT NULL" in refused.value.message
