@@ -528,8 +528,9 @@ def key_settle(
 
 
 def _key_expression(text: str, column: str, types: dict[str, str], conflict: dict, table: str, not_null: bool) -> Any:
-    """A key's cell settled by its column's expression (`expression_settle`), or 400 `column_expression_failed`."""
-    rows = {row: conflict[row] for row in ROWS}
+    """A key's cell settled by its column's expression (`expression_settle`), or 400 `column_expression_failed`. The
+    rows as the key comparison lists them hold the value columns: the key's columns are added (NULL for no base)."""
+    rows = {row: None if conflict[row] is None else {**conflict["key"], **conflict[row]} for row in ROWS}
     try:
         value = expression_settle(row_expression(text, types), types[column], rows, types)
         if value is None and not_null:

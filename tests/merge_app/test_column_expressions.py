@@ -227,6 +227,10 @@ def test_a_null_for_a_not_null_column_refuses_the_merge_naming_the_key():
     rules = {"note": {"expression": "CASE WHEN source.note = 'x' THEN 'y' END"}}
     settle = {"rules": rules, "types": {"note": "string"}, "fallback": "fail", "fallback_scope": "default"}
     assert semantics.key_settle(conflict, **settle)["note"]["result"] is None  # a nullable column takes the NULL
+    # The key's columns are read too (the key comparison lists them apart from the rows).
+    by_key = {**settle, "rules": {"note": {"expression": "CASE WHEN source.id = 7 THEN 'seven' END"}},
+              "types": {"id": "long", "note": "string"}}  # fmt: skip
+    assert semantics.key_settle(conflict, **by_key)["note"]["result"] == "seven"
     with pytest.raises(ApplicationError) as refused:
         semantics.key_settle(conflict, **settle, table="sales.orders", not_null=frozenset({"note"}))
     assert refused.value.code == "column_expression_failed" and refused.value.details["key"] == {"id": 7}
