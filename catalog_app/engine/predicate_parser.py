@@ -22,6 +22,15 @@ Grammar, lowest precedence first. Keywords and function names are case-insensiti
     primary        := number | string | "TRUE" | "FALSE" | "NULL" | "DATE" string | "TIMESTAMP" string
                     | identifier | `quoted identifier` | function "(" [or ("," or)*] ")" | "(" or ")"
 
+Row expressions (`parse_row_expression`: a merge's column rules, docs/merge-semantics.md#column-expressions) read
+the columns of named rows (`base.amount`, `source.status`: a qualifier, a dot, a column; a name without one is
+refused) and also take
+
+    primary        := ... | "CASE" ("WHEN" or "THEN" or)+ ["ELSE" or] "END"
+    function       := ... | GREATEST | LEAST
+
+a zero literal divisor is refused, and they are evaluated on Python values by `predicate_values`, not by Spark.
+
 Evaluation (`predicate_columns`) is Spark's: NULL is three-valued, `/` divides as fractions, and with ANSI mode
 on a division by zero or an overflow fails the job. A string literal doubles a quote (`'it''s'`) and has no
 backslash escapes. A TIMESTAMP literal without an offset is a wall-clock time in the Spark session's time zone,
@@ -84,6 +93,8 @@ UNTERMINATED = "unterminated {what} starting here"
 UNEXPECTED = "unexpected {what}"
 TRAILING = "unexpected {what} after the end of the expression"
 UNKNOWN_COLUMN = "unknown column {name!r}"
+UNQUALIFIED = "name the row of column {name!r}: {qualified}"
+DIVISION_BY_ZERO = "division by zero"
 UNUSABLE_COLUMN = "column {name!r} has type {type_name!r}, which expressions cannot use"
 UNKNOWN_FUNCTION = "unknown function {name!r}; the functions are: {known}"
 NOT_SUPPORTED_WORD = "{word} is not supported: the text must be a single expression over the table's columns"
@@ -296,6 +307,27 @@ FUNCTIONS: dict[str, _Function] = {
 }
 
 
+# Row expressions only (`parse_row_expression`): evaluated by `predicate_values`, not built for Spark.
+ROW_FUNCTIONS: dict[str, _Function] = {
+    **FUNCTIONS,
+    "greatest": _Function((frozenset({NUMERIC, STRING, DATE, TIMESTAMP}),), None, required=2, variadic=True),
+    "least": _Function((frozenset({NUMERIC, STRING, DATE, TIMESTAMP}),), None, required=2, variadic=True),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case(Expr):
+    """`CASE WHEN condition THEN value ... [ELSE otherwise] END` (row expressions only): the value of the first
+    condition that is true, else `otherwise` (NULL without one)."""
+
+    branches: tuple[tuple[Expr, Expr], ...]
+    otherwise: Expr | None
+
+    def children(self) -> tuple[Expr, ...]:
+        items = tuple(part for branch in self.branches for part in branch)
+        return items if self.otherwise is None else (*items, self.otherwise)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Call(Expr):
     name: str  # a key of FUNCTIONS
@@ -361,7 +393,7 @@ class _Token:
 
 _NUMBER_PATTERN = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _IDENT_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_OPERATORS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",")
+_OPERATORS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".")
 _WHITESPACE = frozenset(" \t\r\n\f\v")
 _REJECTED = {
     "--": "comments ('--') are not allowed",
@@ -437,6 +469,10 @@ def _number_value(text: str, position: int) -> int | float | Decimal:
     return value
 
 
+def _is_zero(expr: Expr) -> bool:
+    return isinstance(expr, Literal) and type(expr.value) is not bool and expr.value == 0
+
+
 def _describe(token: _Token) -> str:
     return "end of the expression" if token.kind == _END else repr(token.text)
 
@@ -459,12 +495,14 @@ class _Parser:
     """Parses one text against `columns` (name -> type name). Every method that reads an operand may raise
     PredicateError; nesting (parentheses, calls, NOT, unary minus) is limited to MAX_DEPTH."""
 
-    def __init__(self, text: str, columns: Mapping[str, str]) -> None:
+    def __init__(self, text: str, columns: Mapping[str, str], qualifiers: tuple[str, ...] = ()) -> None:
         if not isinstance(text, str):
             raise PredicateError(NOT_TEXT)
         if len(text) > MAX_TEXT_LENGTH:
             raise PredicateError(TEXT_TOO_LONG, MAX_TEXT_LENGTH)
         self._columns = columns
+        self._qualifiers = qualifiers  # row expressions: the rows' names (columns are named `row.column`)
+        self._functions = ROW_FUNCTIONS if qualifiers else FUNCTIONS
         self._tokens = _tokenize(text)
         self._index = 0
         self._depth = 0
@@ -610,6 +648,8 @@ class _Parser:
             return first
         for op, item in [(rest[0][0], first), *rest]:
             _require(item, _NUMBERS, f"'{op}'")
+            if self._qualifiers and op in "/%" and item is not first and _is_zero(item):
+                raise PredicateError(DIVISION_BY_ZERO, item.position)
         expr = Arithmetic(position=first.position, type=NUMERIC, first=first, rest=tuple(rest))
         if expr.depth > MAX_TREE_DEPTH:
             raise PredicateError(TOO_COMPLEX, expr.position)
@@ -654,6 +694,17 @@ class _Parser:
             return self._typed_literal(token, self._next())
         if self._at_op("("):
             return self._call(token)
+        if self._qualifiers and word == "CASE":
+            return self._case(token)
+        if self._qualifiers and token.text.lower() in self._qualifiers and self._at_op("."):
+            self._next()
+            named = self._peek().kind in (_IDENT, _QUOTED_IDENT)
+            name = self._expect(named, f"expected a column after '{token.text}.'")
+            qualified = f"{token.text.lower()}.{name.value}"
+            return self._column(_Token(_QUOTED_IDENT, qualified, token.position, qualified))
+        if self._qualifiers and self._at_op("."):
+            rows = ", ".join(f"{row}.column" for row in self._qualifiers)
+            raise PredicateError(f"{token.text!r} is not a row: name a column as {rows}", token.position)
         if word in _KEYWORDS:
             raise PredicateError(UNEXPECTED.format(what=f"keyword {word}"), token.position)
         return self._column(token)
@@ -677,6 +728,9 @@ class _Parser:
                 raise PredicateError(SUBQUERY, token.position)
             if word in _SQL_WORDS:
                 raise PredicateError(NOT_SUPPORTED_WORD.format(word=word), token.position)
+            if self._qualifiers and token.kind == _IDENT:
+                qualified = " or ".join(f"{row}.{name}" for row in self._qualifiers)
+                raise PredicateError(UNQUALIFIED.format(name=name, qualified=qualified), token.position)
             raise PredicateError(UNKNOWN_COLUMN.format(name=name), token.position)
         value_type = _value_type(type_name)
         if value_type is None:
@@ -685,9 +739,9 @@ class _Parser:
 
     def _call(self, token: _Token) -> Call:
         name = token.text.lower()
-        function = FUNCTIONS.get(name)
+        function = self._functions.get(name)
         if function is None:
-            known = ", ".join(sorted(FUNCTIONS))
+            known = ", ".join(sorted(self._functions))
             raise PredicateError(UNKNOWN_FUNCTION.format(name=token.text, known=known), token.position)
         args = self._list(f"{name}()", minimum=0, limit=None)
         if not function.accepts(len(args)):
@@ -708,6 +762,32 @@ class _Parser:
                 raise PredicateError(message, arg.position)
             result = common or result
         return Call(position=token.position, type=function.result or result, name=name, args=tuple(args))
+
+    def _case(self, token: _Token) -> Case:
+        branches: list[tuple[Expr, Expr]] = []
+        otherwise = None
+        with self._nested(token):
+            if not self._at_keyword("WHEN"):
+                message = "expected WHEN after CASE (write CASE WHEN condition THEN value ...)"
+                raise PredicateError(f"{message}, found {_describe(self._peek())}", self._peek().position)
+            while self._at_keyword("WHEN"):
+                self._next()
+                condition = self._or()
+                _require(condition, _BOOLEANS, "WHEN")
+                self._expect(self._at_keyword("THEN"), "expected THEN after the condition of WHEN")
+                branches.append((condition, self._or()))
+            if self._at_keyword("ELSE"):
+                self._next()
+                otherwise = self._or()
+            self._expect(self._at_keyword("END"), "expected WHEN, ELSE or END in CASE")
+        result = NULL
+        for value in [value for _, value in branches] + ([otherwise] if otherwise is not None else []):
+            common = _common_type(result, value.type)
+            if common is None:
+                message = f"the values of CASE must have one type: got {result} and {value.type}"
+                raise PredicateError(message, value.position)
+            result = common
+        return Case(position=token.position, type=result, branches=tuple(branches), otherwise=otherwise)
 
     def _list(self, what: str, *, minimum: int, limit: int | None) -> list[Expr]:
         """The comma-separated expressions in parentheses after `what`."""
@@ -736,6 +816,14 @@ def parse_expression(text: str, columns: Mapping[str, str]) -> Expr:
     decimal(p,s), string, binary, date or timestamp; columns of other types may be present but not referenced).
     Raises PredicateError when the text is not such an expression."""
     return _Parser(text, columns).parse()
+
+
+def parse_row_expression(text: str, rows: tuple[str, ...], columns: Mapping[str, str]) -> Expr:
+    """A scalar expression over the columns of named rows (`rows`, e.g. base, source, target; each has `columns`,
+    as in parse_expression): a column is named `row.column`. Takes CASE, GREATEST and LEAST besides; a literal zero
+    divisor is refused. Evaluated by `predicate_values`."""
+    qualified = {f"{row}.{name}": type_name for row in rows for name, type_name in columns.items()}
+    return _Parser(text, qualified, rows).parse()
 
 
 def parse_predicate(text: str, columns: Mapping[str, str]) -> Expr:

@@ -242,7 +242,8 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
                                          keys=[names.get(i) for i in state.get("primary_key", [])])  # fmt: skip
         choices = semantics.key_choices(
             result["conflicts"], table=obj.name, per_key=per_key, rules=column_rules,
-            types={c["name"]: c["type"] for c in columns}, **chosen,
+            types={c["name"]: c["type"] for c in columns},
+            not_null=frozenset(c["name"] for c in columns if c.get("nullable") is False), **chosen,
         )  # fmt: skip
         unresolved = semantics.keys_unresolved(
             listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"],

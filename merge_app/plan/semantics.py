@@ -17,12 +17,15 @@ test_semantics.py runs them without a database.
 import base64
 import datetime
 import decimal
+import json
 import math
 import re
 import struct
 from collections.abc import Hashable
+from functools import lru_cache
 from typing import Any
 
+from catalog_app.engine import predicate_parser, predicate_values
 from catalog_app.engine.type_names import stat_value
 from lakeui.errors import ApplicationError
 from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
@@ -104,6 +107,7 @@ def key_choices(
     default: str,
     rules: dict[str, Any] | None = None,
     types: dict[str, str] | None = None,
+    not_null: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """The choice of each conflicting key listed (`key`, `key_id`) that settles it, with its scope: the key's own,
     else the table's column rules (`rules`, with the columns' `types`: each key whose conflict is of cells is merged
@@ -114,7 +118,7 @@ def key_choices(
     for conflict in conflicts:
         if rules and conflict["key_id"] not in per_key and conflict["cells"] != ["*"]:
             cells = key_settle(conflict, rules=rules, types=types or {}, fallback=fallback,
-                               fallback_scope=fallback_scope)  # fmt: skip
+                               fallback_scope=fallback_scope, table=table, not_null=not_null)  # fmt: skip
             if cells is not None:
                 choices.append(
                     {"object": table, "scope": "columns", "key": conflict["key"], "key_id": conflict["key_id"],
@@ -211,6 +215,8 @@ def _row_merge(src_change, dest_change, base, mine, theirs, columns) -> tuple[li
 
 SOURCE, TARGET, BASE = "source_wins", "target_wins", "base"
 GREATEST, LEAST, SUM_OF_CHANGES, CONCAT = "greatest", "least", "sum_of_changes", "concat"
+EXPRESSION = "expression"  # {"expression": "CASE WHEN source.status = 'closed' THEN source.amount ELSE ... END"}
+ROWS = ("base", "source", "target")  # the rows an expression reads: base.amount, source.amount, target.amount
 COLUMN_CHOICES = (SOURCE, TARGET, BASE, GREATEST, LEAST, SUM_OF_CHANGES, CONCAT)
 CONCAT_SEPARATOR = " | "  # `concat` without a separator of its own
 MAX_SEPARATOR = 100
@@ -223,13 +229,19 @@ ORDERED = (*NUMBERS, "string", "date", "timestamp")  # and decimals: the types `
 # The types each rule takes (None: any type); decimals go with the numbers.
 RULE_TYPES: dict[str, tuple[str, ...] | None] = {
     SOURCE: None, TARGET: None, BASE: None, GREATEST: ORDERED, LEAST: ORDERED, SUM_OF_CHANGES: NUMBERS,
-    CONCAT: ("string",),
+    CONCAT: ("string",), EXPRESSION: None,
 }  # fmt: skip
 
 
 def column_rule_parse(rule: Any) -> tuple[str, str | None]:
-    """A column's rule as a resolution gives it: a choice's name, or `{"concat": {"separator": " | "}}`. Its name
-    and separator (None but for `concat`); ValueError with what is wrong."""
+    """A column's rule as a resolution gives it: a choice's name, `{"concat": {"separator": " | "}}` or
+    `{"expression": "..."}`. Its name and its separator or expression's text (None for the others); ValueError with
+    what is wrong. (An expression's text is parsed against the table's columns by `column_rules_check`.)"""
+    if isinstance(rule, dict) and len(rule) == 1 and EXPRESSION in rule:
+        text = rule[EXPRESSION]
+        if not isinstance(text, str) or not text.strip() or len(text) > predicate_parser.MAX_TEXT_LENGTH:
+            raise ValueError(f"an expression is a string of 1 to {predicate_parser.MAX_TEXT_LENGTH} characters.")
+        return EXPRESSION, text
     if isinstance(rule, dict) and len(rule) == 1 and CONCAT in rule:
         options = rule[CONCAT]
         if not isinstance(options, dict) or set(options) - {"separator"}:
@@ -239,7 +251,10 @@ def column_rule_parse(rule: Any) -> tuple[str, str | None]:
             raise ValueError(f"A `concat` separator is a string of at most {MAX_SEPARATOR} characters.")
         return CONCAT, separator
     if not isinstance(rule, str) or rule not in COLUMN_CHOICES:
-        raise ValueError(f'A column\'s rule is one of {list(COLUMN_CHOICES)} or {{"concat": {{"separator": ...}}}}.')
+        raise ValueError(
+            f'A column\'s rule is one of {list(COLUMN_CHOICES)}, {{"concat": {{"separator": ...}}}} or '
+            '{"expression": "..."}.'
+        )
     return rule, (CONCAT_SEPARATOR if rule == CONCAT else None)
 
 
@@ -256,7 +271,9 @@ def column_rules_shape(rules: Any, *, table: str) -> dict[str, Any]:
         try:
             column_rule_parse(rule)
         except ValueError as bad:
-            raise ApplicationError("invalid_column_rule", f"Column {column!r} of {table!r}: {bad}",
+            expression = isinstance(rule, dict) and EXPRESSION in rule
+            code = "invalid_column_expression" if expression else "invalid_column_rule"
+            raise ApplicationError(code, f"Column {column!r} of {table!r}: {bad}",
                                    details={"table": table, "column": column, "choices": list(COLUMN_CHOICES)},
                                    ) from None  # fmt: skip
     return rules
@@ -281,7 +298,10 @@ def column_rules_check(rules: dict[str, Any], *, table: str, columns: list[dict]
         if column in keys:
             raise ApplicationError("invalid_column_rule", f"{column!r} is a key column of {table!r}: its cells never "
                                    "conflict, so it takes no column rule.", details=details)  # fmt: skip
-        name, _ = column_rule_parse(rule)
+        name, text = column_rule_parse(rule)
+        if name == EXPRESSION:
+            _expression_check(text, table=table, column=column, types=types)
+            continue
         if not _type_fits(name, types[column]):
             taken = {CONCAT: "strings", SUM_OF_CHANGES: "numbers"}.get(name, "numbers, strings, dates and timestamps")
             raise ApplicationError(
@@ -290,6 +310,95 @@ def column_rules_check(rules: dict[str, Any], *, table: str, columns: list[dict]
                 f"takes {taken} only.",
                 details={**details, "rule": name, "type": types[column]},
             )  # fmt: skip
+
+
+# --- column expressions (docs/merge-semantics.md#column-expressions) --------------------------------------
+
+# The type of the values each column type takes from an expression (predicate_parser's types; NULL fits any).
+_EXPRESSION_FITS = {"boolean": {"boolean"}, "string": {"string"}, "binary": {"binary"}, "date": {"date"},
+                    "timestamp": {"timestamp", "date"}}  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _row_expression(text: str, types: tuple[tuple[str, str], ...]) -> predicate_parser.Expr:
+    return predicate_parser.parse_row_expression(text, ROWS, dict(types))
+
+
+def row_expression(text: str, types: dict[str, str]) -> predicate_parser.Expr:
+    """A column expression parsed over the three rows of a key (`base.`, `source.`, `target.` and the table's
+    columns, `types`: name -> type), once per text and table. Raises predicate_parser.PredicateError."""
+    return _row_expression(text, tuple(types.items()))
+
+
+def _expression_check(text: str, *, table: str, column: str, types: dict[str, str]) -> None:
+    """A column's expression parsed against the table's columns and typed against the column: 400
+    `invalid_column_expression` (naming the problem and where it is in the text) or `column_rule_type`."""
+    details = {"table": table, "column": column}
+    try:
+        expr = row_expression(text, types)
+    except predicate_parser.PredicateError as bad:
+        where = "" if bad.position is None else f" (at character {bad.position})"
+        raise ApplicationError("invalid_column_expression", f"Column {column!r} of {table!r}: the expression is "
+                               f"refused: {bad.message}{where}.", details={**details, "problem": bad.message,
+                               "position": bad.position}) from None  # fmt: skip
+    type_name = types[column]
+    fits = {predicate_parser.NUMERIC} if type_name in NUMBERS or type_name.startswith("decimal") else set()
+    if expr.type != predicate_parser.NULL and expr.type not in (fits or _EXPRESSION_FITS.get(type_name, set())):
+        raise ApplicationError(
+            "column_rule_type",
+            f"The expression cannot settle column {column!r} of {table!r}: it gives a {expr.type} value, and the "
+            f"column is of type {type_name}.",
+            details={**details, "rule": EXPRESSION, "type": type_name, "expression_type": expr.type},
+        )
+
+
+def _expression_result(value: Any, type_name: str) -> Any:
+    """An expression's value as a cell of the column's type (JSON): a whole number for an integer column, within its
+    range; a decimal rounded half up to the column's scale, within its precision; a float to 32 bits. Raises
+    predicate_values.EvaluationError for a value that does not fit."""
+    if value is None:
+        return None
+    if type_name in _INTEGERS:
+        whole = value if type(value) is int else None
+        if isinstance(value, decimal.Decimal | float) and math.isfinite(value) and value == int(value):
+            whole = int(value)
+        low, high = _INTEGERS[type_name]
+        if whole is None or not low <= whole < high:
+            raise predicate_values.EvaluationError(f"{value} is not a whole number within a {type_name}'s range")
+        return whole
+    if type_name.startswith("decimal"):
+        precision, scale = (int(d.strip()) for d in type_name[len("decimal(") : -1].split(","))
+        number = decimal.Decimal(repr(value) if isinstance(value, float) else value)
+        if not number.is_finite():
+            raise predicate_values.EvaluationError(f"{value} is not a number a {type_name} holds")
+        with decimal.localcontext(prec=80):
+            number = number.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP)
+        if abs(number) >= decimal.Decimal(10) ** (precision - scale):
+            raise predicate_values.EvaluationError(f"{value} does not fit a {type_name}")
+        return str(number)
+    if type_name in ("float", "double"):
+        number = float(value)
+        if type_name == "float" and math.isfinite(number):
+            if abs(number) >= 3.4e38:
+                raise predicate_values.EvaluationError(f"{value} does not fit a float")
+            number = struct.unpack("f", struct.pack("f", number))[0]
+        return cell_json(number)
+    if type_name == "timestamp" and not isinstance(value, datetime.datetime):
+        value = datetime.datetime.combine(value, datetime.time())
+    return cell_json(value)
+
+
+def expression_settle(expr: predicate_parser.Expr, type_name: str, rows: dict[str, dict | None],
+                      types: dict[str, str]) -> Any:  # fmt: skip
+    """One conflicting cell settled by its column's expression (parsed by `row_expression`) on the key's three rows
+    as JSON (`rows`: base, source, target; the base None when both inserted the key: its columns read NULL). The
+    value as JSON; predicate_values.EvaluationError when the expression fails on them or its value does not fit."""
+    values = {}
+    for name in expr.columns():
+        row, _, column = name.partition(".")
+        given = rows[row]
+        values[name] = None if given is None else cell_value(given[column], types[column])
+    return _expression_result(predicate_values.evaluate(expr, values), type_name)
 
 
 def cell_value(value: Any, type_name: str) -> Any:
@@ -378,12 +487,21 @@ def row_settled(base: dict | None, mine: dict, theirs: dict, columns: list[str],
 
 
 def key_settle(
-    conflict: dict, *, rules: dict[str, Any], types: dict[str, str], fallback: str, fallback_scope: str
+    conflict: dict,
+    *,
+    rules: dict[str, Any],
+    types: dict[str, str],
+    fallback: str,
+    fallback_scope: str,
+    table: str = "",
+    not_null: frozenset[str] = frozenset(),
 ) -> dict[str, dict] | None:
     """The conflicting cells of one key settled by column rules (`rules`: column -> rule): each cell by its column's
     rule, else by the fallback choice (the table's or the merge's) if it settles; None when some cell stands or
     the conflict is not of cells (a delete against an update, or `merge.granularity=row` with no common cell).
-    Each cell: the rule, where it came from (`column`, `table` or `default`), base, source, target, result."""
+    Each cell: the rule, where it came from (`column`, `table` or `default`), base, source, target, result. An
+    expression that fails on the key, or gives NULL for a column of `not_null`, refuses the merge: 400
+    `column_expression_failed` naming the key and column."""
     if conflict["cells"] == ["*"] or conflict["source"] is None or conflict["target"] is None:
         return None
     base, source, target = conflict["base"], conflict["source"], conflict["target"]
@@ -395,11 +513,34 @@ def key_settle(
             settled, value, rule, scope = True, source[column], "same_change", "both_sides"
         elif column in rules:
             rule, scope = rules[column], "column"
-            settled, value = cell_settle(rule, types[column], inputs["base"], inputs["source"], inputs["target"],
-                                         has_base=base is not None)  # fmt: skip
+            name, text = column_rule_parse(rule)
+            if name == EXPRESSION:
+                settled, value = True, _key_expression(text, column, types, conflict, table, column in not_null)
+            else:
+                settled, value = cell_settle(rule, types[column], inputs["base"], inputs["source"], inputs["target"],
+                                             has_base=base is not None)  # fmt: skip
         if not settled:
             if fallback not in SETTLING:
                 return None
             rule, scope, value = fallback, fallback_scope, source[column] if fallback == SOURCE else target[column]
         cells[column] = {"rule": rule, "scope": scope, **inputs, "result": value}
     return cells
+
+
+def _key_expression(text: str, column: str, types: dict[str, str], conflict: dict, table: str, not_null: bool) -> Any:
+    """A key's cell settled by its column's expression (`expression_settle`), or 400 `column_expression_failed`. The
+    rows as the key comparison lists them hold the value columns: the key's columns are added (NULL for no base)."""
+    rows = {row: None if conflict[row] is None else {**conflict["key"], **conflict[row]} for row in ROWS}
+    try:
+        value = expression_settle(row_expression(text, types), types[column], rows, types)
+        if value is None and not_null:
+            raise predicate_values.EvaluationError("it gives NULL, and the column is NOT NULL")
+        return value
+    except predicate_values.EvaluationError as failed:
+        raise ApplicationError(
+            "column_expression_failed",
+            f"The expression of column {column!r} of {table!r} failed on key {json.dumps(conflict['key'])}: "
+            f"{failed}. Nothing was merged.",
+            details={"table": table, "column": column, "key": conflict["key"], "expression": text,
+                     "problem": str(failed)},
+        ) from None  # fmt: skip

@@ -69,6 +69,10 @@ def rows_at(spark, catalog, ref):
 
 @pytest.fixture
 def both_changed(spark):
+    return both_changed_catalog(spark)
+
+
+def both_changed_catalog(spark):
     """main: the table with BASE; dev branched from it; then each side's changes (SOURCE on dev, TARGET on main)."""
     catalog = make_catalog()
     make_table(catalog, primary_key=["id"], columns=COLUMNS)

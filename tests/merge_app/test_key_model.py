@@ -16,7 +16,8 @@ row of that key is a change of its own (a conflict where the two rows differ).
     LAKEUI_KEY_MODEL_SEED=7 LAKEUI_KEY_MODEL_STEPS=2000 pytest tests/merge_app/test_key_model.py
 
 A merge retried with a resolution draws column rules (docs/merge-semantics.md#column-rules) half the time
-(`LAKEUI_KEY_MODEL_RULES`, the share), which the model applies cell by cell.
+(`LAKEUI_KEY_MODEL_RULES`, the share), which the model applies cell by cell; among them column expressions
+(docs/merge-semantics.md#column-expressions) over the key's three rows, which the model computes in Python.
 
 The seed and the steps so far are printed on failure.
 """
@@ -47,20 +48,37 @@ PICKS = int(os.environ.get("LAKEUI_KEY_MODEL_PICKS", "6"))  # the weight of cher
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
 KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
 COLUMNS = ("amount", "region")
+# Column expressions merges draw (docs/merge-semantics.md#column-expressions), per column, each with what the model
+# computes of the key's rows (base, src, dest: (amount, region); base None when both inserted the key: its columns
+# read NULL).
+EXPRESSIONS = {
+    "amount": {
+        "CASE WHEN source.region = target.region THEN source.amount ELSE target.amount - coalesce(base.amount, 0) END": (
+            lambda b, s, d: s[0] if s[1] == d[1] else d[0] - (b[0] if b else 0)
+        ),
+        "greatest(source.amount, target.amount, base.amount) + 1": (
+            lambda b, s, d: max([s[0], d[0]] + ([b[0]] if b else [])) + 1
+        ),
+    },
+    "region": {
+        "concat(target.region, '-', coalesce(base.region, 'new'))": lambda b, s, d: f"{d[1]}-{b[1] if b else 'new'}",
+        "CASE WHEN source.amount > target.amount THEN source.region ELSE upper(target.region) END": (
+            lambda b, s, d: s[1] if s[0] > d[0] else d[1].upper()
+        ),
+    },
+}
+MODEL_EXPRESSIONS = {text: model for drawn in EXPRESSIONS.values() for text, model in drawn.items()}
 # The column rules merges draw (docs/merge-semantics.md#column-rules), per column; None: no rule.
 RULES = {
-    "amount": [None, "source_wins", "target_wins", "base", "greatest", "least", "sum_of_changes"],
-    "region": [
-        None,
-        "source_wins",
-        "target_wins",
-        "base",
-        "greatest",
-        "least",
-        "concat",
-        {"concat": {"separator": "+"}},
+    "amount": [
+        None, "source_wins", "target_wins", "base", "greatest", "least", "sum_of_changes",
+        *({"expression": text} for text in EXPRESSIONS["amount"]),
     ],
-}
+    "region": [
+        None, "source_wins", "target_wins", "base", "greatest", "least", "concat", {"concat": {"separator": "+"}},
+        *({"expression": text} for text in EXPRESSIONS["region"]),
+    ],
+}  # fmt: skip
 
 Row = tuple[int, str]  # amount, region
 State = dict[int, Row]
@@ -107,8 +125,13 @@ def key_merge(base: Row | None, src: Row | None, dest: Row | None) -> tuple[bool
     return False, tuple(merged)
 
 
-def cell_rule(rule, base: int | str | None, src: int | str, dest: int | str, has_base: bool) -> tuple[bool, object]:
-    """(whether the column rule settles it, the value) of one conflicting cell (docs/merge-semantics.md#column-rules)."""
+def cell_rule(
+    rule, base: int | str | None, src: int | str, dest: int | str, has_base: bool, rows
+) -> tuple[bool, object]:
+    """(whether the column rule settles it, the value) of one conflicting cell (docs/merge-semantics.md#column-rules);
+    `rows`, the key's base (None if it has none), src and dest rows, for an expression (which settles every cell)."""
+    if isinstance(rule, dict) and "expression" in rule:
+        return True, MODEL_EXPRESSIONS[rule["expression"]](*rows)
     name = "concat" if isinstance(rule, dict) else rule
     if name == "base" or name == "sum_of_changes":
         if not has_base:
@@ -130,7 +153,8 @@ def cells_settled(base: Row | None, src: Row, dest: Row, choice: str | None, rul
         if s == d:
             merged.append(s)
             continue
-        settled, value = cell_rule(rules[column], b, s, d, base is not None) if column in rules else (False, None)
+        rows = (base, src, dest)
+        settled, value = cell_rule(rules[column], b, s, d, base is not None, rows) if column in rules else (False, None)
         if not settled:
             if choice not in ("source_wins", "target_wins"):
                 return None
@@ -433,6 +457,8 @@ class Run:
             if rules:
                 resolution["tables"] = {"sales.k": {"columns": rules}}
                 self.count("with_column_rules")
+                if any(isinstance(rule, dict) and "expression" in rule for rule in rules.values()):
+                    self.count("with_expressions")
             self.merged(source, target, expected, saved, resolution)
 
     def merged(self, source, target, expected, saved, resolution=None) -> bool:

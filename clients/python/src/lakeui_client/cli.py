@@ -250,7 +250,8 @@ def resolution_options(command):
     command = click.option(
         "--column", "columns", metavar="[DB.TABLE.]COLUMN=RULE", multiple=True,
         help="Settle a primary-key table's conflicting cells of COLUMN by RULE: source_wins, target_wins, base, "
-        "greatest, least, sum_of_changes, concat or concat:SEPARATOR (repeatable; the table from --table if not named)",
+        "greatest, least, sum_of_changes, concat, concat:SEPARATOR or expr:SQL over base., source. and target. "
+        "columns (repeatable; the table from --table if not named)",
     )(command)  # fmt: skip
     command = click.option("--table", "rules_table", metavar="DB.TABLE", default=None,
                            help="The table --column COLUMN=RULE names")(command)  # fmt: skip
@@ -259,7 +260,8 @@ def resolution_options(command):
 
 
 def column_rule(spec: str, table: str | None) -> tuple[str, str, object]:
-    """`[db.table.]column=rule` (rule `concat:SEP` for a separator of its own) as (table, column, rule)."""
+    """`[db.table.]column=rule` (rule `concat:SEP` for a separator of its own, `expr:SQL` for an expression, e.g.
+    `amount=expr:greatest(source.amount, target.amount) + 1`) as (table, column, rule)."""
     name, equals, rule = spec.partition("=")
     if not equals or not name or not rule:
         raise click.UsageError(f"--column takes [DB.TABLE.]COLUMN=RULE, not {spec!r}")
@@ -272,6 +274,8 @@ def column_rule(spec: str, table: str | None) -> tuple[str, str, object]:
         raise click.UsageError(f"--column {spec!r}: name the table as DB.TABLE.COLUMN, or give --table")
     if rule.startswith("concat:"):
         return table, column, {"concat": {"separator": rule[len("concat:") :]}}
+    if rule.startswith("expr:"):
+        return table, column, {"expression": rule[len("expr:") :]}
     return table, column, rule
 
 
@@ -290,7 +294,8 @@ def merge(
     """Merge SOURCE into the branch --into, waiting for the job; a conflict is refused (exit 1) unless
     --source-wins or --target-wins settles it (the resolution's `default`, see "Merging branches"), and so is a
     merge a check guarding --into fails (`checks_failed`) unless an admin gives --override-checks. Conflicting
-    cells of a primary-key table can be settled per column: --column sales.orders.amount=greatest."""
+    cells of a primary-key table can be settled per column: --column sales.orders.amount=greatest, or by an
+    expression: --column "sales.orders.amount=expr:target.amount + source.amount - base.amount"."""
     fields = _resolution(source_wins, target_wins, columns, rules_table, resolution_json)
     fields |= {"override_checks": override_checks}
     job = waiting(

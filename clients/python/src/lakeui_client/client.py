@@ -581,8 +581,9 @@ class Client:
     def merge_request_resolve(self, catalog: str, number: int, resolutions: dict) -> dict:
         """Choose how conflicts merge: {"default": choice, "tables": {"db.t": choice | {"choice": choice, "columns":
         {column: rule}}}, "keys": {...}}; a column rule settles a primary-key table's conflicting cells of that column
-        (source_wins, target_wins, base, greatest, least, sum_of_changes, concat or {"concat": {"separator": s}};
-        null takes it back). `merge(..., resolution=...)` takes the same JSON."""
+        (source_wins, target_wins, base, greatest, least, sum_of_changes, concat, {"concat": {"separator": s}} or
+        {"expression": "CASE WHEN source.status = 'closed' THEN source.amount ELSE target.amount END"}; null takes
+        it back). `merge(..., resolution=...)` takes the same JSON."""
         return self.merge_request_update(catalog, number, resolutions=resolutions)
 
     def merge_request_reviews(self, catalog: str, number: int) -> list[dict]:
