@@ -1005,6 +1005,11 @@ def _versions(
             record = table.diff(touch.commit, [key]).get(key)
             if record is not None:
                 found[place] = record
+    if stop is not None:  # a merge's source: only the versions the history it merged into does not hold already
+        held = next((p for p in sorted(found) if _reaches(stop, touches[p].commit)), None)
+        if held is not None:
+            found = {p: record for p, record in found.items() if p < held}
+            touches = touches[:held]
     places = sorted(found)
     live_at_head = _keyed_rows_at(table, commit_chain(head), key=key)[0] > 0
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
@@ -1069,6 +1074,22 @@ def _key_settled(table: _Table, commit: Commit, key: tuple, changed: set[str]) -
     if "*" in settled:
         return settled["*"]
     return next((settled[n] for n in table.names if n in changed and n in settled), None)
+
+
+def _reaches(chain: Chain, commit: Commit) -> bool:
+    """Whether `commit` is in the history of the chain's commit: on its first-parent history, or on a merged
+    source's (merges of merges too). Only merges newer than `commit` can have brought it."""
+    todo, seen = [chain], set()
+    while todo:
+        current = todo.pop()
+        if _on_chain(commit, current):
+            return True
+        merged = Commit.objects.filter(current.q(), merge_parent__isnull=False, seq__gt=commit.seq)
+        for source in merged.exclude(merge_parent_id__in=seen).select_related("merge_parent"):
+            seen.add(source.merge_parent_id)
+            if source.merge_parent.seq >= commit.seq:
+                todo.append(commit_chain(source.merge_parent))
+    return False
 
 
 def _on_chain(commit: Commit, chain: Chain) -> bool:

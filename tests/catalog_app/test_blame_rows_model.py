@@ -31,7 +31,7 @@ from lakeui.errors import ApplicationError
 from tests.merge_app.test_merge_model import MCommit, Run, ancestors
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_BLAME_ROWS_SEED", "5").split(",")]
-STEPS = int(os.environ.get("LAKEUI_BLAME_ROWS_STEPS", "30"))
+STEPS = int(os.environ.get("LAKEUI_BLAME_ROWS_STEPS", "24"))
 OLDER = 0.3  # the share of steps after which an older commit is blamed too (the branch just changed always is)
 
 Writer = tuple[str, tuple[str, ...], bool]  # (the commit that wrote it, the chain from it to the ref, resolution)
@@ -81,11 +81,16 @@ class BlameRowsRun(Run):
         self.seen = {"rows": 0, "through_a_merge": 0, "picked": 0, "resolution": 0}  # what the blames named
         self._writers: dict[int, dict[int, Writer]] = {}
 
-    def applied(self, kind, commit, branch, expected, rows, saved) -> None:
-        before = self.model.heads[branch]
-        super().applied(kind, commit, branch, expected, rows, saved)
-        if kind == "cherry_pick" and self.model.heads[branch] is not before:
-            self.picks[self.model.heads[branch].id] = commit.id
+        picked = self.model.pick
+
+        def pick(commit: MCommit, target: str):  # the model's pick, remembering which commit its commit applied
+            before = self.model.heads[target]
+            outcome = picked(commit, target)
+            if self.model.heads[target] is not before:
+                self.picks[self.model.heads[target].id] = commit.id
+            return outcome
+
+        self.model.pick = pick
 
     def writers(self, commit: MCommit) -> dict[int, Writer]:
         """The model's last writer of each row at `commit` (see the module's description)."""
