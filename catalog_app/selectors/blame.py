@@ -992,8 +992,9 @@ def _versions(
     its source's since the history it merged into (`stop`), and the merge's own when it made the value itself.
 
     Only the commits whose added segments hold the key are read (`sets_any`); a delete is looked for only where
-    one must be: after the newest of them when the key is not live at `head`, and before an insert that follows an
-    older version. So a key's history costs a read per version, not per commit of the table."""
+    one must be: after the newest of them when the key is not live at `head` (in a merge's source without one: a
+    delete of a key its target held), and before an insert that follows an older version. So a key's history costs
+    a read per version, not per commit of the table."""
     touches = []
     for touch in table.touching(commit_chain(head)):
         if stop is not None and _on_chain(touch.commit, stop):
@@ -1015,6 +1016,8 @@ def _versions(
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
     if places and not live_at_head and found[places[0]][0] != row_diff.DELETE:
         gaps.append((-1, places[0]))
+    elif not places and not live_at_head and stop is not None:  # a merge's source deleted a key the target held
+        gaps.append((-1, len(touches)))
     for newer, older in itertools.pairwise(places):
         if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
             gaps.append((newer, older))

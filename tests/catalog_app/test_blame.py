@@ -280,7 +280,8 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
 
 def test_a_key_merged_twice_from_one_branch_lists_each_version_once(user_client, user):
     """dev updates key 1 and is merged into main, then updates it again and is merged again: the second merge's
-    versions are dev's since what main held already (its first version came with the first merge)."""
+    versions are dev's since what main held already (its first version came with the first merge). Then dev
+    deletes the key and is merged a third time: the delete is dev's, brought by the merge."""
     catalog = make_catalog(user=user)
     make_table(catalog, primary_key=["id"])
     insert(catalog, [{"id": 1, "amount": 10, "region": "eu"}])
@@ -299,6 +300,15 @@ def test_a_key_merged_twice_from_one_branch_lists_each_version_once(user_client,
     assert found == [("update", 12, updates[1], [merges[1]]), ("update", 11, updates[0], [merges[0]]),
                      ("insert", 10, first, [])]  # fmt: skip
     assert cells(blame(user_client, key="[1]"), 1)["amount"] == (updates[1], [merges[1]])
+    change(catalog, "table_delete", {"where": "id = 1"}, branch="dev")
+    deleted = head(catalog, "dev")
+    insert(catalog, [{"id": 13, "amount": 0, "region": "eu"}])
+    assert branch_merge(catalog=catalog, source="dev", target="main").status == "merged"
+    response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "[1]"})
+    newest = response.json()["versions"][0]
+    assert (newest["change"], newest["commit"], newest["chain"], newest["resolution"]) == (
+        "delete", deleted, [head(catalog)], False)  # fmt: skip
+    assert len(response.json()["versions"]) == 4
 
 
 def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user):
