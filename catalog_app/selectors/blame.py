@@ -818,41 +818,131 @@ def blame_table(resolved: ResolvedRef, *, database: str, table: str) -> _Table:
     return _Table(version, f"{database}.{table}", columns, key, Warehouse(settings.LAKEUI_WAREHOUSE))
 
 
+ROW_DEPTH = 64  # a keyless row's steps back followed (into a merge's source, or past a rewrite), at most
+Item = tuple[tuple, str, int]  # a keyless row: its values, its segment's id and its position in the segment's file
+
+
 def _row_writers(table: _Table, chain: Chain, rows: pa.Table, segments: list[str], depth: int) -> list[Writer]:
-    """Who wrote each row of a table without a key (`rows` read with their origins in `segments`): the commit that
-    made its segment live, followed into a merge's source (`files_made`). A row a compaction rewrote is given the
-    writer of an equal row of the compaction's parent (rows are told apart by their values alone), so a compaction
-    changes no answer."""
-    origins = rows.column(row_diff.ORIGIN).to_numpy() >> np.int64(32)
-    held = {segments[int(o)] for o in np.unique(origins)}
-    made = files_made(chain, dict.fromkeys(held, False))
-    writers = []
-    for origin in origins.tolist():
-        m = made.get(segments[origin])
-        writers.append(Writer(m.commit, (m.merge,) if m.merge else ()) if m else Writer(None))
-    named = {w.commit for w in writers if w.commit}
-    compacted = {
-        commit_id
-        for commit_id in named
-        if set(Operation.objects.filter(commit_id=commit_id, object_id=table.table_id).values_list("op", flat=True))
-        == {Operation.Op.COMPACTION}
-    }
-    if not compacted or depth <= 0:
-        return writers
+    """Who wrote each row of a table without a key (`rows` read with their origins in `segments`): see
+    `_writers_of_rows`."""
+    origins = rows.column(row_diff.ORIGIN).to_pylist()
     values = [tuple(r.values()) for r in rows.drop_columns([row_diff.ORIGIN]).to_pylist()]
-    for compaction in Commit.objects.filter(id__in=list(compacted)).select_related("parent"):
-        if compaction.parent is None:
+    items = [(v, segments[o >> 32], o & 0xFFFFFFFF) for v, o in zip(values, origins, strict=True)]
+    return _writers_of_rows(table, chain.commit, items, depth, {})
+
+
+def _writers_of_rows(table: _Table, head: Commit, items: list[Item], depth: int, known: dict) -> list[Writer]:
+    """Who wrote each of `items` (rows live at `head`; rows without a key are told apart by their values alone).
+    The newest commit of `head`'s first-parent history that made the row's segment live, or took away a delete
+    file listing the row, holds it; that commit's rows compared with its parent's as the change feed compares them
+    (multisets of values: `_sides`) say what it did: a row it added it wrote itself (a merge: its source's writer of
+    an equal row, the merge appended to the chain, else the merge, a resolution); a row its parent held too it only
+    carried (a compaction, a copy-on-write rewrite, a restore that left the row as it was), and the parent's writer
+    of that row is named. `known`: what was read for this question (each commit's sides, a source's rows)."""
+    chain = commit_chain(head)
+    made = files_made(chain, dict.fromkeys({s for _, s, _ in items}, False), depth=0)
+    newest = {i: (m.seq, m.commit) for i, (_, s, _) in enumerate(items) if (m := made.get(s)) is not None}
+    for i, seq, commit_id in _unhidden(table, chain, items):
+        if i not in newest or seq > newest[i][0]:
+            newest[i] = (seq, commit_id)
+    by_commit: dict[str, list[int]] = {}
+    for i, (_, commit_id) in sorted(newest.items()):
+        by_commit.setdefault(commit_id, []).append(i)
+    writers = [Writer(None)] * len(items)
+    commits = Commit.objects.in_bulk(list(by_commit))
+    for commit_id, places in by_commit.items():
+        commit = commits[commit_id]
+        if depth <= 0:
+            writers = [Writer(commit_id) if i in places else w for i, w in enumerate(writers)]
             continue
-        before_rows, before_segments = _rows_at(table, _chain_of(compaction.parent))
-        before = _row_writers(table, _chain_of(compaction.parent), before_rows, before_segments, depth - 1)
-        pool: dict[tuple, list[Writer]] = {}
-        for row, writer in zip(before_rows.drop_columns([row_diff.ORIGIN]).to_pylist(), before, strict=True):
-            pool.setdefault(tuple(row.values()), []).append(writer)
-        for i, writer in enumerate(writers):
-            if writer.commit == compaction.id and pool.get(values[i]):
-                earlier = pool[values[i]].pop()
-                writers[i] = Writer(earlier.commit, (*writer.via, *earlier.via), earlier.resolution)
+        held, inserted = _sides(table, commit, known)
+        inserted, held = dict(inserted), {v: list(found) for v, found in held.items()}
+        carried, fresh = [], []
+        for i in places:
+            value = items[i][0]
+            if inserted.get(value, 0) > 0:
+                inserted[value] -= 1
+                fresh.append(i)
+            elif held.get(value):
+                carried.append((i, (value, *held[value].pop())))
+            else:
+                fresh.append(i)
+        if carried:
+            before = _writers_of_rows(table, commit.parent, [item for _, item in carried], depth - 1, known)
+            for (i, _), writer in zip(carried, before, strict=True):
+                writers[i] = writer
+        if fresh and commit.merge_parent_id is not None:
+            source = _held_at(table, commit.merge_parent, known)
+            found = [(i, (items[i][0], *source[items[i][0]].pop())) for i in fresh if source.get(items[i][0])]
+            inner = _writers_of_rows(table, commit.merge_parent, [item for _, item in found], depth - 1, known)
+            for (i, _), writer in zip(found, inner, strict=True):
+                writers[i] = replace(writer, via=(commit.id, *writer.via))
+            fresh = [i for i in fresh if i not in {i for i, _ in found}]
+        for i in fresh:
+            writers[i] = Writer(commit.id, (), resolution=commit.merge_parent_id is not None)
     return writers
+
+
+def _unhidden(table: _Table, chain: Chain, items: list[Item]) -> list[tuple[int, int, str]]:
+    """(item, seq, commit) for each row of `items` a commit of the chain brought back by taking away a delete file
+    listing it (the newest such entry on the chain of each delete file of the rows' segments)."""
+    deltas = list(
+        DataFile.objects.filter(kind=DataFile.Kind.DELTA, segment_id__in=list({s for _, s, _ in items}))
+        .values_list("id", "segment_id", "path")
+    )  # fmt: skip
+    made = files_made(chain, {str(d): True for d, _, _ in deltas}, depth=0) if deltas else {}
+    found = []
+    for delta, segment, path in deltas:
+        if (m := made.get(str(delta))) is not None:
+            listed = set(_deleted_by(table.warehouse, [path]).tolist())
+            found += [(i, m.seq, m.commit) for i, (_, s, at) in enumerate(items) if s == str(segment) and at in listed]
+    return found
+
+
+def _sides(table: _Table, commit: Commit, known: dict) -> tuple[dict[tuple, list[tuple[str, int]]], dict[tuple, int]]:
+    """A commit of a table without a key against its first parent, as the change feed compares them (only the
+    segments it added, removed or changed the deletes of): the rows the parent held there and the commit does not
+    (by values: their segment and position at the parent), and how many more of each row the commit holds."""
+    name = ("sides", commit.id)
+    if name not in known:
+        earlier = table.files_at(commit.parent) if commit.parent_id else NO_FILES
+        later = table.files_at(commit)
+        removed, added = later.changes_since(earlier)
+        live = {s.id for s in later.segments}
+        before_reads = TableFiles(removed, earlier.deltas).reads()
+        after_reads = TableFiles([s for s in removed if s.id in live] + added, later.deltas).reads()
+        try:
+            before, after = row_diff.read_sides_here(
+                table.warehouse, table.columns, before_reads, after_reads, origins=True
+            )
+        except (*READ_ERRORS, NotImplementedError) as error:
+            raise ApplicationError(
+                "blame_unreadable", MESSAGE_UNREADABLE.format(table=table.name), status=503,
+                details={"table": table.name, "error": str(error)[:300]},
+            ) from error  # fmt: skip
+        held = _by_values(before, [r.id for r in before_reads])
+        counted: dict[tuple, int] = {}
+        for row in after.drop_columns([row_diff.ORIGIN]).to_pylist():
+            counted[tuple(row.values())] = counted.get(tuple(row.values()), 0) + 1
+        known[name] = (held, {v: n - len(held.get(v, [])) for v, n in counted.items() if n > len(held.get(v, []))})
+    return known[name]
+
+
+def _held_at(table: _Table, commit: Commit, known: dict) -> dict[tuple, list[tuple[str, int]]]:
+    """The rows of a table without a key at a commit, by values: their segments and positions (a fresh copy)."""
+    name = ("rows", commit.id)
+    if name not in known:
+        rows, segments = _rows_at(table, commit_chain(commit))
+        known[name] = _by_values(rows, segments)
+    return {v: list(found) for v, found in known[name].items()}
+
+
+def _by_values(rows: pa.Table, segments: list[str]) -> dict[tuple, list[tuple[str, int]]]:
+    found: dict[tuple, list[tuple[str, int]]] = {}
+    origins = rows.column(row_diff.ORIGIN).to_pylist()
+    for row, origin in zip(rows.drop_columns([row_diff.ORIGIN]).to_pylist(), origins, strict=True):
+        found.setdefault(tuple(row.values()), []).append((segments[origin >> 32], origin & 0xFFFFFFFF))
+    return found
 
 
 def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.Table, list[str]]:
@@ -968,7 +1058,7 @@ def table_blame(
             for k, row in zip(keys, listed, strict=True)
         ]  # fmt: skip
     else:
-        writers = _row_writers(found, resolved.chain, shown, segments, MERGE_DEPTH)
+        writers = _row_writers(found, resolved.chain, shown, segments, ROW_DEPTH)
         results = [{"key": None, "row": _json_row(row), "writer": w} for row, w in zip(listed, writers, strict=True)]
     commits = _described(results)
     for result in results:
@@ -1049,7 +1139,8 @@ def key_history(*, resolved: ResolvedRef, database: str, table: str, key: str) -
     _versions(found, resolved.commit, wanted, (), MERGE_DEPTH, versions, stop=None)
     if not versions:
         raise NotFoundError("key_not_found", f"{found.name} never held a key {list(wanted)!r} at this ref.")
-    ids = {c for v in versions for c in (v["commit"], *v["via"], (v.get("settled") or {}).get("merge")) if c}
+    ids = {c for v in versions for c in (v["commit"], *v["via"], (v.get("settled") or {}).get("merge"),
+                                         *(k["merge"] for k in v["kept_by"])) if c}  # fmt: skip
     links = commit_links_of(ids)
     ids |= {link["picked_from"] for link in links.values() if link.get("picked_from")}
     commits = commits_described(ids, links)
@@ -1058,7 +1149,7 @@ def key_history(*, resolved: ResolvedRef, database: str, table: str, key: str) -
         shown = _shown(Writer(v["commit"], v["via"], v["resolution"], v.get("settled")), commits)
         listed.append({
             "change": v["change"], "row": _json_row(v["row"]) if v["row"] is not None else None,
-            "changed": sorted(v["changed"], key=found.names.index), **shown,
+            "changed": sorted(v["changed"], key=found.names.index), **shown, "kept_by": v["kept_by"],
         })  # fmt: skip
     return {"key": dict(zip(found.key, wanted, strict=True)), "table": _described_table(found), "versions": listed,
             "commits": commits}  # fmt: skip
@@ -1071,8 +1162,9 @@ def _versions(
     its source's since the history it merged into (`stop`), and the merge's own when it made the value itself.
 
     Only the commits whose added segments hold the key are read (`sets_any`); a delete is looked for only where
-    one must be: after the newest of them when the key is not live at `head`, and before an insert that follows an
-    older version. So a key's history costs a read per version, not per commit of the table."""
+    one must be: after the newest of them when the key is not live at `head` (in a merge's source without one: a
+    delete of a key its target held), and before an insert that follows an older version. So a key's history costs
+    a read per version, not per commit of the table."""
     touches = []
     for touch in table.touching(_chain_of(head)):
         if stop is not None and _on_chain(touch.commit, stop):
@@ -1084,10 +1176,18 @@ def _versions(
             record = table.diff(touch, [key]).get(key)
             if record is not None:
                 found[place] = record
+    if stop is not None:  # a merge's source: only the versions the history it merged into does not hold already
+        held = next((p for p in sorted(found) if _reaches(stop, touches[p].commit)), None)
+        if held is not None:
+            found = {p: record for p, record in found.items() if p < held}
+            touches = touches[:held]
     places = sorted(found)
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
     if places and found[places[0]][0] != row_diff.DELETE and not _still_live(table, head, touches[places[0]], key):
         gaps.append((-1, places[0]))
+    elif not places and stop is not None and _keyed_rows_at(table, _chain_of(head), key=key)[0] == 0:
+        # a merge's source deleted a key the target held
+        gaps.append((-1, len(touches)))
     for newer, older in itertools.pairwise(places):
         if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
             gaps.append((newer, older))
@@ -1098,7 +1198,8 @@ def _versions(
                 if record is not None and record[0] == row_diff.DELETE:
                     found[place] = record
                     break
-    for place in sorted(found):
+    kept = _kept_by(table, head, key, [touches[place].commit for place in sorted(found)])
+    for place, kept_by in zip(sorted(found), kept, strict=True):
         commit = touches[place].commit
         change, after, changed = found[place]
         if commit.merge_parent_id is not None and depth > 0:
@@ -1109,13 +1210,34 @@ def _versions(
             settled = _key_settled(table, commit, key, changed)
             if newest is None or newest["row"] != after:  # the merge made this version itself
                 out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
-                            "resolution": True, "settled": settled})  # fmt: skip
-            elif settled is not None:  # the version the merge took from its source, by a resolution
-                newest["settled"] = settled
+                            "resolution": True, "settled": settled, "kept_by": kept_by})  # fmt: skip
+            else:  # the version the merge took from its source (by a resolution, if `settled`)
+                newest["settled"] = settled or newest["settled"]
+                newest["kept_by"] = kept_by + newest["kept_by"]
             out.extend(inner)
         else:
             out.append({"change": change, "row": after, "changed": changed, "commit": commit.id, "via": via,
-                        "resolution": False, "settled": _key_settled(table, commit, key, changed)})  # fmt: skip
+                        "resolution": False, "settled": _key_settled(table, commit, key, changed),
+                        "kept_by": kept_by})  # fmt: skip
+
+
+def _kept_by(table: _Table, head: Commit, key: tuple, made: list[Commit]) -> list[list[dict]]:
+    """Per version of `key` the commits `made` made on `head`'s first-parent history (newest first), the
+    resolutions that kept it against a merge's source: those of the merges after it there (and before the next
+    version) that settled the key. Such a merge kept the target's version and so made none itself."""
+    merges = _Settlements(table, commit_chain(head)).merges if made else []  # newest first
+    wanted, kept, newer = key_id(key), [], None
+    for commit in made:
+        found = []
+        for seq, settled in merges:
+            cells = settled.get(wanted)
+            if seq <= commit.seq:
+                break
+            if cells and (newer is None or seq < newer):
+                found.append(next((cells[n] for n in ("*", *table.names) if n in cells), next(iter(cells.values()))))
+        kept.append(found)
+        newer = commit.seq
+    return kept
 
 
 def _still_live(table: _Table, head: Commit, touch: _Touch, key: tuple) -> bool:
@@ -1138,6 +1260,22 @@ def _key_settled(table: _Table, commit: Commit, key: tuple, changed: set[str]) -
     if "*" in settled:
         return settled["*"]
     return next((settled[n] for n in table.names if n in changed and n in settled), None)
+
+
+def _reaches(chain: Chain, commit: Commit) -> bool:
+    """Whether `commit` is in the history of the chain's commit: on its first-parent history, or on a merged
+    source's (merges of merges too). Only merges newer than `commit` can have brought it."""
+    todo, seen = [chain], set()
+    while todo:
+        current = todo.pop()
+        if _on_chain(commit, current):
+            return True
+        merged = Commit.objects.filter(current.q(), merge_parent__isnull=False, seq__gt=commit.seq)
+        for source in merged.exclude(merge_parent_id__in=seen).select_related("merge_parent"):
+            seen.add(source.merge_parent_id)
+            if source.merge_parent.seq >= commit.seq:
+                todo.append(commit_chain(source.merge_parent))
+    return False
 
 
 def _on_chain(commit: Commit, chain: Chain) -> bool:

@@ -69,6 +69,21 @@ def _writer(cell: dict, steps: dict[str, dict]) -> dict:
     return {"commit": commit, "chain": chain, "resolution": bool(cell.get("resolution")), "text": text}
 
 
+def _settlement(settled: dict | None, steps: dict[str, dict]) -> dict | None:
+    """A resolution as the pages show it: its choice (a column rule's as JSON), scope, merge (a step, linked) and who
+    chose it."""
+    if not settled:
+        return None
+    choice = settled["choice"] if isinstance(settled["choice"], str) else json.dumps(settled["choice"])
+    scope = settled["scope"] + (f" {settled['column']}" if settled.get("column") else "")
+    return {
+        "choice": choice,
+        "scope": scope,
+        "merge": steps.get(settled["merge"]),
+        "chosen_by": settled.get("chosen_by"),
+    }
+
+
 @ui_view
 def table_blame_page(request: HttpRequest, catalog: str, database: str, table: str) -> HttpResponse:
     """A page of the table's rows at the ref (a keyed table's by key), each cell with who wrote it (a table without
@@ -129,7 +144,8 @@ def table_key_history_page(request: HttpRequest, catalog: str, database: str, ta
     names = [c["name"] for c in answer["table"]["columns"]]
     versions = [
         {"change": v["change"], "changed": v["changed"], "writer": _writer(v, steps),
-         "cells": [{"name": n, "value": (v["row"] or {}).get(n), "changed": n in v["changed"]} for n in names]}
+         "cells": [{"name": n, "value": (v["row"] or {}).get(n), "changed": n in v["changed"]} for n in names],
+         "settled": _settlement(v["settled_by"], steps), "kept": [_settlement(k, steps) for k in v["kept_by"]]}
         for v in answer["versions"]
     ]  # fmt: skip
     context = {

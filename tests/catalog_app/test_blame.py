@@ -4,6 +4,7 @@ a compaction changes nothing, a restore names itself; one key's history lists it
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from lakeui_client.cli import _blamed
 from rest_framework.test import APIClient
 
@@ -17,6 +18,7 @@ from merge_app.services.merge_requests import (
     merge_request_status_post,
     merge_request_update,
 )
+from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
 from tests.conftest import wait_for_job
@@ -241,18 +243,72 @@ def test_a_cell_a_resolution_settled_names_the_resolution_and_who_chose_it(user_
     assert blame(user_client, key="[3]")["results"] == [by_key[3]]
     brought = _blamed(by_key[2]["cells"]["amount"], answer["commits"])[3]
     assert f"settled by sum_of_changes (column amount) in {merged[:12]}, chosen by bob" in brought, brought
-    # A key's history names the resolution of the version a merge made or took by it.
+    # A key's history names the resolution of the version a merge made or took by it, and (`kept_by`) the
+    # resolution that kept a version against the source's: key 3's merge made no version, main's stayed.
+    histories = {}
     for key, expected in {
-        1: [("update", on_dev, [merged], "source_wins"), ("update", on_main, [], None), ("insert", first, [], None)],
-        2: [("update", merged, [], "sum_of_changes"), ("update", on_dev, [merged], None),
-            ("update", on_main, [], None), ("insert", first, [], None)],
+        1: [("update", on_dev, [merged], "source_wins", []), ("update", on_main, [], None, []),
+            ("insert", first, [], None, [])],
+        2: [("update", merged, [], "sum_of_changes", []), ("update", on_dev, [merged], None, []),
+            ("update", on_main, [], None, []), ("insert", first, [], None, [])],
+        3: [("update", on_main, [], None, [(merged, "target_wins", "table", "bob")]), ("insert", first, [], None, [])],
     }.items():  # fmt: skip
         response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": f"[{key}]"})
         assert response.status_code == 200, response.json()
-        found = [(v["change"], v["commit"], v["chain"], v["settled_by"] and v["settled_by"]["choice"])
-                 for v in response.json()["versions"]]  # fmt: skip
+        histories[key] = response.json()
+        found = [(v["change"], v["commit"], v["chain"], v["settled_by"] and v["settled_by"]["choice"],
+                  [(k["merge"], k["choice"], k["scope"], k["chosen_by"]) for k in v["kept_by"]])
+                 for v in histories[key]["versions"]]  # fmt: skip
         assert found == expected, (key, found)
-    assert response.json()["versions"][0]["settled_by"]["chosen_by"] == "bob"
+    assert histories[2]["versions"][0]["settled_by"]["chosen_by"] == "bob"
+    assert histories[3]["commits"][merged]["kind"] == "merge"  # the merge that kept it is described
+    # At the commit before the merge, nothing kept main's version yet.
+    response = user_client.get(TABLE.format(ref=on_main, table="orders") + "/history", {"key": "[3]"})
+    assert [v["kept_by"] for v in response.json()["versions"]] == [[], []]
+    # The CLI's history table and the key's history page name it too.
+    brought = _blamed(histories[3]["versions"][0], histories[3]["commits"])[3]
+    assert f"kept by target_wins (table region) in {merged[:12]}, chosen by bob" in brought, brought
+    browser = Client()
+    browser.force_login(user)
+    page = browser.get("/catalogs/lake/browse/sales/orders/key-history", {"ref": "main", "key": "[3]"})
+    assert page.status_code == 200
+    newest = page.content.decode().split('data-change="')[1]
+    assert "kept against the source by <strong>target_wins</strong> (table region)" in newest, newest
+    assert f'<a href="/catalogs/lake/commits/{merged}"><code>{merged[:12]}</code></a> (merge request' in newest
+    assert "chosen by bob" in newest and "settled by" not in newest
+
+
+def test_a_key_merged_twice_from_one_branch_lists_each_version_once(user_client, user):
+    """dev updates key 1 and is merged into main, then updates it again and is merged again: the second merge's
+    versions are dev's since what main held already (its first version came with the first merge). Then dev
+    deletes the key and is merged a third time: the delete is dev's, brought by the merge."""
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    insert(catalog, [{"id": 1, "amount": 10, "region": "eu"}])
+    first = head(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    merges, updates = [], []
+    for step in (1, 2):
+        upsert(catalog, [{"id": 1, "amount": 10 + step, "region": "eu"}], branch="dev")
+        updates.append(head(catalog, "dev"))
+        insert(catalog, [{"id": 10 + step, "amount": 0, "region": "eu"}])  # main moves: a true merge
+        assert branch_merge(catalog=catalog, source="dev", target="main").status == "merged"
+        merges.append(head(catalog))
+    response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "[1]"})
+    assert response.status_code == 200, response.json()
+    found = [(v["change"], v["row"]["amount"], v["commit"], v["chain"]) for v in response.json()["versions"]]
+    assert found == [("update", 12, updates[1], [merges[1]]), ("update", 11, updates[0], [merges[0]]),
+                     ("insert", 10, first, [])]  # fmt: skip
+    assert cells(blame(user_client, key="[1]"), 1)["amount"] == (updates[1], [merges[1]])
+    change(catalog, "table_delete", {"where": "id = 1"}, branch="dev")
+    deleted = head(catalog, "dev")
+    insert(catalog, [{"id": 13, "amount": 0, "region": "eu"}])
+    assert branch_merge(catalog=catalog, source="dev", target="main").status == "merged"
+    response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "[1]"})
+    newest = response.json()["versions"][0]
+    assert (newest["change"], newest["commit"], newest["chain"], newest["resolution"]) == (
+        "delete", deleted, [head(catalog)], False)  # fmt: skip
+    assert len(response.json()["versions"]) == 4
 
 
 def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user):

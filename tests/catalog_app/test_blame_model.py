@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from catalog_app.selectors.blame import table_blame
+from catalog_app.selectors.blame import key_history, table_blame
 from catalog_app.selectors.refs import ref_resolve
-from lakeui.errors import ApplicationError
+from lakeui.errors import ApplicationError, NotFoundError
 from tests.merge_app.test_key_model import MCommit, Model, Run, ancestors
 from tests.support.catalogs import head
 
@@ -38,6 +38,8 @@ OLDER = 0.3  # the share of steps after which an older commit is blamed too (the
 
 Cell = tuple[str, tuple[str, ...], bool]  # (the commit that wrote it, the chain from it to the ref, resolution)
 Writers = dict[int, dict[str, Cell]]
+# One version of a key: (change, its cells or None, the columns it changed, commit, chain, resolution)
+Version = tuple[str, dict | None, tuple[str, ...], str, tuple[str, ...], bool]
 
 
 def cells_of(key: int, row: tuple) -> dict[str, object]:
@@ -73,6 +75,44 @@ def last_writers(commit: MCommit, known: dict[int, Writers], real: dict[int, str
     return found
 
 
+def key_versions(
+    head: MCommit,
+    key: int,
+    real: dict[int, str],
+    picks: dict[int, int],
+    chain: tuple[str, ...] = (),
+    stop: frozenset[int] = frozenset(),
+) -> list[Version]:
+    """The model's history of `key` at `head` (docs/provenance.md#one-keys-history), newest first: each commit of
+    the first-parent history that changed the key's row against its first parent made a version, down to a commit
+    the history merged into already holds (`stop`: the ancestors of a merge's first parent). A merge's versions are
+    its source's since then (the merge appended to `chain`), and its own, a resolution, when its row is not the
+    newest of them; a cherry-pick's names the commit it applied, the pick the first step of the chain."""
+    versions: list[Version] = []
+    commit = head
+    while commit.parents and commit.id not in stop:
+        parent = commit.parents[0]
+        now = cells_of(key, commit.rows[key]) if key in commit.rows else None
+        was = cells_of(key, parent.rows[key]) if key in parent.rows else None
+        if now != was:
+            change = "insert" if was is None else "delete" if now is None else "update"
+            changed = tuple(c for c in ("id", "amount", "region") if change == "insert" or (
+                change == "update" and now[c] != was[c]))  # fmt: skip
+            this = real[commit.id]
+            if len(commit.parents) == 2:
+                inner = key_versions(commit.parents[1], key, real, picks, (this, *chain),
+                                     frozenset(ancestors(parent)))  # fmt: skip
+                if not inner or inner[0][1] != now:
+                    versions.append((change, now, changed, this, chain, True))
+                versions += inner
+            elif commit.id in picks:
+                versions.append((change, now, changed, real[picks[commit.id]], (this, *chain), False))
+            else:
+                versions.append((change, now, changed, this, chain, False))
+        commit = parent
+    return versions
+
+
 @dataclass
 class BlameModel(Model):
     """The key model, which also remembers which of its commits are cherry-picks, and of which commit."""
@@ -104,6 +144,7 @@ class BlameRun(Run):
         self.blamer = random.Random(seed * 13 + 5)  # the refs blamed, drawn apart from the history
         self.blamed = 0
         self.seen = {"cells": 0, "through_a_merge": 0, "picked": 0, "resolution": 0}  # what the blames named
+        self.histories = {"keys": 0, "versions": 0, "through_a_merge": 0, "resolution": 0, "deleted": 0}
         self._writers: dict[int, Writers] = {}
 
     def writers(self, commit: MCommit) -> Writers:
@@ -155,6 +196,37 @@ class BlameRun(Run):
                         f"blame at {name} ({real[:8]}), key {key}, cell {column}: LakeUI {shown[0]}, "
                         f"the model {shown[1]} (model commit(real id): commit, chain writer to ref, resolution)"
                     ))  # fmt: skip
+        self.history(commit, name)
+
+    def history(self, commit: MCommit, name: str) -> None:
+        """The history of a random key the ref's history ever held (or of each, once in a few blames) is the
+        model's (`key_versions`)."""
+        real = self.real[commit.id]
+        held = sorted({k for c in ancestors(commit).values() for k in c.rows})
+        if not held:
+            return
+        names = {v: f"{k}({v[:8]})" for k, v in self.real.items()}
+        for key in held if self.blamer.random() < 0.2 else [self.blamer.choice(held)]:
+            want = key_versions(commit, key, self.real, self.model.picks)
+            try:
+                answer = key_history(resolved=ref_resolve(catalog=self.catalog, ref=real), database="sales",
+                                     table="k", key=str(key))  # fmt: skip
+                got = [(v["change"], v["row"], tuple(v["changed"]), v["commit"], tuple(v["chain"]), v["resolution"])
+                       for v in answer["versions"]]  # fmt: skip
+            except NotFoundError:
+                got = []
+            self.histories["keys"] += 1
+            self.histories["versions"] += len(got)
+            self.histories["through_a_merge"] += sum(bool(v[4]) for v in got)
+            self.histories["resolution"] += sum(v[5] for v in got)
+            self.histories["deleted"] += sum(v[0] == "delete" for v in got)
+            if got != want:
+                shown = [[(v[0], v[1] and (v[1]["amount"], v[1]["region"]), names.get(v[3], v[3]),
+                           [names.get(c, c) for c in v[4]], v[5]) for v in side] for side in (got, want)]  # fmt: skip
+                pytest.fail(self.failure(
+                    f"history of key {key} at {name} ({real[:8]}):\n LakeUI    {shown[0]}\n the model {shown[1]}"
+                    " (change, row, commit, chain writer to ref, resolution; newest first)"
+                ))  # fmt: skip
 
     def failure(self, what: str) -> str:
         return super().failure(what).replace("LAKEUI_KEY_MODEL_SEED", "LAKEUI_BLAME_MODEL_SEED")
@@ -172,9 +244,11 @@ def test_blame_at_random_refs_names_the_models_last_writer_of_each_cell(spark, s
             pytest.fail(run.failure(f"step {number} failed: {error.code}: {error.message}"))
     for branch, commit in run.model.heads.items():
         run.blame(commit, branch)
-    print(f"seed {seed}: {STEPS} steps, {run.blamed} blames, cells {run.seen}, outcomes {run.outcomes}")
+    print(f"seed {seed}: {STEPS} steps, {run.blamed} blames, cells {run.seen}, histories {run.histories}, "
+          f"outcomes {run.outcomes}")  # fmt: skip
     assert run.blamed >= STEPS // 2  # the steps that changed a branch blamed it, and some older commits
     assert run.seen["through_a_merge"] >= 1  # a chain was walked
+    assert run.histories["keys"] >= run.blamed and run.histories["through_a_merge"] >= 1  # histories across merges
 
 
 def test_the_models_last_writer_of_each_cell():

@@ -615,11 +615,12 @@ def _blamed(writer: dict, commits: dict) -> list[str]:
         steps.append(text)
     if writer.get("resolution"):
         steps.insert(0, "resolved by the merge")
-    settled = writer.get("settled_by")
-    if settled:
-        rule = settled["choice"] if isinstance(settled["choice"], str) else json.dumps(settled["choice"])
-        scope = settled["scope"] + (f" {settled['column']}" if settled.get("column") else "")
-        steps.append(f"settled by {rule} ({scope}) in {settled['merge'][:12]}, chosen by {settled.get('chosen_by')}")
+    kept = [("kept by", k) for k in writer.get("kept_by") or []]  # a key's history: resolutions that kept a version
+    for verb, settled in [("settled by", writer.get("settled_by")), *kept]:
+        if settled:
+            rule = settled["choice"] if isinstance(settled["choice"], str) else json.dumps(settled["choice"])
+            scope = settled["scope"] + (f" {settled['column']}" if settled.get("column") else "")
+            steps.append(f"{verb} {rule} ({scope}) in {settled['merge'][:12]}, chosen by {settled.get('chosen_by')}")
     kind = made.get("kind", "")
     commit = (writer["commit"] or "")[:12] + (f" ({kind})" if kind not in ("", "commit") else "")
     return [commit, made.get("branch") or "", made.get("author") or "", "; ".join(steps)]
