@@ -283,6 +283,7 @@ class _Table:
     warehouse: Warehouse
     _diffs: dict[str, dict] = field(default_factory=dict)  # per commit, what it did to each key asked (or None)
     _files: dict[tuple, TableFiles] = field(default_factory=dict)  # per commit and segments, the table's files
+    _plain_keys: set[tuple] = field(default_factory=set)  # keys found plain (`_plain`)
 
     @property
     def table_id(self) -> uuid.UUID:
@@ -448,12 +449,19 @@ class _Table:
 
     def _plain(self, keys: list[tuple]) -> bool:
         """Whether the key's columns are integers or strings and `keys` hold such Python values, so that they
-        compare as Python values with the values read (a timestamp given as text would not)."""
+        compare as Python values with the values read (a timestamp given as text would not). A walk asks it of
+        each commit for the same keys: those found plain are remembered for the request."""
+        unknown = [key for key in keys if key not in self._plain_keys]
+        if not unknown:
+            return True
         types = [next(c.type for c in self.columns if c.name == name) for name in self.key]
         kinds = [str if t == "string" else int if t in ("byte", "short", "int", "long") else None for t in types]
-        return None not in kinds and all(
-            type(value) is kind for key in keys for value, kind in zip(key, kinds, strict=True)
+        plain = None not in kinds and all(
+            type(value) is kind for key in unknown for value, kind in zip(key, kinds, strict=True)
         )  # fmt: skip
+        if plain:
+            self._plain_keys.update(unknown)
+        return plain
 
     def segment_sets(self, segments: list[SegmentRead]) -> list[frozenset | None]:
         """Per segment, its keys as a set of tuples, kept per process; None for a segment of more than SET_ROWS

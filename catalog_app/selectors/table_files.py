@@ -4,6 +4,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
@@ -41,7 +42,14 @@ class FileRow:
 
     @property
     def stats(self) -> dict:
-        return json.loads(self.stats_json)
+        """Decoded once per process for each distinct text (a reader asks a file's statistics again and again);
+        shared, so never changed by a caller."""
+        return _decoded(self.stats_json)
+
+
+@lru_cache(maxsize=20_000)
+def _decoded(text: str) -> dict:
+    return json.loads(text)
 
 
 @dataclass(frozen=True)

@@ -213,9 +213,15 @@ def _replaced_by_overwrite(note: str) -> Condition:
     def decide(src: Op, dest: Op, facts: Facts) -> Verdict:
         # A segment the source rewrote from one the overwrite replaced holds the replaced one's rows (seed 13 of
         # the keyless model: an update discarded here, then a second update of its new rows, took those rows back).
-        lineage = {segment: facts.src_origins.get(segment, {segment}) for segment in src.touched}
-        replaced = {segment for segment, origins in lineage.items() if origins & dest.removed}
-        mixed = {segment for segment in replaced if not lineage[segment] <= dest.removed}
+        # A restore's result is its own, the segments it kept among them: the source's changes of their rows are
+        # discarded as against any overwrite (docs/merge-semantics.md#restore; keyless model seed 1: a delete of a
+        # row of a segment the target's restore kept was replayed, and the row the restore holds was lost).
+        # A delete that took a segment out (a revert's undo of an insert) addresses its rows as one that put a
+        # delete file on it does (`Op.addressed`).
+        overwritten = dest.removed | dest.restored
+        lineage = {segment: facts.src_origins.get(segment, {segment}) for segment in src.addressed}
+        replaced = {segment for segment, origins in lineage.items() if origins & overwritten}
+        mixed = {segment for segment in replaced if not lineage[segment] <= overwritten}
         if mixed:
             return Verdict(
                 CONFLICT, note,
@@ -224,7 +230,13 @@ def _replaced_by_overwrite(note: str) -> Condition:
             )  # fmt: skip
         if not replaced:
             return Verdict(OK, note, "The source changed only rows the target's overwrite did not replace.")
-        kept = src.touched - replaced
+        kept = src.addressed - replaced
+        if kept and replaced & src.removed:
+            return Verdict(
+                CONFLICT, note,
+                f"The source's {src.op} took out segment(s) {segments_named(replaced & src.removed)}, whose rows the "
+                "target's overwrite replaced, together with rows it did not replace: it cannot be split.",
+            )  # fmt: skip
         files = _files_on(src, replaced) if kept else tuple(sorted(src.added))
         if files is not None:
             why = "rows the target's overwrite replaced" + (" (the rest merges)" if kept else "")
