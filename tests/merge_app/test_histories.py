@@ -562,3 +562,22 @@ def test_a_restore_replaces_the_deletes_the_target_put_on_the_segments_it_kept(s
     assert table(spark, run.catalog, "b1") == expect(1, 2)
     assert run.merge("b1", "main")
     assert table(spark, run.catalog, "main") == expect(1, 2)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_target_restore_keeps_the_rows_of_the_segments_it_kept_against_a_source_delete(spark, mode):
+    """Found by the model (keyless seed 1): `b2` restored the table to a point whose segments it still had (the
+    restore keeps them by reference) and `b1` deleted row 3 since the base. A restore's result is its own, as any
+    overwrite's: the source's deletes of its rows are discarded (A5, docs/merge-semantics.md#restore). The delete was
+    replayed, as against rows the restore had not replaced, and row 3 was lost: merge-on-read by its delete file on
+    the kept segment, copy-on-write (and a revert's undo of an insert) by taking the kept segment out."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.load("main", "append_only", 3)
+    for name in ("point", "b1", "b2"):
+        run.branch(name, "main")
+    run.delete("b1", 3)
+    run.update("b2", 1)
+    run.restore("b2", "point")  # keeps the segments of rows 1 and 2 and of row 3, takes out the update's files
+    assert run.merge("b1", "b2")  # checked against the model
+    assert table(spark, run.catalog, "b2") == expect(1, 2, 3)
