@@ -94,6 +94,7 @@ def main() -> None:
         ("one key's history, updated by the last commit", lambda: versions(last_keys[0])),
         ("one key's history, updated by the first upsert only", lambda: versions(first_upserted)),
     ]
+    blame()  # the process as a web process is: connected, its libraries loaded, having answered a question before
     print(f"{args.rows} rows, {args.commits} commits deep; each figure: the first call with nothing kept in the "
           f"process (cold), then the median of {args.repeat} more (warm), in ms")  # fmt: skip
     for name, action in figures:

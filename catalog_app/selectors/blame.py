@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
+from django.db import connection
 
 from catalog_app.engine import row_diff
 from catalog_app.engine.pruning import Bounds, segment_bounds
@@ -54,7 +55,14 @@ from catalog_app.selectors.changes import files_made
 from catalog_app.selectors.merge_links import commit_links_of
 from catalog_app.selectors.objects import object_by_id, object_find, object_get
 from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain
-from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, tables_file_rows, tables_files
+from catalog_app.selectors.table_files import (
+    NO_FILES,
+    TableFiles,
+    stats_decoded,
+    table_columns,
+    tables_file_rows,
+    tables_files,
+)
 from lakeui.errors import ApplicationError, NotFoundError
 
 MERGE_DEPTH = 16  # merges of merges followed into their sources, at most
@@ -105,6 +113,7 @@ _LARGE = frozenset({None})  # kept for a segment of more than SET_ROWS rows: no 
 _FILES = _Kept(200_000)  # files of tables' states
 _TOUCHES = _Kept(200_000)  # what commits did to tables' files (weighed by the files)
 READ_THREADS = 4
+COMMIT_FIELDS = ("id", "catalog_id", "seq", "line_id", "parent_id", "merge_parent_id")  # what a walk reads of each
 
 
 def kept_clear() -> None:
@@ -367,18 +376,14 @@ class _Table:
                     yield found[commit_id]
 
     def _touches(self, ids: list[str]) -> list["_Touch"]:
-        commits = Commit.objects.filter(id__in=ids)  # a parent read only for a commit compared with it
+        commits = Commit.objects.filter(id__in=ids).only(*COMMIT_FIELDS)  # a parent read only when compared with
         ops: dict[str, set[str]] = {}
         for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
             "commit_id", "op"
         ):
             ops.setdefault(commit_id, set()).add(op)
         touched = {c.id: _Touch(c, compaction=ops.get(c.id) == {Operation.Op.COMPACTION}) for c in commits}
-        made = FileEntry.objects.filter(commit_id__in=ids, table_id=self.table_id)
-        rows = list(made.values_list(
-            "commit_id", "removed", "file_id", "file__kind", "file__path", "file__stats", "file__schema_version_id",
-            "file__segment_id", "file__segment__stats",
-        ))  # fmt: skip
+        rows = _entries_of(ids, self.table_id)
         schemas = {row[6] for row in rows} - {None}  # each schema's columns read once, not once per file
         written_in = {
             schema_id: tuple(Column.from_dict(c) for c in columns or [])
@@ -653,8 +658,8 @@ class _Table:
         columns = [c for c in self.columns if c.name in self.key]
         keys = list(keys)
         if self._plain(keys):  # a small segment's keys are in its statistics: it holds one of `keys` or not
-            held = [self.inline_keys(stats) for stats in made_live]
-            if any(k in found for found in held if found is not None for k in keys):
+            held, wanted = [self.inline_keys(stats) for stats in made_live], set(keys)
+            if any(not found.isdisjoint(wanted) for found in held if found is not None):
                 return True
             made_live = [stats for stats, found in zip(made_live, held, strict=True) if found is None]
             if not made_live:
@@ -695,6 +700,31 @@ def _smallest(parts: list[pa.Table], needed: int) -> pa.Table:
     """The first `needed` rows of these tables by their first column."""
     rows = pa.concat_tables(parts)
     return rows.take(pc.sort_indices(rows, [(rows.column_names[0], "ascending")])).slice(0, needed)
+
+
+def _entries_of(commit_ids: list[str], table_id: uuid.UUID) -> list[tuple]:
+    """The file entries of these commits for the table, with their files (and a delete file's segment's statistics),
+    in one plain query: (commit, removed, file id, kind, path, stats, schema version id, segment id, segment
+    stats). Statistics are decoded once per distinct text (a thousand delete files of one segment name its statistics
+    a thousand times)."""
+    entry, data = FileEntry._meta.db_table, DataFile._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT e.commit_id, e.removed, f.id, f.kind, f.path, f.stats::text, f.schema_version_id, f.segment_id,"
+            f" s.stats::text FROM {entry} e JOIN {data} f ON f.id = e.file_id LEFT JOIN {data} s ON s.id = f.segment_id"
+            f" WHERE e.commit_id = ANY(%s) AND e.table_id = %s",
+            [commit_ids, table_id],
+        )
+        return [
+            (
+                *row[:5],
+                stats_decoded(row[5]) if row[5] else None,
+                row[6],
+                row[7],
+                stats_decoded(row[8]) if row[8] else None,
+            )
+            for row in cursor.fetchall()
+        ]
 
 
 def sorted_values(keys: list[tuple]) -> list | None:
@@ -988,11 +1018,14 @@ def _keyed_rows_at(table: _Table, chain: Chain, *, page: int = 1, page_size: int
         name = (chain.commit.id, table.table_id, tuple(c.id for c in table.columns if c.name in table.key))
         ordered = _ORDERS.get(name)
         if ordered is None and page * page_size <= FRONT:
-            front = table.front(files, reads, page * page_size)
-            if front is not None:
+            kept = (*name, page * page_size)  # the first keys and the count of the state, kept as its order is
+            found = _ORDERS.get(kept)
+            if found is None and (front := table.front(files, reads, page * page_size)) is not None:
+                found = _ORDERS.put(kept, (front, table.live_count(files)), front.num_rows + 1)
+            if found is not None:
+                front, count = found
                 shown = front.slice((page - 1) * page_size, page_size)
-                rows = table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
-                return table.live_count(files), rows
+                return count, table.rows_of(reads, shown.column(row_diff.ORIGIN).to_numpy())
         if ordered is None:
             live = table.live_keys(reads)
             ordered = live.take(pc.sort_indices(live, [(k, "ascending") for k in table.key]))

@@ -44,11 +44,11 @@ class FileRow:
     def stats(self) -> dict:
         """Decoded once per process for each distinct text (a reader asks a file's statistics again and again);
         shared, so never changed by a caller."""
-        return _decoded(self.stats_json)
+        return stats_decoded(self.stats_json)
 
 
 @lru_cache(maxsize=20_000)
-def _decoded(text: str) -> dict:
+def stats_decoded(text: str) -> dict:
     return json.loads(text)
 
 

@@ -231,11 +231,11 @@ def _replaced_by_overwrite(note: str) -> Condition:
         if not replaced:
             return Verdict(OK, note, "The source changed only rows the target's overwrite did not replace.")
         kept = src.addressed - replaced
-        if kept and replaced & src.removed:
+        if kept and replaced & src.removed & dest.restored:  # the target's restore still holds them
             return Verdict(
                 CONFLICT, note,
-                f"The source's {src.op} took out segment(s) {segments_named(replaced & src.removed)}, whose rows the "
-                "target's overwrite replaced, together with rows it did not replace: it cannot be split.",
+                f"The source's {src.op} took out segment(s) {segments_named(replaced & src.removed & dest.restored)}, "
+                "which the target's restore kept, together with rows it did not: it cannot be split.",
             )  # fmt: skip
         files = _files_on(src, replaced) if kept else tuple(sorted(src.added))
         if files is not None:
