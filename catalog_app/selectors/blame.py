@@ -302,9 +302,9 @@ class _Table:
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
 
-    def files_at(self, commit: Commit, segments: frozenset[uuid.UUID]) -> TableFiles:
-        """The table's live files at `commit` of these segments, and their delete files (NO_FILES where the table
-        does not exist or was dropped), kept per process."""
+    def files_at(self, commit: Commit, segments: frozenset[uuid.UUID] | None = None) -> TableFiles:
+        """The table's live files at `commit` (of these `segments` only, and their delete files), NO_FILES where the
+        table does not exist or was dropped, kept per process."""
         name = ("live", commit.id, self.table_id, segments)
         if name not in self._files:
             found = _FILES.get(name)

@@ -559,6 +559,7 @@ def _decide_pairs(obj: ObjectDiff) -> None:
         )
         facts.src_changed_rows = any(op.op in ROW_CHANGES for op in obj.source_operations)
         facts.src_origins = rules.segment_origins(obj.source_operations)
+        facts.src_restored = frozenset().union(*(op.restored for op in obj.source_operations))
     for i, src_op in enumerate(obj.source_operations):
         for j, dest_op in enumerate(obj.target_operations):
             cell, decided = rules.verdict(table, src_op, dest_op, facts)

@@ -163,6 +163,7 @@ class Facts:
     # The segments the source wrote by rewriting others' rows, each with the segments it did not write whose rows it
     # holds (`segment_origins`); any other segment holds its own.
     src_origins: dict[str, frozenset[str]] = field(default_factory=dict)
+    src_restored: frozenset[str] = frozenset()  # the files of the source's restores' results (`Op.restored`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,9 @@ def _replaced_by_overwrite(note: str) -> Condition:
         # row of a segment the target's restore kept was replayed, and the row the restore holds was lost).
         # A delete that took a segment out (a revert's undo of an insert) addresses its rows as one that put a
         # delete file on it does (`Op.addressed`).
-        overwritten = dest.removed | dest.restored
+        # Rows of the source's own restore's result are its own, not older rows: its overwrite replaces the target's
+        # (keyless model seed 3: an update after the source restored the table was discarded, the old row kept).
+        overwritten = (dest.removed | dest.restored) - facts.src_restored
         lineage = {segment: facts.src_origins.get(segment, {segment}) for segment in src.addressed}
         replaced = {segment for segment, origins in lineage.items() if origins & overwritten}
         mixed = {segment for segment in replaced if not lineage[segment] <= overwritten}

@@ -581,3 +581,20 @@ def test_a_target_restore_keeps_the_rows_of_the_segments_it_kept_against_a_sourc
     run.restore("b2", "point")  # keeps the segments of rows 1 and 2 and of row 3, takes out the update's files
     assert run.merge("b1", "b2")  # checked against the model
     assert table(spark, run.catalog, "b2") == expect(1, 2, 3)
+
+
+def test_a_source_restore_then_an_update_of_its_rows_merges_against_a_target_overwrite(spark):
+    """Found by the model (keyless seed 3): `main` restored the table to a point whose segment of rows 1 and 2 it
+    still had (kept by reference), then updated row 2; `b1` overwrote the table. The source's restore replaces the
+    target's rows, and the rows of its result are its own, not older rows the target's overwrite replaced: the update
+    merges (A4 discards updates of older rows only). It was discarded, and `b1` got row 2 as it was before."""
+    run = Scripted(spark, mode="merge-on-read")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    for name in ("point", "b1"):
+        run.branch(name, "main")
+    run.load("main", "append_only", 3)
+    run.restore("main", "point")  # keeps the segment of rows 1 and 2, takes out row 3's
+    run.update("main", 2)
+    run.load("b1", "full_refresh", 13, 14)
+    assert run.merge("main", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == table(spark, run.catalog, "main")
