@@ -584,16 +584,17 @@ def test_a_target_restore_keeps_the_rows_of_the_segments_it_kept_against_a_sourc
 
 
 def test_a_source_restore_then_an_update_of_its_rows_merges_against_a_target_overwrite(spark):
-    """Found by the model (keyless seed 3): `main` restored the table to a point whose segment of rows 1 and 2 it
-    still had (kept by reference), then updated row 2; `b1` overwrote the table. The source's restore replaces the
-    target's rows, and the rows of its result are its own, not older rows the target's overwrite replaced: the update
-    merges (A4 discards updates of older rows only). It was discarded, and `b1` got row 2 as it was before."""
+    """Found by the model (keyless seed 3): `main` deleted rows 1 and 2 before `b1` branched, restored the table to
+    a point that held them (their segment kept by reference, its delete file taken away), then updated row 2; `b1`
+    overwrote the table. The source's restore replaces the target's rows, and the rows of its result are its own, not
+    older rows the target's overwrite replaced: the update merges (A4 discards updates of older rows only). It was
+    discarded, and `b1` got row 2 as it was before the update."""
     run = Scripted(spark, mode="merge-on-read")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
     run.load("main", "append_only", 1, 2)
-    for name in ("point", "b1"):
-        run.branch(name, "main")
-    run.load("main", "append_only", 3)
-    run.restore("main", "point")  # keeps the segment of rows 1 and 2, takes out row 3's
+    run.branch("point", "main")
+    run.delete("main", 1, 2)
+    run.branch("b1", "main")  # the merge base holds neither row
+    run.restore("main", "point")  # keeps the segment of rows 1 and 2, takes its delete file away
     run.update("main", 2)
     run.load("b1", "full_refresh", 13, 14)
     assert run.merge("main", "b1")  # checked against the model
