@@ -47,7 +47,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from catalog_app.engine.types import MAX_DECIMAL_PRECISION, is_decimal
+from catalog_app.engine.type_names import MAX_DECIMAL_PRECISION, is_decimal
 
 MAX_TEXT_LENGTH = 10_000
 MAX_DEPTH = 64
