@@ -12,7 +12,7 @@ consumer gets them):
    diff) and the last page.
 2. The whole change stream as Arrow IPC (`Accept: application/vnd.apache.arrow.stream`, `table=shop.orders`), rows
    a second, against reading the same rows (dev's table, `--rows` rows) as Arrow in this process with the engine's
-   own pyarrow reader (`read_rows_here`: what the client's `read_arrow` does straight from the warehouse; `rows`
+   own pyarrow reader (`read_rows_arrow`: what the client's `read_arrow` does straight from the warehouse; `rows`
    itself answers JSON pages only, so there is no Arrow `rows` to compare with).
 
 The design's target is measured at 1,000,000 rows: the first page under 200 ms, the Arrow stream at least half as
@@ -43,7 +43,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from catalog_app.engine.reads import read_rows_here  # noqa: E402
+from catalog_app.engine.reads import read_rows_arrow  # noqa: E402
 from catalog_app.engine.warehouse import Warehouse  # noqa: E402
 from catalog_app.models import ObjectKind  # noqa: E402
 from catalog_app.selectors import changes  # noqa: E402
@@ -73,7 +73,7 @@ def read_as_arrow(catalog) -> pa.Table:
     database = object_find(chain, kind=ObjectKind.DATABASE, name="shop")
     table = object_find(chain, kind=ObjectKind.TABLE, name="orders", parent_id=database.object_id)
     files = table_files(chain, table_id=table.object_id)
-    return read_rows_here(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(table), files.reads())
+    return read_rows_arrow(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(table), files.reads())
 
 
 def fresh() -> None:

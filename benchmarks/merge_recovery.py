@@ -39,7 +39,7 @@ from django.conf import settings  # noqa: E402
 from django.core.files import File  # noqa: E402
 from django.db import transaction  # noqa: E402
 
-from catalog_app.engine.reads import read_rows_here  # noqa: E402
+from catalog_app.engine.reads import read_rows_arrow  # noqa: E402
 from catalog_app.engine.warehouse import Warehouse  # noqa: E402
 from catalog_app.models import ObjectKind  # noqa: E402
 from catalog_app.selectors.objects import object_get  # noqa: E402
@@ -160,7 +160,7 @@ def main() -> None:
     chain = head.chain
     database = object_get(chain, kind=ObjectKind.DATABASE, name="sales")
     version = object_get(chain, kind=ObjectKind.TABLE, name="orders", parent_id=database.object_id)
-    rows = read_rows_here(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(version),
+    rows = read_rows_arrow(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(version),
                           table_files(chain, table_id=version.object_id).reads()).sort_by("id")  # fmt: skip
     got = {name: rows.column(name).to_numpy(zero_copy_only=False) for name in ("id", "amount", "region")}
     amount = (ids % 100) + np.where(ids % 10 == 0, 1000, 0)

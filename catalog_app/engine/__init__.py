@@ -16,7 +16,7 @@ plain values (paths, schemas, predicates, the typed job specs of `catalog_app.jo
 - `strategies`, `dml`, `keys`: write strategies, row changes and key-level changes as DataFrame transforms;
   `keymatch`: key matching on the driver with Arrow.
 - `loads`: a load's Spark and Arrow work, incoming rows to files written; `dml`: also the delete, update and
-  compaction jobs' (`Matched`: the rows a predicate matches, as Arrow positions or a cached frame); `dml_here`:
+  compaction jobs' (`Matched`: the rows a predicate matches, as Arrow positions or a cached frame); `dml_arrow`:
   small deletes and updates matched, computed and written with pyarrow, no Spark job; `spark_hash`: Spark's
   xxhash64, which names a partition's folder.
 - `gc`: removing a catalog's unreferenced files from the warehouse.

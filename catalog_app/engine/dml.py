@@ -14,7 +14,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from catalog_app.engine import dml_here, incoming, keymatch
+from catalog_app.engine import dml_arrow, incoming, keymatch
 from catalog_app.engine.frames import arrow_frame, cached
 from catalog_app.engine.predicate_columns import balanced, to_column
 from catalog_app.engine.predicate_parser import Expr
@@ -23,7 +23,7 @@ from catalog_app.engine.session import time_zone
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import spark_type
-from catalog_app.engine.writes import write_deltas, write_segments_here
+from catalog_app.engine.writes import write_deltas, write_segments_arrow
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ FEW_ROWS = 1_000_000  # a change writing no more rows than this writes them in o
 @dataclass
 class Matched:
     """The rows a predicate matches in some segments (the candidates): their positions, as Arrow by segment when the
-    candidates hold few rows (found here with pyarrow, `dml_here`, or collected from one Spark task), else a cached
+    candidates hold few rows (found here with pyarrow, `dml_arrow`, or collected from one Spark task), else a cached
     frame; and, for an update's new row versions with Spark, the candidates' rows with their positions (`rows`)."""
 
     spark: SparkSession
@@ -111,7 +111,7 @@ class Matched:
     positions: DataFrame | dict[str, pa.Array]
     per_segment: dict[str, int]
     time_zone: str
-    found_here: bool = False  # the positions were found with pyarrow (no Spark job)
+    found_by_arrow: bool = False  # the positions were found with pyarrow (no Spark job)
 
     @cached_property
     def predicate(self) -> SparkColumn:
@@ -128,7 +128,7 @@ class Matched:
     def matched_rows(self) -> DataFrame:
         """The matched rows (with their positions) as a Spark frame: those at the positions found here (exactly
         the rows the delta files delete, whatever Spark's predicate would say), else those the predicate matches."""
-        if not self.found_here:
+        if not self.found_by_arrow:
             return self.rows.filter(matches(self.predicate))
         touched = [s for s in self.candidates if s.id in self.positions]
         owners = [pa.array([segment] * len(found), pa.string()) for segment, found in self.positions.items()]
@@ -148,17 +148,17 @@ def rows_matching(
     spark: SparkSession, table: TableData, candidates: Sequence[SegmentRead], where: Expr, *, few: bool
 ) -> Matched:
     """The rows of `candidates` that `where` matches; `few`: the candidates hold up to FEW_ROWS rows. Few candidate
-    rows are matched here with pyarrow (`dml_here.positions_matching`), unless the predicate needs Spark (see
+    rows are matched here with pyarrow (`dml_arrow.positions_matching`), unless the predicate needs Spark (see
     `predicate_arrow`); then, and for more rows, with Spark."""
     zone = time_zone(spark)
     if few:
         try:
-            positions = dml_here.positions_matching(table.warehouse, table.columns, candidates, where, time_zone=zone)
-        except dml_here.Unsupported as why:
+            positions = dml_arrow.positions_matching(table.warehouse, table.columns, candidates, where, time_zone=zone)
+        except dml_arrow.Unsupported as why:
             logger.info("matching with Spark: %s", why)
         else:
             counts = {segment: len(found) for segment, found in positions.items()}
-            return Matched(spark, table, candidates, where, positions, counts, zone, found_here=True)
+            return Matched(spark, table, candidates, where, positions, counts, zone, found_by_arrow=True)
     matched = Matched(spark, table, candidates, where, {}, {}, zone)
     found = positions_matching(matched.rows, matched.predicate)
     if few:
@@ -194,19 +194,19 @@ def rows_updated_write(
     rows' new versions (merge-on-read). The assigned values are checked against the columns' types first
     (`incoming.IncomingError`).
 
-    Merge-on-read of up to `dml_here.HERE_ROWS` rows matched here is computed and written here with pyarrow, no
+    Merge-on-read of up to `dml_arrow.ARROW_ROWS` rows matched here is computed and written here with pyarrow, no
     Spark job, unless an assignment needs Spark (`predicate_arrow`: functions, division, decimal or floating-point
     arithmetic, a value Spark would convert or refuse, ...); copy-on-write always rewrites with Spark."""
-    if touched is None and matched.found_here and sum(matched.per_segment.values()) <= dml_here.HERE_ROWS:
+    if touched is None and matched.found_by_arrow and sum(matched.per_segment.values()) <= dml_arrow.ARROW_ROWS:
         try:
-            new_rows = dml_here.updated_rows(
+            new_rows = dml_arrow.updated_rows(
                 table.warehouse, table.columns, matched.candidates, matched.positions, assignments,
                 time_zone=matched.time_zone,
             )  # fmt: skip
-        except dml_here.Unsupported as why:
+        except dml_arrow.Unsupported as why:
             logger.info("updating with Spark: %s", why)
         else:
-            return write_segments_here(table.warehouse, table.base, new_rows, table.columns,
+            return write_segments_arrow(table.warehouse, table.base, new_rows, table.columns,
                                        partition_ids=table.partition_ids, tag=tag, group_column=GROUP,
                                        key_ids=table.key_ids)  # fmt: skip
     columns = {name: to_column(expression) for name, expression in assignments.items()}

@@ -8,9 +8,9 @@ merge-on-read writes delta files for the matched positions plus new segments for
 none. A refusal of the data is an `incoming.IncomingError`.
 
 A small `insert`, `update`, `upsert` or `delete_insert` (JSON rows or a Parquet upload of up to
-`loads_here.HERE_ROWS` rows, into candidate segments of up to `driver_match_rows` rows) runs no Spark job: it is
-read, matched and written here with pyarrow (`_key_change_here`), as the Spark path would have written it; what
-Arrow cannot do exactly goes to Spark (`loads_here.Unsupported`).
+`loads_arrow.ARROW_ROWS` rows, into candidate segments of up to `driver_match_rows` rows) runs no Spark job: it is
+read, matched and written here with pyarrow (`_key_change_arrow`), as the Spark path would have written it; what
+Arrow cannot do exactly goes to Spark (`loads_arrow.Unsupported`).
 """
 
 import logging
@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from catalog_app.engine import dml, incoming, keymatch, loads_here, strategies
+from catalog_app.engine import dml, incoming, keymatch, loads_arrow, strategies
 from catalog_app.engine.dml import FEW_ROWS
 from catalog_app.engine.frames import cache_scope, cached, collected
 from catalog_app.engine.reads import READ_ERRORS
@@ -31,7 +31,7 @@ from catalog_app.engine.segments import Column, SegmentRead, WrittenFile, file_i
 from catalog_app.engine.session import time_zone
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import json_value
-from catalog_app.engine.writes import write_deltas, write_segments_here
+from catalog_app.engine.writes import write_deltas, write_segments_arrow
 from catalog_app.job_specs import KEY_STRATEGIES, LoadSpec, Query, Rows, StoredFiles
 
 logger = logging.getLogger(__name__)
@@ -104,14 +104,14 @@ def load_write(
 ) -> LoadResult:
     """Write what `spec` loads into `table`. `query_rows`: a Query source's rows (the service resolves the tables
     it reads); `driver_match_rows`: up to how many incoming keys and candidate rows are matched on the driver;
-    `here_rows` (default `loads_here.HERE_ROWS`, and no more than `driver_match_rows`): up to how many incoming rows
+    `here_rows` (default `loads_arrow.ARROW_ROWS`, and no more than `driver_match_rows`): up to how many incoming rows
     a key load is done here with pyarrow, with no Spark job."""
     strategy = spec.strategy
-    here = min(loads_here.HERE_ROWS if here_rows is None else here_rows, driver_match_rows)
-    if strategy in loads_here.STRATEGIES and here > 0:
+    here = min(loads_arrow.ARROW_ROWS if here_rows is None else here_rows, driver_match_rows)
+    if strategy in loads_arrow.STRATEGIES and here > 0:
         try:
-            return _key_change_here(spark, table, spec, tag, limit=here, driver_match_rows=driver_match_rows)
-        except loads_here.Unsupported as why:
+            return _key_change_arrow(spark, table, spec, tag, limit=here, driver_match_rows=driver_match_rows)
+        except loads_arrow.Unsupported as why:
             logger.info("loading with Spark: %s", why)
     partitions = list(spec.partitions) if spec.partitions else None
     with cache_scope():
@@ -264,35 +264,35 @@ def _driver_matches(
     return keymatch.matched_positions(table.data.warehouse, reads, keys, found)
 
 
-def _key_change_here(spark, table: LoadTable, spec: LoadSpec, tag: str, *, limit: int, driver_match_rows: int):
+def _key_change_arrow(spark, table: LoadTable, spec: LoadSpec, tag: str, *, limit: int, driver_match_rows: int):
     """`_key_change` with the driver path's matching (`_driver_matches`, `_driver_plan`) and no Spark job: the
-    incoming rows read here (`loads_here.incoming_rows`), the rows to write tagged here (`loads_here.keyed_rows`)
-    and written by `write_segments_here`. Everything that could send the load to Spark (`Unsupported`) is decided
+    incoming rows read here (`loads_arrow.incoming_rows`), the rows to write tagged here (`loads_arrow.keyed_rows`)
+    and written by `write_segments_arrow`. Everything that could send the load to Spark (`Unsupported`) is decided
     before a file is written. Repeated incoming keys go to Spark too, which refuses them with its examples."""
     data, strategy, keys = table.data, spec.strategy, list(spec.key_columns)
     columns = list(data.columns)
     key_columns = [next(c for c in columns if c.name == k) for k in keys]
     if not keymatch.matchable(key_columns):
-        raise loads_here.Unsupported("float or double keys")
-    rows = loads_here.incoming_rows(data.warehouse, spec.source, columns, limit=limit, time_zone=time_zone(spark))
+        raise loads_arrow.Unsupported("float or double keys")
+    rows = loads_arrow.incoming_rows(data.warehouse, spec.source, columns, limit=limit, time_zone=time_zone(spark))
     ranges, unbounded = _key_ranges(table, keys)
     survey = keymatch.survey(rows, key_columns, ranges, [], limit=1)
     if survey.repeated:
-        raise loads_here.Unsupported("incoming keys repeated")
+        raise loads_arrow.Unsupported("incoming keys repeated")
     candidates = [s for s in table.segments if s.id in unbounded or s.id in survey.segments]
     reads = table.reads_of(candidates)
     if sum(s.row_count for s in candidates) > driver_match_rows or not keymatch.readable(reads, key_columns):
-        raise loads_here.Unsupported("candidate segments too large, or written without a key column")
+        raise loads_arrow.Unsupported("candidate segments too large, or written without a key column")
     try:
         matched = keymatch.matched_positions(data.warehouse, reads, key_columns, rows)
     except READ_ERRORS as exc:
-        raise loads_here.Unsupported(f"reading here: {exc}") from None
+        raise loads_arrow.Unsupported(f"reading here: {exc}") from None
     replaced = {} if strategy == "insert" else keymatch.positions_by_segment(matched)
     touched = [s for s in candidates if s.id in replaced]
     touched_reads = [r for r in reads if r.id in replaced]
     if table.copy_on_write and touched and not _copyable(touched, touched_reads, data.columns):
-        raise loads_here.Unsupported("copy-on-write of segments too large, in an older schema or unsplit")
-    out = loads_here.keyed_rows(strategy, rows, matched, keys)
+        raise loads_arrow.Unsupported("copy-on-write of segments too large, in an older schema or unsplit")
+    out = loads_arrow.keyed_rows(strategy, rows, matched, keys)
     modify = LoadOperation(DELETE if strategy == "delete_insert" else UPDATE, touched=[s.id for s in touched])
     if touched and table.copy_on_write:
         modify.new_segments = keymatch.rewrite_without(
@@ -301,7 +301,7 @@ def _key_change_here(spark, table: LoadTable, spec: LoadSpec, tag: str, *, limit
         )  # fmt: skip
     elif touched:
         modify.new_deltas = keymatch.write_position_deltas(data.warehouse, data.base, replaced, tag=tag)
-    written = write_segments_here(
+    written = write_segments_arrow(
         data.warehouse, data.base, out, columns, partition_ids=list(data.partition_ids), tag=tag,
         group_column=strategies.GROUP, key_ids=data.key_ids,
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """Parsed expressions (`predicate_parser`) evaluated with pyarrow over rows held in this process, for what Arrow
 computes exactly as Spark does (`predicate_columns`); anything else raises `Unsupported`, and the caller leaves the
-work to Spark. Used by small updates and deletes (`engine.dml_here`): no Spark job for a few rows.
+work to Spark. Used by small updates and deletes (`engine.dml_arrow`): no Spark job for a few rows.
 
 Evaluated here:
 - column references, and literals (a TIMESTAMP without an offset only when the session's time zone is UTC: it is a

@@ -1,5 +1,5 @@
 """Reading a table's segments: with Spark (`read_segments`, `read_page`), or for a page of rows in this process
-with pyarrow (`read_page_here`); the positions their delta files delete.
+with pyarrow (`read_page_arrow`); the positions their delta files delete.
 
 A segment is read with the schema it was written with and projected onto the current schema by column id
 (renamed columns keep their data, added ones read as their default, widened ones are cast up), and the union of
@@ -146,13 +146,13 @@ def _json_rows(rows: pa.Table) -> list[list[Any]]:
 PAGE_BATCH_ROWS = 4096  # rows decoded at a time when a page is read here (a row group may hold millions)
 
 
-def read_page_here(
+def read_page_arrow(
     warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead], *, offset: int, limit: int
 ) -> list[list[Any]]:
     """The page `read_page` gives, read in this process with pyarrow: row groups before the page are skipped by
     their row counts less their deleted positions, and the rest decoded a batch at a time, only until the page is
     full. No Spark job and no queue, so a preview answers at once whatever the workers are doing. A segment
-    written in an older schema is projected onto the current one as Spark projects it (`projected_here`)."""
+    written in an older schema is projected onto the current one as Spark projects it (`projected_arrow`)."""
     schema = _arrow_schema(current)
     parts: list[pa.Table] = []
     before = seen = 0  # live rows before the first part kept, and before what is read next
@@ -178,7 +178,7 @@ def read_page_here(
                     if seen + live > offset:
                         before = before if parts else seen
                         rows = pa.Table.from_batches([batch]).select(names).filter(pa.array(mask))
-                        parts.append(projected_here(rows, segment.columns, current))
+                        parts.append(projected_arrow(rows, segment.columns, current))
                     seen += live
                     if seen >= offset + limit:
                         break
@@ -189,7 +189,7 @@ def read_page_here(
     return _json_rows(pa.concat_tables(parts).slice(offset - before, limit) if parts else schema.empty_table())
 
 
-def read_rows_here(warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead]) -> pa.Table:
+def read_rows_arrow(warehouse: Warehouse, current: Sequence[Column], segments: Sequence[SegmentRead]) -> pa.Table:
     """All live rows of `segments` in the `current` schema, read in this process with pyarrow, in the order
     `read_page` gives them: what `read_segments` reads, for a table small enough to hold here (the caller bounds
     its rows)."""
@@ -201,11 +201,11 @@ def read_rows_here(warehouse: Warehouse, current: Sequence[Column], segments: Se
             keep = np.ones(rows.num_rows, dtype=bool)
             keep[deleted_positions(warehouse, segment.deltas).to_numpy()] = False
             rows = rows.filter(pa.array(keep))
-        parts.append(projected_here(rows, segment.columns, current))
+        parts.append(projected_arrow(rows, segment.columns, current))
     return pa.concat_tables(parts) if parts else _arrow_schema(current).empty_table()
 
 
-def projected_here(rows: pa.Table, written: Sequence[Column], current: Sequence[Column]) -> pa.Table:
+def projected_arrow(rows: pa.Table, written: Sequence[Column], current: Sequence[Column]) -> pa.Table:
     """Rows of a segment written with `written`, in the `current` schema: `_projection` in Arrow. Matched by
     column id (a renamed column keeps its data), an added column reads as its default, a widened one is cast up
     (every widening `types.is_widening` allows is exact in Arrow too)."""

@@ -5,7 +5,7 @@ A table with a primary key is compared by key: a key only before is deleted, onl
 some cell different updated (the changed cells named). A table without one is compared as a multiset of rows: a row
 held more often after than before is added (as many times), less often deleted. Only the segments whose rows can
 differ are read (the caller passes them); both sides are read in one schema, the `current` columns (a segment
-written in an older one is projected onto it by column id, as Spark projects it: `reads.projected_here`). A segment
+written in an older one is projected onto it by column id, as Spark projects it: `reads.projected_arrow`). A segment
 on both sides (only its deletes changed) is read once, and only the rows live on one side only are kept: a row live
 on both is the same row, unchanged.
 
@@ -31,13 +31,13 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from catalog_app.engine.reads import deleted_positions, projected_here
+from catalog_app.engine.reads import deleted_positions, projected_arrow
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
 CHANGE = "_change"
-# Where a row was read (`read_sides_here(origins=True)`): its segment's place in the side's list, shifted 32 bits
+# Where a row was read (`read_sides_arrow(origins=True)`): its segment's place in the side's list, shifted 32 bits
 # left, plus its position in the segment's file. Carried through a diff beside the row, never compared.
 ORIGIN = "_origin"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
@@ -48,7 +48,7 @@ _NONE = -1  # a position on the side a changed row is not on
 logger = logging.getLogger(__name__)
 
 
-def read_sides_here(
+def read_sides_arrow(
     warehouse: Warehouse,
     current: Sequence[Column],
     before: Sequence[SegmentRead],
@@ -84,7 +84,7 @@ def read_sides_here(
         names = [c.name for c in segment.columns]
         if b is None or a is None:  # on one side only: every live row
             rows = pq.read_table(path, columns=names, filesystem=filesystem).select(names)
-            rows = projected_here(rows, segment.columns, current)
+            rows = projected_arrow(rows, segment.columns, current)
             rows = marked(rows, segment, ~_deleted(warehouse, segment.deltas, rows.num_rows))
             return (rows, None) if b is not None else (None, rows)
         source = pq.ParquetFile(path, filesystem=filesystem)
@@ -92,7 +92,7 @@ def read_sides_here(
         only_before, only_after = gone_after & ~gone_before, gone_before & ~gone_after
         if not only_before.any() and not only_after.any():
             return None, None
-        rows = projected_here(source.read(columns=names).select(names), segment.columns, current)
+        rows = projected_arrow(source.read(columns=names).select(names), segment.columns, current)
         return marked(rows, b, only_before), marked(rows, a, only_after)
 
     if len(jobs) > 1:

@@ -76,7 +76,7 @@ def write_segments(
     return written
 
 
-def write_segments_here(
+def write_segments_arrow(
     warehouse: Warehouse,
     base: str,
     rows: pa.Table,

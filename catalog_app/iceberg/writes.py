@@ -46,7 +46,7 @@ from catalog_app.engine.iceberg_writes import FileRefused
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits
 from catalog_app.engine.warehouse import Warehouse, data_folder, delta_folder, path_remove
-from catalog_app.engine.writes import write_segments_here
+from catalog_app.engine.writes import write_segments_arrow
 from catalog_app.iceberg.requests import NOT_IDENTIFIER_TYPES
 from catalog_app.iceberg.selectors import namespace_get, namespace_table_find, namespace_table_get
 from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
@@ -826,7 +826,7 @@ def _record(
         elif fresh:
             extra_rows.append(iceberg_writes.rows_take(warehouse, file.path, fresh, columns))
     if extra_rows:
-        new_segments += write_segments_here(
+        new_segments += write_segments_arrow(
             warehouse,
             base,
             pa.concat_tables(extra_rows),

@@ -46,7 +46,7 @@ from django.db import connection
 
 from catalog_app.engine import row_diff
 from catalog_app.engine.pruning import Bounds, segment_bounds
-from catalog_app.engine.reads import READ_ERRORS, projected_here
+from catalog_app.engine.reads import READ_ERRORS, projected_arrow
 from catalog_app.engine.segments import DELTA_POSITIONS, INLINE_VALUES, Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
@@ -195,7 +195,7 @@ def _read_projected(
     warehouse: Warehouse, segment: SegmentRead, current: list[Column], *, upto: int | None = None
 ) -> tuple[pa.Table, bool]:
     """The rows of a segment's file (its deletes not applied), of the `current` columns only, projected onto them
-    as `reads.projected_here` does (a column by its id; one the segment lacks as its default), and whether they are
+    as `reads.projected_arrow` does (a column by its id; one the segment lacks as its default), and whether they are
     all of its rows. With `upto`, a large file is read only as far as the batch holding that position, when that
     is well short of its end (the first page of a table loaded in key order reads a few of its million rows).
     Read with a ParquetFile: a small file costs a third of `pq.read_table`'s."""
@@ -214,7 +214,7 @@ def _read_projected(
             if upto < 0:
                 break
         rows = pa.Table.from_batches(batches)
-    return projected_here(rows.select(names), segment.columns, current), whole
+    return projected_arrow(rows.select(names), segment.columns, current), whole
 
 
 def _live(warehouse: Warehouse, read: SegmentRead, rows: int) -> np.ndarray:
@@ -950,7 +950,7 @@ def _sides(table: _Table, commit: Commit, known: dict) -> tuple[dict[tuple, list
         before_reads = TableFiles(removed, earlier.deltas).reads()
         after_reads = TableFiles([s for s in removed if s.id in live] + added, later.deltas).reads()
         try:
-            before, after = row_diff.read_sides_here(
+            before, after = row_diff.read_sides_arrow(
                 table.warehouse, table.columns, before_reads, after_reads, origins=True
             )
         except (*READ_ERRORS, NotImplementedError) as error:
@@ -991,7 +991,7 @@ def _rows_at(table: _Table, chain: Chain, key: tuple | None = None) -> tuple[pa.
         files = TableFiles([s for s in files.segments if table.may_set([s.stats or {}], [key])], files.deltas)
     reads = files.reads()
     with _readable(table.name):
-        _, rows = row_diff.read_sides_here(table.warehouse, table.columns, [], reads, origins=True)
+        _, rows = row_diff.read_sides_arrow(table.warehouse, table.columns, [], reads, origins=True)
     if table.key:
         rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in table.key]))
     else:

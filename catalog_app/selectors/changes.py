@@ -545,7 +545,7 @@ def _table_changes(
         rows, keep = kept.slice, None
     else:
         try:
-            sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"], origins=True)
+            sides = row_diff.read_sides_arrow(warehouse, columns, reads["from"], reads["to"], origins=True)
             changes = row_diff.changes_of(*sides, key)
         except (*READ_ERRORS, NotImplementedError) as error:  # credentials, or a type Arrow cannot compare
             raise ApplicationError(

@@ -7,7 +7,7 @@ from django.conf import settings
 
 from catalog_app.engine import quick_sql, sql
 from catalog_app.engine.frames import Frame
-from catalog_app.engine.reads import READ_ERRORS, read_page, read_page_here, read_rows_here, read_segments
+from catalog_app.engine.reads import READ_ERRORS, read_page, read_page_arrow, read_rows_arrow, read_segments
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Catalog, ObjectKind, ObjectVersion
 from catalog_app.selectors.objects import object_find, object_get
@@ -43,7 +43,7 @@ def rows_page(chain: Chain, table: ObjectVersion, *, page: int, page_size: int, 
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     if spark is None:
         try:
-            rows = read_page_here(warehouse, columns, reach, offset=offset, limit=limit)
+            rows = read_page_arrow(warehouse, columns, reach, offset=offset, limit=limit)
         except READ_ERRORS:  # a warehouse this process cannot read (credentials): a worker reads it
             logger.warning("Reading a page of table %s here failed; a worker reads it", table.object_id, exc_info=True)
             rows = None
@@ -80,7 +80,7 @@ def select_frame(spark, *, catalog: Catalog, chain: Chain, statement: str, wareh
         raise ApplicationError("invalid_query", exc.message, details={"position": exc.position}) from None
 
 
-def select_here(*, chain: Chain, statement: str) -> quick_sql.Answer | None:
+def quick_select(*, chain: Chain, statement: str) -> quick_sql.Answer | None:
     """A SELECT's whole result answered in this process, with no Spark job, when `quick_sql` can give Spark's answer
     exactly and its table holds at most LAKEUI_QUICK_SQL_ROWS rows (before deletes) in at most
     LAKEUI_QUICK_SQL_BYTES of files (a few wide rows must not fill the web process); else None, and Spark runs it
@@ -100,7 +100,7 @@ def select_here(*, chain: Chain, statement: str) -> quick_sql.Answer | None:
         return None
     columns = table_columns(version)
     try:
-        rows = read_rows_here(Warehouse(settings.LAKEUI_WAREHOUSE), columns, files.reads())
+        rows = read_rows_arrow(Warehouse(settings.LAKEUI_WAREHOUSE), columns, files.reads())
     except READ_ERRORS:  # a warehouse this process cannot read (credentials): a worker reads it
         logger.warning("Reading table %s here failed; Spark answers", version.object_id, exc_info=True)
         return None

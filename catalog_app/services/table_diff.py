@@ -72,7 +72,7 @@ def table_diff_read(
         raise NotFoundError("table_not_found", f"Neither ref has a table {table_id or f'{database}.{table}'}.")
     page, page_size = max(1, int(page)), max(1, min(int(page_size), MAX_PAGE_SIZE))
     params = {"from": source.commit.id, "to": target.commit.id, "table_id": str(found.object_id)}
-    result = _diff_here(params, page=page, page_size=page_size)
+    result = _diff_arrow(params, page=page, page_size=page_size)
     if result is None:
         result = job_read(kind=TABLE_DIFF_JOB, params={**params, "page": page, "page_size": page_size},
                           requested_by=user)  # fmt: skip
@@ -110,7 +110,7 @@ def _kept_path(params: dict[str, Any]) -> Path:
     return Path(settings.VAR_DIR) / "row-diffs" / f"{params['from']}-{params['to']}-{params['table_id']}.arrow"
 
 
-def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str, Any] | None:
+def _diff_arrow(params: dict[str, Any], *, page: int, page_size: int) -> dict[str, Any] | None:
     """The page from the kept diff of the pair, or computed here with pyarrow; None if a worker must. A page
     computed here is laid out from its own rows, and the whole diff is kept after it is answered (in a thread of
     this process: `row_diff.kept_write_later`), so the first view does not wait for laying out and writing it."""
@@ -125,7 +125,7 @@ def _diff_here(params: dict[str, Any], *, page: int, page_size: int) -> dict[str
         warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
         key = _key_names(shown, columns)
         try:
-            sides = row_diff.read_sides_here(warehouse, columns, reads["from"], reads["to"])
+            sides = row_diff.read_sides_arrow(warehouse, columns, reads["from"], reads["to"])
             changes = row_diff.changes_of(*sides, key)
             listed = changes.rows(offset, page_size)
         except (*READ_ERRORS, NotImplementedError):  # credentials, or a type Arrow cannot compare: a worker reads

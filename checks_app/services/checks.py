@@ -26,13 +26,13 @@ from catalog_app.names import CHECK_NAME, check_ref_name
 from catalog_app.selectors.objects import object_find
 from catalog_app.selectors.refs import Chain, branch_list, commit_chain, ref_resolve
 from catalog_app.selectors.table_files import table_files
-from catalog_app.selectors.table_rows import select_frame, select_here
+from catalog_app.selectors.table_rows import quick_select, select_frame
 from checks_app.models import Check, CheckRun
 from checks_app.selectors import check_get, check_run_dict
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.events import CHECK_FINISHED, event_emit
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_answered_here, job_create
+from lakeui.jobs.services import job_answered_by_caller, job_create
 
 STATEMENT_JOB = "check_statement"  # parses a check's SELECT on the interactive worker, then saves it (job_kinds.py)
 RUN_JOB = "check_run"  # runs a check on a ref, on demand
@@ -204,7 +204,7 @@ def check_delete(*, check: Check) -> None:
 
 def check_run_submit(*, check: Check, ref: str, user: AbstractBaseUser) -> Job:
     """Run `check` on a ref's commit (an admin trying it out); the ref is resolved now. A run that needs no Spark
-    (an earlier run of the same version on the same files, or a small table whose statement `select_here` answers
+    (an earlier run of the same version on the same files, or a small table whose statement `quick_select` answers
     exactly) is judged here, in the request, and recorded with a job already finished; any other is queued for a
     worker. Either way the caller follows the job."""
     catalog = check.catalog
@@ -221,7 +221,7 @@ def check_run_submit(*, check: Check, ref: str, user: AbstractBaseUser) -> Job:
                           job=job, user=user)  # fmt: skip
         return check_run_dict(run)
 
-    return job_answered_here(kind=RUN_JOB, params=params, requested_by=user, answer=record)
+    return job_answered_by_caller(kind=RUN_JOB, params=params, requested_by=user, answer=record)
 
 
 # --- judging a commit -------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def checks_run(
     user: AbstractBaseUser | None = None,
 ) -> list[CheckRun]:
     """Judge `commit` with each check (on a worker: `spark` gives its session, called only for a check that
-    `select_here` cannot answer: a worker whose Spark has not started does not start it for a small table), record
+    `quick_select` cannot answer: a worker whose Spark has not started does not start it for a small table), record
     each run, and tell listeners (`check.finished`)."""
     chain = commit_chain(commit)
     runs = []
@@ -298,7 +298,7 @@ def _verdict(
     spark: Callable[[], Any] | None, *, catalog: Catalog, chain: Chain, check: Check, fingerprint: str
 ) -> dict[str, Any] | None:
     """A run's outcome: an earlier run's of the same version on the same files, else the check judged now (by
-    Spark if `select_here` cannot answer it; without `spark`, None then)."""
+    Spark if `quick_select` cannot answer it; without `spark`, None then)."""
     earlier = (
         CheckRun.objects.filter(check_rule=check, check_version=check.version, fingerprint=fingerprint,
                                 reused_from=None, state__in=(CheckRun.State.SUCCESS, CheckRun.State.FAILURE))
@@ -316,7 +316,7 @@ def _judge(spark: Callable[[], Any] | None, *, catalog: Catalog, chain: Chain, c
     """Run a check's statement at a commit: success when it returns at most `max_rows` rows; else the first rows.
     None if only Spark can run it and `spark` is None."""
     started = time.monotonic()
-    here = select_here(chain=chain, statement=check.sql)
+    here = quick_select(chain=chain, statement=check.sql)
     if here is not None:  # a small table, a statement quick_sql answers exactly: no Spark job
         count = len(here.rows)
         shown = {"columns": here.columns, "rows": here.rows[:FAILING_ROWS]} if count > check.max_rows else None

@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 # (catalog_app.tasks.run_job) is refused by the worker as unknown; job_recover sends its job again.
 RUN_JOB_TASK = "lakeui.jobs.tasks.run_job"
 MESSAGE_CANCELLED = "The job was cancelled."
-HERE = "here"  # the worker of a job its caller answered itself (job_answered_here)
+HERE = "here"  # the worker of a job its caller answered itself (job_answered_by_caller)
 MESSAGE_TIME_LIMIT = "The job ran past its time limit and was stopped."
 # An interactive job that does not stop at its soft time limit (Python does not get control back) is killed this
 # many seconds later; its worker process is replaced.
@@ -88,7 +88,7 @@ def job_create(*, kind: str, params: dict[str, Any], requested_by: AbstractBaseU
 
 
 @transaction.atomic
-def job_answered_here(
+def job_answered_by_caller(
     *,
     kind: str,
     params: dict[str, Any],

@@ -201,10 +201,10 @@ def merge_requests_follow_heads() -> None:
     by_catalog: dict = {}
     for merge_request in requests:
         by_catalog.setdefault(merge_request.catalog_id, []).append(merge_request)
-    for catalog_id, open_here in by_catalog.items():
-        names = {name for mr in open_here for name in (mr.source, mr.target)}
+    for catalog_id, open_requests in by_catalog.items():
+        names = {name for mr in open_requests for name in (mr.source, mr.target)}
         heads = branch_heads(catalog_id=catalog_id, names=list(names))
-        for merge_request in open_here:
+        for merge_request in open_requests:
             now = merge_request_heads(merge_request, heads)
             if None not in now.values() and now != merge_request.plan_job_heads:
                 merge_request_refresh(merge_request=merge_request, user=None)

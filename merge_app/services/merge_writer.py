@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from django.conf import settings
 
-from catalog_app.engine import dml, dml_here
+from catalog_app.engine import dml, dml_arrow
 from catalog_app.engine.keymatch import write_position_deltas
 from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segments import Column, SegmentRead
@@ -268,8 +268,8 @@ class MergeWriter:
             rewrites = [_segment_read(f, []) for f in found.rewrites]
             after = [d.path for d in found.base_deltas] if found.in_place else None
             try:
-                removed = dml_here.positions_removed(warehouse, segment, columns, after=after, rewrites=rewrites)
-            except dml_here.Unsupported as exc:
+                removed = dml_arrow.positions_removed(warehouse, segment, columns, after=after, rewrites=rewrites)
+            except dml_arrow.Unsupported as exc:
                 raise ApplicationError(
                     "revert_unsupported",
                     f"The rows this revert brings back into {obj.name!r} could not be read ({exc}).",

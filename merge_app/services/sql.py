@@ -1,5 +1,5 @@
 """The SQL endpoint: a statement is dispatched by its kind. SELECT (and WITH ... SELECT) over the tables of a ref is
-answered here when `select_here` answers it exactly, else runs as a job on a worker, parsed by Spark's parser; the
+answered here when `quick_select` answers it exactly, else runs as a job on a worker, parsed by Spark's parser; the
 branch commands are parsed here by a small grammar:
 
     CREATE BRANCH name [FROM ref] [AT TIMESTAMP '...' | AT '...']
@@ -28,7 +28,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from catalog_app.engine import sql
 from catalog_app.models import Catalog
 from catalog_app.selectors.refs import branch_get, commit_chain, ref_resolve, timestamp_parse
-from catalog_app.selectors.table_rows import select_here
+from catalog_app.selectors.table_rows import quick_select
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ApplicationError
 from lakeui.jobs.models import Job
@@ -289,11 +289,11 @@ def sql_job_result(job: Job) -> dict[str, Any]:
 
 
 def _select(context: Context, statement: str, limit: int) -> dict:
-    """A SELECT's first `limit` rows: answered here when the statement is one `select_here` answers exactly
+    """A SELECT's first `limit` rows: answered here when the statement is one `quick_select` answers exactly
     (a small table, a statement in its subset), else by Spark on the interactive worker: submitted, answered at once
     with its job (`Submitted`), whose result is the rows once it has finished."""
     resolved = ref_resolve(catalog=context.catalog, ref=current_branch(context))
-    here = select_here(chain=commit_chain(resolved.commit), statement=statement)
+    here = quick_select(chain=commit_chain(resolved.commit), statement=statement)
     if here is not None:
         rows = here.rows[: min(limit, sql.MAX_SELECT_ROWS)]
         return {"kind": "select", "ref": resolved.name, "commit": resolved.commit.id, "columns": here.columns,

@@ -17,7 +17,7 @@ from unittest import mock
 import pytest
 from django.conf import settings
 
-from catalog_app.engine.reads import read_rows_here
+from catalog_app.engine.reads import read_rows_arrow
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Commit
 from catalog_app.selectors import changes
@@ -166,7 +166,7 @@ class Run:
         except ApplicationError:
             return []
         files = table_files(chain, table_id=version.object_id)
-        return read_rows_here(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(version), files.reads()).to_pylist()
+        return read_rows_arrow(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(version), files.reads()).to_pylist()
 
     def ancestors(self, commit: str) -> set[str]:
         seen, stack = set(), [commit]

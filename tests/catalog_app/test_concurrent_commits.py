@@ -14,7 +14,7 @@ from catalog_app.services.load_changes import load_change
 from lakeui.errors import ConflictError
 from lakeui.jobs.models import Job
 from tests.support.catalogs import head, make_catalog, make_table, on
-from tests.support.data import claimed, read, run_here
+from tests.support.data import claimed, read, run_in_process
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,7 @@ def _ids(spark, catalog) -> list[int]:
 def test_the_second_of_two_upserts_of_one_key_read_at_once_is_refused(spark, mode, key):
     catalog = make_catalog()
     table = make_table(catalog, primary_key=["id"], properties={"write.mode": mode})
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     load = {"strategy": "upsert", "key_columns": ["id"]}
     second = _both(
         spark, catalog, table, "table_load",
@@ -71,7 +71,7 @@ def test_the_second_of_two_upserts_of_one_key_read_at_once_is_refused(spark, mod
 def test_the_second_of_two_updates_of_one_row_read_at_once_is_refused(spark):
     catalog = make_catalog()
     table = make_table(catalog, primary_key=["id"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     second = _both(
         spark, catalog, table, "table_update",
         {"where": "id = 3", "set": {"amount": "amount + 1"}}, {"where": "id = 3", "set": {"amount": "amount + 100"}},
@@ -109,7 +109,7 @@ def test_a_job_the_table_changed_under_re_plans_and_commits_on_the_new_state(spa
 
     catalog = make_catalog()
     make_table(catalog, primary_key=["id"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     load = {"strategy": "upsert", "key_columns": ["id"]}
     late = table_data_submit(
         target=on(catalog), database="sales", table="orders", kind="table_load",
@@ -121,7 +121,7 @@ def test_a_job_the_table_changed_under_re_plans_and_commits_on_the_new_state(spa
         def report(self, percent: int, message: str = "") -> None:
             if message == "Committing" and not other:
                 other.append(None)
-                other[0] = run_here(spark, catalog, {**load, "rows": [{"id": 20, "amount": 1, "region": "a"}]})
+                other[0] = run_in_process(spark, catalog, {**load, "rows": [{"id": 20, "amount": 1, "region": "a"}]})
 
     result = job_kind_get("table_load").handler(late.params, OtherCommitsFirst(str(late.id)))
     assert other[0]["rows_inserted"] == 1

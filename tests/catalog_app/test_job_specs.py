@@ -27,7 +27,7 @@ from catalog_app.job_specs import (
 from catalog_app.models import Commit
 from lakeui.errors import ApplicationError
 from tests.support.catalogs import make_catalog, make_table
-from tests.support.data import run_here
+from tests.support.data import run_in_process
 
 ROWS = [{"id": 1, "amount": 10, "region": "eu"}]
 LOADS = [
@@ -145,8 +145,8 @@ def test_the_worker_runs_each_table_job_from_its_spec_with_its_default_message(s
     as "<verb> database.table"."""
     catalog = make_catalog()
     make_table(catalog)
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
-    run_here(spark, catalog, {"set": {"amount": "amount + 1"}}, kind="table_update")
-    run_here(spark, catalog, {"where": "id = 1"}, kind="table_delete")
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"set": {"amount": "amount + 1"}}, kind="table_update")
+    run_in_process(spark, catalog, {"where": "id = 1"}, kind="table_delete")
     messages = Commit.objects.filter(catalog=catalog).order_by("-seq").values_list("message", flat=True)[:3]
     assert list(messages) == ["Delete from sales.orders", "Update sales.orders", "Load sales.orders"]

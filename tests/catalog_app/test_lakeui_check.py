@@ -11,7 +11,7 @@ from catalog_app.models import Branch, Commit, DataFile, ObjectKind, ObjectVersi
 from catalog_app.services.refs import branch_create, tag_create
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.check import assert_consistent
-from tests.support.data import files_at, run_here
+from tests.support.data import files_at, run_in_process
 
 pytestmark = pytest.mark.django_db
 
@@ -23,8 +23,8 @@ def catalog(spark):
     """A catalog with a loaded table, a delete file, a branch and a tag."""
     catalog = make_catalog()
     make_table(catalog)
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
-    run_here(spark, catalog, {"where": "id = 4"}, kind="table_delete")
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"where": "id = 4"}, kind="table_delete")
     branch_create(catalog=catalog, name="dev", source="main")
     tag_create(catalog=catalog, name="v1", ref="main")
     return catalog

@@ -218,22 +218,22 @@ def test_a_segment_on_both_sides_gives_only_the_rows_one_side_deleted(tmp_path, 
     gone_path, _ = write_segment(tmp_path, "gone", rows.slice(3, 1))  # a segment only the `from` side holds
     gone = SegmentRead("s3", gone_path, tuple(columns))
     warehouse = Warehouse(str(tmp_path))
-    before, after = row_diff.read_sides_here(warehouse, columns, [shared_before, gone], [shared_after, added])
+    before, after = row_diff.read_sides_arrow(warehouse, columns, [shared_before, gone], [shared_after, added])
     assert sorted(before.column("id").to_pylist()) == [1, 2, 3]  # 0 and 3..8 of the shared segment: on both sides
     assert sorted(after.column("id").to_pylist()) == [2, 11]
-    every_before = reads.read_rows_here(warehouse, columns, [shared_before, gone])
-    every_after = reads.read_rows_here(warehouse, columns, [shared_after, added])
+    every_before = reads.read_rows_arrow(warehouse, columns, [shared_before, gone])
+    every_after = reads.read_rows_arrow(warehouse, columns, [shared_after, added])
     if not key:  # as multisets, `gone`'s row 3 is one of two 3s before and none after
         assert as_tuples(row_diff.diff_rows(before, after, key)) == reference(every_before, every_after, key)
     else:  # keys unique per side: compare without `gone` (a second id 3)
-        every_before = reads.read_rows_here(warehouse, columns, [shared_before])
-        before, after = row_diff.read_sides_here(warehouse, columns, [shared_before], [shared_after, added])
+        every_before = reads.read_rows_arrow(warehouse, columns, [shared_before])
+        before, after = row_diff.read_sides_arrow(warehouse, columns, [shared_before], [shared_after, added])
         assert as_tuples(row_diff.diff_rows(before, after, key)) == reference(every_before, every_after, key) == [
             ("delete", (1, 1, "a"), (None, None, None)), ("update", (2, 2, "a"), (2, -2, "a")),
             ("insert", (None, None, None), (11, 11, "b")),
         ]  # fmt: skip
     same = SegmentRead("s1", path, tuple(columns), (after_deltas[0],))
-    assert row_diff.read_sides_here(warehouse, columns, [same], [same])[0].num_rows == 0  # nothing to read
+    assert row_diff.read_sides_arrow(warehouse, columns, [same], [same])[0].num_rows == 0  # nothing to read
 
 
 @pytest.mark.parametrize(

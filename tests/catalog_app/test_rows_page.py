@@ -7,7 +7,7 @@ from catalog_app.engine import reads
 from catalog_app.selectors.table_rows import rows_page
 from catalog_app.services.tables import column_add
 from tests.support.catalogs import make_catalog, make_table, on
-from tests.support.data import run_here, table_version
+from tests.support.data import run_in_process, table_version
 
 pytestmark = pytest.mark.django_db
 
@@ -42,10 +42,10 @@ def test_a_page_read_from_the_files_is_the_page_spark_reads(spark, batch, monkey
     catalog = make_catalog()
     make_table(catalog, columns=COLUMNS, properties={"write.mode": "merge-on-read"})
     for first in (1, 11, 21):
-        run_here(spark, catalog, {"strategy": "append_only", "rows": [row(i) for i in range(first, first + 10)]})
-    run_here(spark, catalog, {"where": "id % 4 = 0"}, kind="table_delete")  # deletes in every segment
-    run_here(spark, catalog, {"where": "id BETWEEN 11 AND 20"}, kind="table_delete")  # a whole segment
-    run_here(spark, catalog, {"set": {"n": "n + 1"}, "where": "id = 3"}, kind="table_update")
+        run_in_process(spark, catalog, {"strategy": "append_only", "rows": [row(i) for i in range(first, first + 10)]})
+    run_in_process(spark, catalog, {"where": "id % 4 = 0"}, kind="table_delete")  # deletes in every segment
+    run_in_process(spark, catalog, {"where": "id BETWEEN 11 AND 20"}, kind="table_delete")  # a whole segment
+    run_in_process(spark, catalog, {"set": {"n": "n + 1"}, "where": "id = 3"}, kind="table_update")
     answers = pages(spark, catalog, [(1, 50), (1, 5), (2, 5), (3, 4), (4, 3), (7, 3), (100, 10)])
     for here, spark_page in answers:
         assert here == spark_page
@@ -63,13 +63,13 @@ def test_segments_of_an_older_schema_are_projected_here_as_spark_projects_them(s
 
     from catalog_app.engine.sql import selected_rows
     from catalog_app.engine.warehouse import Warehouse
-    from catalog_app.selectors.table_rows import select_frame, select_here
+    from catalog_app.selectors.table_rows import quick_select, select_frame
     from catalog_app.services.tables import column_drop, column_update
 
     catalog = make_catalog()
     make_table(catalog, columns=COLUMNS, properties={"write.mode": "merge-on-read"})
-    run_here(spark, catalog, {"strategy": "append_only", "rows": [row(i) for i in range(1, 11)]})
-    run_here(spark, catalog, {"where": "id % 4 = 0"}, kind="table_delete")
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": [row(i) for i in range(1, 11)]})
+    run_in_process(spark, catalog, {"where": "id % 4 = 0"}, kind="table_delete")
     target = {"target": on(catalog), "database": "sales", "table": "orders"}
     column_update(**target, column="s", changes={"name": "label"})
     column_update(**target, column="n", changes={"type": "long"})
@@ -82,7 +82,7 @@ def test_segments_of_an_older_schema_are_projected_here_as_spark_projects_them(s
         column_add(**target, spec=spec)
     newer = {**row(11), "label": "new", "extra": 1, "price": "2.25"}
     del newer["s"], newer["raw"]
-    run_here(spark, catalog, {"strategy": "append_only", "rows": [newer]})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": [newer]})
     answers = pages(spark, catalog, [(1, 50), (2, 3)])
     for here, spark_page in answers:
         assert here == spark_page
@@ -92,7 +92,7 @@ def test_segments_of_an_older_schema_are_projected_here_as_spark_projects_them(s
     assert first["rows"][0][2] == "row 1 ✓" and first["rows"][-1][2] == "new"
     chain, _ = table_version(catalog)
     statement = "SELECT label, sum(n), max(x), min(day), count(extra) FROM sales.orders GROUP BY label ORDER BY label"
-    here = select_here(chain=chain, statement=statement)
+    here = quick_select(chain=chain, statement=statement)
     frame = select_frame(spark, catalog=catalog, chain=chain, statement=statement,
                          warehouse=Warehouse(settings.LAKEUI_WAREHOUSE))  # fmt: skip
     assert here is not None and {"columns": here.columns, "rows": here.rows, "truncated": False} == selected_rows(

@@ -1,6 +1,6 @@
 """The write strategies of docs/api.md#write-strategies on real Spark: rows, counts, pruning, operations and refusals.
 
-Most tests run the load job's work in this process (as the worker would, see `tests.support.data.run_here`);
+Most tests run the load job's work in this process (as the worker would, see `tests.support.data.run_in_process`);
 one goes end to end through the API and the real worker.
 """
 
@@ -12,7 +12,7 @@ from django.conf import settings
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from catalog_app.engine import loads_here
+from catalog_app.engine import loads_arrow
 from catalog_app.models import Commit, DataFile, Operation
 from catalog_app.services.data_changes import DataChange, data_change_commit, table_snapshot
 from catalog_app.services.data_submit import table_data_submit
@@ -22,7 +22,7 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.registry import job_kind_get
 from tests.conftest import wait_for_job
 from tests.support.catalogs import COLUMNS, head, make_catalog, make_table, on
-from tests.support.data import Progress, files_at, read, run_here, table_version
+from tests.support.data import Progress, files_at, read, run_in_process, table_version
 
 pytestmark = pytest.mark.django_db
 
@@ -39,8 +39,8 @@ def two_segment_table(spark, **table_kwargs):
     """Rows 1-4 in one segment, 5-8 in another."""
     catalog = make_catalog()
     make_table(catalog, **table_kwargs)
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS[:4]})
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS[4:]})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS[:4]})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS[4:]})
     return catalog
 
 
@@ -59,12 +59,12 @@ MODES = ["merge-on-read", "copy-on-write"]
 @pytest.fixture(params=["here", "driver", "spark"])
 def matching(request, settings, monkeypatch):
     """Key loads of up to LAKEUI_DRIVER_MATCH_ROWS rows match keys on the driver, larger ones in Spark jobs, and
-    small ones of JSON rows or Parquet run here with no Spark job (`loads_here.HERE_ROWS`): the tests of key
+    small ones of JSON rows or Parquet run here with no Spark job (`loads_arrow.ARROW_ROWS`): the tests of key
     strategies run all three ways."""
     if request.param == "spark":
         settings.LAKEUI_DRIVER_MATCH_ROWS = 0
     if request.param == "driver":
-        monkeypatch.setattr(loads_here, "HERE_ROWS", 0)
+        monkeypatch.setattr(loads_arrow, "ARROW_ROWS", 0)
     return request.param
 
 
@@ -75,7 +75,7 @@ NEW = {"id": 20, "amount": 200, "region": "eu"}  # a key above every segment's m
 @pytest.mark.usefixtures("matching")
 def test_insert_adds_only_new_keys(spark):
     catalog = two_segment_table(spark)
-    result = run_here(spark, catalog, {"strategy": "insert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    result = run_in_process(spark, catalog, {"strategy": "insert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*ROWS, NEW]))
     assert (result["rows_inserted"], result["rows_updated"], result["strategy"]) == (1, 0, "insert")
     assert result["segments_read"] == 1  # key 20 is above both segments' max; key 2 sits in the first only
@@ -87,7 +87,7 @@ def test_insert_adds_only_new_keys(spark):
 def test_update_changes_matched_rows_and_inserts_nothing(spark, mode):
     catalog = two_segment_table(spark, properties={"write.mode": mode})
     first, second = files_at(catalog).segments
-    result = run_here(spark, catalog, {"strategy": "update", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    result = run_in_process(spark, catalog, {"strategy": "update", "key_columns": ["id"], "rows": [CHANGED, NEW]})
     assertDataFrameEqual(read(spark, catalog), frame(spark, [CHANGED if r["id"] == 2 else r for r in ROWS]))
     assert (result["rows_updated"], result["rows_inserted"]) == (1, 0)
     assert (result["segments_read"], result["segments_rewritten"]) == (1, 1 if mode == "copy-on-write" else 0)
@@ -105,7 +105,7 @@ def test_update_changes_matched_rows_and_inserts_nothing(spark, mode):
 def test_upsert_updates_matched_keys_and_inserts_the_rest(spark, mode):
     catalog = two_segment_table(spark, properties={"write.mode": mode})
     before = head(catalog)
-    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    result = run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS], NEW]))
     assertDataFrameEqual(read(spark, catalog, before), frame(spark, ROWS))
     assert (result["rows_updated"], result["rows_inserted"], result["rows_deleted"]) == (1, 1, 0)
@@ -122,7 +122,7 @@ def test_upsert_updates_matched_keys_and_inserts_the_rest(spark, mode):
 def test_delete_insert_replaces_the_rows_of_incoming_keys(spark, mode):
     catalog = two_segment_table(spark, properties={"write.mode": mode})
     incoming = [CHANGED, {"id": 5, "amount": 0, "region": "eu"}, NEW]
-    result = run_here(spark, catalog, {"strategy": "delete_insert", "key_columns": ["id"], "rows": incoming})
+    result = run_in_process(spark, catalog, {"strategy": "delete_insert", "key_columns": ["id"], "rows": incoming})
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*[r for r in ROWS if r["id"] not in (2, 5)], *incoming]))
     assert (result["rows_deleted"], result["rows_inserted"], result["rows_updated"]) == (2, 3, 0)
     assert result["segments_rewritten"] == (2 if mode == "copy-on-write" else 0)
@@ -135,7 +135,9 @@ def test_delete_insert_replaces_the_rows_of_incoming_keys(spark, mode):
 def test_incremental_keeps_the_newest_incoming_row_per_key(spark):
     catalog = make_catalog()
     make_table(catalog, columns=[*COLUMNS, {"name": "seen", "type": "int"}])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": [{"id": 1, "amount": 1, "region": "eu", "seen": 1}]})
+    run_in_process(
+        spark, catalog, {"strategy": "append_only", "rows": [{"id": 1, "amount": 1, "region": "eu", "seen": 1}]}
+    )
     rows = [
         {"id": 1, "amount": 10, "region": "old", "seen": 2},
         {"id": 1, "amount": 11, "region": "new", "seen": 3},
@@ -143,7 +145,7 @@ def test_incremental_keeps_the_newest_incoming_row_per_key(spark):
         {"id": 2, "amount": 21, "region": "b", "seen": 1},
     ]
     params = {"strategy": "incremental", "key_columns": ["id"], "watermark": "seen", "rows": rows}
-    result = run_here(spark, catalog, params)
+    result = run_in_process(spark, catalog, params)
     schema = f"{SCHEMA}, seen int"
     assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 11, "new", 3), (2, 21, "b", 1)], schema))
     assert (result["rows_updated"], result["rows_inserted"]) == (1, 1)
@@ -158,7 +160,7 @@ def test_a_key_load_into_an_empty_table_inserts_every_row(spark, mode, strategy)
     catalog = make_catalog()
     make_table(catalog, properties={"write.mode": mode})
     fields = {"watermark": "amount", "valid_from_column": "vf", "valid_to_column": "vt"}
-    result = run_here(spark, catalog, {"strategy": strategy, "key_columns": ["id"], "rows": ROWS[:3], **fields})
+    result = run_in_process(spark, catalog, {"strategy": strategy, "key_columns": ["id"], "rows": ROWS[:3], **fields})
     assert (result["rows_inserted"], result["rows_updated"], result["rows_deleted"]) == (3, 0, 0)
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [1, 2, 3]
 
@@ -172,9 +174,9 @@ def test_incremental_breaks_watermark_ties_the_same_way_whatever_the_order(spark
     rows = [{"id": 1, "amount": amount, "region": region} for amount, region in [(5, "b"), (5, "a"), (7, "a")]]
     rows = rows if order == "as_given" else rows[::-1]
     params = {"strategy": "incremental", "key_columns": ["id"], "watermark": "amount", "rows": rows}
-    run_here(spark, catalog, params)
+    run_in_process(spark, catalog, params)
     assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 7, "a")]))
-    run_here(spark, catalog, {**params, "rows": [r for r in rows if r["amount"] == 5]})
+    run_in_process(spark, catalog, {**params, "rows": [r for r in rows if r["amount"] == 5]})
     assertDataFrameEqual(read(spark, catalog), frame(spark, [(1, 5, "a")]))
 
 
@@ -186,7 +188,7 @@ def test_incremental_keeps_every_row_with_a_null_key_as_upsert_does(spark):
     for strategy, rows_in, counts in [("incremental", rows[:3], (3, 0)), ("upsert", rows[:3], (2, 1)),
                                       ("incremental", rows, (2, 1))]:  # fmt: skip
         params = {"strategy": strategy, "key_columns": ["k"], "watermark": "amount", "rows": rows_in}
-        result = run_here(spark, catalog, params)
+        result = run_in_process(spark, catalog, params)
         assert (result["rows_inserted"], result["rows_updated"]) == counts, strategy
     after = sorted((r["k"] or "", r["amount"]) for r in read(spark, catalog).collect())
     assert after == [("", 1), ("", 1), ("", 1), ("", 2), ("", 2), ("", 2), ("a", 4)]
@@ -196,14 +198,14 @@ def test_scd2_closes_and_opens_versions_over_three_loads(spark):
     catalog = make_catalog()
     make_table(catalog)
     params = {"strategy": "scd2", "key_columns": ["id"], "valid_from_column": "vf", "valid_to_column": "vt"}
-    first = run_here(spark, catalog, {**params, "rows": ROWS[:2]})
+    first = run_in_process(spark, catalog, {**params, "rows": ROWS[:2]})
     assert (first["rows_inserted"], first["rows_updated"]) == (2, 0)
     assert [op for op, _ in operations(catalog)] == ["alter_column", "alter_column", "insert"]
     assert [s.schema_version.columns[-1]["name"] for s in files_at(catalog).segments] == ["vt"]
-    second = run_here(spark, catalog, {**params, "rows": [{**ROWS[0], "amount": 11}, ROWS[1], ROWS[2]]})
+    second = run_in_process(spark, catalog, {**params, "rows": [{**ROWS[0], "amount": 11}, ROWS[1], ROWS[2]]})
     assert (second["rows_updated"], second["rows_inserted"]) == (1, 2)  # id 1 changed, id 2 unchanged, id 3 new
     assert [op for op, _ in operations(catalog)] == ["update", "insert"]
-    third = run_here(spark, catalog, {**params, "rows": [{**ROWS[0], "amount": 12}]})
+    third = run_in_process(spark, catalog, {**params, "rows": [{**ROWS[0], "amount": 12}]})
     assert (third["rows_updated"], third["rows_inserted"]) == (1, 1)
     table = read(spark, catalog)
     history = table.filter("id = 1").orderBy(F.col("vf").asc_nulls_first()).collect()
@@ -226,11 +228,11 @@ def test_scd2_refuses_validity_columns_of_another_type(spark, user_client):
 def test_snapshot_replaces_only_the_incoming_partitions(spark):
     catalog = make_catalog()
     make_table(catalog, partition_by=["region"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
-    run_here(spark, catalog, {"where": "id = 1"}, kind="table_delete")  # a delta file: 3 eu rows left
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"where": "id = 1"}, kind="table_delete")  # a delta file: 3 eu rows left
     us_files = [s for s in files_at(catalog).segments if s.partition_values == {"3": "us"}]
     incoming = [{"id": 100, "amount": 1, "region": "eu"}, {"id": 101, "amount": 2, "region": "apac"}]
-    result = run_here(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    result = run_in_process(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*incoming, *[r for r in ROWS if r["region"] == "us"]]))
     assert (result["rows_inserted"], result["rows_deleted"], result["segments_read"]) == (2, 3, 0)
     assert [s.id for s in files_at(catalog).segments if s.partition_values == {"3": "us"}] == [s.id for s in us_files]
@@ -251,11 +253,11 @@ def test_partitions_of_any_value_get_files_of_their_own(spark):
         {"id": 1, "amount": 1, "region": long_a, "zone": None}, {"id": 2, "amount": 2, "region": long_b, "zone": None},
         {"id": 3, "amount": 3, "region": "x", "zone": None}, {"id": 4, "amount": 4, "region": None, "zone": "x"},
     ]  # fmt: skip
-    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows})
     values = sorted((s.partition_values["3"] or "", s.partition_values["4"] or "") for s in files_at(catalog).segments)
     assert values == [("", "x"), (long_a, ""), (long_b, ""), ("x", "")]
     incoming = [{"id": 5, "amount": 5, "region": long_a, "zone": None}]
-    run_here(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    run_in_process(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [2, 3, 4, 5]
 
 
@@ -263,12 +265,12 @@ def test_a_null_partition_is_not_the_string_none(spark):
     catalog = make_catalog()
     make_table(catalog, partition_by=["region"])
     rows = [{"id": 1, "amount": 1, "region": "None"}, {"id": 2, "amount": 2, "region": None}]
-    run_here(spark, catalog, {"strategy": "append_only", "rows": [*rows, {"id": 3, "amount": 3, "region": "eu"}]})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": [*rows, {"id": 3, "amount": 3, "region": "eu"}]})
     incoming = [{"id": 4, "amount": 4, "region": None}]
-    result = run_here(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
+    result = run_in_process(spark, catalog, {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
     assert result["rows_deleted"] == 1
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [1, 3, 4]
-    run_here(spark, catalog, {"strategy": "full_refresh", "partitions": [{"region": "None"}], "rows": []})
+    run_in_process(spark, catalog, {"strategy": "full_refresh", "partitions": [{"region": "None"}], "rows": []})
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [3, 4]
 
 
@@ -281,17 +283,17 @@ def test_full_refresh_partitions_are_read_as_the_columns_types(spark):
     rows = [
         {"id": 1, "price": "1.50", "at": "2024-01-01T10:00:00"}, {"id": 2, "price": "2", "at": "2024-01-01T10:00:00"},
     ]  # fmt: skip
-    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows})
     partitions = [{"price": 1.5, "at": "2024-01-01 11:00:00+01:00"}]
     new = [{"id": 3, "price": "1.5", "at": "2024-01-01T10:00:00"}]
-    result = run_here(spark, catalog, {"strategy": "full_refresh", "partitions": partitions, "rows": new})
+    result = run_in_process(spark, catalog, {"strategy": "full_refresh", "partitions": partitions, "rows": new})
     assert (result["rows_deleted"], result["rows_inserted"]) == (1, 1)
     assert sorted(r["id"] for r in read(spark, catalog).collect()) == [2, 3]
     [(_, details)] = operations(catalog)
     assert details["partitions"] == [{"price": "1.50", "at": "2024-01-01T10:00:00"}]
     for bad in ([{"price": "x", "at": None}], []):
         with pytest.raises(ApplicationError) as refused:
-            run_here(spark, catalog, {"strategy": "full_refresh", "partitions": bad, "rows": []})
+            run_in_process(spark, catalog, {"strategy": "full_refresh", "partitions": bad, "rows": []})
         assert refused.value.code in ("invalid_partition_value", "invalid_input")
 
 
@@ -301,7 +303,7 @@ def test_a_partition_overwrite_waits_for_segments_written_before_partitioning_to
     API, and by the worker for a job queued before) until compaction splits the files by partition."""
     catalog = make_catalog()
     make_table(catalog, partition_by=["region"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     incoming = [{"id": 100, "amount": 1, "region": "eu"}]
     snapshot = {"strategy": "snapshot", "partition_column": "region", "rows": incoming}
     queued = table_data_submit(target=on(catalog), database="sales", table="orders", kind="table_load", params=snapshot)
@@ -315,10 +317,10 @@ def test_a_partition_overwrite_waits_for_segments_written_before_partitioning_to
         job_kind_get("table_load").handler(queued.params, Progress(str(queued.id)))
     assert (refused.value.status, refused.value.code) == (409, "unsplit_segments")
     assert head(catalog) == before
-    compacted = run_here(spark, catalog, {}, kind="table_compact")
+    compacted = run_in_process(spark, catalog, {}, kind="table_compact")
     assert (compacted["segments_read"], compacted["segments_written"]) == (2, len(ROWS))  # one amount per row
     assert all(set(s.partition_values) == {"2", "3"} for s in files_at(catalog).segments)
-    run_here(spark, catalog, snapshot)
+    run_in_process(spark, catalog, snapshot)
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*incoming, *[r for r in ROWS if r["region"] == "us"]]))
 
 
@@ -327,7 +329,7 @@ def test_upsert_from_a_query_over_another_table(spark, user_client):
     """Through the API, as a user sends it; the job's work runs here."""
     catalog = two_segment_table(spark)
     make_table(catalog, table="staging")
-    run_here(spark, catalog, {"strategy": "append_only", "rows": [CHANGED, NEW]}, table="staging")
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": [CHANGED, NEW]}, table="staging")
     params = {"strategy": "upsert", "key_columns": ["id"], "query": "SELECT * FROM sales.staging WHERE id < 10"}
     response = user_client.post(LOADS_URL.format(catalog=catalog.name), params, format="json")
     assert response.status_code == 202, response.json()
@@ -347,10 +349,10 @@ def test_a_query_is_read_once_so_a_nondeterministic_one_stays_consistent(spark, 
     catalog = make_catalog()
     make_table(catalog, properties={"write.mode": mode})
     rows = [{"id": i, "amount": i, "region": "eu"} for i in range(1, 201)]
-    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows})
     moving = "(id * 7919 + unix_micros(current_timestamp())) % 200 < 100"  # 100 ids; which ones depends on the time
     query = f"SELECT id, amount + 1000 AS amount, region FROM sales.orders WHERE {moving}"
-    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "query": query})
+    result = run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "query": query})
     after = {r["id"]: r["amount"] for r in read(spark, catalog).collect()}
     assert read(spark, catalog).count() == len(after) == 200
     assert result["rows_updated"] == sum(amount > 1000 for amount in after.values()) == 100
@@ -361,7 +363,7 @@ def test_a_query_naming_a_column_twice_is_refused(spark):
     before = head(catalog)
     query = "SELECT id, amount, region, amount AS AMOUNT FROM sales.orders"
     with pytest.raises(ApplicationError) as refused:
-        run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "query": query})
+        run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "query": query})
     assert refused.value.code == "duplicate_columns" and "amount" in refused.value.message
     assert head(catalog) == before
 
@@ -417,7 +419,7 @@ def test_duplicate_incoming_keys_fail_the_load_with_no_commit(spark):
     before, commits = head(catalog), Commit.objects.count()
     rows = [CHANGED, {**CHANGED, "amount": 3}, NEW]
     with pytest.raises(ApplicationError) as refused:
-        run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": rows})
+        run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": rows})
     assert refused.value.code == "duplicate_keys"
     assert refused.value.details == {"examples": [{"id": 2}]}
     assert (head(catalog), Commit.objects.count()) == (before, commits)
@@ -436,7 +438,9 @@ def test_upsert_into_twenty_segments_rewrites_only_the_two_holding_matched_keys(
         assert len(segments) == 20 and len(holding) == 2
         updates = [{"id": i, "amount": -1, "region": "new"} for i in [*range(300, 400, 20), *range(1100, 1200, 20)]]
         inserts = [{"id": 5000 + i, "amount": i, "region": "ins"} for i in range(10)]
-        result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": updates + inserts})
+        result = run_in_process(
+            spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": updates + inserts}
+        )
         assert (result["rows_updated"], result["rows_inserted"]) == (10, 10)
         assert result["segments_read"] == 2
         assert result["bytes_read"] == sum(s.size_bytes for s in segments if s.id in holding)
@@ -462,9 +466,9 @@ def test_a_second_upsert_of_the_same_keys_matches_only_their_live_rows(spark, mo
     """The first upsert replaced key 2's row (a delta file or a rewritten segment); the second must match the
     row that replaced it, not the replaced one."""
     catalog = two_segment_table(spark, properties={"write.mode": mode})
-    run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
+    run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, NEW]})
     again = [{**CHANGED, "amount": -3}, {**NEW, "amount": 201}]
-    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": again})
+    result = run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": again})
     assert (result["rows_updated"], result["rows_inserted"]) == (2, 0)
     assertDataFrameEqual(
         read(spark, catalog), frame(spark, [*[again[0] if r["id"] == 2 else r for r in ROWS], again[1]])
@@ -478,12 +482,12 @@ def test_upsert_into_a_partitioned_table_writes_one_partition_per_file(spark, mo
     catalog = make_catalog()
     first = partitioned == "from the start"
     make_table(catalog, partition_by=["region"] if first else [], properties={"write.mode": mode})
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     if not first:  # the first segment holds several regions
         table_update(target=on(catalog), database="sales", name="orders", partition_by=["region"])
     incoming = [{**CHANGED, "region": "us"}, {"id": 3, "amount": -3, "region": "apac"}, NEW]
     before = files_at(catalog).segments
-    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": incoming})
+    result = run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": incoming})
     assert (result["rows_updated"], result["rows_inserted"]) == (2, 1)
     expected = [*[r for r in ROWS if r["id"] not in (2, 3)], *incoming]
     assertDataFrameEqual(read(spark, catalog), frame(spark, expected))
@@ -522,7 +526,7 @@ def test_json_rows_keep_timestamp_offsets_and_wide_decimals(spark):
         {"id": 2, "at": "2000-01-01T00:00:00", "d": "-1"},
         {"id": 3, "at": "1999-12-31T19:00:00-05:00", "d": 0.5},
     ]
-    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows})
     got = {r["id"]: (r["at"], r["d"]) for r in read(spark, catalog).collect()}
     assert got == {
         1: (datetime(1999, 12, 31, 23, 59, 59, 999999), Decimal(wide)),
@@ -530,7 +534,7 @@ def test_json_rows_keep_timestamp_offsets_and_wide_decimals(spark):
         3: (datetime(2000, 1, 1), Decimal("0.5")),
     }
     updated = {"strategy": "upsert", "key_columns": ["at"], "rows": [{"id": 4, "at": "2000-01-01T01:00:00+01:00"}]}
-    result = run_here(spark, catalog, updated)
+    result = run_in_process(spark, catalog, updated)
     assert (result["rows_updated"], result["rows_inserted"]) == (2, 0)  # the same instant as rows 2 and 3
 
 
@@ -542,14 +546,14 @@ def test_upsert_on_a_composite_key_of_string_date_and_timestamp_columns(spark):
              {"source": "us", "day": "2024-01-06", "at": "2024-01-06T23:59:59.999999", "price": "2.00"}]  # fmt: skip
     second = [{"source": "eu", "day": "2024-03-01", "at": "2024-03-01T00:00:00", "price": "3.25"}]
     for rows in (first, second):
-        run_here(spark, catalog, {"strategy": "append_only", "rows": rows}, table="events")
+        run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows}, table="events")
     incoming = [
         {**first[1], "price": "9.99"},  # matches the first segment's second row
         {**first[1], "at": "2024-01-06T23:59:59", "price": "5.00"},  # a microsecond off: a new key
         {**second[0], "source": "ap", "price": "0.10"},  # day and time in the second segment's range, source not
     ]
     params = {"strategy": "upsert", "key_columns": ["source", "day", "at"], "rows": incoming}
-    result = run_here(spark, catalog, params, table="events")
+    result = run_in_process(spark, catalog, params, table="events")
     assert (result["rows_updated"], result["rows_inserted"], result["segments_read"]) == (1, 2, 1)
     expected = [
         (r["source"], date.fromisoformat(r["day"]), datetime.fromisoformat(r["at"]), Decimal(r["price"]))
@@ -565,10 +569,10 @@ def test_upsert_matches_keys_in_segments_written_before_the_key_column_was_widen
 
     catalog = make_catalog()
     make_table(catalog, columns=[{"name": "id", "type": "int", "nullable": False}, *COLUMNS[1:]])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS[:4]})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS[:4]})
     column_update(target=on(catalog), database="sales", table="orders", column="id", changes={"type": "long"})
     big = {"id": 2**40, "amount": 1, "region": "big"}
-    result = run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, big]})
+    result = run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": [CHANGED, big]})
     assert (result["rows_updated"], result["rows_inserted"]) == (1, 1)
     assertDataFrameEqual(read(spark, catalog), frame(spark, [*[CHANGED if r["id"] == 2 else r for r in ROWS[:4]], big]))
 

@@ -43,7 +43,7 @@ def page_client(user):
     return client
 
 
-def unreadable_here(settings, tmp_path) -> None:
+def unreadable_in_web(settings, tmp_path) -> None:
     """This process no longer finds the table's files (the workers, other processes, still do)."""
     settings.LAKEUI_WAREHOUSE = str(tmp_path / "not-the-warehouse")
 
@@ -91,7 +91,7 @@ def test_the_console_follows_the_job_of_a_select(lake, page_client, settings):
 
 
 def test_a_rows_page_a_worker_reads_is_answered_at_once(lake, user_client, page_client, settings, tmp_path):
-    unreadable_here(settings, tmp_path)
+    unreadable_in_web(settings, tmp_path)
     queue = NoWorker(settings, "LAKEUI_INTERACTIVE_QUEUE")
     url = f"/api/v1/catalogs/{lake.name}/refs/main/databases/sales/tables/orders/rows"
     response, took = timed(lambda: user_client.get(url))
@@ -118,7 +118,7 @@ def test_a_rows_page_a_worker_reads_is_answered_at_once(lake, user_client, page_
 def test_changed_rows_a_worker_reads_are_answered_at_once(lake, user_client, page_client, settings, tmp_path):
     branch_create(catalog=lake, name="dev", source="main")
     change(lake, "table_update", {"set": {"amount": "-1"}, "where": "id = 1"}, branch="dev")
-    unreadable_here(settings, tmp_path)
+    unreadable_in_web(settings, tmp_path)
     queue = NoWorker(settings, "LAKEUI_INTERACTIVE_QUEUE")
     url = f"/api/v1/catalogs/{lake.name}/diff/rows"
     query = {"from": "main", "to": "dev", "table": "sales.orders"}

@@ -14,7 +14,7 @@ from merge_app.plan import semantics
 from merge_app.selectors.merge_requests import resolution_of
 from merge_app.services.merge_requests import merge_request_open
 from tests.support.catalogs import head, make_catalog, make_table
-from tests.support.data import read, run_here
+from tests.support.data import read, run_in_process
 from tests.support.merges import merge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,12 +76,12 @@ def both_changed_catalog(spark):
     """main: the table with BASE; dev branched from it; then each side's changes (SOURCE on dev, TARGET on main)."""
     catalog = make_catalog()
     make_table(catalog, primary_key=["id"], columns=COLUMNS)
-    run_here(spark, catalog, {"strategy": "append_only", "rows": list(BASE.values())})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": list(BASE.values())})
     branch_create(catalog=catalog, name="dev", source="main")
-    run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": list(SOURCE.values())},
+    run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": list(SOURCE.values())},
              branch="dev")  # fmt: skip
-    run_here(spark, catalog, {"where": "id = 4"}, kind="table_delete", branch="dev")
-    run_here(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": list(TARGET.values())})
+    run_in_process(spark, catalog, {"where": "id = 4"}, kind="table_delete", branch="dev")
+    run_in_process(spark, catalog, {"strategy": "upsert", "key_columns": ["id"], "rows": list(TARGET.values())})
     return catalog
 
 

@@ -117,7 +117,7 @@ def test_each_service_names_its_job_kind_by_its_spec():
 # Checked on the source, as tests/lakeui/layout.py checks the layers: each merge job's params are declared once, in
 # its spec, so no merge_app code builds a job's params as a dict or reads them by name.
 ROOT = Path(__file__).resolve().parents[2]
-SUBMITS = frozenset({"job_create", "job_started_for", "job_run_sync", "job_answered_here"})
+SUBMITS = frozenset({"job_create", "job_started_for", "job_run_sync", "job_answered_by_caller"})
 # Submissions still building their params by hand, by function: merge_submit is in merge_app/services/merges.py,
 # which is being split (issue 37); it goes through MergeSpec with that change. The list only shrinks.
 PENDING_SPECS: set[str] = set()

@@ -16,7 +16,7 @@ from merge_app.models import Merge
 from merge_app.services import merges, pipeline
 from tests.support.catalogs import head
 from tests.support.check import assert_consistent
-from tests.support.data import read, run_here
+from tests.support.data import read, run_in_process
 from tests.support.merges import keyed_both_changed, keyed_merged
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,9 +100,9 @@ def test_a_prepared_merge_is_planned_again_when_anything_moved(spark, monkeypatc
     job = _running_job(catalog)
     prepared = _died_after_preparing(catalog, job, monkeypatch)
     if moved == "target":
-        run_here(spark, catalog, {"set": {"region": "'x'"}, "where": "id % 11 = 0"}, kind="table_update")
+        run_in_process(spark, catalog, {"set": {"region": "'x'"}, "where": "id % 11 = 0"}, kind="table_update")
     elif moved == "source":
-        run_here(spark, catalog, {"set": {"amount": "amount + 5"}, "where": "id % 5 = 0"}, kind="table_update",
+        run_in_process(spark, catalog, {"set": {"amount": "amount + 5"}, "where": "id % 5 = 0"}, kind="table_update",
                  branch="dev")  # fmt: skip
     else:
         os.remove(os.path.join(settings.LAKEUI_WAREHOUSE, prepared["written"][0]))

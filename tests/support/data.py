@@ -48,7 +48,9 @@ class Progress:
         pass
 
 
-def run_here(spark, catalog, params, *, kind="table_load", branch="main", database="sales", table="orders") -> dict:
+def run_in_process(
+    spark, catalog, params, *, kind="table_load", branch="main", database="sales", table="orders"
+) -> dict:
     """Submit a data job (the API's checks, nothing enqueued in a test transaction) and do its work in this
     process as a worker would, on this process's SparkSession (`spark`): the job's result. A refusal raises
     ApplicationError."""

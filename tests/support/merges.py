@@ -14,7 +14,7 @@ from merge_app.models import Merge
 from merge_app.services.merges import branch_merge
 from tests.conftest import wait_for_job
 from tests.support.catalogs import make_catalog, make_table, on
-from tests.support.data import run_here
+from tests.support.data import run_in_process
 
 
 def change(catalog, kind, params, *, branch="main", database="sales", table="orders") -> Job:
@@ -77,11 +77,11 @@ def keyed_both_changed(spark, rows: list[dict]):
     the merged rows on Spark (`keyed_merged` is what it gives). The catalog."""
     catalog = make_catalog()
     make_table(catalog, primary_key=["id"])
-    run_here(spark, catalog, {"strategy": "append_only", "rows": rows})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows})
     branch_create(catalog=catalog, name="dev", source="main")
-    run_here(spark, catalog, {"set": {"amount": "amount + 1000"}, "where": "id % 2 = 0"}, kind="table_update",
+    run_in_process(spark, catalog, {"set": {"amount": "amount + 1000"}, "where": "id % 2 = 0"}, kind="table_update",
              branch="dev")  # fmt: skip
-    run_here(spark, catalog, {"set": {"region": "'m'"}, "where": "id % 3 = 0"}, kind="table_update")
+    run_in_process(spark, catalog, {"set": {"region": "'m'"}, "where": "id % 3 = 0"}, kind="table_update")
     return catalog
 
 

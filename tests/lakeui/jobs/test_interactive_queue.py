@@ -50,7 +50,7 @@ def test_a_rows_page_in_the_current_schema_is_read_from_the_files_with_no_job(ce
     assert page.status_code == 200, page.json()
     assert (page.json()["count"], page.json()["rows"]) == (2, [[1, 10, "eu"], [2, 20, "us"]])
     assert not Job.objects.filter(kind="table_rows").exists()
-    # A segment written before a column was added is projected here too (reads.projected_here), with no job.
+    # A segment written before a column was added is projected here too (reads.projected_arrow), with no job.
     column_add(target=on(catalog), database="sales", table="orders", spec={"name": "note", "type": "int", "default": 0})
     page = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/rows").json()
     assert page["rows"] == [[1, 10, "eu", 0], [2, 20, "us", 0]]

@@ -181,10 +181,10 @@ def _delete(spark, catalog, mode="merge-on-read"):
     from catalog_app.services.data_submit import table_data_submit
     from catalog_app.services.tables import table_update
     from tests.support.catalogs import on
-    from tests.support.data import run_here
+    from tests.support.data import run_in_process
 
     table_update(target=on(catalog), database="sales", name="orders", set_properties={"write.mode": mode})
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     params = {"where": "id % 3 = 0"}
     return lambda: table_data_submit(target=on(catalog), database="sales", table="orders", kind="table_delete",
                                      params=params), [i for i in ALL_IDS if i % 3]  # fmt: skip
@@ -194,10 +194,10 @@ def _merge(spark, catalog):
     """A merge of a branch that loaded ROWS: each of them once on main."""
     from catalog_app.services.refs import branch_create
     from merge_app.services.merges import merge_submit
-    from tests.support.data import run_here
+    from tests.support.data import run_in_process
 
     branch_create(catalog=catalog, name="dev", source="main")
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS}, branch="dev")
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS}, branch="dev")
     return lambda: merge_submit(catalog=catalog, source="dev", target="main"), ALL_IDS
 
 
@@ -205,11 +205,11 @@ def _restore(spark, catalog):
     """A restore of main to before a delete: every row of ROWS back, once."""
     from merge_app.services.restores import restore_submit
     from tests.support.catalogs import head
-    from tests.support.data import run_here
+    from tests.support.data import run_in_process
 
-    run_here(spark, catalog, {"strategy": "append_only", "rows": ROWS})
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": ROWS})
     point = head(catalog)
-    run_here(spark, catalog, {"where": "id % 2 = 0"}, kind="table_delete")
+    run_in_process(spark, catalog, {"where": "id % 2 = 0"}, kind="table_delete")
     return lambda: restore_submit(catalog=catalog, branch="main", commit=point), ALL_IDS
 
 

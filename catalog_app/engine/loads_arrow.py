@@ -1,7 +1,7 @@
 """Small key loads done in this process with pyarrow, with no Spark job (docs/api.md#write-strategies): the incoming
 rows read and checked here (`incoming_rows`), the rows `insert`, `update`, `upsert` and `delete_insert` write
-(`keyed_rows`), both as the Spark path gives them; `loads._key_change_here` matches the keys (`keymatch`) and
-writes the files (`writes.write_segments_here`, delta files and copy-on-write copies as the driver path writes
+(`keyed_rows`), both as the Spark path gives them; `loads._key_change_arrow` matches the keys (`keymatch`) and
+writes the files (`writes.write_segments_arrow`, delta files and copy-on-write copies as the driver path writes
 them). Each raises `Unsupported` where Arrow could not give exactly what Spark gives, before anything is written,
 and the load runs on Spark instead.
 
@@ -32,12 +32,12 @@ from catalog_app.engine.types import arrow_type, is_decimal
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.job_specs import Rows, StoredFiles
 
-HERE_ROWS = 1_000_000  # a key load of up to this many incoming rows is read, matched and written here
-HERE_BYTES = 256 * 2**20  # ... and of up to this much uncompressed Parquet
+ARROW_ROWS = 1_000_000  # a key load of up to this many incoming rows is read, matched and written here
+ARROW_BYTES = 256 * 2**20  # ... and of up to this much uncompressed Parquet
 STRATEGIES = ("insert", "update", "upsert", "delete_insert")  # the key strategies that write incoming rows only
 _INDEX, _COUNT = "_row", "_matches"
 
-__all__ = ["HERE_BYTES", "HERE_ROWS", "STRATEGIES", "Unsupported", "incoming_rows", "keyed_rows"]
+__all__ = ["ARROW_BYTES", "ARROW_ROWS", "STRATEGIES", "Unsupported", "incoming_rows", "keyed_rows"]
 
 
 def incoming_rows(
@@ -79,8 +79,8 @@ def _parquet(uri: str, limit: int) -> pa.Table:
         rows += footer.num_rows
         size += sum(footer.row_group(g).total_byte_size for g in range(footer.num_row_groups))
         footers.append((file.path, footer))
-        if rows > limit or size > HERE_BYTES:
-            raise Unsupported(f"more than {limit} incoming rows or {HERE_BYTES} bytes")
+        if rows > limit or size > ARROW_BYTES:
+            raise Unsupported(f"more than {limit} incoming rows or {ARROW_BYTES} bytes")
     schemas = {footer.schema.to_arrow_schema().remove_metadata() for _, footer in footers}
     if len(schemas) > 1:
         raise Unsupported("incoming files of different schemas")

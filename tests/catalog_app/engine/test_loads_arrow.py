@@ -1,4 +1,4 @@
-"""Small key loads with pyarrow and no Spark job (catalog_app/engine/loads_here.py, loads._key_change_here): on the
+"""Small key loads with pyarrow and no Spark job (catalog_app/engine/loads_arrow.py, loads._key_change_arrow): on the
 same table and incoming rows they write the rows the Spark path writes, in the files the driver path writes
 (folders, groups, partitions, statistics, delta positions, copy-on-write copies); what Arrow cannot do exactly is
 left to Spark, with the same result or the same refusal."""
@@ -208,7 +208,7 @@ def _same_outcome(spark, table, here, there) -> None:
         assertDataFrameEqual(_after(spark, table, here), _after(spark, table, there))
 
 
-def test_a_parquet_upload_of_other_but_fitting_types_is_loaded_here(spark, tmp_path):
+def test_a_parquet_upload_of_other_but_fitting_types_is_loaded_with_arrow(spark, tmp_path):
     """int32 into long, large strings, dictionary strings, milliseconds with another zone, int64 into a decimal,
     float32 into a double, a boolean column of NULLs, and a column left out (NULL): Arrow casts them as Spark does."""
     table = _table(spark, tmp_path)

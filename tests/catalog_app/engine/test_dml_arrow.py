@@ -1,5 +1,5 @@
-"""Small updates and deletes with pyarrow (catalog_app/engine/dml_here.py, predicate_arrow.py, spark_hash.py,
-writes.write_segments_here): they match the rows Spark matches and write the files Spark writes, with no Spark job;
+"""Small updates and deletes with pyarrow (catalog_app/engine/dml_arrow.py, predicate_arrow.py, spark_hash.py,
+writes.write_segments_arrow): they match the rows Spark matches and write the files Spark writes, with no Spark job;
 what they cannot do exactly is done by Spark, with the same result."""
 
 import datetime
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from catalog_app.engine import dml, dml_here, predicate_arrow
+from catalog_app.engine import dml, dml_arrow, predicate_arrow
 from catalog_app.engine.dml import matches
 from catalog_app.engine.predicate_columns import to_column
 from catalog_app.engine.predicate_parser import parse_assignments, parse_predicate
@@ -174,7 +174,7 @@ def test_a_small_update_here_writes_what_spark_writes(spark, tables, partition_b
     (here, here_deltas, here_written), (there, there_deltas, there_written), jobs = _update_both_ways(
         spark, table, reads, where, assignments
     )
-    assert here.found_here and not there.found_here
+    assert here.found_by_arrow and not there.found_by_arrow
     assert jobs == 0
     assert here.counts() == there.counts() and here.counts()
     assert [(d.segment_id, d.row_count) for d in here_deltas] == [(d.segment_id, d.row_count) for d in there_deltas]
@@ -234,7 +234,7 @@ def test_a_delete_of_few_rows_runs_no_spark_job_and_deletes_what_spark_deletes(s
     where = parse_predicate("name LIKE '%a%' AND n > 0", TYPES)
     here, jobs = _jobs(spark, lambda: dml.rows_matching(spark, table, reads, where, few=True))
     there = dml.rows_matching(spark, table, reads, where, few=False)
-    assert jobs == 0 and here.found_here
+    assert jobs == 0 and here.found_by_arrow
     assert here.counts() == there.counts()
     spark_positions = dml.keymatch.positions_by_segment(there.positions.toArrow())
     assert {k: v.to_pylist() for k, v in here.positions.items()} == {
@@ -339,7 +339,7 @@ def test_random_predicates_match_here_the_rows_spark_matches(spark, predicates):
     for i, (text, predicate) in enumerate(zip(predicates, parsed, strict=True)):
         try:
             here = predicate_arrow.matching(predicate, rows, TYPES, time_zone="UTC")
-        except dml_here.Unsupported:
+        except dml_arrow.Unsupported:
             continue
         evaluated += 1
         assert here.tolist() == spark_masks.column(f"p{i}").to_pylist(), text

@@ -1,6 +1,6 @@
 """Small deletes and updates done in this process with pyarrow, with no Spark job: the rows a predicate matches in a
 few candidate segments (`positions_matching`), and an update's new row versions (`updated_rows`), written then by
-`writes.write_segments_here` exactly as Spark writes them. Each raises `Unsupported` where Arrow could not give
+`writes.write_segments_arrow` exactly as Spark writes them. Each raises `Unsupported` where Arrow could not give
 exactly what Spark gives (see `predicate_arrow`, and `read_columns` here), and the job does that part with Spark.
 
 Segments are read as Spark reads them (`reads.read_segments`): columns matched by Parquet field id (by name in a
@@ -23,10 +23,10 @@ from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.types import arrow_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
-HERE_ROWS = 10_000  # an update of up to this many rows computes and writes its new row versions here
+ARROW_ROWS = 10_000  # an update of up to this many rows computes and writes its new row versions here
 _FIELD_ID = b"PARQUET:field_id"
 
-__all__ = ["HERE_ROWS", "Unsupported", "positions_matching", "read_columns", "updated_rows"]
+__all__ = ["ARROW_ROWS", "Unsupported", "positions_matching", "read_columns", "updated_rows"]
 
 
 def _file_columns(source: pq.ParquetFile, segment: SegmentRead, wanted: Sequence[Column]) -> list[str | None]:
