@@ -13,7 +13,8 @@ blame reads them):
   to its chain), else the merge itself, as a resolution.
 
 Then the blame at random refs (branch heads and older commits) must name, for each key and cell, the model's writer
-and chain.
+and chain, and the merge whose resolution settled the cell's value (`settlements`; a pick's or revert's own
+resolution is not modelled and not compared).
 
     LAKEUI_BLAME_MODEL_SEED=3,4,5 LAKEUI_BLAME_MODEL_STEPS=200 pytest tests/catalog_app/test_blame_model.py
 
@@ -29,7 +30,7 @@ import pytest
 from catalog_app.selectors.blame import key_history, table_blame
 from catalog_app.selectors.refs import ref_resolve
 from lakeui.errors import ApplicationError, NotFoundError
-from tests.merge_app.test_key_model import MCommit, Model, Run, ancestors
+from tests.merge_app.test_key_model import COLUMNS, MCommit, Model, Row, Run, ancestors
 from tests.support.catalogs import head
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_BLAME_MODEL_SEED", "8").split(",")]
@@ -113,18 +114,90 @@ def key_versions(
     return versions
 
 
+UNKNOWN = "?"  # a settlement the model does not say (a pick's or revert's): the blame's is not compared
+
+
+def settled_cells(base: Row | None, src: Row | None, dest: Row | None, rules: dict | None) -> set[str]:
+    """The cells of one conflicting key a merge's resolution settled, as its audit log names them: with column
+    rules (both sides hold the key), each conflicting cell (both sides changed it, differently); without, the cells
+    both sides changed differently when both updated the key, else the whole row ("*")."""
+    if src is None or dest is None:
+        return {"*"}
+    if rules or base is not None:
+        cells = {c for c, b, s, d in zip(COLUMNS, base or (None, None), src, dest, strict=True)
+                 if not (base is not None and (s == b or d == b)) and s != d}  # fmt: skip
+        return cells or {"*"}
+    return {UNKNOWN}  # both inserted the key: which cells the key comparison lists is not modelled
+
+
 @dataclass
 class BlameModel(Model):
-    """The key model, which also remembers which of its commits are cherry-picks, and of which commit."""
+    """The key model, which also remembers which of its commits are cherry-picks, and of which commit, and which
+    cells each merge's (or pick's) resolution settled."""
 
     picks: dict[int, int] = field(default_factory=dict)  # the pick's model commit -> the picked one
+    settling: dict[int, dict[int, set[str]]] = field(default_factory=dict)  # model commit -> {key: cells settled}
+    _base: MCommit | None = None
 
     def pick(self, kind: str, commit: MCommit, target: str, choice: str | None = None) -> tuple[str, list[int]]:
         before = self.heads[target]
         outcome = super().pick(kind, commit, target, choice)
-        if kind == "cherry_pick" and self.heads[target] is not before:
-            self.picks[self.heads[target].id] = commit.id
+        if self.heads[target] is not before:
+            if kind == "cherry_pick":
+                self.picks[self.heads[target].id] = commit.id
+            if outcome[1]:
+                self.settling[self.heads[target].id] = {key: {UNKNOWN} for key in outcome[1]}
         return outcome
+
+    def merge(
+        self, source: str, target: str, choice: str | None = None, rules: dict | None = None
+    ) -> tuple[str, list[int]]:
+        src, dest = self.heads[source], self.heads[target]
+        outcome, conflicts = super().merge(source, target, choice, rules)
+        if outcome == "merged" and conflicts:  # settled by the resolution (a merge without one refuses them)
+            base = self._base.rows
+            self.settling[self.heads[target].id] = {
+                key: settled_cells(base.get(key), src.rows.get(key), dest.rows.get(key), rules) for key in conflicts
+            }
+        return outcome, conflicts
+
+    def base(self, src: MCommit, dest: MCommit) -> MCommit:
+        found = super().base(src, dest)
+        self._base = found  # the outermost call's, the merge's own base (virtual or not), is kept last
+        return found
+
+
+def settlements(
+    commit: MCommit, known: dict[int, dict], real: dict[int, str], settling: dict[int, dict[int, set[str]]]
+) -> dict[int, dict[str, str | None]]:
+    """Per key and cell at `commit`, the merge (its LakeUI commit) whose resolution the blame names as having settled
+    the cell's value (`settled_by`), from its parents' (`known`): the newest merge of the first-parent history since
+    the commit that set the value, that settled the cell (a merge that kept the target's value counts); else the
+    settlement of the source's value a merge took; else none. UNKNOWN where a pick's or revert's would count."""
+    if not commit.parents:
+        return {}
+    parent = commit.parents[0]
+    mine = settling.get(commit.id, {})
+    found: dict[int, dict[str, str | None]] = {}
+    for key, row in commit.rows.items():
+        now = cells_of(key, row)
+        was = cells_of(key, parent.rows[key]) if key in parent.rows else None
+        cells = mine.get(key, set())
+        found[key] = {}
+        for column, value in now.items():
+            if column in cells or "*" in cells:
+                found[key][column] = real[commit.id]
+            elif UNKNOWN in cells and len(commit.parents) == 2:
+                found[key][column] = UNKNOWN
+            elif was is not None and was[column] == value:
+                found[key][column] = known[parent.id][key][column]
+            elif len(commit.parents) == 2:
+                source = commit.parents[1]
+                held = cells_of(key, source.rows[key]) if key in source.rows else None
+                found[key][column] = known[source.id][key][column] if held and held[column] == value else None
+            else:  # a plain commit, or a pick or revert (its own resolution, if it settled the key)
+                found[key][column] = UNKNOWN if cells else None
+    return found
 
 
 class _Never:
@@ -143,9 +216,16 @@ class BlameRun(Run):
         self.real[0] = head(self.catalog, "main")
         self.blamer = random.Random(seed * 13 + 5)  # the refs blamed, drawn apart from the history
         self.blamed = 0
-        self.seen = {"cells": 0, "through_a_merge": 0, "picked": 0, "resolution": 0}  # what the blames named
+        self.seen = {
+            "cells": 0,
+            "through_a_merge": 0,
+            "picked": 0,
+            "resolution": 0,
+            "settled": 0,
+        }  # what the blames named
         self.histories = {"keys": 0, "versions": 0, "through_a_merge": 0, "resolution": 0, "deleted": 0}
         self._writers: dict[int, Writers] = {}
+        self._settled: dict[int, dict[int, dict[str, str | None]]] = {}
 
     def writers(self, commit: MCommit) -> Writers:
         """The model's last writer of each cell at `commit` (see the module's description)."""
@@ -153,6 +233,13 @@ class BlameRun(Run):
         for current in todo:  # a commit's parents are older: its own id is larger
             self._writers[current.id] = last_writers(current, self._writers, self.real, self.model.picks)
         return self._writers[commit.id]
+
+    def settled(self, commit: MCommit) -> dict[int, dict[str, str | None]]:
+        """The model's settlement of each cell at `commit` (`settlements`)."""
+        todo = sorted((c for c in ancestors(commit).values() if c.id not in self._settled), key=lambda c: c.id)
+        for current in todo:
+            self._settled[current.id] = settlements(current, self._settled, self.real, self.model.settling)
+        return self._settled[commit.id]
 
     def step(self, number: int) -> None:
         before = dict(self.model.heads)
@@ -180,7 +267,7 @@ class BlameRun(Run):
         found = {r["key"]["id"]: r for r in answer.results}
         rows = {k: (r["row"]["amount"], r["row"]["region"]) for k, r in found.items()}
         assert rows == commit.rows, self.failure(f"blame at {name} ({real[:8]}): rows {rows} != {commit.rows}")
-        expected = self.writers(commit)
+        expected, settled = self.writers(commit), self.settled(commit)
         names = {v: f"{k}({v[:8]})" for k, v in self.real.items()}
         for key in sorted(found):
             for column, cell in found[key]["cells"].items():
@@ -195,6 +282,13 @@ class BlameRun(Run):
                     pytest.fail(self.failure(
                         f"blame at {name} ({real[:8]}), key {key}, cell {column}: LakeUI {shown[0]}, "
                         f"the model {shown[1]} (model commit(real id): commit, chain writer to ref, resolution)"
+                    ))  # fmt: skip
+                by = (cell["settled_by"] or {}).get("merge")
+                self.seen["settled"] += by is not None
+                if settled[key][column] != UNKNOWN and by != settled[key][column]:
+                    pytest.fail(self.failure(
+                        f"blame at {name} ({real[:8]}), key {key}, cell {column}: settled by LakeUI "
+                        f"{names.get(by, by)}, the model {names.get(settled[key][column], settled[key][column])}"
                     ))  # fmt: skip
         self.history(commit, name)
 
