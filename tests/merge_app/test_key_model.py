@@ -42,7 +42,7 @@ from tests.support.merges import CONVERGE, change, converges
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
-STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "60"))
+STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "40"))
 RULED = float(os.environ.get("LAKEUI_KEY_MODEL_RULES", "0.5"))  # the share of resolved merges with column rules
 PICKS = int(os.environ.get("LAKEUI_KEY_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among steps
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
