@@ -23,7 +23,9 @@ The seed and the steps so far are printed on failure.
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -200,6 +202,14 @@ def settlements(
     return found
 
 
+def _each_ancestor(commit: MCommit, known: dict, made: Callable[[MCommit], Any]) -> Any:
+    """`made(commit)` kept in `known` by model commit id, each ancestor's made first (from its parents' answers)."""
+    todo = sorted((c for c in ancestors(commit).values() if c.id not in known), key=lambda c: c.id)
+    for current in todo:  # a commit's parents are older: its own id is larger
+        known[current.id] = made(current)
+    return known[commit.id]
+
+
 class _Never:
     """No convergence checks here (the key model makes them): a draw that is never below the share."""
 
@@ -216,30 +226,21 @@ class BlameRun(Run):
         self.real[0] = head(self.catalog, "main")
         self.blamer = random.Random(seed * 13 + 5)  # the refs blamed, drawn apart from the history
         self.blamed = 0
-        self.seen = {
-            "cells": 0,
-            "through_a_merge": 0,
-            "picked": 0,
-            "resolution": 0,
-            "settled": 0,
-        }  # what the blames named
+        # what the blames named
+        self.seen = {"cells": 0, "through_a_merge": 0, "picked": 0, "resolution": 0, "settled": 0}
         self.histories = {"keys": 0, "versions": 0, "through_a_merge": 0, "resolution": 0, "deleted": 0}
         self._writers: dict[int, Writers] = {}
         self._settled: dict[int, dict[int, dict[str, str | None]]] = {}
 
     def writers(self, commit: MCommit) -> Writers:
         """The model's last writer of each cell at `commit` (see the module's description)."""
-        todo = sorted((c for c in ancestors(commit).values() if c.id not in self._writers), key=lambda c: c.id)
-        for current in todo:  # a commit's parents are older: its own id is larger
-            self._writers[current.id] = last_writers(current, self._writers, self.real, self.model.picks)
-        return self._writers[commit.id]
+        known = self._writers
+        return _each_ancestor(commit, known, lambda c: last_writers(c, known, self.real, self.model.picks))
 
     def settled(self, commit: MCommit) -> dict[int, dict[str, str | None]]:
         """The model's settlement of each cell at `commit` (`settlements`)."""
-        todo = sorted((c for c in ancestors(commit).values() if c.id not in self._settled), key=lambda c: c.id)
-        for current in todo:
-            self._settled[current.id] = settlements(current, self._settled, self.real, self.model.settling)
-        return self._settled[commit.id]
+        known = self._settled
+        return _each_ancestor(commit, known, lambda c: settlements(c, known, self.real, self.model.settling))
 
     def step(self, number: int) -> None:
         before = dict(self.model.heads)
