@@ -176,6 +176,7 @@ def test_a_merge_names_the_commit_the_merge_and_its_merge_request(user_client, u
     before = head(catalog)
     request = merge_request_open(catalog=catalog, source="fix", target="main", title="add 4", author=user)
     job_execute(job_id=str(request.plan_job_id), worker="test-process")  # its plan, then its merge
+    wait_for_job(request.plan_job_id)  # a worker may have taken it first
     request.refresh_from_db()
     job = merge_request_merge(merge_request=request, user=user)
     job_execute(job_id=str(job.id), worker="test-process")

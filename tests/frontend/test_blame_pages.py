@@ -57,6 +57,7 @@ def row_of(page: str, key: int) -> str:
 def planned_request(catalog, source, author, title):
     request = merge_request_open(catalog=catalog, source=source, target="main", title=title, author=author)
     job_execute(job_id=str(request.plan_job_id), worker="test-process")
+    wait_for_job(request.plan_job_id)  # a worker may have taken it first
     request.refresh_from_db()
     return request
 

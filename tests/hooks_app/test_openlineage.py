@@ -59,6 +59,7 @@ def test_a_load_and_a_merge_request_s_merge_tell_their_runs(user):
         catalog_role_grant(catalog=catalog, username="rita", role="approver", granted_by=user)
         request = merge_request_open(catalog=catalog, source="dev", target="main", title="add 2", author=user)
         job_execute(job_id=str(request.plan_job_id), worker="test-process")  # a dry run: no run told
+        wait_for_job(request.plan_job_id)  # a worker may have taken it first
         request.refresh_from_db()
         merge_request_review(merge_request=request, reviewer=reviewer, decision="approve")
         job = merge_request_merge(merge_request=request, user=user)
