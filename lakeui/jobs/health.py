@@ -1,9 +1,10 @@
 """The health reports (docs/operations.md#health).
 
 The public one answers at once from what the workers keep: the database, the broker, and for each kind of worker
-(jobs, interactive) whether a process of it is alive (its heartbeat, `WorkerHeartbeat`, written on the workers'
-recovery timer, is fresher than LAKEUI_JOB_STALE_AFTER: the age at which a job's worker counts as dead) and whether
-its Spark has started. It waits for nothing a client can make slow: anyone may call it, as often as they like.
+(jobs, interactive) whether a process of it is alive (its heartbeat, `WorkerHeartbeat`, written by its worker every
+LAKEUI_JOB_RECOVER_EVERY on a timer of its own, is fresher than LAKEUI_JOB_STALE_AFTER: the age at which a job's
+worker counts as dead) and whether its Spark has started. It waits for nothing a client can make slow: anyone may
+call it, as often as they like.
 
 The deep one, for signed-in users, also proves Spark by a real job (of kind SPARK_CHECK, which the app that drives
 Spark registers: catalog_app/job_kinds.py) on the interactive worker. Callers share one check job: an unfinished

@@ -60,8 +60,8 @@ class Job(models.Model):
 
 class WorkerHeartbeat(models.Model):
     """A process of a worker that runs jobs (a pool process of a Celery worker), as the public health report sees
-    it (lakeui.jobs.health): alive while `beat_at` is fresh. Its worker's main process writes the row on the
-    recovery timer (LAKEUI_JOB_RECOVER_EVERY), the process itself records when its Spark started."""
+    it (lakeui.jobs.health): alive while `beat_at` is fresh. Its worker's main process writes the row on a
+    timer of its own (every LAKEUI_JOB_RECOVER_EVERY), the process itself records when its Spark started."""
 
     process = models.CharField(max_length=255, primary_key=True)  # <node>/<run>/<pid>
     node = models.CharField(max_length=255)  # the Celery worker's node name, `jobs@host`

@@ -428,21 +428,23 @@ def _sent_again(jobs: list[Job]) -> list[str]:
 
 
 class JobRecoveryLoop(threading.Thread):
-    """Runs `beat` (the worker's heartbeat, worker_beat), job_recover, then the registered upkeep
-    (`registry.job_upkeep`), every LAKEUI_JOB_RECOVER_EVERY seconds inside a worker process until stopped."""
+    """Runs `tasks` one after another every LAKEUI_JOB_RECOVER_EVERY seconds inside a worker process until stopped
+    (a task that fails is logged and tried again next round). A worker runs two: the recovery (job_recover, then
+    the registered upkeep, `registry.job_upkeep`) and its heartbeat (worker_beat) on a timer of its own, so an
+    upkeep round slowed by a busy database never makes a live worker look dead to the health report."""
 
-    def __init__(self, beat: Callable[[], Any] | None = None) -> None:
-        super().__init__(daemon=True, name="job-recovery")
+    def __init__(self, tasks: Callable[[], list[Callable[[], Any]]] | None = None, *, name: str = "job-recovery"):
+        super().__init__(daemon=True, name=name)
         self.stopped = threading.Event()
-        self.beat = beat
+        self.tasks = tasks or (lambda: [job_recover, *job_upkeep_tasks()])
 
     def run(self) -> None:
         while not self.stopped.wait(settings.LAKEUI_JOB_RECOVER_EVERY):
-            for task in [*([self.beat] if self.beat else []), job_recover, *job_upkeep_tasks()]:
+            for task in self.tasks():
                 try:
                     task()
                 except Exception:  # a busy or restarting database: try again next round
-                    logger.warning("%s failed; retrying", task.__name__, exc_info=True)
+                    logger.warning("%s failed; retrying", getattr(task, "__name__", task), exc_info=True)
                 finally:
                     connection.close()
 
@@ -457,7 +459,7 @@ def _heartbeat_key(node: str, run: str, pid: int) -> str:
 
 
 def worker_beat(*, node: str, run: str, kind: str, pids: list[int]) -> None:
-    """In a worker's main process, on the recovery timer: its pool processes `pids` are alive now (a missing row is
+    """In a worker's main process, on its heartbeat timer: its pool processes `pids` are alive now (a missing row is
     made again); the rows of its node that are not (an earlier run's, a pool process that exited) go, and so do
     rows no worker refreshed for HEARTBEAT_FORGET_AFTER."""
     now = timezone.now()

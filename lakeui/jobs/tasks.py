@@ -1,5 +1,6 @@
 """Celery tasks: interfaces like views. They take ids, call a service, and own the retry policy."""
 
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -44,8 +45,9 @@ RUN = uuid.uuid4().hex[:8]
 @worker_ready.connect
 def start_job_recovery(sender=None, **kwargs) -> None:
     """Every worker (any broker, embedded included) takes back at once the jobs an earlier run of its node held,
-    then looks for jobs whose worker died or whose message was lost; on the same timer it writes the heartbeat of
-    its pool processes, which the health report reads (first now, so that a worker shows up as it becomes ready)."""
+    then looks for jobs whose worker died or whose message was lost every round; on a timer of its own it writes the
+    heartbeat of its pool processes, which the health report reads (first now, so that a worker shows up as it
+    becomes ready)."""
     node = getattr(sender, "hostname", None)
     if node:
         try:
@@ -55,9 +57,12 @@ def start_job_recovery(sender=None, **kwargs) -> None:
             logger.warning("Taking back the jobs of this worker's earlier run failed", exc_info=True)
         finally:
             connection.close()
-    loop = JobRecoveryLoop(beat=(lambda: _beat(node)) if node else None)
-    loop.start()
-    _recovery.append(loop)
+    loops = [JobRecoveryLoop()]
+    if node:
+        loops.append(JobRecoveryLoop(lambda: [functools.partial(_beat, node)], name="worker-heartbeat"))
+    for loop in loops:
+        loop.start()
+        _recovery.append(loop)
 
 
 def _beat(node: str) -> None:

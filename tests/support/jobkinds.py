@@ -1,11 +1,18 @@
 """Job kinds that exist only for the tests. The worker the suite starts loads this module (`--include`)."""
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from lakeui.errors import ApplicationError
-from lakeui.jobs.registry import Progress, job_kind
+from lakeui.jobs.registry import Progress, job_kind, job_upkeep
+
+
+@job_upkeep
+def slow_upkeep() -> None:
+    """A round of upkeep that lasts LAKEUI_TEST_SLOW_UPKEEP seconds (unset: no time), as on a busy database."""
+    time.sleep(float(os.environ.get("LAKEUI_TEST_SLOW_UPKEEP", "0")))
 
 
 @job_kind("test.echo")

@@ -205,3 +205,37 @@ def test_a_fresh_worker_shows_up_in_health_with_its_spark_and_goes_when_stopped(
     finally:
         worker.stop()
     assert not mine()  # a worker that stops removes its heartbeat: it is not alive a moment longer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_whose_upkeep_is_slow_stays_alive(api_client, settings, tmp_path):
+    """The heartbeat has a timer of its own: a round of upkeep that outlasts LAKEUI_JOB_STALE_AFTER (a busy
+    database) does not make a live worker look dead (CI met a 503 while the interactive worker was alive)."""
+    queue = f"slow-{uuid.uuid4().hex[:8]}"
+    slow = settings.LAKEUI_JOB_STALE_AFTER * 2
+    worker = Worker(db=dict(connection.settings_dict), log_path=tmp_path / "worker.log", concurrency=1, queue=queue,
+                    env={"LAKEUI_WORKER_KIND": "interactive", "LAKEUI_TEST_SLOW_UPKEEP": str(slow),
+                         "LAKEUI_SPARK_WARM": "false"})  # fmt: skip
+
+    def beats() -> list:
+        return list(
+            WorkerHeartbeat.objects.filter(node__startswith=f"{worker.name}@").values_list("beat_at", flat=True)
+        )
+
+    try:
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not beats():  # written as the worker becomes ready
+            assert time.monotonic() < deadline, f"the worker's heartbeat did not show:\n{worker.log()[-3000:]}"
+            time.sleep(0.2)
+        seen, deadline = set(), time.monotonic() + slow + settings.LAKEUI_JOB_RECOVER_EVERY * 2
+        while time.monotonic() < deadline:  # through the first slow round and into the second
+            [beat] = beats() or [None]
+            assert beat is not None and timezone.now() - beat < timedelta(seconds=settings.LAKEUI_JOB_STALE_AFTER), (
+                f"the heartbeat went stale during a slow upkeep:\n{worker.log()[-3000:]}"
+            )
+            seen.add(beat)
+            time.sleep(0.5)
+        assert len(seen) >= slow / settings.LAKEUI_JOB_RECOVER_EVERY  # renewed every round of its own timer
+    finally:
+        worker.stop()
