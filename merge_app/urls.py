@@ -6,6 +6,7 @@ from merge_app.apis.merge_requests import (
     MergeRequestDetailApi,
     MergeRequestListApi,
     MergeRequestMergeApi,
+    MergeRequestResolutionApi,
     MergeRequestReviewApi,
 )
 from merge_app.apis.merges import (
@@ -33,6 +34,7 @@ urlpatterns = [
     path("catalogs/<str:catalog>/merge-requests/<int:number>", MergeRequestDetailApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/reviews", MergeRequestReviewApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/merge", MergeRequestMergeApi.as_view()),
+    path("catalogs/<str:catalog>/merge-requests/<int:number>/resolution", MergeRequestResolutionApi.as_view()),
     path("catalogs/<str:catalog>/merge-requests/<int:number>/checks", MergeRequestChecksApi.as_view()),
     path("catalogs/<str:catalog>/reverts", RevertListApi.as_view()),
     path("catalogs/<str:catalog>/cherry-picks", CherryPickListApi.as_view()),

@@ -3,6 +3,7 @@ rule tables), reviews, conflict resolutions, timeline, and the merge button with
 
 Every action calls the merge request service the API calls, and every refusal is a message on the request page."""
 
+import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -22,6 +23,7 @@ from frontend.views.diff import object_view
 from frontend.views.queue import queue_context
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
+from merge_app.plan.objects import SIDES
 from merge_app.plan.rules import CHOICES
 from merge_app.selectors.merge_requests import (
     merge_request_events,
@@ -109,9 +111,14 @@ def _event_text(kind: str, details: dict) -> str:
     if kind == "resolutions_changed":
         parts = []
         for choice in details.get("choices") or []:
-            where = {"default": "default", "table": choice.get("table"), "key": f"{choice.get('table')} key "
-                     f"{choice.get('key')}"}.get(choice.get("scope"), "?")  # fmt: skip
-            parts.append(f"{where}: {choice.get('choice')}")
+            table, key, column = choice.get("table"), choice.get("key"), choice.get("column")
+            where = {"default": "default", "table": table, "key": f"{table} key {key}",
+                     "column": f"{table} column {column}", "cell": f"{table} key {key} cell {column}",
+                     }.get(choice.get("scope"), "?")  # fmt: skip
+            given = choice.get("choice")
+            if isinstance(given, dict) and set(given) <= {"pick", "value"}:  # a cell's pick: its side or value
+                given = given.get("pick") or json.dumps(given.get("value"))
+            parts.append(f"{where}: {'taken back' if given is None else given}")
         return "resolutions changed (" + "; ".join(parts) + ")"
     if kind == "edited":
         return "edited " + ", ".join(sorted(details))
@@ -168,6 +175,7 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
             for k in view["key_rows"]:
                 k["target_blame"] = key_url("frontend:table-blame", found.name, database, table,
                                             ref=merge_request.target, key=k["key"])  # fmt: skip
+            _cell_picks_view(obj, view["key_rows"], resolutions.get("cells", {}).get(obj["name"], {}))
         objects.append(view)
     reviews = list(merge_request_reviews(merge_request))
     is_open = merge_request.state == MergeRequest.State.OPEN
@@ -206,6 +214,44 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
 CHECK_BLOCKERS = ("checks_failed", "checks_pending")
 
 
+def _cell_picks_view(obj: dict, key_rows: list[dict], picks: dict[str, dict]) -> None:
+    """Each listed key's conflicting cells as the reviewer picks them (`k["cells"]`): the three values, the pick
+    kept (and whether it went stale), and the merged value the plan computed with the rule that made it."""
+    keys = obj.get("keys") or {}
+    choices = {choice["key_id"]: choice for choice in keys.get("choices", [])}
+    stale = {(p["key_id"], p["column"]): p["reason"] for p in keys.get("stale_picks", [])}
+    listed = {conflict["key_id"]: conflict for conflict in keys.get("listed", [])}
+    for k in key_rows:
+        conflict = listed[k["key_id"]]
+        if conflict["source"] is None or conflict["target"] is None or conflict["cells"] == ["*"]:
+            k["cells"] = []
+            continue
+        choice = choices.get(k["key_id"]) or {}
+        cells = []
+        for column in conflict["cells"]:
+            values = {side: None if conflict[side] is None else conflict[side][column] for side in SIDES}
+            picked = picks.get(k["key_id"], {}).get(column)
+            settled = (choice.get("cells") or {}).get(column)
+            if settled is None and choice.get("choice") in ("source_wins", "target_wins"):
+                side = "source" if choice["choice"] == "source_wins" else "target"
+                settled = {"result": values[side], "rule": choice["choice"]}
+            cells.append({
+                "column": column, "sides": [(side, json.dumps(value)) for side, value in values.items()],
+                "text": any(isinstance(values[side], str) for side in ("source", "target")),
+                "picked": picked and (picked.get("pick") or "value"),
+                "typed": "" if not picked or "value" not in picked else _typed(picked["value"]),
+                "stale": stale.get((k["key_id"], column)),
+                "result": json.dumps(settled["result"]) if settled else None,
+                "rule": settled["rule"] if settled else None,
+            })  # fmt: skip
+        k["cells"] = cells
+
+
+def _typed(value) -> str:
+    """A typed value as its field shows it: text as it is, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _refused(request: HttpRequest, error: ApplicationError) -> None:
     """The refusal's message, and every further blocker a refused merge reports."""
     refused(request, error)
@@ -242,11 +288,16 @@ def merge_request_review_view(request: HttpRequest, catalog: str, number: int) -
 
 def _resolutions_from(post) -> dict:
     """The resolution form: `default`, `table:<db.t>` and `key:<db.t>:<key id>` fields; an empty choice is left
-    as it is (a key or table choice cannot be taken back, only changed)."""
+    as it is (a key or table choice cannot be taken back, only changed). Each conflicting cell: `cell:<db.t>:<key
+    id>:<column>` (base, source, target, value: the typed `cellvalue:` field, or none: the pick taken back); a
+    typed value alone picks it too. A typed value is text for a column whose values are text (`celltext:`), else
+    JSON (a number, true, false, null), else text."""
     given: dict = {}
     if post.get("default"):
         given["default"] = post["default"]
     for field, value in post.items():
+        if field.startswith("cellvalue:") and value and not post.get("cell:" + field[len("cellvalue:") :]):
+            field, value = "cell:" + field[len("cellvalue:") :], "value"
         if not value:
             continue
         if field.startswith("table:"):
@@ -254,7 +305,25 @@ def _resolutions_from(post) -> dict:
         elif field.startswith("key:"):
             table, _, key = field[len("key:") :].partition(":")
             given.setdefault("keys", {}).setdefault(table, {})[key] = value
+        elif field.startswith("cell:"):
+            name = field[len("cell:") :]
+            table, _, rest = name.partition(":")
+            key, _, column = rest.rpartition(":")
+            pick = None if value == "none" else {"pick": value}  # an unknown pick is refused with the others
+            if value == "value":
+                typed = post.get(f"cellvalue:{name}", "")
+                pick = {"value": _typed_value(typed, text=bool(post.get(f"celltext:{name}")))}
+            given.setdefault("cells", {}).setdefault(table, {}).setdefault(key, {})[column] = pick
     return given
+
+
+def _typed_value(typed: str, *, text: bool):
+    if text:
+        return typed
+    try:
+        return json.loads(typed)
+    except json.JSONDecodeError:
+        return typed
 
 
 @ui_view

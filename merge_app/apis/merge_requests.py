@@ -19,6 +19,8 @@ from merge_app.selectors.merge_requests import (
     merge_request_list,
     merge_request_reviews,
     merge_request_status,
+    resolution_of,
+    resolution_preview,
 )
 from merge_app.services.merge_requests import (
     merge_request_merge,
@@ -172,6 +174,59 @@ class MergeRequestDetailApi(APIView):
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         merge_request_update(merge_request=found, user=request.user, **data)
         return Response(_detail(merge_request_get(catalog=found.catalog, number=number)))
+
+
+def _resolution(merge_request: MergeRequest, *, table: str | None = None, offset: int = 0, limit: int = 50) -> dict:
+    """The request's resolution, where its plan stands, and a page of the merged cells it would produce in `table`
+    (by default the first primary-key table in conflict)."""
+    found = merge_request_status(merge_request)
+    plan = merge_request.plan or {}
+    tables = [
+        {"name": obj["name"], "conflicts": obj["keys"].get("conflicts", 0),
+         "unresolved": obj["keys"].get("unresolved", 0), "stale_picks": len(obj["keys"].get("stale_picks", []))}
+        for obj in plan.get("objects", []) if obj.get("keys") and obj["keys"].get("conflicts")
+    ]  # fmt: skip
+    table = table or (tables[0]["name"] if tables else None)
+    return {
+        "resolution": resolution_of(merge_request), "chosen": merge_request.resolutions.get("chosen", []),
+        "heads": found.heads, "plan_heads": merge_request.plan_heads, "current": not found.stale,
+        "planning": found.planning, "tables": tables,
+        "preview": resolution_preview(merge_request, table=table, offset=offset, limit=limit) if table else None,
+    }  # fmt: skip
+
+
+class MergeRequestResolutionApi(APIView):
+    """The request's resolution (docs/api.md#merge-request-resolution): choices, column rules and cell picks, and the
+    preview of the merged cells the plan computed with them (`current` false while a plan for the heads and this
+    resolution is being made: ask again)."""
+
+    class ParamsSerializer(serializers.Serializer):
+        table = serializers.RegexField(r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$", required=False)
+        offset = serializers.IntegerField(min_value=0, default=0)
+        limit = serializers.IntegerField(min_value=1, max_value=500, default=50)
+
+    class InputSerializer(serializers.Serializer):
+        default = serializers.JSONField(required=False)
+        tables = serializers.JSONField(required=False)
+        keys = serializers.JSONField(required=False)
+        columns = serializers.JSONField(required=False)
+        cells = serializers.JSONField(
+            required=False, help_text='{"db.t": {key id: {column: {"pick": "base" | "source" | "target"} | '
+            '{"value": v} | null}}}: a reviewer\'s value for each conflicting cell (null takes a pick back)',
+        )  # fmt: skip
+
+    @extend_schema(parameters=[ParamsSerializer])
+    def get(self, request, catalog, number):
+        params = validated(self.ParamsSerializer, request.query_params)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
+        return Response(_resolution(found, **params))
+
+    @extend_schema(request=InputSerializer)
+    def put(self, request, catalog, number):
+        data = validated(self.InputSerializer, request.data)
+        found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
+        merge_request_update(merge_request=found, user=request.user, resolutions=data)
+        return Response(_resolution(merge_request_get(catalog=found.catalog, number=number), table=None))
 
 
 class MergeRequestReviewApi(APIView):

@@ -27,6 +27,8 @@ WRITES_DATA = frozenset({"insert", "update", "overwrite"})
 ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
 NOT_MERGED = "not_merged"
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
+MAX_CELL_PICKS = 10_000  # cells a resolution picks, in all
+MAX_KEY_ID = 1_000  # characters of a key id (the key's values as a JSON list)
 SIDES = ("base", "source", "target")
 
 
@@ -190,8 +192,9 @@ def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOI
     it also takes) and each table's choice a string. `choices`: the planner's own callers also pass LEAVE_OUT (a
     virtual base's)."""
     resolution = resolution or {}
-    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys", "columns"}:
-        raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables` and `keys`.")
+    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys", "columns", "cells"}:
+        raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables`, `keys`, `columns` and "
+                               "`cells`.")  # fmt: skip
     tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
     columns = resolution.get("columns", {})
     if (
@@ -225,7 +228,36 @@ def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOI
     checked = {**resolution, "tables": tables} if "tables" in resolution else dict(resolution)
     if columns:
         checked["columns"] = {table: rules for table, rules in columns.items() if rules}
+    if "cells" in resolution:
+        checked["cells"] = cell_picks_shape(resolution["cells"])
     return checked
+
+
+def cell_picks_shape(cells: Any) -> dict[str, dict[str, dict[str, dict]]]:
+    """`{"db.t": {key id: {column: pick}}}` checked for its shape (`semantics.cell_pick_parse`; the values against
+    the table's columns where it is merged, `keys_attach`). Raises `invalid_cell_pick`."""
+
+    def bad(message: str, **details: Any) -> ApplicationError:
+        return ApplicationError("invalid_cell_pick", message, details=details)
+
+    if not isinstance(cells, dict) or not all(isinstance(keys, dict) for keys in cells.values()):
+        raise bad("`cells` maps a table to {key id: {column: pick}}.")
+    if sum(len(columns) for keys in cells.values() for columns in keys.values()) > MAX_CELL_PICKS:
+        raise bad(f"A resolution picks at most {MAX_CELL_PICKS} cells.")
+    for table, keys in cells.items():
+        for key_id, columns in keys.items():
+            if not isinstance(key_id, str) or len(key_id) > MAX_KEY_ID or not isinstance(columns, dict):
+                raise bad(f"A key of {table!r} is its key id (the key's values as a JSON list) with its cells.",
+                          table=table)  # fmt: skip
+            for column, pick in columns.items():
+                if not isinstance(column, str) or not semantics.COLUMN_NAME.fullmatch(column):
+                    raise bad(f"{str(column)[:64]!r} is not a column name.", table=table, key_id=key_id)
+                try:
+                    semantics.cell_pick_parse(pick)
+                except ValueError as wrong:
+                    raise bad(f"Cell {column!r} of key {key_id} of {table!r}: {wrong}.", table=table, key_id=key_id,
+                              column=column) from None  # fmt: skip
+    return {table: keys for table, keys in cells.items() if keys}
 
 
 def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
@@ -234,16 +266,19 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
         chosen = semantics.choices_of(resolution, obj.name)
         per_key = resolution.get("keys", {}).get(obj.name, {})
         column_rules = resolution.get("columns", {}).get(obj.name, {})
+        picks = resolution.get("cells", {}).get(obj.name, {})
         state = obj.merged_state or (obj.target.state if obj.target else {})
         columns = state.get("columns", [])
+        not_null = frozenset(c["name"] for c in columns if c.get("nullable") is False)
+        if picks:
+            cell_picks_check(picks, table=obj.name, columns=columns)
         if column_rules:  # checked where the merge was asked for too; here against the table the merge writes
             names = {c["id"]: c["name"] for c in columns}
             semantics.column_rules_check(column_rules, table=obj.name, columns=columns,
                                          keys=[names.get(i) for i in state.get("primary_key", [])])  # fmt: skip
         choices = semantics.key_choices(
             result["conflicts"], table=obj.name, per_key=per_key, rules=column_rules,
-            types={c["name"]: c["type"] for c in columns},
-            not_null=frozenset(c["name"] for c in columns if c.get("nullable") is False), **chosen,
+            types={c["name"]: c["type"] for c in columns}, not_null=not_null, picks=picks, **chosen,
         )  # fmt: skip
         unresolved = semantics.keys_unresolved(
             listed=len(result["conflicts"]), settled=len(choices), total=result["counts"]["conflicts"],
@@ -253,8 +288,10 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
             **result["counts"], "unresolved": unresolved, "choices": choices,
             "listed": result["conflicts"][:KEYS_IN_REPORT],
         }  # fmt: skip
-        if column_rules:
+        if column_rules or picks:
             obj.keys["settled_cells"] = semantics.settled_cells(choices)
+        if picks:
+            obj.keys["stale_picks"] = semantics.picks_stale(result["conflicts"], picks)
     obj.pairs = []
     _decide_pairs(obj)
     if not any(pair.cell == "4.4" for pair in obj.pairs):
@@ -263,6 +300,26 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
         decided = rules.key_verdict(obj.keys)
         if decided.verdict != OK:
             obj.issues.append(decided)
+
+
+def cell_picks_check(picks: dict[str, dict[str, dict]], *, table: str, columns: list[dict]) -> None:
+    """A table's cell picks against its columns (each {name, type, nullable}): each column exists, and each typed
+    value fits it (`semantics.cell_pick_value`). Raises 400 `invalid_cell_pick` naming the cell."""
+    types = {c["name"]: c["type"] for c in columns}
+    not_null = {c["name"] for c in columns if c.get("nullable") is False}
+    for key_id, cells in picks.items():
+        for column, pick in cells.items():
+            details = {"table": table, "key_id": key_id, "column": column}
+            if column not in types:
+                raise ApplicationError("invalid_cell_pick", f"{table!r} has no column {column!r} to pick a cell of.",
+                                       details={**details, "columns": sorted(types)})  # fmt: skip
+            if "value" in pick:
+                try:
+                    semantics.cell_pick_value(pick["value"], types[column], not_null=column in not_null)
+                except ValueError as wrong:
+                    raise ApplicationError("invalid_cell_pick", f"The value picked for cell {column!r} of key "
+                                           f"{key_id} of {table!r} does not fit the column: {wrong}.",
+                                           details={**details, "type": types[column]}) from None  # fmt: skip
 
 
 def pairs_resolve(obj: ObjectDiff, resolution: dict, stats: Mapping[str, dict]) -> None:

@@ -108,29 +108,33 @@ def key_choices(
     rules: dict[str, Any] | None = None,
     types: dict[str, str] | None = None,
     not_null: frozenset[str] = frozenset(),
+    picks: dict[str, dict[str, dict]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The choice of each conflicting key listed (`key`, `key_id`) that settles it, with its scope: the key's own,
-    else the table's column rules (`rules`, with the columns' `types`: each key whose conflict is of cells is merged
-    cell by cell, its conflicting cells settled by `key_settle`; choice `columns`, with the `cells`), else the
-    table's choice, else the default. A key whose choice is `fail` is left out: it stands."""
+    """The choice of each conflicting key listed (`key`, `key_id`) that settles it, with its scope. A key whose
+    conflict is of cells is merged cell by cell (choice `columns`, with the `cells`, by `key_settle`) when a reviewer
+    picked some of its cells (`picks`: key id -> column -> pick) or, without a choice of its own, when the table has
+    column rules (`rules`, with the columns' `types`); else the key's own choice, else the table's, else the
+    default. A key whose choice is `fail` is left out: it stands."""
     fallback, fallback_scope = (table_choice, "table") if table_choice else (default, "default")
     choices = []
     for conflict in conflicts:
-        if rules and conflict["key_id"] not in per_key and conflict["cells"] != ["*"]:
-            cells = key_settle(conflict, rules=rules, types=types or {}, fallback=fallback,
-                               fallback_scope=fallback_scope, table=table, not_null=not_null)  # fmt: skip
+        key_id, mine = conflict["key_id"], (picks or {}).get(conflict["key_id"], {})
+        if (mine or (rules and key_id not in per_key)) and conflict["cells"] != ["*"]:
+            own = (per_key[key_id], "key") if key_id in per_key else (fallback, fallback_scope)
+            cells = key_settle(conflict, rules={} if key_id in per_key else rules or {}, types=types or {},
+                               fallback=own[0], fallback_scope=own[1], table=table, not_null=not_null,
+                               picks=mine)  # fmt: skip
             if cells is not None:
                 choices.append(
-                    {"object": table, "scope": "columns", "key": conflict["key"], "key_id": conflict["key_id"],
+                    {"object": table, "scope": "columns", "key": conflict["key"], "key_id": key_id,
                      "choice": COLUMNS, "cells": cells}
                 )  # fmt: skip
             continue
-        choice = per_key.get(conflict["key_id"], fallback)
+        choice = per_key.get(key_id, fallback)
         if choice != FAIL:
-            scope = "key" if conflict["key_id"] in per_key else fallback_scope
+            scope = "key" if key_id in per_key else fallback_scope
             choices.append(
-                {"object": table, "scope": scope, "key": conflict["key"], "key_id": conflict["key_id"],
-                 "choice": choice}
+                {"object": table, "scope": scope, "key": conflict["key"], "key_id": key_id, "choice": choice}
             )  # fmt: skip
     return choices
 
@@ -146,19 +150,20 @@ def keys_unresolved(
 
 
 def settled_cells(choices: list[dict]) -> dict[str, dict[str, Any]]:
-    """Per column, the cells column rules settled (`key_choices`' `columns` choices): each rule with where it came
-    from, the count and a sample of keys with base, source, target and result (SAMPLE_CELLS at most)."""
+    """Per column, the cells column rules and picks settled (`key_choices`' `columns` choices): each rule with where
+    it came from, the count and a sample of keys with base, source, target and result (SAMPLE_CELLS at most; every
+    pick, with who made it)."""
     columns: dict[str, dict[str, Any]] = {}
     for choice in choices:
         for column, cell in choice.get("cells", {}).items():
-            name = column_rule_parse(cell["rule"])[0] if cell["rule"] != "same_change" else cell["rule"]
+            name = cell["rule"] if cell["rule"] in (SAME_CHANGE, PICK) else column_rule_parse(cell["rule"])[0]
             entry = columns.setdefault(column, {"rules": {}, "cells": 0, "sample": []})
             rule = entry["rules"].setdefault(name, {"rule": cell["rule"], "scope": cell["scope"], "cells": 0})
             rule["cells"] += 1
             entry["cells"] += 1
-            if len(entry["sample"]) < SAMPLE_CELLS:
+            if len(entry["sample"]) < SAMPLE_CELLS or name == PICK:  # every pick: each was made by hand
                 entry["sample"].append({"key": choice["key"], "rule": name, **{k: cell[k] for k in
-                                        ("base", "source", "target", "result")}})  # fmt: skip
+                                        ("base", "source", "target", "result", "by") if k in cell}})  # fmt: skip
     return columns
 
 
@@ -474,6 +479,92 @@ def cell_settle(rule: Any, type_name: str, base: Any, source: Any, target: Any, 
     return True, cell_json(float(total))
 
 
+# --- cell picks: a reviewer's value for one conflicting cell (docs/merge-semantics.md#cell-picks) ---------------
+
+PICK, SAME_CHANGE = "pick", "same_change"  # the rules of a picked cell and of one both sides set alike
+PICK_SIDES = ("base", "source", "target")
+MAX_PICKED_TEXT = 10_000  # characters of a typed string value
+_PICKED_TYPES = (*NUMBERS, "string", "boolean", "date", "timestamp", "binary")  # and decimals: a typed value's
+
+
+def cell_pick_parse(pick: Any) -> tuple[str, Any]:
+    """A cell pick as a resolution gives it: `{"pick": "base" | "source" | "target"}` or `{"value": v}` (with the
+    `inputs` it was made on, who made it and when, as the merge request records them). `("pick", side)` or
+    `("value", v)`; ValueError with what is wrong."""
+    if (
+        not isinstance(pick, dict)
+        or set(pick) - {"pick", "value", "inputs", "by", "at"}
+        or (("pick" in pick) == ("value" in pick))
+    ):
+        raise ValueError('a cell takes {"pick": "base" | "source" | "target"} or {"value": ...}')
+    if "pick" in pick and pick["pick"] not in PICK_SIDES:
+        raise ValueError(f"a cell's pick is one of {list(PICK_SIDES)}")
+    inputs = pick.get("inputs")
+    if inputs is not None and (not isinstance(inputs, dict) or set(inputs) != set(PICK_SIDES)):
+        raise ValueError(f"a pick's inputs are the cell's {list(PICK_SIDES)} values")
+    return ("pick", pick["pick"]) if "pick" in pick else ("value", pick["value"])
+
+
+def cell_pick_value(value: Any, type_name: str, *, not_null: bool) -> Any:
+    """A typed value for a cell of a column of `type_name`, as the key comparison gives cells (JSON): a whole number
+    within an integer's range, a number (or NaN, Infinity) for a float, a decimal within its precision (rounded half
+    up to its scale), a string of at most MAX_PICKED_TEXT characters, true or false, an ISO date or timestamp,
+    base64 bytes; NULL unless the column is NOT NULL. ValueError with what is wrong."""
+    if value is None:
+        if not_null:
+            raise ValueError("the column is NOT NULL")
+        return None
+    if not (type_name in _PICKED_TYPES or type_name.startswith("decimal")):
+        raise ValueError(f"a value cannot be typed for a column of type {type_name}: pick a side")
+    try:
+        if type_name in NUMBERS or type_name.startswith("decimal"):
+            named = type_name in ("float", "double") and value in ("NaN", "Infinity", "-Infinity")
+            text = type_name.startswith("decimal") and isinstance(value, str)  # a decimal's exact digits
+            if isinstance(value, bool) or not (isinstance(value, int | float) or named or text):
+                raise ValueError(f"{json.dumps(value)[:40]} is not a number")
+            value = float(value) if named else decimal.Decimal(value) if text else value
+            return _expression_result(value, type_name)
+        expected = {"string": str, "boolean": bool, "date": str, "timestamp": str, "binary": str}[type_name]
+        if not isinstance(value, expected):
+            raise ValueError(f"{json.dumps(value)[:40]} is not a {type_name}")
+        if type_name == "string" and len(value) > MAX_PICKED_TEXT:
+            raise ValueError(f"the value is longer than {MAX_PICKED_TEXT} characters")
+        if type_name in ("date", "timestamp", "binary"):
+            return cell_json(cell_value(value, type_name))
+        return value
+    except (predicate_values.EvaluationError, ArithmeticError, ValueError, TypeError) as bad:
+        raise ValueError(str(bad) or f"{json.dumps(value)[:40]} is not a {type_name}") from None
+
+
+def pick_settle(pick: dict, inputs: dict[str, Any]) -> tuple[bool, Any]:
+    """One conflicting cell settled by a reviewer's pick, if the cell's three values (`inputs`) are still those the
+    pick was made on; else the pick is stale: (False, None)."""
+    if pick.get("inputs") != inputs:
+        return False, None
+    kind, given = cell_pick_parse(pick)
+    return True, inputs[given] if kind == "pick" else given
+
+
+def picks_stale(conflicts: list[dict], picks: dict[str, dict[str, dict]]) -> list[dict[str, Any]]:
+    """The picks of a table that settle nothing now (`picks`: key id -> column -> pick), each with why: `changed`
+    (the cell still conflicts, with other values: it stands until picked again) or `not_in_conflict` (the cell no
+    longer conflicts; `key` None when the key is not among the conflicts listed)."""
+    by_id = {conflict["key_id"]: conflict for conflict in conflicts}
+    stale = []
+    for key_id, columns in picks.items():
+        conflict = by_id.get(key_id)
+        for column, pick in columns.items():
+            entry = {"key_id": key_id, "key": conflict and conflict["key"], "column": column,
+                     "inputs": pick.get("inputs"), "by": pick.get("by")}  # fmt: skip
+            if conflict is None or column not in conflict["cells"] or None in (conflict["source"], conflict["target"]):
+                stale.append({**entry, "reason": "not_in_conflict", "now": None})
+                continue
+            now = {row: None if conflict[row] is None else conflict[row][column] for row in PICK_SIDES}
+            if pick.get("inputs") != now:
+                stale.append({**entry, "reason": "changed", "now": now})
+    return stale
+
+
 def row_settled(base: dict | None, mine: dict, theirs: dict, columns: list[str], settled: dict[str, Any]) -> dict:
     """The merged row of a conflicting key whose conflicting cells are all settled (`settled`: column -> value): the
     target's row with the source's changes of the other cells (the cell-by-cell merge) and the settled cells."""
@@ -495,22 +586,29 @@ def key_settle(
     fallback_scope: str,
     table: str = "",
     not_null: frozenset[str] = frozenset(),
+    picks: dict[str, dict] | None = None,
 ) -> dict[str, dict] | None:
-    """The conflicting cells of one key settled by column rules (`rules`: column -> rule): each cell by its column's
-    rule, else by the fallback choice (the table's or the merge's) if it settles; None when some cell stands or
-    the conflict is not of cells (a delete against an update, or `merge.granularity=row` with no common cell).
-    Each cell: the rule, where it came from (`column`, `table` or `default`), base, source, target, result. An
-    expression that fails on the key, or gives NULL for a column of `not_null`, refuses the merge: 400
-    `column_expression_failed` naming the key and column."""
+    """The conflicting cells of one key settled by a reviewer's picks (`picks`: column -> pick, `pick_settle`) and
+    column rules (`rules`: column -> rule): each cell by its pick, else its column's rule, else the fallback choice
+    (the key's, the table's or the merge's) if it settles; None when some cell stands (a stale pick stands, whatever
+    the fallback) or the conflict is not of cells (a delete against an update, or `merge.granularity=row` with no
+    common cell). Each cell: the rule, where it came from (`cell`, `column`, `key`, `table` or `default`), base,
+    source, target, result (and who picked it). An expression that fails on the key, or gives NULL for a column of
+    `not_null`, refuses the merge: 400 `column_expression_failed` naming the key and column."""
     if conflict["cells"] == ["*"] or conflict["source"] is None or conflict["target"] is None:
         return None
     base, source, target = conflict["base"], conflict["source"], conflict["target"]
     cells = {}
     for column in conflict["cells"]:
         inputs = {"base": None if base is None else base[column], "source": source[column], "target": target[column]}
-        settled = False
+        settled, extra = False, {}
         if source[column] == target[column]:  # both made the same change (a row-granularity conflict)
-            settled, value, rule, scope = True, source[column], "same_change", "both_sides"
+            settled, value, rule, scope = True, source[column], SAME_CHANGE, "both_sides"
+        elif column in (picks or {}):
+            settled, value = pick_settle(picks[column], inputs)
+            if not settled:
+                return None
+            rule, scope, extra = PICK, "cell", {"by": picks[column].get("by")}
         elif column in rules:
             rule, scope = rules[column], "column"
             name, text = column_rule_parse(rule)
@@ -523,7 +621,7 @@ def key_settle(
             if fallback not in SETTLING:
                 return None
             rule, scope, value = fallback, fallback_scope, source[column] if fallback == SOURCE else target[column]
-        cells[column] = {"rule": rule, "scope": scope, **inputs, "result": value}
+        cells[column] = {"rule": rule, "scope": scope, **inputs, "result": value, **extra}
     return cells
 
 

@@ -169,7 +169,8 @@ class MergeDiff:
     @property
     def resolution_log(self) -> list[dict[str, Any]]:
         """Each resolution applied: a key's choice, a column rule (with the count of cells it settled and a sample of
-        them, `semantics.settled_cells`; the keys it settled are not listed one by one), a table's or the default."""
+        them, `semantics.settled_cells`; the keys it settled are not listed one by one), each cell a reviewer picked
+        (with its three inputs, the result and who picked it), a table's choice or the default."""
         tables = self.resolution.get("tables", {})
         keys = [
             entry for obj in self.objects for entry in (obj.keys or {}).get("choices", [])
@@ -179,11 +180,19 @@ class MergeDiff:
             {"object": obj.name, "scope": rule["scope"], "column": column, "choice": rule["rule"],
              "cells": rule["cells"], "sample": [cell for cell in settled["sample"] if cell["rule"] == name]}
             for obj in self.objects for column, settled in (obj.keys or {}).get("settled_cells", {}).items()
-            for name, rule in settled["rules"].items()
+            for name, rule in settled["rules"].items() if name != semantics.PICK
+        ]  # fmt: skip
+        picks = [
+            {"object": obj.name, "scope": "cell", "key": entry["key"], "key_id": entry["key_id"], "column": column,
+             "choice": semantics.PICK, **{k: cell[k] for k in ("base", "source", "target", "result")},
+             "chosen_by": cell.get("by")}
+            for obj in self.objects for entry in (obj.keys or {}).get("choices", [])
+            for column, cell in entry.get("cells", {}).items() if cell["rule"] == semantics.PICK
         ]  # fmt: skip
         return (
             keys
             + columns
+            + picks
             + [
                 {"object": obj.name, "scope": "table" if obj.name in tables else "default", "choice": obj.resolution}
                 for obj in self.objects
@@ -203,16 +212,16 @@ class MergeDiff:
 
 
 def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: dict[str, Any] | None) -> None:
-    """A checked resolution's column rules (`resolution_check`) against the tables they name as `refs` (the merge's
-    source and target) hold them, where the merge is asked for: 400 `unknown_table` for a table neither holds,
-    `column_rules_keyless` for one without a primary key, and `semantics.column_rules_check`'s for the columns. A
-    column the target has is checked with its type there, one only the source has with the source's. The plan checks
-    them again against the table it merges."""
-    rules = (resolution or {}).get("columns", {})
-    if not rules:
+    """A checked resolution's column rules and cell picks (`resolution_check`) against the tables they name as `refs`
+    (the merge's source and target) hold them, where the merge is asked for: 400 `unknown_table` for a table
+    neither holds, `column_rules_keyless` for one without a primary key, and `semantics.column_rules_check`'s (and
+    `plan_objects.cell_picks_check`'s) for the columns. A column the target has is checked with its type there, one
+    only the source has with the source's. The plan checks them again against the table it merges."""
+    rules, picks = (resolution or {}).get("columns", {}), (resolution or {}).get("cells", {})
+    if not rules and not picks:
         return
     chains = [ref_resolve(catalog=catalog, ref=ref).chain for ref in refs]
-    for table, columns in rules.items():
+    for table in {*rules, *picks}:
         database, _, name = table.partition(".")
         found = []
         for chain in chains:
@@ -231,7 +240,10 @@ def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: d
             by_name |= {c["name"]: c for c in state["columns"]}
         names = {c["id"]: c["name"] for state in found for c in state["columns"]}
         keys = [names.get(i) for i in found[-1]["primary_key"]]
-        semantics.column_rules_check(columns, table=table, columns=list(by_name.values()), keys=keys)
+        if table in rules:
+            semantics.column_rules_check(rules[table], table=table, columns=list(by_name.values()), keys=keys)
+        if table in picks:
+            plan_objects.cell_picks_check(picks[table], table=table, columns=list(by_name.values()))
 
 
 def merge_diff(*, catalog: Catalog, source: str, target: str, resolution: dict | None = None) -> MergeDiff:

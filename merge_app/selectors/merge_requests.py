@@ -17,7 +17,7 @@ from catalog_app.selectors.access import branch_protection
 from catalog_app.selectors.refs import branch_heads
 from checks_app.selectors import ChecksVerdict, check_run_dict, checks_verdict, runs_of_merge, statuses_of
 from lakeui.errors import NotFoundError
-from merge_app.models import MergeRequest, MergeRequestEvent, MergeRequestReview
+from merge_app.models import KeyComparison, MergeRequest, MergeRequestEvent, MergeRequestReview
 
 
 def merge_request_list(*, catalog: Catalog, state: str | None = None) -> QuerySet[MergeRequest]:
@@ -116,6 +116,59 @@ def report_plan(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def plan_key_conflicts(merge_request: MergeRequest, table: str) -> tuple[dict | None, list[dict]]:
+    """A primary-key table's object in the request's plan (None if the plan merges no such table) and its
+    conflicting keys at the plan's heads, as the key comparison stored them (each: key, key_id, base, source,
+    target, cells)."""
+    plan = merge_request.plan or {}
+    obj = next((o for o in plan.get("objects", []) if o["name"] == table and o.get("keys")), None)
+    if obj is None:
+        return None, []
+    stored = KeyComparison.objects.filter(
+        table_id=obj["object_id"], base=plan["base"], source_head=plan["heads"]["source"],
+        target_head=plan["heads"]["target"],
+    ).values_list("conflicts", flat=True)  # fmt: skip
+    return obj, next(iter(stored), [])
+
+
+def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, limit: int) -> dict[str, Any]:
+    """A page of the table's conflicting keys as the plan settles them: per key its three rows, and per
+    conflicting cell the base, source and target values, the result and the rule that made it (`stands`: none
+    settles it; a stale pick names itself), as the dry run computed them: the merge writes exactly these."""
+    obj, conflicts = plan_key_conflicts(merge_request, table)
+    if obj is None:
+        raise NotFoundError("table_not_in_conflict", f"The request's plan has no conflicting keys in {table!r}.",
+                            details={"table": table})  # fmt: skip
+    keys = obj["keys"]
+    choices = {choice["key_id"]: choice for choice in keys.get("choices", [])}
+    stale = {(s["key_id"], s["column"]): s for s in keys.get("stale_picks", [])}
+    page = []
+    for conflict in conflicts[offset : offset + limit]:
+        choice = choices.get(conflict["key_id"])
+        cells = {}
+        for column in conflict["cells"]:
+            inputs = {row: None if conflict[row] is None else conflict[row].get(column) for row in ("base", "source",
+                      "target")} if column != "*" else {}  # fmt: skip
+            settled = (choice or {}).get("cells", {}).get(column)
+            if settled is not None:
+                cells[column] = {**inputs, "result": settled["result"], "rule": settled["rule"],
+                                 "scope": settled["scope"], "by": settled.get("by")}  # fmt: skip
+            elif choice is not None:  # the whole key by one choice
+                side = "source" if choice["choice"] == "source_wins" else "target"
+                cells[column] = {**inputs, "result": inputs.get(side), "rule": choice["choice"],
+                                 "scope": choice["scope"], "by": None}  # fmt: skip
+            else:
+                stale_pick = (stale.get((conflict["key_id"], column)) or {}).get("reason")
+                cells[column] = {**inputs, "result": None, "rule": "stands", "scope": None, "by": None,
+                                 "stale_pick": stale_pick}  # fmt: skip
+        page.append({"key": conflict["key"], "key_id": conflict["key_id"], "source_change": conflict["source_change"],
+                     "target_change": conflict["target_change"], "base": conflict["base"],
+                     "source": conflict["source"], "target": conflict["target"], "settled": choice is not None,
+                     "cells": cells})  # fmt: skip
+    return {"table": table, "count": len(conflicts), "offset": offset, "limit": limit, "keys": page,
+            "unresolved": keys.get("unresolved", 0), "stale_picks": keys.get("stale_picks", [])}  # fmt: skip
+
+
 def resolution_of(merge_request: MergeRequest) -> dict[str, Any]:
     """The request's resolutions as the merge engine takes them (`resolution_check`'s shape)."""
     chosen = merge_request.resolutions or {}
@@ -126,6 +179,8 @@ def resolution_of(merge_request: MergeRequest) -> dict[str, Any]:
     }
     if chosen.get("columns"):  # only when there are: plans made before column rules compare equal
         resolution["columns"] = chosen["columns"]
+    if chosen.get("cells"):  # the same
+        resolution["cells"] = chosen["cells"]
     return resolution
 
 
@@ -157,6 +212,10 @@ BLOCKERS = {
     "plan_stale": (409, "A branch has moved since the merge plan was computed; a new plan has been asked for."),
     "changes_requested": (409, "Changes were requested by {users}; they must approve first."),
     "approvals_missing": (403, "The target {target!r} needs {required} approval(s); the request has {count}."),
+    "cell_picks_stale": (
+        409,
+        "{count} cell pick(s) in {names} were made on values a head has changed since; pick those cells again.",
+    ),
     "unresolved_conflicts": (409, "The merge has unresolved conflicts in {names}; resolve them in the request."),
     "checks_failed": (409, "Check(s) failed on the current heads: {names}."),
     "checks_pending": (409, "Required check(s) have not succeeded on the source head yet: {names}."),
@@ -220,6 +279,11 @@ def merge_request_status(merge_request: MergeRequest, heads: dict[str, str | Non
             _blocker("approvals_missing", target=merge_request.target, required=status.required_approvals,
                      count=len(approved))
         )  # fmt: skip
+    stale_picks = {o["name"]: [p for p in o["keys"].get("stale_picks", []) if p["reason"] == "changed"]
+                   for o in (plan or {}).get("objects", []) if o.get("keys")}  # fmt: skip
+    if any(stale_picks.values()):
+        names = ", ".join(name for name, picks in stale_picks.items() if picks)
+        blockers.append(_blocker("cell_picks_stale", count=sum(map(len, stale_picks.values())), names=names))
     if unresolved:
         blockers.append(_blocker("unresolved_conflicts", names=", ".join(unresolved)))
     verdict = merge_request_checks(merge_request, heads, required=protection.required_checks if protection else [])

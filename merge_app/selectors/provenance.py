@@ -8,6 +8,7 @@ from typing import Any
 
 from checks_app.selectors import check_run_dict, runs_of_heads, statuses_of
 from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
+from merge_app.plan import semantics
 from merge_app.selectors.merge_requests import merge_request_approvers
 
 
@@ -103,7 +104,8 @@ def _settled_of(merge: Merge, table_id: str) -> dict[str, dict[str, dict[str, An
         if choice.get("cells"):  # column rules: each conflicting cell its rule (or the table's or default choice)
             settled[key_id] = {
                 column: {"merge": merge.commit_id, "choice": cell["rule"], "scope": cell["scope"], "column": column,
-                         **chooser(scope=cell["scope"], column=column, choice=cell["rule"])}
+                         **chooser(scope=cell["scope"], column=column, choice=cell["rule"],
+                                   **({"key_id": key_id} if cell["rule"] == semantics.PICK else {}))}
                 for column, cell in choice["cells"].items()
             }  # fmt: skip
         else:  # the key's conflicting cells (every cell: "*"), by its own choice, the table's or the default

@@ -32,10 +32,17 @@ from lakeui.jobs.selectors import job_by_id
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import MergeRequestPlanSpec
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
+from merge_app.plan.objects import SIDES, cell_picks_shape
 from merge_app.plan.rules import CHOICES
 from merge_app.selectors.diff import resolution_check, resolution_columns_check
 from merge_app.selectors.graph import CommitGraph
-from merge_app.selectors.merge_requests import merge_request_heads, merge_request_status, report_plan, resolution_of
+from merge_app.selectors.merge_requests import (
+    merge_request_heads,
+    merge_request_status,
+    plan_key_conflicts,
+    report_plan,
+    resolution_of,
+)
 from merge_app.services.events import merge_request_event_emit
 from merge_app.services.merges import checks_override, merge_submit
 
@@ -299,8 +306,8 @@ def _resolutions_checked(resolutions: Any, merge_request: MergeRequest) -> dict[
     def bad(message: str) -> ApplicationError:
         return ApplicationError("invalid_resolution", message, details={"choices": list(CHOICES)})
 
-    if not isinstance(resolutions, dict) or not set(resolutions) <= {"default", "tables", "keys", "columns"}:
-        raise bad("resolutions must be an object with `default`, `tables` and/or `keys`.")
+    if not isinstance(resolutions, dict) or not set(resolutions) <= {"default", "tables", "keys", "columns", "cells"}:
+        raise bad("resolutions must be an object with `default`, `tables`, `keys`, `columns` and/or `cells`.")
     if "default" in resolutions and resolutions["default"] not in CHOICES:
         raise bad(f"default must be one of {CHOICES}.")
     tables = resolutions.get("tables", {})
@@ -336,22 +343,68 @@ def _resolutions_checked(resolutions: Any, merge_request: MergeRequest) -> dict[
         if isinstance(rules, dict):
             removed.setdefault(name, []).extend(c for c, rule in rules.items() if rule is None)
             given["columns"][name] = {c: r for c, r in rules.items() if r is not None}
+    given.pop("cells", None)
     checked = resolution_check(given)
     resolution_columns_check(catalog=merge_request.catalog, refs=[merge_request.source, merge_request.target],
                              resolution=checked)  # fmt: skip
     columns = {name: dict(rules) for name, rules in checked.get("columns", {}).items()}
     for name, taken_back in removed.items():
         columns.setdefault(name, {}).update(dict.fromkeys(taken_back))
-    return {**checked, "columns": columns}
+    cells = _cells_checked(merge_request, resolutions["cells"]) if "cells" in resolutions else {}
+    return {**checked, "columns": columns, "cells": cells}
+
+
+def _cells_checked(merge_request: MergeRequest, cells: Any) -> dict[str, dict[str, dict[str, dict | None]]]:
+    """A reviewer's cell picks (`{"db.t": {key id: {column: {"pick": side} | {"value": v} | null}}}`, null taking a
+    pick back), each with the three values of the cell it is made on (`inputs`): the cell as it conflicts in the
+    plan at the request's current heads. A pick is made on what the reviewer sees, so there must be such a plan
+    (409 `plan_pending` while it is computed), the key must be in conflict there, on that cell (409
+    `cell_not_in_conflict`), and a typed value must fit the column (400 `invalid_cell_pick`)."""
+    if not isinstance(cells, dict) or not all(
+        isinstance(keys, dict) and all(isinstance(columns, dict) for columns in keys.values())
+        for keys in cells.values()
+    ):
+        raise ApplicationError("invalid_cell_pick", "`cells` maps a table to {key id: {column: pick}}.")
+    picks = {table: {key: dict(columns) for key, columns in keys.items()} for table, keys in cells.items()}
+    given = {table: {key: {c: p for c, p in columns.items() if p is not None} for key, columns in keys.items()}
+             for table, keys in picks.items()}  # fmt: skip
+    made = cell_picks_shape(given)
+    current = merge_request.plan and merge_request.plan_heads == merge_request_heads(merge_request)
+    if any(columns for keys in made.values() for columns in keys.values()) and not current:
+        raise ConflictError("plan_pending", "The merge plan for the current heads is being computed: pick the cells "
+                            "again once the review shows it.")  # fmt: skip
+    for table, keys in made.items():
+        conflicts = {conflict["key_id"]: conflict for conflict in plan_key_conflicts(merge_request, table)[1]}
+        for key_id, columns in keys.items():
+            for column, pick in columns.items():
+                conflict = conflicts.get(key_id)
+                if (
+                    conflict is None
+                    or column not in conflict["cells"]
+                    or None in (conflict["source"], conflict["target"])
+                ):
+                    raise ConflictError(
+                        "cell_not_in_conflict",
+                        f"Cell {column!r} of key {key_id} of {table!r} is not in conflict at the request's heads: "
+                        "only conflicting cells of a primary-key table are picked.",
+                        details={"table": table, "key_id": key_id, "column": column},
+                    )  # fmt: skip
+                inputs = {row: None if conflict[row] is None else conflict[row][column] for row in SIDES}
+                picks[table][key_id][column] = {**pick, "inputs": inputs}
+    resolution_columns_check(catalog=merge_request.catalog, refs=[merge_request.source, merge_request.target],
+                             resolution={"cells": made})  # fmt: skip
+    return picks
 
 
 def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user: AbstractBaseUser) -> list[dict]:
     """Apply the choices that change something; each is recorded with who chose it and when."""
+    cells = merge_request.resolutions.get("cells", {})
     current = {
         "default": merge_request.resolutions.get("default", "fail"),
         "tables": dict(merge_request.resolutions.get("tables", {})),
         "keys": {name: dict(keys) for name, keys in merge_request.resolutions.get("keys", {}).items()},
         "columns": {name: dict(rules) for name, rules in merge_request.resolutions.get("columns", {}).items()},
+        "cells": {name: {key: dict(picked) for key, picked in keys.items()} for name, keys in cells.items()},
         "chosen": list(merge_request.resolutions.get("chosen", [])),
     }
     at, by = timezone.now().isoformat(), user.get_username()
@@ -378,9 +431,30 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
                 changed.append({"scope": "column", "table": name, "column": column, "choice": rule, "by": by,
                                 "at": at})  # fmt: skip
     current["columns"] = {name: rules for name, rules in current["columns"].items() if rules}
+    for name, keys in given.get("cells", {}).items():
+        for key, columns in keys.items():
+            for column, pick in columns.items():
+                held = current["cells"].setdefault(name, {}).setdefault(key, {})
+                if pick is None and column in held:
+                    held.pop(column)
+                elif pick is not None and _made(held.get(column)) != pick:
+                    held[column] = {**pick, "by": by, "at": at}
+                else:
+                    continue
+                choice = {k: v for k, v in (pick or {}).items() if k in ("pick", "value")} or None
+                changed.append({"scope": "cell", "table": name, "key": key, "column": column, "choice": choice,
+                                "by": by, "at": at})  # fmt: skip
+    current["cells"] = {name: {key: cells for key, cells in keys.items() if cells}
+                        for name, keys in current["cells"].items()}  # fmt: skip
+    current["cells"] = {name: keys for name, keys in current["cells"].items() if keys}
     current["chosen"].extend(changed)
     merge_request.resolutions = current
     return changed
+
+
+def _made(pick: dict | None) -> dict | None:
+    """A recorded pick as it was made (without who made it and when)."""
+    return None if pick is None else {k: v for k, v in pick.items() if k not in ("by", "at")}
 
 
 def _changes_the_merge(merge_request: MergeRequest, changed: list[dict]) -> bool:
@@ -389,6 +463,8 @@ def _changes_the_merge(merge_request: MergeRequest, changed: list[dict]) -> bool
     so the approvals given stay. A plan behind the heads is not trusted: then any choice counts as a change."""
     plan = merge_request.plan or {}
     if not plan or merge_request.plan_heads != merge_request_heads(merge_request):
+        return True
+    if any(choice["scope"] == "cell" for choice in changed):  # a pick is a change of the request, always
         return True
     in_conflict = {conflict["name"] for conflict in plan.get("conflicts", [])}
     for choice in changed:

@@ -198,7 +198,7 @@ def merge_published(
 
 def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict[str, Any]:
     """Who chose an applied resolution, and when: the latest choice recorded in a merge request at the entry's
-    scope (the key, its table, or the default), or the user who ran the merge."""
+    scope (the cell, the key, the column, its table, or the default), or the user who ran the merge."""
     scope = entry.get("scope")
 
     def matches(choice: dict) -> bool:
@@ -208,6 +208,9 @@ def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict
             return choice.get("table") == entry.get("object") and choice.get("key") == entry.get("key_id")
         if scope == "column":
             return choice.get("table") == entry.get("object") and choice.get("column") == entry.get("column")
+        if scope == "cell":
+            return (choice.get("table"), choice.get("key"), choice.get("column")) == (
+                entry.get("object"), entry.get("key_id"), entry.get("column"))  # fmt: skip
         return scope == "default" or choice.get("table") == entry.get("object")
 
     for choice in reversed(choices or []):

@@ -823,20 +823,86 @@ def mr_merge(ctx, catalog, number, override_checks):
     show_job(ctx, job)
 
 
+def cell_pick(spec: str, table: str | None) -> tuple[str, str, str, dict]:
+    """`[DB.TABLE]KEY.COLUMN=VALUE`, KEY the key's values as a JSON list (`[9]`, `["eu",9]`), VALUE JSON (a string
+    if it is not JSON) or `pick:base|source|target`, as (table, key id, column, pick)."""
+    name, equals, value = spec.partition("=")
+    start = name.find("[")
+    end = name.rfind("]")
+    if not equals or start < 0 or end < start or not name[end + 1 :].startswith("."):
+        raise click.UsageError(f"--cell takes [DB.TABLE]KEY.COLUMN=VALUE with KEY a JSON list, not {spec!r}")
+    table = name[:start] or table
+    if not table:
+        raise click.UsageError(f"--cell {spec!r}: name the table as DB.TABLE[KEY].COLUMN, or give --table")
+    try:
+        key = json.loads(name[start : end + 1])
+    except json.JSONDecodeError:
+        raise click.UsageError(f"--cell {spec!r}: the key {name[start : end + 1]} is not a JSON list") from None
+    key_id = json.dumps(key, separators=(",", ":"))
+    column = name[end + 2 :]
+    if value.startswith("pick:"):
+        return table, key_id, column, {"pick": value[len("pick:") :]}
+    try:
+        return table, key_id, column, {"value": json.loads(value)}
+    except json.JSONDecodeError:
+        return table, key_id, column, {"value": value}
+
+
 @mr.command("resolve")
 @click.argument("catalog")
 @click.argument("number", type=int)
 @resolution_options
+@click.option(
+    "--cell", "cells", metavar="[DB.TABLE]KEY.COLUMN=VALUE", multiple=True,
+    help="Settle one conflicting cell: KEY the key's values as a JSON list, VALUE a JSON value (or text), or "
+    "pick:base, pick:source, pick:target (repeatable; the table from --table if not named)",
+)  # fmt: skip
 @click.pass_context
-def mr_resolve(ctx, catalog, number, source_wins, target_wins, rules_table, columns, resolution_json):
+def mr_resolve(ctx, catalog, number, source_wins, target_wins, rules_table, columns, resolution_json, cells):
     """Choose how the request's conflicts are settled: --source-wins / --target-wins (the default), --column
     [DB.TABLE.]COLUMN=RULE per column of a primary-key table (`COLUMN=` with --table; a rule of `null` takes a
-    column's rule back only through --resolution), or the whole --resolution JSON. Each choice is kept with who made
-    it; one that changes the merge dismisses the approvals given."""
+    column's rule back only through --resolution), --cell '[9].amount=12' per conflicting cell, or the whole
+    --resolution JSON. Each choice is kept with who made it; one that changes the merge, and any cell picked,
+    dismisses the approvals given. `lakeui mr resolution` previews the merged cells."""
     fields = _resolution(source_wins, target_wins, columns, rules_table, resolution_json)
+    for spec in cells:
+        table, key_id, column, pick = cell_pick(spec, rules_table)
+        picks = fields.setdefault("resolution", {}).setdefault("cells", {}).setdefault(table, {})
+        picks.setdefault(key_id, {})[column] = pick
     if not fields:
-        raise click.UsageError("give --source-wins, --target-wins, --column or --resolution")
+        raise click.UsageError("give --source-wins, --target-wins, --column, --cell or --resolution")
     show_merge_request(ctx, make_client().merge_request_resolve(catalog, number, fields["resolution"]))
+
+
+PREVIEW_COLUMNS = ["key", "column", "base", "source", "target", "result", "rule", "by"]
+
+
+def _rule_shown(cell: dict) -> str:
+    stale = cell.get("stale_pick")
+    return f"stands (stale pick: {stale})" if stale else cell["rule"]
+
+
+@mr.command("resolution")
+@click.argument("catalog")
+@click.argument("number", type=int)
+@click.option("--table", default=None, help="DB.TABLE (default: the first primary-key table in conflict)")
+@click.option("--offset", type=int, default=0)
+@click.option("--limit", type=int, default=50)
+@click.pass_context
+def mr_resolution(ctx, catalog, number, table, offset, limit):
+    """The merged cells the request's resolution would produce, per conflicting key and cell: base, source, target,
+    the result and the rule (or pick) that made it; `stands` where nothing settles a cell."""
+    found = make_client().merge_request_resolution(catalog, number, table=table, offset=offset, limit=limit)
+    if ctx.obj["json"]:
+        click.echo(json.dumps(found, indent=2, default=str))
+        return
+    preview = found["preview"] or {"keys": [], "table": None, "count": 0}
+    if not found["current"]:
+        out.print("[yellow]The plan for the current heads and resolution is being made: ask again.[/]")
+    out.print(f"{preview['table'] or 'no table in conflict'}: {preview['count']} conflicting key(s)")
+    rows = [{"key": key["key_id"], "column": column, **values, "rule": _rule_shown(values)}
+            for key in preview["keys"] for column, values in key["cells"].items()]  # fmt: skip
+    emit(ctx, rows, PREVIEW_COLUMNS)
 
 
 MR_CHECK_COLUMNS = ["kind", "name", "state", "advisory", "row_count", "commit", "url", "description", "message"]

@@ -583,8 +583,19 @@ class Client:
         {column: rule}}}, "keys": {...}}; a column rule settles a primary-key table's conflicting cells of that column
         (source_wins, target_wins, base, greatest, least, sum_of_changes, concat, {"concat": {"separator": s}} or
         {"expression": "CASE WHEN source.status = 'closed' THEN source.amount ELSE target.amount END"}; null takes
-        it back). `merge(..., resolution=...)` takes the same JSON."""
+        it back). `merge(..., resolution=...)` takes the same JSON. A reviewer's value for one conflicting cell:
+        {"cells": {"db.t": {"[9]": {"amount": {"value": 12}, "status": {"pick": "source"}}}}} (a key by its values
+        as a JSON list; a pick of "base", "source" or "target", or a typed value; null takes a pick back)."""
         return self.merge_request_update(catalog, number, resolutions=resolutions)
+
+    def merge_request_resolution(
+        self, catalog: str, number: int, *, table: str | None = None, offset: int = 0, limit: int = 50
+    ) -> dict:
+        """The request's resolution and the preview of the merged cells its plan computed: per conflicting key of
+        `table` (by default the first in conflict) base, source, target, result and the rule that made it
+        (`current` false while a plan for the heads and the resolution is being made)."""
+        params = {"offset": offset, "limit": limit, **({"table": table} if table else {})}
+        return self.request("GET", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}/resolution", params=params)
 
     def merge_request_reviews(self, catalog: str, number: int) -> list[dict]:
         return self.merge_request(catalog, number)["reviews"]
