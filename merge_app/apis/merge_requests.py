@@ -195,6 +195,17 @@ def _resolution(merge_request: MergeRequest, *, table: str | None = None, offset
     }  # fmt: skip
 
 
+class ResolutionOutputSerializer(serializers.Serializer):
+    resolution = serializers.DictField(help_text="default, tables, keys, columns, cells (each pick with its inputs)")
+    chosen = serializers.ListField(child=serializers.DictField(), help_text="every choice made, with who and when")
+    heads = serializers.DictField()
+    plan_heads = serializers.DictField(allow_null=True)
+    current = serializers.BooleanField(help_text="the plan is for the current heads and this resolution")
+    planning = serializers.BooleanField()
+    tables = serializers.ListField(child=serializers.DictField(), help_text="primary-key tables in conflict")
+    preview = serializers.DictField(allow_null=True, help_text="a page of a table's conflicting keys, merged cells")
+
+
 class MergeRequestResolutionApi(APIView):
     """The request's resolution (docs/api.md#merge-request-resolution): choices, column rules and cell picks, and the
     preview of the merged cells the plan computed with them (`current` false while a plan for the heads and this
@@ -215,13 +226,13 @@ class MergeRequestResolutionApi(APIView):
             '{"value": v} | null}}}: a reviewer\'s value for each conflicting cell (null takes a pick back)',
         )  # fmt: skip
 
-    @extend_schema(parameters=[ParamsSerializer])
+    @extend_schema(parameters=[ParamsSerializer], responses=ResolutionOutputSerializer)
     def get(self, request, catalog, number):
         params = validated(self.ParamsSerializer, request.query_params)
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
         return Response(_resolution(found, **params))
 
-    @extend_schema(request=InputSerializer)
+    @extend_schema(request=InputSerializer, responses=ResolutionOutputSerializer)
     def put(self, request, catalog, number):
         data = validated(self.InputSerializer, request.data)
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)

@@ -58,7 +58,7 @@ def put(client, base: str, resolution: dict):
 
 
 def test_a_reviewer_picks_cells_the_preview_shows_them_and_the_merge_writes_them(spark, user, reviewer):
-    carol, clients = reviewer
+    _, clients = reviewer
     alice = clients["alice"]
     catalog = both_changed_catalog(spark)  # dev (source) and main (target) both changed keys 1-4
     catalog_role_grant(catalog=catalog, username="carol", role="approver", granted_by=user)
@@ -154,6 +154,12 @@ def test_a_reviewer_picks_cells_the_preview_shows_them_and_the_merge_writes_them
     assert {k: picks[(1, "amount")][k] for k in ("base", "source", "target", "result", "chosen_by", "choice")} == {
         "base": 100, "source": 106, "target": 107, "result": 107, "chosen_by": "alice", "choice": "pick"}  # fmt: skip
     assert picks[(2, "updated_at")]["result"] == BASE[2]["updated_at"].replace(" ", "T")
+    # The blame of a picked cell names the pick and who made it.
+    blame = alice.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders/blame").json()
+    settled = {r["key"]["id"]: r["cells"] for r in blame["results"]}
+    assert {k: settled[1]["status"]["settled_by"][k] for k in ("choice", "scope", "chosen_by")} == {
+        "choice": "pick", "scope": "cell", "chosen_by": "alice"}  # fmt: skip
+    assert settled[1]["hits"]["settled_by"]["choice"] == "target_wins"
 
 
 def carol_reviews(clients, base: str) -> int:

@@ -17,7 +17,9 @@ row of that key is a change of its own (a conflict where the two rows differ).
 
 A merge retried with a resolution draws column rules (docs/merge-semantics.md#column-rules) half the time
 (`LAKEUI_KEY_MODEL_RULES`, the share), which the model applies cell by cell; among them column expressions
-(docs/merge-semantics.md#column-expressions) over the key's three rows, which the model computes in Python.
+(docs/merge-semantics.md#column-expressions) over the key's three rows, which the model computes in Python; and,
+with `LAKEUI_KEY_MODEL_CELLS` (the share), a reviewer's cell picks (docs/merge-semantics.md#cell-picks) of some
+conflicting cells, a side's value or a typed one, a tenth of them stale (the key then stands).
 
 The seed and the steps so far are printed on failure.
 """
@@ -44,6 +46,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_KEY_MODEL_SEED", "21").split(",")]
 STEPS = int(os.environ.get("LAKEUI_KEY_MODEL_STEPS", "40"))
 RULED = float(os.environ.get("LAKEUI_KEY_MODEL_RULES", "0.5"))  # the share of resolved merges with column rules
+PICKED = float(os.environ.get("LAKEUI_KEY_MODEL_CELLS", "0.4"))  # the share of resolved merges with cell picks
 PICKS = int(os.environ.get("LAKEUI_KEY_MODEL_PICKS", "6"))  # the weight of cherry-picks and of reverts among steps
 BRANCHES = ("main", "b1", "b2", "b3", "b4", "b5")
 KEYS = 12  # the keys upserts, updates and deletes pick from: few, so that both sides often meet on one
@@ -142,9 +145,12 @@ def cell_rule(
     return True, {"source_wins": src, "target_wins": dest, "greatest": max(src, dest), "least": min(src, dest)}[name]
 
 
-def cells_settled(base: Row | None, src: Row, dest: Row, choice: str | None, rules: dict) -> Row | None:
-    """A key whose conflict is of cells, merged cell by cell with the table's column rules: each conflicting cell
-    by its column's rule, else by the choice (None: the key's conflict stands)."""
+def cells_settled(
+    base: Row | None, src: Row, dest: Row, choice: str | None, rules: dict, picks: dict | None = None
+) -> Row | None:
+    """A key whose conflict is of cells, merged cell by cell with a reviewer's picks (`picks`: column -> (value,
+    stale)) and the table's column rules: each conflicting cell by its pick (a stale one: the key's conflict
+    stands), else its column's rule, else the choice (None: the key's conflict stands)."""
     merged = []
     for column, b, s, d in zip(COLUMNS, base or (None, None), src, dest, strict=True):
         if base is not None and (s == b or d == b):
@@ -152,6 +158,12 @@ def cells_settled(base: Row | None, src: Row, dest: Row, choice: str | None, rul
             continue
         if s == d:
             merged.append(s)
+            continue
+        if column in (picks or {}):
+            value, stale = picks[column]
+            if stale:
+                return None
+            merged.append(value)
             continue
         rows = (base, src, dest)
         settled, value = cell_rule(rules[column], b, s, d, base is not None, rows) if column in rules else (False, None)
@@ -164,15 +176,16 @@ def cells_settled(base: Row | None, src: Row, dest: Row, choice: str | None, rul
 
 
 def state_merge(
-    base: State, src: State, dest: State, choice: str | None, rules: dict | None = None
+    base: State, src: State, dest: State, choice: str | None, rules: dict | None = None, picks: dict | None = None
 ) -> tuple[list[int], State]:
+    """The conflicting keys and the merged rows; `picks`: key -> column -> (value, stale)."""
     conflicts, merged = [], {}
     for key in sorted(set(base) | set(src) | set(dest)):
         conflict, row = key_merge(base.get(key), src.get(key), dest.get(key))
         if conflict:
             conflicts.append(key)
-            if rules and src.get(key) is not None and dest.get(key) is not None:
-                row = cells_settled(base.get(key), src[key], dest[key], choice, rules)
+            if (rules or key in (picks or {})) and src.get(key) is not None and dest.get(key) is not None:
+                row = cells_settled(base.get(key), src[key], dest[key], choice, rules or {}, (picks or {}).get(key))
             else:
                 row = {"source_wins": src.get(key), "target_wins": dest.get(key)}.get(choice)
         if row is not None:
@@ -180,11 +193,20 @@ def state_merge(
     return conflicts, merged
 
 
-def _stands(base: State, src: State, dest: State, key: int, choice: str | None, rules: dict) -> bool:
-    """Whether a conflicting key stays a conflict with the column rules and `choice`."""
-    if rules and src.get(key) is not None and dest.get(key) is not None:
-        return cells_settled(base.get(key), src[key], dest[key], choice, rules) is None
+def _stands(base: State, src: State, dest: State, key: int, choice: str | None, rules: dict, picks: dict) -> bool:
+    """Whether a conflicting key stays a conflict with the picks, the column rules and `choice`."""
+    if (rules or key in picks) and src.get(key) is not None and dest.get(key) is not None:
+        return cells_settled(base.get(key), src[key], dest[key], choice, rules, picks.get(key)) is None
     return choice not in ("source_wins", "target_wins")
+
+
+def conflicting_cells(base: Row | None, src: Row, dest: Row) -> list[tuple[str, object, object, object]]:
+    """The cells of a key both sides changed to different values: (column, base, source, target)."""
+    cells = []
+    for column, b, s, d in zip(COLUMNS, base or (None, None), src, dest, strict=True):
+        if s != d and (base is None or (s != b and d != b)):
+            cells.append((column, b, s, d))
+    return cells
 
 
 def log_merge(base: frozenset[int], src: frozenset[int], dest: frozenset[int]) -> frozenset[int]:
@@ -205,16 +227,17 @@ class Model:
         )
 
     def merge(
-        self, source: str, target: str, choice: str | None = None, rules: dict | None = None
+        self, source: str, target: str, choice: str | None = None, rules: dict | None = None, picks: dict | None = None
     ) -> tuple[str, list[int]]:
         """(`conflict` | `up_to_date` | `merged`, the conflicting keys); a merge moves the target. With several
-        merge bases the merge runs from their virtual base. `rules`: the table's column rules."""
+        merge bases the merge runs from their virtual base. `rules`: the table's column rules; `picks`: cells
+        picked, key -> column -> (value, stale)."""
         src, dest = self.heads[source], self.heads[target]
         if src.id in ancestors(dest):
             return "up_to_date", []
         base = self.base(src, dest)
-        conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice, rules)
-        if any(_stands(base.rows, src.rows, dest.rows, key, choice, rules or {}) for key in conflicts):
+        conflicts, rows = state_merge(base.rows, src.rows, dest.rows, choice, rules, picks)
+        if any(_stands(base.rows, src.rows, dest.rows, key, choice, rules or {}, picks or {}) for key in conflicts):
             return "conflict", conflicts
         self.heads[target] = self.merged(base, src, dest, rows)
         return "merged", conflicts
@@ -450,16 +473,47 @@ class Run:
                      if (rule := self.rules.choice(drawn)) is not None} if self.rules.random() < RULED else {}  # fmt: skip
             if rules and self.rules.random() < 0.3:
                 choice = "fail"
-            self.log.append(f"merge {source} into {target} with {choice} {rules or ''}")
+            # Cell picks, as a reviewer makes them on the conflicting cells (docs/merge-semantics.md#cell-picks),
+            # some of them stale: made on other values than the cell's now.
+            picks, given = self.cell_picks(saved[source], saved[target]) if self.rules.random() < PICKED else ({}, {})
+            self.log.append(f"merge {source} into {target} with {choice} {rules or ''} {given or ''}")
             self.model.heads = dict(saved)
-            expected, _ = self.model.merge(source, target, None if choice == "fail" else choice, rules)
+            expected, _ = self.model.merge(source, target, None if choice == "fail" else choice, rules, picks)
             resolution = {"default": choice}
             if rules:
                 resolution["tables"] = {"sales.k": {"columns": rules}}
                 self.count("with_column_rules")
                 if any(isinstance(rule, dict) and "expression" in rule for rule in rules.values()):
                     self.count("with_expressions")
+            if given:
+                resolution["cells"] = {"sales.k": given}
+                self.count("with_cell_picks")
+                if any(stale for cells in picks.values() for _, stale in cells.values()):
+                    self.count("with_stale_picks")
             self.merged(source, target, expected, saved, resolution)
+
+    def cell_picks(self, src: MCommit, dest: MCommit) -> tuple[dict, dict]:
+        """Picks for some conflicting cells of the merge of `src` into `dest`: the model's (key -> column ->
+        (value, stale)) and the resolution's (key id -> column -> pick with its inputs). A side's value or a typed
+        one; a tenth of them stale (made on another source value)."""
+        draw, base = self.rules, self.model.base(src, dest).rows
+        model, given = {}, {}
+        for key in sorted(set(src.rows) & set(dest.rows)):
+            b, s, d = base.get(key), src.rows[key], dest.rows[key]
+            if not key_merge(b, s, d)[0]:
+                continue
+            for column, old, mine, theirs in conflicting_cells(b, s, d):
+                if draw.random() < 0.4:
+                    continue
+                sides = {"base": old, "source": mine, "target": theirs}
+                kind = draw.choice(["source", "target", "value", *(["base"] if b is not None else [])])
+                typed = draw.randint(-50, 50) if column == "amount" else f"p{draw.randint(0, 9)}"
+                stale = draw.random() < 0.1
+                inputs = {**sides, "source": (mine + 1000 if column == "amount" else mine + "!") if stale else mine}
+                pick = {"value": typed} if kind == "value" else {"pick": kind}
+                model.setdefault(key, {})[column] = (typed if kind == "value" else sides[kind], stale)
+                given.setdefault(f"[{key}]", {})[column] = {**pick, "inputs": inputs}
+        return model, given
 
     def merged(self, source, target, expected, saved, resolution=None) -> bool:
         """Whether the model's outcome needs a retry: the real merge, checked against the model."""

@@ -78,6 +78,7 @@ MATRIX = {
     ("MergeRequestDetailApi", "get"): V, ("MergeRequestDetailApi", "patch"): E,
     ("MergeRequestReviewApi", "post"): A,
     ("MergeRequestMergeApi", "post"): E,
+    ("MergeRequestResolutionApi", "get"): V, ("MergeRequestResolutionApi", "put"): E,
     # The merge queue: an editor (the author; the service refuses others but admins) joins and leaves it.
     ("MergeRequestQueueApi", "get"): V, ("MergeRequestQueueApi", "post"): E, ("MergeRequestQueueApi", "delete"): E,
     ("BranchQueueApi", "get"): V,
