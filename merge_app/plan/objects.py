@@ -17,6 +17,7 @@ from typing import Any
 import merge_app.plan.rules as rules
 import merge_app.plan.semantics as semantics
 import merge_app.plan.states as states
+from catalog_app.engine.type_names import is_widening, parse_type
 from lakeui.errors import ApplicationError
 from merge_app.plan.rules import CHOICES, CONFLICT, DISCARDED, OK, PENDING, SOURCE_WINS, Facts, Op, Verdict
 
@@ -28,6 +29,7 @@ ROW_CHANGES = frozenset({"insert", "delete", "update", "overwrite"})
 NOT_MERGED = "not_merged"
 KEYS_IN_REPORT = 20  # conflicting keys listed per table in the report; the rest through the keys endpoint
 MAX_CELL_PICKS = 10_000  # cells a resolution picks, in all
+RESOLUTION_PARTS = frozenset({"default", "tables", "keys", "columns", "cells", "schema"})
 MAX_KEY_ID = 1_000  # characters of a key id (the key's values as a JSON list)
 SIDES = ("base", "source", "target")
 
@@ -80,6 +82,9 @@ class ObjectDiff:
     key_mode: bool = False  # a primary-key table whose rows both sides changed: merged by key (4.4)
     keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
+    # A6 settled by the resolution's `schema`: by column id, {"type": a type both sides' values widen to} or
+    # {"fill": the value of the rows written without the column} (`_schema_settled`)
+    schema: dict[int, dict] = field(default_factory=dict)
     source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
     reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
     target_unchanged: bool = False  # no key, and the target holds it as the base has it: the source's version wins
@@ -170,7 +175,8 @@ def plan_objects(
     """Every object either side changed, decided, in report order (databases, then tables, by name). A primary-key
     table merged by key takes its key comparison from `compared` (table id -> counts and conflicts); without one it
     is pending."""
-    objects = [_object_diff(inputs, object_id) for object_id in inputs.object_ids]
+    schema = (resolution or {}).get("schema", {})
+    objects = [_object_diff(inputs, object_id, schema) for object_id in inputs.object_ids]
     objects = [obj for obj in objects if obj is not None]
     if not inputs.reverting:  # a revert's own check is its pairs' (rules.revert_verdict)
         _check_segments_present(objects, inputs.live_files)
@@ -192,9 +198,8 @@ def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOI
     it also takes) and each table's choice a string. `choices`: the planner's own callers also pass LEAVE_OUT (a
     virtual base's)."""
     resolution = resolution or {}
-    if not isinstance(resolution, dict) or set(resolution) - {"default", "tables", "keys", "columns", "cells"}:
-        raise ApplicationError("invalid_resolution", "resolution takes `default`, `tables`, `keys`, `columns` and "
-                               "`cells`.")  # fmt: skip
+    if not isinstance(resolution, dict) or set(resolution) - RESOLUTION_PARTS:
+        raise ApplicationError("invalid_resolution", f"resolution takes {', '.join(sorted(RESOLUTION_PARTS))}.")
     tables, keys = resolution.get("tables", {}), resolution.get("keys", {})
     columns = resolution.get("columns", {})
     if (
@@ -206,15 +211,17 @@ def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOI
         raise ApplicationError(
             "invalid_resolution", "`tables` maps a table to a choice; `keys` maps a table to {key id: choice}."
         )
-    tables, columns = dict(tables), dict(columns)
+    tables, columns, schema = dict(tables), dict(columns), dict(resolution.get("schema", {}))
     for table, given in list(tables.items()):
         if not isinstance(given, dict):
             continue
-        if set(given) - {"choice", "columns"}:
-            raise ApplicationError("invalid_resolution", f"A table's resolution ({table!r}) takes `choice` and "
-                                   "`columns`.", details={"table": table})  # fmt: skip
+        if set(given) - {"choice", "columns", "schema"}:
+            raise ApplicationError("invalid_resolution", f"A table's resolution ({table!r}) takes `choice`, "
+                                   "`columns` and `schema`.", details={"table": table})  # fmt: skip
         if "columns" in given:
             columns[table] = {**columns.get(table, {}), **semantics.column_rules_shape(given["columns"], table=table)}
+        if "schema" in given:
+            schema[table] = semantics.schema_settlements_shape(given["schema"], table=table)
         if "choice" in given:
             tables[table] = given["choice"]
         else:
@@ -230,6 +237,8 @@ def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOI
         checked["columns"] = {table: rules for table, rules in columns.items() if rules}
     if "cells" in resolution:
         checked["cells"] = cell_picks_shape(resolution["cells"])
+    if schema:
+        checked["schema"] = {table: settled for table, settled in schema.items() if settled}
     return checked
 
 
@@ -380,7 +389,7 @@ def _display_name(version: Version, versions: dict) -> str:
     return version.name
 
 
-def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
+def _object_diff(inputs: PlanInputs, object_id: uuid.UUID, schema: Mapping[str, dict]) -> ObjectDiff | None:
     versions, taken = inputs.versions, inputs.taken
     src_ops, dest_ops = inputs.source_operations.get(object_id, []), inputs.target_operations.get(object_id, [])
     data_changed = inputs.keyed_changes.get(object_id)
@@ -406,6 +415,8 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID) -> ObjectDiff | None:
         target_unchanged=data_changed is None and change == "changed_in_source"
         and object_id in inputs.target_unchanged,
     )  # fmt: skip
+    if obj.kind == TABLE and change == "changed_in_both" and schema.get(obj.name):
+        obj.schema = _schema_settled(obj, schema[obj.name])
     if obj.target_unchanged:  # it becomes the source's version: it holds what that version holds
         replayed = {op.identity for op in src_ops}
         obj.held = sorted(inputs.source_held.get(object_id, frozenset()) - replayed)
@@ -617,6 +628,7 @@ def _decide_pairs(obj: ObjectDiff) -> None:
         facts.src_changed_rows = any(op.op in ROW_CHANGES for op in obj.source_operations)
         facts.src_origins = rules.segment_origins(obj.source_operations)
         facts.src_restored = frozenset().union(*(op.restored for op in obj.source_operations))
+        facts.schema_settled = obj.schema
     for i, src_op in enumerate(obj.source_operations):
         for j, dest_op in enumerate(obj.target_operations):
             cell, decided = rules.verdict(table, src_op, dest_op, facts)
@@ -632,6 +644,8 @@ def _merge_state(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
     if src == base and dest == base:  # the definition as it was: nothing of it for the checks below to find
         obj.merged_state = merged
         return
+    if obj.schema:
+        merged = _schema_applied(obj, merged)
     duplicates = states.duplicate_column_names(merged["columns"])
     if duplicates:
         obj.issues.append(
@@ -649,6 +663,52 @@ def _merge_state(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
         for problem in states.table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
             obj.issues.append(Verdict(CONFLICT, "4.0", problem))
     obj.merged_state = merged
+
+
+def _schema_settled(obj: ObjectDiff, given: dict[str, dict]) -> dict[int, dict]:
+    """A table's schema settlements (`{column: {"type": t} | {"fill": v}}`, by the names the target has, else the
+    source) by column id. 400 `unknown_column` for a column of neither side."""
+    ids = {c["name"]: c["id"] for side in (obj.source, obj.target) for c in side.state["columns"]}
+    unknown = sorted(set(given) - set(ids))
+    if unknown:
+        raise ApplicationError("unknown_column", f"{obj.name!r} has no column {unknown[0]!r} to settle.",
+                               details={"table": obj.name, "column": unknown[0], "columns": sorted(ids)})  # fmt: skip
+    return {ids[name]: settlement for name, settlement in given.items()}
+
+
+def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
+    """The merged table with its schema settlements: a column's type set to one both sides' types widen to
+    (400 `schema_type_lossy` naming a side whose values it cannot all hold), a column's default to the fill (400
+    `invalid_fill` for a value that does not fit the column)."""
+    types = {side: {c["id"]: c["type"] for c in getattr(obj, side).state["columns"]} for side in ("source", "target")}
+    columns = []
+    for column in merged["columns"]:
+        settlement = obj.schema.get(column["id"])
+        if settlement is not None and "type" in settlement:
+            wanted = settlement["type"]
+            for side, held in types.items():
+                old = held.get(column["id"])
+                if old is not None and old != wanted and not is_widening(parse_type(old), parse_type(wanted)):
+                    raise ApplicationError(
+                        "schema_type_lossy",
+                        f"Column {column['name']!r} of {obj.name!r} cannot become {wanted}: the {side}'s {old} "
+                        f"values do not all fit it (a type both sides' types widen to: int to long or double, "
+                        f"float to double, a decimal to one of more precision and the same scale, an integer to a "
+                        f"decimal with enough digits).",
+                        details={"table": obj.name, "column": column["name"], "side": side, "type": old,
+                                 "wanted": wanted},
+                    )  # fmt: skip
+            column = {**column, "type": wanted}
+        if settlement is not None and "fill" in settlement:
+            try:
+                fill = semantics.cell_pick_value(settlement["fill"], column["type"], not_null=True)
+            except ValueError as wrong:
+                raise ApplicationError("invalid_fill", f"The fill of column {column['name']!r} of {obj.name!r} "
+                                       f"does not fit it: {wrong}.", details={"table": obj.name,
+                                       "column": column["name"], "type": column["type"]}) from None  # fmt: skip
+            column = {**column, "default": fill}
+        columns.append(column)
+    return {**merged, "columns": columns}
 
 
 def _may_be_null(stats: dict | None, column_id: int) -> bool:

@@ -164,6 +164,8 @@ class Facts:
     # holds (`segment_origins`); any other segment holds its own.
     src_origins: dict[str, frozenset[str]] = field(default_factory=dict)
     src_restored: frozenset[str] = frozenset()  # the files of the source's restores' results (`Op.restored`)
+    # A6 settled by the resolution's `schema`, by column id: {"type": ...} (6.1) or {"fill": ...} (6.2)
+    schema_settled: dict[int, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +295,10 @@ def _narrower(new: str, *, than: str) -> bool:
 
 def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
     column = facts.dest_columns.get(src.details["column_id"]) if src.details.get("action") == "widen" else None
+    if column is not None and "type" in facts.schema_settled.get(column["id"], {}):
+        wanted = facts.schema_settled[column["id"]]["type"]
+        return Verdict(OK, "A6", f"6.1 settled: column {column['name']!r} becomes {wanted}, which holds both sides' "
+                       "values.")  # fmt: skip
     if column is not None and _narrower(src.details["new"], than=column["type"]):
         return Verdict(
             CONFLICT, "A6",
@@ -300,6 +306,9 @@ def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
             f"incompatible with the source's {src.details['new']}.",
         )  # fmt: skip
     added = dest.details.get("column") if dest.details.get("action") == "add" else None
+    if added and "fill" in facts.schema_settled.get(added.get("id"), {}):
+        return Verdict(OK, "A6", f"6.2 settled: the rows without column {added['name']!r} take the fill "
+                       f"{facts.schema_settled[added['id']]['fill']!r}.")  # fmt: skip
     if added and not added["nullable"] and added.get("default") is None and facts.src_wrote_data:
         return Verdict(
             CONFLICT, "A6",

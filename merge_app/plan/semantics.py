@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from catalog_app.engine import predicate_parser, predicate_values
-from catalog_app.engine.type_names import stat_value
+from catalog_app.engine.type_names import parse_type, stat_value
 from lakeui.errors import ApplicationError
 from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
 
@@ -282,6 +282,26 @@ def column_rules_shape(rules: Any, *, table: str) -> dict[str, Any]:
                                    details={"table": table, "column": column, "choices": list(COLUMN_CHOICES)},
                                    ) from None  # fmt: skip
     return rules
+
+
+def schema_settlements_shape(given: Any, *, table: str) -> dict[str, dict]:
+    """A table's schema settlements checked for their shape: `{column: {"type": "decimal(20,0)"}}` (A6.1: a type
+    both sides' values fit) or `{column: {"fill": value}}` (A6.2: the value of the rows written without the column).
+    Raises `invalid_resolution`."""
+
+    def bad(message: str, **details: Any) -> ApplicationError:
+        return ApplicationError("invalid_resolution", message, details={"table": table, **details})
+
+    if not isinstance(given, dict) or len(given) > MAX_COLUMN_RULES:
+        raise bad(f'`schema` of {table!r} maps column names to {{"type": ...}} or {{"fill": ...}}.')
+    for column, settlement in given.items():
+        if not isinstance(column, str) or not COLUMN_NAME.fullmatch(column):
+            raise bad(f"{str(column)[:64]!r} is not a column name.", column=str(column)[:64])
+        if not isinstance(settlement, dict) or len(settlement) != 1 or not set(settlement) <= {"type", "fill"}:
+            raise bad(f'Column {column!r} of {table!r} is settled by {{"type": ...}} or {{"fill": ...}}.',
+                      column=column)  # fmt: skip
+    # each type as the catalog spells it (`unknown_type` for one it does not know)
+    return {column: {"type": str(parse_type(s["type"]))} if "type" in s else s for column, s in given.items()}
 
 
 def _type_fits(name: str, type_name: str) -> bool:

@@ -170,7 +170,8 @@ class MergeDiff:
     def resolution_log(self) -> list[dict[str, Any]]:
         """Each resolution applied: a key's choice, a column rule (with the count of cells it settled and a sample of
         them, `semantics.settled_cells`; the keys it settled are not listed one by one), each cell a reviewer picked
-        (with its three inputs, the result and who picked it), a table's choice or the default."""
+        (with its three inputs, the result and who picked it), each column type or fill settling a schema conflict
+        (A6), a table's choice or the default."""
         tables = self.resolution.get("tables", {})
         keys = [
             entry for obj in self.objects for entry in (obj.keys or {}).get("choices", [])
@@ -189,10 +190,17 @@ class MergeDiff:
             for obj in self.objects for entry in (obj.keys or {}).get("choices", [])
             for column, cell in entry.get("cells", {}).items() if cell["rule"] == semantics.PICK
         ]  # fmt: skip
+        schema = [
+            {"object": obj.name, "scope": "schema", "column": name, "choice": settlement}
+            for obj in self.objects if obj.schema and obj.merged_state
+            for column in obj.merged_state["columns"] if (settlement := obj.schema.get(column["id"]))
+            for name in [column["name"]]
+        ]  # fmt: skip
         return (
             keys
             + columns
             + picks
+            + schema
             + [
                 {"object": obj.name, "scope": "table" if obj.name in tables else "default", "choice": obj.resolution}
                 for obj in self.objects

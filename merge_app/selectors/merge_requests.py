@@ -179,8 +179,9 @@ def resolution_of(merge_request: MergeRequest) -> dict[str, Any]:
     }
     if chosen.get("columns"):  # only when there are: plans made before column rules compare equal
         resolution["columns"] = chosen["columns"]
-    if chosen.get("cells"):  # the same
-        resolution["cells"] = chosen["cells"]
+    for part in ("cells", "schema"):  # the same
+        if chosen.get(part):
+            resolution[part] = chosen[part]
     return resolution
 
 

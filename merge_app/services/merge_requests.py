@@ -405,6 +405,7 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
         "keys": {name: dict(keys) for name, keys in merge_request.resolutions.get("keys", {}).items()},
         "columns": {name: dict(rules) for name, rules in merge_request.resolutions.get("columns", {}).items()},
         "cells": {name: {key: dict(picked) for key, picked in keys.items()} for name, keys in cells.items()},
+        "schema": {name: dict(given) for name, given in merge_request.resolutions.get("schema", {}).items()},
         "chosen": list(merge_request.resolutions.get("chosen", [])),
     }
     at, by = timezone.now().isoformat(), user.get_username()
@@ -431,6 +432,12 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
                 changed.append({"scope": "column", "table": name, "column": column, "choice": rule, "by": by,
                                 "at": at})  # fmt: skip
     current["columns"] = {name: rules for name, rules in current["columns"].items() if rules}
+    for name, settlements in given.get("schema", {}).items():
+        for column, settlement in settlements.items():
+            if current["schema"].get(name, {}).get(column) != settlement:
+                current["schema"].setdefault(name, {})[column] = settlement
+                changed.append({"scope": "schema", "table": name, "column": column, "choice": settlement, "by": by,
+                                "at": at})  # fmt: skip
     for name, keys in given.get("cells", {}).items():
         for key, columns in keys.items():
             for column, pick in columns.items():
@@ -470,7 +477,7 @@ def _changes_the_merge(merge_request: MergeRequest, changed: list[dict]) -> bool
     for choice in changed:
         if choice["scope"] == "default" and in_conflict:
             return True
-        if choice["scope"] in ("table", "key", "column") and choice.get("table") in in_conflict:
+        if choice["scope"] in ("table", "key", "column", "schema") and choice.get("table") in in_conflict:
             return True
     return False
 

@@ -206,7 +206,7 @@ def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict
             return False
         if scope == "key":
             return choice.get("table") == entry.get("object") and choice.get("key") == entry.get("key_id")
-        if scope == "column":
+        if scope in ("column", "schema"):
             return choice.get("table") == entry.get("object") and choice.get("column") == entry.get("column")
         if scope == "cell":
             return (choice.get("table"), choice.get("key"), choice.get("column")) == (

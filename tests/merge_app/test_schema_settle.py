@@ -1,0 +1,117 @@
+"""Schema and data conflicts settled in one resolution (docs/merge-semantics.md#schema-conflicts-in-a-resolution), on
+real Spark data: a column type both sides changed (A6.1) becomes a type both sides' values widen to, a NOT NULL
+column one side added without a default (A6.2) is filled for the rows the other side wrote; together with column
+rules, an expression and a cell pick on a primary-key table. Bad settlements are refused and nothing merges."""
+
+import decimal
+
+import pytest
+
+from catalog_app.services.refs import branch_create
+from catalog_app.services.tables import column_add, column_update
+from lakeui.errors import ApplicationError, ConflictError
+from tests.support.catalogs import head, make_catalog, make_table, on
+from tests.support.data import read
+from tests.support.merges import insert, merge, table_at
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TABLE = "sales.orders"
+
+
+def both_changed_the_schema(**table):
+    """An empty table on main and dev. main: amount int -> decimal(10,0), a NOT NULL column `code` added (no
+    default), rows 1 and 2 with codes. dev: amount int -> long, rows 2 and 3 (no code)."""
+    catalog = make_catalog()
+    make_table(catalog, **table)
+    branch_create(catalog=catalog, name="dev", source="main")
+    column_update(target=on(catalog), database="sales", table="orders", column="amount",
+                  changes={"type": "decimal(10,0)"})  # fmt: skip
+    column_add(target=on(catalog), database="sales", table="orders",
+               spec={"name": "code", "type": "string", "nullable": False})  # fmt: skip
+    insert(catalog, [{"id": 1, "amount": 10, "region": "eu", "code": "m1"},
+                     {"id": 2, "amount": 20, "region": "eu", "code": "m2"}])  # fmt: skip
+    column_update(target=on(catalog, "dev"), database="sales", table="orders", column="amount",
+                  changes={"type": "long"})  # fmt: skip
+    insert(catalog, [{"id": 2, "amount": 2**40, "region": "us"}, {"id": 3, "amount": 30, "region": "us"}],
+           branch="dev")  # fmt: skip
+    return catalog
+
+
+def reasons_of(error: ConflictError) -> str:
+    return " ".join(c["reason"] for obj in error.details["conflicts"] for c in obj["conflicts"])
+
+
+def settled(**schema):
+    return {"tables": {TABLE: {"schema": schema}}}
+
+
+def test_a_type_and_a_fill_settle_the_schema_conflicts_of_a_table_without_a_key(spark):
+    catalog = both_changed_the_schema()
+    before = head(catalog)
+    with pytest.raises(ConflictError) as refused:
+        merge(catalog)
+    assert "6.1" in reasons_of(refused.value)
+    with pytest.raises(ConflictError) as refused:  # the type alone: the rows dev wrote have no code
+        merge(catalog, resolution=settled(amount={"type": "decimal(20,0)"}))
+    assert "A6.2: the target added NOT NULL column 'code'" in reasons_of(refused.value)
+    bad = {
+        "schema_type_lossy": settled(amount={"type": "long"}),  # main's decimal(10,0) values would not all fit
+        "invalid_fill": settled(amount={"type": "decimal(20,0)"}, code={"fill": None}),
+        "unknown_column": settled(nope={"fill": 1}),
+        "unknown_type": settled(amount={"type": "money"}),
+        "invalid_resolution": settled(amount={"type": "long", "fill": 1}),
+    }
+    for code, resolution in bad.items():
+        with pytest.raises(ApplicationError) as error:
+            merge(catalog, resolution=resolution)
+        assert error.value.code == code, (code, error.value.message)
+        assert head(catalog) == before
+
+    done = merge(catalog, resolution=settled(amount={"type": "decimal(20,0)"}, code={"fill": "legacy"}))
+    columns = {c["name"]: c for c in table_at(catalog).state["columns"]}
+    assert (columns["amount"]["type"], columns["code"]["default"]) == ("decimal(20,0)", "legacy")
+    rows = sorted(tuple(r) for r in read(spark, catalog).collect())
+    assert rows == [
+        (1, decimal.Decimal(10), "eu", "m1"), (2, decimal.Decimal(20), "eu", "m2"),
+        (2, decimal.Decimal(2**40), "us", "legacy"), (3, decimal.Decimal(30), "us", "legacy"),
+    ]  # fmt: skip
+    logged = {e["column"]: e["choice"] for e in done.log["resolutions"] if e["scope"] == "schema"}
+    assert logged == {"amount": {"type": "decimal(20,0)"}, "code": {"fill": "legacy"}}
+
+
+def test_schema_and_cells_settled_together_on_a_primary_key_table(spark):
+    """Both sides inserted key 2 with different rows, in their own schemas: its cells are compared in the merged one
+    (amount as decimal(20,0), dev's missing code filled), then settled by a column rule, an expression and a pick."""
+    catalog = both_changed_the_schema(primary_key=["id"])
+    schema = {"amount": {"type": "decimal(20,0)"}, "code": {"fill": "legacy"}}
+    rules = {"amount": "greatest", "region": {"expression": "concat(target.region, '+', source.region)"}}
+    resolution = {"tables": {TABLE: {"schema": schema, "columns": rules}}}
+    with pytest.raises(ConflictError):  # key 2's code: no rule settles it
+        merge(catalog, resolution=resolution)
+    dry = merge(catalog, resolution={**resolution, "default": "target_wins"}, dry_run=True)
+    [obj] = [o for o in dry.report["objects"] if o["name"] == TABLE]
+    [conflict] = obj["keys"]["listed"]
+    assert (conflict["key_id"], sorted(conflict["cells"])) == ("[2]", ["amount", "code", "region"])
+    inputs = {side: None if conflict[side] is None else conflict[side]["code"] for side in ("base", "source", "target")}
+    assert inputs == {"base": None, "source": "legacy", "target": "m2"}  # dev's row has the fill
+    pick = {"pick": "target", "inputs": inputs}
+    before = head(catalog)
+    stale = {**resolution, "cells": {TABLE: {"[2]": {"code": {**pick, "inputs": {**inputs, "target": "m9"}}}}}}
+    with pytest.raises(ConflictError):  # a pick made on other values settles nothing
+        merge(catalog, resolution=stale)
+    assert head(catalog) == before
+
+    done = merge(catalog, resolution={**resolution, "cells": {TABLE: {"[2]": {"code": pick}}}})
+    [choice] = [c for c in done.report["objects"][0]["keys"]["choices"] if c["key_id"] == "[2]"]
+    shown = {column: (cell["rule"] if isinstance(cell["rule"], str) else "expression", cell["result"])
+             for column, cell in choice["cells"].items()}  # fmt: skip
+    assert shown == {"amount": ("greatest", str(2**40)), "region": ("expression", "eu+us"), "code": ("pick", "m2")}
+    rows = sorted(tuple(r) for r in read(spark, catalog).collect())
+    assert rows == [
+        (1, decimal.Decimal(10), "eu", "m1"), (2, decimal.Decimal(2**40), "eu+us", "m2"),
+        (3, decimal.Decimal(30), "us", "legacy"),
+    ]  # fmt: skip
+    logged = {(e["scope"], e.get("column")) for e in done.log["resolutions"]}
+    assert {("schema", "amount"), ("schema", "code"), ("column", "amount"), ("column", "region"),
+            ("cell", "code")} <= logged  # fmt: skip
