@@ -299,6 +299,8 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
             **result["counts"], "unresolved": unresolved, "choices": choices,
             "listed": result["conflicts"][:KEYS_IN_REPORT],
         }  # fmt: skip
+        # the columns the cells were settled in: a page of the preview is settled again with them
+        obj.keys["types"], obj.keys["not_null"] = {c["name"]: c["type"] for c in columns}, sorted(not_null)
         if column_rules or picks:
             obj.keys["settled_cells"] = semantics.settled_cells(choices)
         if picks:

@@ -10,7 +10,8 @@ a plan made with other resolutions than the request's current ones is stale.
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import IntegerField, JSONField, QuerySet
+from django.db.models.expressions import RawSQL
 
 from catalog_app.models import Catalog, ObjectKind
 from catalog_app.selectors.access import branch_protection
@@ -18,6 +19,8 @@ from catalog_app.selectors.refs import branch_heads
 from checks_app.selectors import ChecksVerdict, check_run_dict, checks_verdict, runs_of_merge, statuses_of
 from lakeui.errors import NotFoundError
 from merge_app.models import KeyComparison, MergeRequest, MergeRequestEvent, MergeRequestReview
+from merge_app.plan import semantics
+from merge_app.plan.objects import resolution_check
 
 
 def merge_request_list(*, catalog: Catalog, state: str | None = None) -> QuerySet[MergeRequest]:
@@ -73,6 +76,7 @@ def report_plan(report: dict[str, Any]) -> dict[str, Any]:
     discards are left out)."""
     objects, conflicts, rows = [], [], {}
     for obj in report.get("objects", []):
+        obj = {**obj, "keys": _keys_kept(obj.get("keys"))}
         discarded = {pair["source"] for pair in obj["pairs"] if pair["verdict"] == "discarded"}
         replayed = [op for index, op in enumerate(obj["source_operations"]) if index not in discarded]
         object_conflicts = [*obj["conflicts"], *(pair for pair in obj["pairs"] if pair["verdict"] == "conflict")]
@@ -116,34 +120,70 @@ def report_plan(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def plan_key_conflicts(merge_request: MergeRequest, table: str) -> tuple[dict | None, list[dict]]:
-    """A primary-key table's object in the request's plan (None if the plan merges no such table) and its
-    conflicting keys at the plan's heads, as the key comparison stored them (each: key, key_id, base, source,
-    target, cells)."""
+def _keys_kept(keys: dict | None) -> dict | None:
+    """A table's key comparison as the request keeps it in its plan: the choices of the keys listed only (a plan of
+    100,000 conflicting keys would otherwise hold each one's settled cells; the preview computes a page's again,
+    `resolution_preview`)."""
+    if not keys:
+        return keys
+    listed = {conflict["key_id"] for conflict in keys.get("listed", [])}
+    return {**keys, "choices": [choice for choice in keys.get("choices", []) if choice["key_id"] in listed]}
+
+
+def _comparison(merge_request: MergeRequest, table: str) -> tuple[dict | None, QuerySet]:
+    """A primary-key table's object in the request's plan (None if the plan merges no such table) and its stored key
+    comparison at the plan's heads."""
     plan = merge_request.plan or {}
     obj = next((o for o in plan.get("objects", []) if o["name"] == table and o.get("keys")), None)
     if obj is None:
-        return None, []
-    stored = KeyComparison.objects.filter(
+        return None, KeyComparison.objects.none()
+    found = KeyComparison.objects.filter(
         table_id=obj["object_id"], base=plan["base"], source_head=plan["heads"]["source"],
         target_head=plan["heads"]["target"],
-    ).values_list("conflicts", flat=True)  # fmt: skip
-    return obj, next(iter(stored), [])
+    )  # fmt: skip
+    return obj, found
+
+
+def plan_key_conflict(merge_request: MergeRequest, table: str, key_id: str) -> dict | None:
+    """One conflicting key of a primary-key table at the plan's heads, as the key comparison stored it (key, key_id,
+    base, source, target, cells), read from the database alone; None if it is not in conflict there."""
+    query = "jsonb_path_query_first(conflicts, '$[*] ? (@.key_id == $k)', jsonb_build_object('k', %s))"
+    found = _comparison(merge_request, table)[1].annotate(conflict=RawSQL(query, [key_id], output_field=JSONField()))
+    return next(iter(found.values_list("conflict", flat=True)), None)
+
+
+def _conflicts_page(found: QuerySet, offset: int, limit: int) -> tuple[list[dict], int]:
+    """A page of a stored key comparison's conflicts, sliced by the database, and how many it lists."""
+    path = f"$[{int(offset)} to {int(offset) + int(limit) - 1}]"  # whole numbers only: the API checked them
+    page = found.annotate(
+        page=RawSQL("jsonb_path_query_array(conflicts, %s::jsonpath)", [path], output_field=JSONField()),
+        listed=RawSQL("jsonb_array_length(conflicts)", [], output_field=IntegerField()),
+    ).values_list("page", "listed")
+    return next(iter(page), ([], 0))
 
 
 def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, limit: int) -> dict[str, Any]:
     """A page of the table's conflicting keys as the plan settles them: per key its three rows, and per
     conflicting cell the base, source and target values, the result and the rule that made it (`stands`: none
-    settles it; a stale pick names itself), as the dry run computed them: the merge writes exactly these."""
-    obj, conflicts = plan_key_conflicts(merge_request, table)
+    settles it; a stale pick names itself). The page's keys are settled again by the plan's own function
+    (`semantics.key_choices`) with the plan's resolution and columns: the merge writes exactly these."""
+    obj, found = _comparison(merge_request, table)
     if obj is None:
         raise NotFoundError("table_not_in_conflict", f"The request's plan has no conflicting keys in {table!r}.",
                             details={"table": table})  # fmt: skip
     keys = obj["keys"]
-    choices = {choice["key_id"]: choice for choice in keys.get("choices", [])}
+    conflicts, listed = _conflicts_page(found, offset, limit)
+    resolution = resolution_check(merge_request.plan.get("resolution") or {})
+    settled = semantics.key_choices(
+        conflicts, table=table, per_key=resolution.get("keys", {}).get(table, {}),
+        rules=resolution.get("columns", {}).get(table, {}), types=keys.get("types", {}),
+        not_null=frozenset(keys.get("not_null", [])), picks=resolution.get("cells", {}).get(table, {}),
+        **semantics.choices_of(resolution, table),
+    )  # fmt: skip
+    choices = {choice["key_id"]: choice for choice in settled}
     stale = {(s["key_id"], s["column"]): s for s in keys.get("stale_picks", [])}
     page = []
-    for conflict in conflicts[offset : offset + limit]:
+    for conflict in conflicts:
         choice = choices.get(conflict["key_id"])
         cells = {}
         for column in conflict["cells"]:
@@ -165,7 +205,7 @@ def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, 
                      "target_change": conflict["target_change"], "base": conflict["base"],
                      "source": conflict["source"], "target": conflict["target"], "settled": choice is not None,
                      "cells": cells})  # fmt: skip
-    return {"table": table, "count": len(conflicts), "offset": offset, "limit": limit, "keys": page,
+    return {"table": table, "count": listed, "offset": offset, "limit": limit, "keys": page,
             "unresolved": keys.get("unresolved", 0), "stale_picks": keys.get("stale_picks", [])}  # fmt: skip
 
 

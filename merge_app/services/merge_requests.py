@@ -39,7 +39,7 @@ from merge_app.selectors.graph import CommitGraph
 from merge_app.selectors.merge_requests import (
     merge_request_heads,
     merge_request_status,
-    plan_key_conflicts,
+    plan_key_conflict,
     report_plan,
     resolution_of,
 )
@@ -374,10 +374,9 @@ def _cells_checked(merge_request: MergeRequest, cells: Any) -> dict[str, dict[st
         raise ConflictError("plan_pending", "The merge plan for the current heads is being computed: pick the cells "
                             "again once the review shows it.")  # fmt: skip
     for table, keys in made.items():
-        conflicts = {conflict["key_id"]: conflict for conflict in plan_key_conflicts(merge_request, table)[1]}
         for key_id, columns in keys.items():
+            conflict = plan_key_conflict(merge_request, table, key_id)
             for column, pick in columns.items():
-                conflict = conflicts.get(key_id)
                 if (
                     conflict is None
                     or column not in conflict["cells"]

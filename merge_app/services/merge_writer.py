@@ -33,7 +33,8 @@ from merge_app.plan.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.selectors.diff import REVERT, MergeDiff, ObjectDiff, overwritten_partitions
 from merge_app.services import keys
 
-LISTS = ("listed", "choices", "settled_cells")  # a key comparison's lists, which the operation does not record
+# What a key comparison's report holds that the operation does not record: its lists, the columns it settled in.
+LISTS = ("listed", "choices", "settled_cells", "stale_picks", "types", "not_null")
 KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
 
 
