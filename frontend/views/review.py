@@ -1,6 +1,7 @@
 """What a reviewer reads: the changed rows of a table between two refs (a fragment the diff, merge request, compare
 and commit pages load per table when it is opened), the Compare page of any two refs, and the commit page."""
 
+import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -128,6 +129,38 @@ def compare_page(request: HttpRequest, catalog: str) -> HttpResponse:
     return render(request, "frontend/compare.html", context)
 
 
+VALUES = ("base", "source", "target", "result")  # a settled cell's values, as the audit log keeps them
+
+
+def _rule_name(choice) -> str:
+    """A resolution's rule as the pages name it: a choice, `concat ' / '`, the expression's text, a type or a fill."""
+    if isinstance(choice, str):
+        return choice
+    if "expression" in choice:
+        return f"expression {choice['expression']}"
+    if "concat" in choice:
+        return f"concat {json.dumps(choice['concat'].get('separator', ' | '))}"
+    return ", ".join(f"{k} {json.dumps(v)}" for k, v in choice.items())
+
+
+def settled_cells(log: dict) -> list[dict]:
+    """The cells a merge's resolutions settled, as its audit log keeps them: each pick, the sample each column rule
+    kept (with how many cells it settled), each schema settlement."""
+    rows = []
+    for entry in log.get("resolutions", []):
+        base = {"table": entry.get("object"), "column": entry.get("column"), "by": entry.get("chosen_by"),
+                "rule": _rule_name(entry.get("choice"))}  # fmt: skip
+        if entry.get("scope") == "cell":
+            rows.append({**base, "key": entry["key"], **{k: json.dumps(entry.get(k)) for k in VALUES}})
+        elif entry.get("scope") == "schema":
+            rows.append({**base, "key": None, "rule": f"schema: {base['rule']}"})
+        elif "sample" in entry:
+            for cell in entry["sample"]:
+                rule = f"{base['rule']} ({entry['cells']} cells)"
+                rows.append({**base, "key": cell["key"], "rule": rule, **{k: json.dumps(cell.get(k)) for k in VALUES}})
+    return rows
+
+
 @ui_view
 def commit_page(request: HttpRequest, catalog: str, commit_id: str) -> HttpResponse:
     found = get_catalog(request, catalog)
@@ -139,9 +172,10 @@ def commit_page(request: HttpRequest, catalog: str, commit_id: str) -> HttpRespo
          if commit.parent_id else None}
         for op in detail.tables
     ]  # fmt: skip
+    merge = merge_of_commit(commit=commit)
     context = {
-        "catalog": found, "detail": detail, "commit": commit, "tables": tables,
-        "merge": merge_of_commit(commit=commit),
+        "catalog": found, "detail": detail, "commit": commit, "tables": tables, "merge": merge,
+        "settled": settled_cells(merge.log) if merge is not None else [],
     }  # fmt: skip
     if commit.parent_id:  # a revert needs a branch that has the commit, a cherry-pick one that has not
         context["revert_branches"], context["pick_branches"] = branches_with_commit(catalog=found, commit_id=commit.id)

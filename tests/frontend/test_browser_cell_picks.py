@@ -52,6 +52,13 @@ def test_a_reviewer_clicks_and_types_three_cells_and_the_merge_carries_them(spar
     page.wait_for_url("**/jobs/*")  # the merge job's page
     merged = MergeRequest.objects.get(id=opened.id)
     assert wait_for_job(merged.merge_job_id).status == Job.Status.SUCCEEDED
+    merged.refresh_from_db()
+    # The merge's commit page shows the cells it settled, each pick with who made it.
+    page.goto(f"/catalogs/{catalog.name}/commits/{merged.merge.commit_id}")
+    picked = page.locator("table.settled-cells tr", has_text="pick")
+    expect(picked).to_have_count(3)
+    expect(picked.filter(has_text="note")).to_contain_text('"typed in the browser"')
+    expect(picked.filter(has_text="status")).to_contain_text("alice")
     assert rows_at(spark, catalog, "main") == {
         1: typed({**TARGET[1], "status": "shipped"}),
         2: typed({**row(2, "held", 207, "20.50", "01-10", "typed in the browser", 18, region="sx")}),
