@@ -8,10 +8,12 @@ conflicts on its amount. A merge request with the column rule `amount: greatest`
 this process, Spark local), then the first page of its preview (`GET .../merge-requests/{n}/resolution`, 50 keys)
 is asked for through Django's test client: the first call in the process and the median of `--repeat`; and a far
 page. The preview pages through the conflicts the key comparison stored (10,000 at most; the counts are complete).
+Then the request is merged (its merge job run here) and the audit log must count every cell the rule settled.
 Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder. Prints one line per figure.
 """
 
 import argparse
+import json
 import statistics
 
 from setup import django_setup, keyed_orders, run_job, timed
@@ -21,11 +23,17 @@ django_setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
+from catalog_app.selectors.refs import branch_get  # noqa: E402
 from catalog_app.services.commits import WriteTarget  # noqa: E402
 from catalog_app.services.data_submit import table_data_submit  # noqa: E402
 from catalog_app.services.refs import branch_create  # noqa: E402
-from merge_app.models import MergeRequest  # noqa: E402
-from merge_app.services.merge_requests import merge_request_open, merge_request_refresh, merge_request_update  # noqa: E402
+from merge_app.models import Merge, MergeRequest  # noqa: E402
+from merge_app.services.merge_requests import (  # noqa: E402
+    merge_request_merge,
+    merge_request_open,
+    merge_request_refresh,
+    merge_request_update,
+)
 
 
 def planned(merge_request: MergeRequest) -> MergeRequest:
@@ -73,7 +81,13 @@ def main() -> None:
     print(f"first page, median of {args.repeat}: {statistics.median(again):.0f} ms")
     far = [timed(lambda: page(preview["count"] - 50))[0] for _ in range(args.repeat)]
     print(f"last page, median of {args.repeat}: {statistics.median(far):.0f} ms")
-    print(f"plan stored: {len(str(merge_request.plan)) / 1e6:.1f} MB of JSON")
+    print(f"plan kept by the request: {len(json.dumps(merge_request.plan)) / 1e6:.2f} MB of JSON")
+    ms, job = timed(lambda: merge_request_merge(merge_request=merge_request, user=user))
+    ms, _ = timed(lambda: run_job(job))
+    merged = Merge.objects.get(commit_id=branch_get(catalog=catalog, name="main").head_id)
+    [rule] = [e for e in merged.log["resolutions"] if e.get("column") == "amount"]
+    assert (rule["choice"], rule["cells"]) == ("greatest", args.rows), rule
+    print(f"merge: {ms:.0f} ms; {rule['cells']} cells settled by greatest")
 
 
 if __name__ == "__main__":
