@@ -77,6 +77,9 @@ def test_a_reviewer_picks_cells_the_preview_shows_them_and_the_merge_writes_them
     assert one["cells"]["amount"] | {"result": None} == {"base": 100, "source": 105, "target": 107, "result": None,
                                                         "rule": "stands", "scope": None, "by": None,
                                                         "stale_pick": None}  # fmt: skip
+    before = head(catalog)
+    refuses_bad_picks(alice, base)
+    assert head(catalog) == before
     # carol approves before anything is picked.
     assert carol_reviews(clients, base) == 201
 
@@ -166,15 +169,8 @@ def carol_reviews(clients, base: str) -> int:
     return clients["carol"].post(f"{base}/reviews", {"decision": "approve"}, format="json").status_code
 
 
-def test_bad_picks_are_refused_with_what_is_wrong_and_nothing_changes(spark, user, reviewer):
-    _, clients = reviewer
-    alice = clients["alice"]
-    catalog = both_changed_catalog(spark)
-    opened = alice.post(f"/api/v1/catalogs/{catalog.name}/merge-requests",
-                        {"source": "dev", "target": "main", "title": "orders"}, format="json")  # fmt: skip
-    base = f"/api/v1/catalogs/{catalog.name}/merge-requests/{opened.json()['number']}"
-    current(alice, base)
-    before = head(catalog)
+def refuses_bad_picks(alice, base: str) -> None:
+    """Bad picks are refused with what is wrong, and nothing is kept."""
     bad = {
         # a value of the wrong type, a number out of an int's range, a 100 KB string, a decimal beyond its precision
         (400, "invalid_cell_pick"): [
@@ -206,4 +202,3 @@ def test_bad_picks_are_refused_with_what_is_wrong_and_nothing_changes(spark, use
     assert put(alice, base, {"cells": {TABLE: {"[1]": {"amount": {"value": 1}}}}}).status_code == 200
     assert put(alice, base, {"cells": {TABLE: {"[1]": {"amount": None}}}}).status_code == 200
     assert alice.get(f"{base}/resolution").json()["resolution"].get("cells") is None
-    assert head(catalog) == before

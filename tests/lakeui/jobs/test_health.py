@@ -212,7 +212,7 @@ def test_a_worker_whose_upkeep_is_slow_stays_alive(api_client, settings, tmp_pat
     """The heartbeat has a timer of its own: a round of upkeep that outlasts LAKEUI_JOB_STALE_AFTER (a busy
     database) does not make a live worker look dead (CI met a 503 while the interactive worker was alive)."""
     queue = f"slow-{uuid.uuid4().hex[:8]}"
-    slow = settings.LAKEUI_JOB_STALE_AFTER * 2
+    slow = settings.LAKEUI_JOB_STALE_AFTER + settings.LAKEUI_JOB_RECOVER_EVERY  # past the age of a dead worker
     worker = Worker(db=dict(connection.settings_dict), log_path=tmp_path / "worker.log", concurrency=1, queue=queue,
                     env={"LAKEUI_WORKER_KIND": "interactive", "LAKEUI_TEST_SLOW_UPKEEP": str(slow),
                          "LAKEUI_SPARK_WARM": "false"})  # fmt: skip
