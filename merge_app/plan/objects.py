@@ -316,8 +316,9 @@ def keys_attach(obj: ObjectDiff, result: dict | None, resolution: dict) -> None:
 
 
 def cell_picks_check(picks: dict[str, dict[str, dict]], *, table: str, columns: list[dict]) -> None:
-    """A table's cell picks against its columns (each {name, type, nullable}): each column exists, and each typed
-    value fits it (`semantics.cell_pick_value`). Raises 400 `invalid_cell_pick` naming the cell."""
+    """A table's cell picks against its columns (each {name, type, nullable}): each column exists, each typed value
+    fits it (`semantics.cell_pick_value`), and a side picked has a value for a NOT NULL column (known once the pick
+    was made on a cell: its `inputs`). Raises 400 `invalid_cell_pick` naming the cell."""
     types = {c["name"]: c["type"] for c in columns}
     not_null = {c["name"] for c in columns if c.get("nullable") is False}
     for key_id, cells in picks.items():
@@ -326,9 +327,17 @@ def cell_picks_check(picks: dict[str, dict[str, dict]], *, table: str, columns: 
             if column not in types:
                 raise ApplicationError("invalid_cell_pick", f"{table!r} has no column {column!r} to pick a cell of.",
                                        details={**details, "columns": sorted(types)})  # fmt: skip
-            if "value" in pick:
+            kind, given = semantics.cell_pick_parse(pick)
+            if kind == "pick" and pick.get("inputs") and pick["inputs"][given] is None and column in not_null:
+                raise ApplicationError(
+                    "invalid_cell_pick",
+                    f"The {given} has no value for cell {column!r} of key "
+                    f"{key_id} of {table!r}, and the column is NOT NULL.",
+                    details=details,
+                )
+            if kind == "value":
                 try:
-                    semantics.cell_pick_value(pick["value"], types[column], not_null=column in not_null)
+                    semantics.cell_pick_value(given, types[column], not_null=column in not_null)
                 except ValueError as wrong:
                     raise ApplicationError("invalid_cell_pick", f"The value picked for cell {column!r} of key "
                                            f"{key_id} of {table!r} does not fit the column: {wrong}.",

@@ -628,6 +628,8 @@ def key_settle(
             settled, value = pick_settle(picks[column], inputs)
             if not settled:
                 return None
+            value = _picked(picks[column], value, types[column], column in not_null, table=table, key=conflict["key"],
+                            column=column)  # fmt: skip
             rule, scope, extra = PICK, "cell", {"by": picks[column].get("by")}
         elif column in rules:
             rule, scope = rules[column], "column"
@@ -643,6 +645,23 @@ def key_settle(
             rule, scope, value = fallback, fallback_scope, source[column] if fallback == SOURCE else target[column]
         cells[column] = {"rule": rule, "scope": scope, **inputs, "result": value, **extra}
     return cells
+
+
+def _picked(pick: dict, value: Any, type_name: str, not_null: bool, *, table: str, key: dict, column: str) -> Any:
+    """A picked cell's value as the column holds it: a typed one by `cell_pick_value` (`12.0` of an int column is
+    `12`, a date of a timestamp column its midnight), a side's as it is. 400 `invalid_cell_pick` for a typed value
+    that does not fit, or a NULL (the base of a key both sides inserted) in a NOT NULL column."""
+    try:
+        if "value" in pick:
+            return cell_pick_value(value, type_name, not_null=not_null)
+        if value is None and not_null:
+            raise ValueError(f"the {pick['pick']} has no value for it, and the column is NOT NULL")
+        return value
+    except ValueError as wrong:
+        raise ApplicationError(
+            "invalid_cell_pick", f"The pick of cell {column!r} of key {json.dumps(key)} of {table!r} does not fit "
+            f"the column: {wrong}.", details={"table": table, "key": key, "column": column},
+        ) from None  # fmt: skip
 
 
 def _key_expression(text: str, column: str, types: dict[str, str], conflict: dict, table: str, not_null: bool) -> Any:

@@ -390,6 +390,8 @@ def _cells_checked(merge_request: MergeRequest, cells: Any) -> dict[str, dict[st
                     )  # fmt: skip
                 inputs = {row: None if conflict[row] is None else conflict[row][column] for row in SIDES}
                 picks[table][key_id][column] = {**pick, "inputs": inputs}
+    made = {table: {key: {c: p for c, p in columns.items() if p is not None} for key, columns in keys.items()}
+            for table, keys in picks.items()}  # fmt: skip
     resolution_columns_check(catalog=merge_request.catalog, refs=[merge_request.source, merge_request.target],
                              resolution={"cells": made})  # fmt: skip
     return picks

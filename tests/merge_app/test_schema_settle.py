@@ -100,6 +100,10 @@ def test_schema_and_cells_settled_together_on_a_primary_key_table(spark):
     stale = {**resolution, "cells": {TABLE: {"[2]": {"code": {**pick, "inputs": {**inputs, "target": "m9"}}}}}}
     with pytest.raises(ConflictError):  # a pick made on other values settles nothing
         merge(catalog, resolution=stale)
+    nothing = {**resolution, "cells": {TABLE: {"[2]": {"code": {"pick": "base", "inputs": inputs}}}}}
+    with pytest.raises(ApplicationError) as refused:  # both inserted the key: no base, and code is NOT NULL
+        merge(catalog, resolution=nothing)
+    assert refused.value.code == "invalid_cell_pick" and "NOT NULL" in refused.value.message
     assert head(catalog) == before
 
     done = merge(catalog, resolution={**resolution, "cells": {TABLE: {"[2]": {"code": pick}}}})
