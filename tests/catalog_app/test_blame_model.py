@@ -121,7 +121,7 @@ UNKNOWN = "?"  # a settlement the model does not say (a pick's or revert's): the
 
 def settled_cells(base: Row | None, src: Row | None, dest: Row | None, rules: dict | None) -> set[str]:
     """The cells of one conflicting key a merge's resolution settled, as its audit log names them: with column
-    rules (both sides hold the key), each conflicting cell (both sides changed it, differently); without, the cells
+    rules or cell picks of the key (`rules`; both sides hold the key), each conflicting cell (both sides changed it, differently); without, the cells
     both sides changed differently when both updated the key, else the whole row ("*")."""
     if src is None or dest is None:
         return {"*"}
@@ -152,14 +152,15 @@ class BlameModel(Model):
         return outcome
 
     def merge(
-        self, source: str, target: str, choice: str | None = None, rules: dict | None = None
+        self, source: str, target: str, choice: str | None = None, rules: dict | None = None, picks: dict | None = None
     ) -> tuple[str, list[int]]:
         src, dest = self.heads[source], self.heads[target]
-        outcome, conflicts = super().merge(source, target, choice, rules)
+        outcome, conflicts = super().merge(source, target, choice, rules, picks)
         if outcome == "merged" and conflicts:  # settled by the resolution (a merge without one refuses them)
-            base = self._base.rows
-            self.settling[self.heads[target].id] = {
-                key: settled_cells(base.get(key), src.rows.get(key), dest.rows.get(key), rules) for key in conflicts
+            base, picks = self._base.rows, picks or {}
+            self.settling[self.heads[target].id] = {  # a key with picks merges cell by cell, as with column rules
+                key: settled_cells(base.get(key), src.rows.get(key), dest.rows.get(key), rules or picks.get(key))
+                for key in conflicts
             }
         return outcome, conflicts
 
