@@ -174,13 +174,13 @@ def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, 
     keys = obj["keys"]
     conflicts, listed = _conflicts_page(found, offset, limit)
     resolution = resolution_check(merge_request.plan.get("resolution") or {})
-    settled = semantics.key_choices(
+    decided = semantics.key_choices(
         conflicts, table=table, per_key=resolution.get("keys", {}).get(table, {}),
         rules=resolution.get("columns", {}).get(table, {}), types=keys.get("types", {}),
         not_null=frozenset(keys.get("not_null", [])), picks=resolution.get("cells", {}).get(table, {}),
         **semantics.choices_of(resolution, table),
     )  # fmt: skip
-    choices = {choice["key_id"]: choice for choice in settled}
+    choices = {choice["key_id"]: choice for choice in decided}
     stale = {(s["key_id"], s["column"]): s for s in keys.get("stale_picks", [])}
     page = []
     for conflict in conflicts:

@@ -366,9 +366,7 @@ def _cells_checked(merge_request: MergeRequest, cells: Any) -> dict[str, dict[st
     ):
         raise ApplicationError("invalid_cell_pick", "`cells` maps a table to {key id: {column: pick}}.")
     picks = {table: {key: dict(columns) for key, columns in keys.items()} for table, keys in cells.items()}
-    given = {table: {key: {c: p for c, p in columns.items() if p is not None} for key, columns in keys.items()}
-             for table, keys in picks.items()}  # fmt: skip
-    made = cell_picks_shape(given)
+    made = cell_picks_shape(_picks_made(picks))
     current = merge_request.plan and merge_request.plan_heads == merge_request_heads(merge_request)
     if any(columns for keys in made.values() for columns in keys.values()) and not current:
         raise ConflictError("plan_pending", "The merge plan for the current heads is being computed: pick the cells "
@@ -390,11 +388,15 @@ def _cells_checked(merge_request: MergeRequest, cells: Any) -> dict[str, dict[st
                     )  # fmt: skip
                 inputs = {row: None if conflict[row] is None else conflict[row][column] for row in SIDES}
                 picks[table][key_id][column] = {**pick, "inputs": inputs}
-    made = {table: {key: {c: p for c, p in columns.items() if p is not None} for key, columns in keys.items()}
-            for table, keys in picks.items()}  # fmt: skip
     resolution_columns_check(catalog=merge_request.catalog, refs=[merge_request.source, merge_request.target],
-                             resolution={"cells": made})  # fmt: skip
+                             resolution={"cells": _picks_made(picks)})  # fmt: skip
     return picks
+
+
+def _picks_made(picks: dict[str, dict[str, dict[str, dict | None]]]) -> dict[str, dict[str, dict[str, dict]]]:
+    """The picks given, without those taken back (null)."""
+    return {table: {key: {column: pick for column, pick in columns.items() if pick is not None}
+                    for key, columns in keys.items()} for table, keys in picks.items()}  # fmt: skip
 
 
 def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user: AbstractBaseUser) -> list[dict]:
@@ -452,9 +454,8 @@ def _resolutions_apply(merge_request: MergeRequest, given: dict[str, Any], user:
                 choice = {k: v for k, v in (pick or {}).items() if k in ("pick", "value")} or None
                 changed.append({"scope": "cell", "table": name, "key": key, "column": column, "choice": choice,
                                 "by": by, "at": at})  # fmt: skip
-    current["cells"] = {name: {key: cells for key, cells in keys.items() if cells}
-                        for name, keys in current["cells"].items()}  # fmt: skip
-    current["cells"] = {name: keys for name, keys in current["cells"].items() if keys}
+    kept = {name: {key: held for key, held in keys.items() if held} for name, keys in current["cells"].items()}
+    current["cells"] = {name: keys for name, keys in kept.items() if keys}
     current["chosen"].extend(changed)
     merge_request.resolutions = current
     return changed
