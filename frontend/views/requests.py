@@ -19,11 +19,11 @@ from catalog_app.selectors.refs import branch_list
 from checks_app.selectors import check_run_dict, check_run_get
 from frontend.views.blame import key_url
 from frontend.views.common import get_catalog, refused, ui_view, url_with
-from frontend.views.diff import object_view
+from frontend.views.diff import key_rows, object_view
 from frontend.views.queue import queue_context
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
-from merge_app.plan.objects import SIDES
+from merge_app.plan.objects import KEYS_IN_REPORT, SIDES
 from merge_app.plan.rules import CHOICES
 from merge_app.selectors.merge_requests import (
     merge_request_events,
@@ -31,6 +31,7 @@ from merge_app.selectors.merge_requests import (
     merge_request_list,
     merge_request_reviews,
     merge_request_status,
+    resolution_preview,
 )
 from merge_app.services.merge_requests import (
     merge_request_merge,
@@ -159,10 +160,14 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
     status = merge_request_status(merge_request)
     plan = merge_request.plan or {}
     resolutions = merge_request.resolutions or {}
+    # A page of one table's conflicting keys other than its first (the pager below each table's keys).
+    keys_table, keys_offset = request.GET.get("keys_table"), request.GET.get("keys_offset", "0")
+    keys_offset = int(keys_offset) if keys_offset.isdigit() else 0
     objects = []
     for obj in plan.get("objects", []):
         settled = obj["name"] in status.conflicts and obj["name"] not in status.unresolved_conflicts
-        view = object_view(obj, chosen_keys=resolutions.get("keys", {}).get(obj["name"], {}), resolved=settled)
+        chosen_keys = resolutions.get("keys", {}).get(obj["name"], {})
+        view = object_view(obj, chosen_keys=chosen_keys, resolved=settled)
         view["rows"] = plan.get("rows", {}).get(obj["name"])
         view["table_choice"] = resolutions.get("tables", {}).get(obj["name"], "")
         if settled:  # by which choice: the table's, per key, or the whole merge's
@@ -170,12 +175,18 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
             by_key = ", ".join(f"{n} key{'s' if n > 1 else ''} {c}" for c, n in _counted(keys.values()))
             view["settled_by"] = view["table_choice"] or by_key or resolutions.get("default", "")
         view["in_conflict"] = obj["name"] in status.conflicts
-        if view["key_rows"]:  # who wrote the target's value of each conflicting key: its blame, read when opened
+        if view["key_rows"]:
+            # A page of its conflicting keys as the resolution's preview settles them: the cells to pick.
+            offset = keys_offset if obj["name"] == keys_table else 0
+            page = resolution_preview(merge_request, table=obj["name"], offset=offset, limit=KEYS_IN_REPORT)
+            if page["keys"]:  # the comparison the plan stored (else the keys the plan lists, without picks)
+                view["key_rows"] = key_rows({"keys": {"listed": page["keys"]}}, chosen_keys)
+                _cell_picks_view(page, view["key_rows"], resolutions.get("cells", {}).get(obj["name"], {}))
+                view["keys_pager"] = _keys_pager(obj["name"], offset, page["count"])
             database, _, table = obj["name"].partition(".")
-            for k in view["key_rows"]:
+            for k in view["key_rows"]:  # who wrote the target's value of each key: its blame, read when opened
                 k["target_blame"] = key_url("frontend:table-blame", found.name, database, table,
                                             ref=merge_request.target, key=k["key"])  # fmt: skip
-            _cell_picks_view(obj, view["key_rows"], resolutions.get("cells", {}).get(obj["name"], {}))
         objects.append(view)
     reviews = list(merge_request_reviews(merge_request))
     is_open = merge_request.state == MergeRequest.State.OPEN
@@ -214,37 +225,46 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
 CHECK_BLOCKERS = ("checks_failed", "checks_pending")
 
 
-def _cell_picks_view(obj: dict, key_rows: list[dict], picks: dict[str, dict]) -> None:
-    """Each listed key's conflicting cells as the reviewer picks them (`k["cells"]`): the three values, the pick
-    kept (and whether it went stale), and the merged value the plan computed with the rule that made it."""
-    keys = obj.get("keys") or {}
-    choices = {choice["key_id"]: choice for choice in keys.get("choices", [])}
-    stale = {(p["key_id"], p["column"]): p["reason"] for p in keys.get("stale_picks", [])}
-    listed = {conflict["key_id"]: conflict for conflict in keys.get("listed", [])}
+def _cell_picks_view(page: dict, key_rows: list[dict], picks: dict[str, dict]) -> None:
+    """Each key's conflicting cells on a page of the resolution's preview (`resolution_preview`) as the reviewer picks
+    them (`k["cells"]`): the three values, the pick kept (and whether it went stale), and the merged value the plan
+    computes with the rule that made it."""
+    previewed = {key["key_id"]: key for key in page["keys"]}
     for k in key_rows:
-        conflict = listed[k["key_id"]]
-        if conflict["source"] is None or conflict["target"] is None or conflict["cells"] == ["*"]:
+        key = previewed[k["key_id"]]
+        if key["source"] is None or key["target"] is None or "*" in key["cells"]:
             k["cells"] = []
             continue
-        choice = choices.get(k["key_id"]) or {}
         cells = []
-        for column in conflict["cells"]:
-            values = {side: None if conflict[side] is None else conflict[side][column] for side in SIDES}
+        for column, cell in key["cells"].items():
             picked = picks.get(k["key_id"], {}).get(column)
-            settled = (choice.get("cells") or {}).get(column)
-            if settled is None and choice.get("choice") in ("source_wins", "target_wins"):
-                side = "source" if choice["choice"] == "source_wins" else "target"
-                settled = {"result": values[side], "rule": choice["choice"]}
+            stands = cell["rule"] == "stands"
             cells.append({
-                "column": column, "sides": [(side, json.dumps(value)) for side, value in values.items()],
-                "text": any(isinstance(values[side], str) for side in ("source", "target")),
+                "column": column, "sides": [(side, json.dumps(cell[side])) for side in SIDES],
+                "text": any(isinstance(cell[side], str) for side in ("source", "target")),
                 "picked": picked and (picked.get("pick") or "value"),
                 "typed": "" if not picked or "value" not in picked else _typed(picked["value"]),
-                "stale": stale.get((k["key_id"], column)),
-                "result": json.dumps(settled["result"]) if settled else None,
-                "rule": settled["rule"] if settled else None,
+                "stale": cell.get("stale_pick"), "result": None if stands else json.dumps(cell["result"]),
+                "rule": None if stands else cell["rule"],
             })  # fmt: skip
         k["cells"] = cells
+
+
+def _keys_pager(table: str, offset: int, count: int) -> dict | None:
+    """Links to the pages of a table's conflicting keys before and after this one, if there are."""
+    if count <= KEYS_IN_REPORT and offset == 0:
+        return None
+
+    def link(at: int) -> str:
+        return "?" + urlencode({"keys_table": table, "keys_offset": at})
+
+    return {
+        "first": offset + 1,
+        "last": min(offset + KEYS_IN_REPORT, count),
+        "count": count,
+        "previous": link(max(offset - KEYS_IN_REPORT, 0)) if offset > 0 else None,
+        "next": link(offset + KEYS_IN_REPORT) if offset + KEYS_IN_REPORT < count else None,
+    }
 
 
 def _typed(value) -> str:
