@@ -31,8 +31,13 @@ os.environ.setdefault("LAKEUI_JOB_STALE_AFTER", "8")
 # Every Spark JVM of the suite (the test process's and each worker process's) compiles with the JIT's first tier only
 # and collects garbage in one thread: the tests' Spark jobs are many and small, and on a machine of few cores the
 # optimising compiler's threads took CPU from them (test_strategies.py's JVMs spent a quarter less CPU). Semantics
-# are the JVM's to keep, not Spark's plans: these change nothing a test checks. A LAKEUI_SPARK_CONF of your own wins.
-os.environ.setdefault("LAKEUI_SPARK_CONF", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# are the JVM's to keep, not Spark's plans: these change nothing a test checks. That tier alone gets a 48 MB code
+# cache, which a long randomized run fills (the JIT then stops, and the run crawls): 128 MB. A LAKEUI_SPARK_CONF of
+# your own wins.
+os.environ.setdefault(
+    "LAKEUI_SPARK_CONF",
+    "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=128m",
+)
 # Webhook tests send to a server on loopback, and retry within a second.
 os.environ.setdefault("LAKEUI_WEBHOOK_ALLOWED_HOSTS", "*,127.0.0.1")
 os.environ.setdefault("LAKEUI_WEBHOOK_RETRY_DELAYS", "0.2,0.4")
