@@ -143,7 +143,7 @@ def _rule_name(choice) -> str:
     return ", ".join(f"{k} {json.dumps(v)}" for k, v in choice.items())
 
 
-def settled_cells(log: dict) -> list[dict]:
+def _settled_rows(log: dict) -> list[dict]:
     """The cells a merge's resolutions settled, as its audit log keeps them: each pick, the sample each column rule
     kept (with how many cells it settled), each schema settlement."""
     rows = []
@@ -175,7 +175,7 @@ def commit_page(request: HttpRequest, catalog: str, commit_id: str) -> HttpRespo
     merge = merge_of_commit(commit=commit)
     context = {
         "catalog": found, "detail": detail, "commit": commit, "tables": tables, "merge": merge,
-        "settled": settled_cells(merge.log) if merge is not None else [],
+        "settled": _settled_rows(merge.log) if merge is not None else [],
     }  # fmt: skip
     if commit.parent_id:  # a revert needs a branch that has the commit, a cherry-pick one that has not
         context["revert_branches"], context["pick_branches"] = branches_with_commit(catalog=found, commit_id=commit.id)

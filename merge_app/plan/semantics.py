@@ -151,8 +151,8 @@ def keys_unresolved(
 
 def settled_cells(choices: list[dict]) -> dict[str, dict[str, Any]]:
     """Per column, the cells column rules and picks settled (`key_choices`' `columns` choices): each rule with where
-    it came from, the count and a sample of keys with base, source, target and result (SAMPLE_CELLS at most; every
-    pick, with who made it)."""
+    it came from, the count and a sample of keys with base, source, target and result (SAMPLE_CELLS at most; a pick
+    with who made it). The audit log lists every pick apart (`MergeDiff.resolution_log`)."""
     columns: dict[str, dict[str, Any]] = {}
     for choice in choices:
         for column, cell in choice.get("cells", {}).items():
@@ -161,7 +161,7 @@ def settled_cells(choices: list[dict]) -> dict[str, dict[str, Any]]:
             rule = entry["rules"].setdefault(name, {"rule": cell["rule"], "scope": cell["scope"], "cells": 0})
             rule["cells"] += 1
             entry["cells"] += 1
-            if len(entry["sample"]) < SAMPLE_CELLS or name == PICK:  # every pick: each was made by hand
+            if len(entry["sample"]) < SAMPLE_CELLS:
                 entry["sample"].append({"key": choice["key"], "rule": name, **{k: cell[k] for k in
                                         ("base", "source", "target", "result", "by") if k in cell}})  # fmt: skip
     return columns
@@ -221,7 +221,7 @@ def _row_merge(src_change, dest_change, base, mine, theirs, columns) -> tuple[li
 SOURCE, TARGET, BASE = "source_wins", "target_wins", "base"
 GREATEST, LEAST, SUM_OF_CHANGES, CONCAT = "greatest", "least", "sum_of_changes", "concat"
 EXPRESSION = "expression"  # {"expression": "CASE WHEN source.status = 'closed' THEN source.amount ELSE ... END"}
-ROWS = ("base", "source", "target")  # the rows an expression reads: base.amount, source.amount, target.amount
+ROWS = ("base", "source", "target")  # a key's three rows: what an expression reads (base.amount, ...), a pick takes
 COLUMN_CHOICES = (SOURCE, TARGET, BASE, GREATEST, LEAST, SUM_OF_CHANGES, CONCAT)
 CONCAT_SEPARATOR = " | "  # `concat` without a separator of its own
 MAX_SEPARATOR = 100
@@ -502,7 +502,6 @@ def cell_settle(rule: Any, type_name: str, base: Any, source: Any, target: Any, 
 # --- cell picks: a reviewer's value for one conflicting cell (docs/merge-semantics.md#cell-picks) ---------------
 
 PICK, SAME_CHANGE = "pick", "same_change"  # the rules of a picked cell and of one both sides set alike
-PICK_SIDES = ("base", "source", "target")
 MAX_PICKED_TEXT = 10_000  # characters of a typed string value
 _PICKED_TYPES = (*NUMBERS, "string", "boolean", "date", "timestamp", "binary")  # and decimals: a typed value's
 
@@ -517,11 +516,11 @@ def cell_pick_parse(pick: Any) -> tuple[str, Any]:
         or (("pick" in pick) == ("value" in pick))
     ):
         raise ValueError('a cell takes {"pick": "base" | "source" | "target"} or {"value": ...}')
-    if "pick" in pick and pick["pick"] not in PICK_SIDES:
-        raise ValueError(f"a cell's pick is one of {list(PICK_SIDES)}")
+    if "pick" in pick and pick["pick"] not in ROWS:
+        raise ValueError(f"a cell's pick is one of {list(ROWS)}")
     inputs = pick.get("inputs")
-    if inputs is not None and (not isinstance(inputs, dict) or set(inputs) != set(PICK_SIDES)):
-        raise ValueError(f"a pick's inputs are the cell's {list(PICK_SIDES)} values")
+    if inputs is not None and (not isinstance(inputs, dict) or set(inputs) != set(ROWS)):
+        raise ValueError(f"a pick's inputs are the cell's {list(ROWS)} values")
     return ("pick", pick["pick"]) if "pick" in pick else ("value", pick["value"])
 
 
@@ -579,7 +578,7 @@ def picks_stale(conflicts: list[dict], picks: dict[str, dict[str, dict]]) -> lis
             if conflict is None or column not in conflict["cells"] or None in (conflict["source"], conflict["target"]):
                 stale.append({**entry, "reason": "not_in_conflict", "now": None})
                 continue
-            now = {row: None if conflict[row] is None else conflict[row][column] for row in PICK_SIDES}
+            now = {row: None if conflict[row] is None else conflict[row][column] for row in ROWS}
             if pick.get("inputs") != now:
                 stale.append({**entry, "reason": "changed", "now": now})
     return stale

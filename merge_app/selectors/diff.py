@@ -191,10 +191,9 @@ class MergeDiff:
             for column, cell in entry.get("cells", {}).items() if cell["rule"] == semantics.PICK
         ]  # fmt: skip
         schema = [
-            {"object": obj.name, "scope": "schema", "column": name, "choice": settlement}
+            {"object": obj.name, "scope": "schema", "column": column["name"], "choice": obj.schema[column["id"]]}
             for obj in self.objects if obj.schema and obj.merged_state
-            for column in obj.merged_state["columns"] if (settlement := obj.schema.get(column["id"]))
-            for name in [column["name"]]
+            for column in obj.merged_state["columns"] if column["id"] in obj.schema
         ]  # fmt: skip
         return (
             keys

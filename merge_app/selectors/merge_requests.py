@@ -187,8 +187,8 @@ def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, 
         choice = choices.get(conflict["key_id"])
         cells = {}
         for column in conflict["cells"]:
-            inputs = {row: None if conflict[row] is None else conflict[row].get(column) for row in ("base", "source",
-                      "target")} if column != "*" else {}  # fmt: skip
+            inputs = {row: None if conflict[row] is None else conflict[row].get(column)
+                      for row in semantics.ROWS} if column != "*" else {}  # fmt: skip
             settled = (choice or {}).get("cells", {}).get(column)
             if settled is not None:
                 cells[column] = {**inputs, "result": settled["result"], "rule": settled["rule"],
