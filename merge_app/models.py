@@ -6,6 +6,7 @@ from typing import Any
 
 import zstandard
 from django.conf import settings
+from django.contrib.postgres.indexes import HashIndex
 from django.db import models
 
 from catalog_app.models import Catalog, Commit
@@ -153,8 +154,7 @@ class KeyComparison(models.Model):
     base = models.CharField(max_length=32)
     source_head = models.CharField(max_length=32)
     target_head = models.CharField(max_length=32)
-    counts = models.JSONField(default=dict)
-    conflicts = models.JSONField(default=list)  # each: key, key_id, changes, base/source/target rows, cells
+    counts = models.JSONField(default=dict)  # `conflicts`: how many keys conflict, each a KeyConflict row
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -163,6 +163,23 @@ class KeyComparison(models.Model):
                 fields=["table_id", "base", "source_head", "target_head"], name="key_comparison_unique"
             )
         ]
+
+
+class KeyConflict(models.Model):
+    """One conflicting key of a key comparison, at its place in the comparison's order: every one is kept, so the
+    keys endpoint and a request's resolution preview page through all of them and a cell pick can name any; a plan
+    made from the stored comparison reads the first `MAX_LISTED` and those its resolution names
+    (`selectors.diff.stored_conflicts`)."""
+
+    comparison = models.ForeignKey(KeyComparison, on_delete=models.CASCADE, related_name="conflict_rows")
+    position = models.IntegerField()
+    key_id = models.TextField()  # the key's values as a JSON array: `[9]`
+    conflict = models.JSONField()  # key, key_id, changes, base/source/target rows, cells
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["comparison", "position"], name="key_conflict_position")]
+        # a hash index: a key id has no length bound a B-tree entry would take
+        indexes = [HashIndex(fields=["key_id"], name="key_conflict_key_id")]
 
 
 class MergeRequest(models.Model):

@@ -81,7 +81,7 @@ class DiffKeysApi(APIView):
             table_id=table.object_id, base=diff.base.id, source_head=diff.source_head.id,
             target_head=diff.target_head.id,
         )  # fmt: skip
-        return paginated(request, self, stored.conflicts)
+        return paginated(request, self, stored.conflict_rows.order_by("position").values_list("conflict", flat=True))
 
 
 def _comparing(read: DiffRead) -> Response:

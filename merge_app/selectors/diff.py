@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from django.db.models import Prefetch
+
 from catalog_app.models import Catalog, Commit, ObjectKind, Operation
 from catalog_app.selectors.commits import commit_operation_rows, operation_rows
 from catalog_app.selectors.objects import (
@@ -34,7 +36,7 @@ from catalog_app.selectors.table_files import (
 )
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
-from merge_app.models import KeyComparison, VirtualBase
+from merge_app.models import KeyComparison, KeyConflict, VirtualBase
 from merge_app.plan import decide, rules, semantics, states
 from merge_app.plan import objects as plan_objects
 from merge_app.plan.objects import (
@@ -52,6 +54,9 @@ from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.selectors.graph import CommitGraph, Sides
 
 REVERT, CHERRY_PICK = "revert", "cherry_pick"
+# Conflicting keys a plan made from a stored comparison reads, in order (the diff's; a merge compares its keys anew,
+# a request's plan too, and a request's preview pages through all of them); the counts are complete.
+MAX_LISTED = 10_000
 REVERTED = frozenset({"insert", "delete", "update", "overwrite", "compaction"})  # operations a revert undoes
 MESSAGE_CRISS_CROSS = (
     "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
@@ -352,7 +357,9 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
         stored = KeyComparison.objects.filter(
             table_id__any=unread, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id
         )
-        results |= {row.table_id: {"counts": row.counts, "conflicts": row.conflicts} for row in stored}
+        first = KeyConflict.objects.filter(position__lt=MAX_LISTED).order_by("position")
+        for row in stored.prefetch_related(Prefetch("conflict_rows", queryset=first, to_attr="first")):
+            results[row.table_id] = {"counts": row.counts, "conflicts": [kept.conflict for kept in row.first]}
     return replace(diff, objects=decide(diff.inputs, resolution=diff.resolution, compared=results))
 
 

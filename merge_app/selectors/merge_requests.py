@@ -10,15 +10,14 @@ a plan made with other resolutions than the request's current ones is stale.
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import IntegerField, JSONField, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import QuerySet
 
 from catalog_app.models import Catalog, ObjectKind
 from catalog_app.selectors.access import branch_protection
 from catalog_app.selectors.refs import branch_heads
 from checks_app.selectors import ChecksVerdict, check_run_dict, checks_verdict, runs_of_merge, statuses_of
 from lakeui.errors import NotFoundError
-from merge_app.models import KeyComparison, MergeRequest, MergeRequestEvent, MergeRequestReview
+from merge_app.models import KeyConflict, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.plan import semantics
 from merge_app.plan.objects import resolution_check
 
@@ -131,35 +130,23 @@ def _keys_kept(keys: dict | None) -> dict | None:
 
 
 def _comparison(merge_request: MergeRequest, table: str) -> tuple[dict | None, QuerySet]:
-    """A primary-key table's object in the request's plan (None if the plan merges no such table) and its stored key
-    comparison at the plan's heads."""
+    """A primary-key table's object in the request's plan (None if the plan merges no such table) and the conflicts
+    of its stored key comparison at the plan's heads, in order."""
     plan = merge_request.plan or {}
     obj = next((o for o in plan.get("objects", []) if o["name"] == table and o.get("keys")), None)
     if obj is None:
-        return None, KeyComparison.objects.none()
-    found = KeyComparison.objects.filter(
-        table_id=obj["object_id"], base=plan["base"], source_head=plan["heads"]["source"],
-        target_head=plan["heads"]["target"],
-    )  # fmt: skip
+        return None, KeyConflict.objects.none()
+    found = KeyConflict.objects.filter(
+        comparison__table_id=obj["object_id"], comparison__base=plan["base"],
+        comparison__source_head=plan["heads"]["source"], comparison__target_head=plan["heads"]["target"],
+    ).order_by("position")  # fmt: skip
     return obj, found
 
 
 def plan_key_conflict(merge_request: MergeRequest, table: str, key_id: str) -> dict | None:
     """One conflicting key of a primary-key table at the plan's heads, as the key comparison stored it (key, key_id,
-    base, source, target, cells), read from the database alone; None if it is not in conflict there."""
-    query = "jsonb_path_query_first(conflicts, '$[*] ? (@.key_id == $k)', jsonb_build_object('k', %s))"
-    found = _comparison(merge_request, table)[1].annotate(conflict=RawSQL(query, [key_id], output_field=JSONField()))
-    return next(iter(found.values_list("conflict", flat=True)), None)
-
-
-def _conflicts_page(found: QuerySet, offset: int, limit: int) -> tuple[list[dict], int]:
-    """A page of a stored key comparison's conflicts, sliced by the database, and how many it lists."""
-    path = f"$[{int(offset)} to {int(offset) + int(limit) - 1}]"  # whole numbers only: the API checked them
-    page = found.annotate(
-        page=RawSQL("jsonb_path_query_array(conflicts, %s::jsonpath)", [path], output_field=JSONField()),
-        listed=RawSQL("jsonb_array_length(conflicts)", [], output_field=IntegerField()),
-    ).values_list("page", "listed")
-    return next(iter(page), ([], 0))
+    base, source, target, cells); None if it is not in conflict there."""
+    return _comparison(merge_request, table)[1].filter(key_id=key_id).values_list("conflict", flat=True).first()
 
 
 def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, limit: int) -> dict[str, Any]:
@@ -172,7 +159,9 @@ def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, 
         raise NotFoundError("table_not_in_conflict", f"The request's plan has no conflicting keys in {table!r}.",
                             details={"table": table})  # fmt: skip
     keys = obj["keys"]
-    conflicts, listed = _conflicts_page(found, offset, limit)
+    # positions run 0..n-1 in order: a page is a range of them, read through the index wherever it lies
+    page = found.filter(position__gte=offset, position__lt=offset + limit)
+    conflicts, listed = list(page.values_list("conflict", flat=True)), found.count()
     resolution = resolution_check(merge_request.plan.get("resolution") or {})
     decided = semantics.key_choices(
         conflicts, table=table, per_key=resolution.get("keys", {}).get(table, {}),

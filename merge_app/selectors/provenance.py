@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from checks_app.selectors import check_run_dict, runs_of_heads, statuses_of
-from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
+from merge_app.models import KeyConflict, Merge, MergeRequest, Restore
 from merge_app.plan import semantics
 from merge_app.selectors.merge_requests import merge_request_approvers
 
@@ -94,10 +94,11 @@ def _settled_of(merge: Merge, table_id: str) -> dict[str, dict[str, dict[str, An
                 return {"chosen_by": entry.get("chosen_by"), "chosen_at": entry.get("chosen_at")}
         return {"chosen_by": None, "chosen_at": None}
 
-    compared = KeyComparison.objects.filter(
-        table_id=table_id, base=merge.base, source_head=merge.source_head, target_head=merge.target_head
-    ).values_list("conflicts", flat=True)  # fmt: skip
-    conflicting = {c["key_id"]: c.get("cells") or ["*"] for found in compared[:1] for c in found}
+    compared = KeyConflict.objects.filter(
+        comparison__table_id=table_id, comparison__base=merge.base, comparison__source_head=merge.source_head,
+        comparison__target_head=merge.target_head,
+    ).values_list("key_id", "conflict__cells")  # fmt: skip
+    conflicting = {key_id: cells or ["*"] for key_id, cells in compared}
     settled: dict[str, dict[str, dict[str, Any]]] = {}
     for choice in objects[0]["keys"]["choices"]:
         key_id = choice["key_id"]

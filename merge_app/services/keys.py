@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import connection, transaction
 
 from catalog_app.engine import keys as engine
 from catalog_app.engine.segments import Column, WrittenFile
@@ -29,8 +30,9 @@ from catalog_app.engine.types import json_value, stat_value
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
+from lakeui.fields import json_dumps
 from merge_app.job_specs import KeysSpec
-from merge_app.models import KeyComparison
+from merge_app.models import KeyComparison, KeyConflict
 from merge_app.plan import semantics
 from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS
 from merge_app.selectors.diff import overwritten_partitions
@@ -41,7 +43,6 @@ MESSAGE_DOUBLED_KEY = (
     "The merge was stopped before writing anything: its result would hold these keys twice: {keys}. This is a bug "
     "in LakeUI's key merge; no branch changed."
 )
-MAX_LISTED = 10_000  # conflicting keys kept for the report; the counts are always complete
 
 
 @dataclass
@@ -88,7 +89,7 @@ def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: li
     keys = sides.table.keys
     value_columns = [c.name for c in sides.table.data.columns if c.name not in keys]
     result = KeyResult(value_columns=value_columns)
-    for both in changes.both:
+    for both in sorted(changes.both, key=lambda both: both.key):  # in key order: the order the conflicts are paged
         key_id = json.dumps([json_value(v) for v in both.key], separators=(",", ":"))
         cells, merged = semantics.row_merge(
             both.source_change, both.target_change, both.base, both.source, both.target, value_columns,
@@ -213,10 +214,25 @@ def key_runs(spark, diff) -> dict:
                 if op.op == "overwrite" and not op.details.get("restore")
             ],
         )  # fmt: skip
-        KeyComparison.objects.update_or_create(
-            table_id=obj.object_id, base=diff.base.id, source_head=diff.source_head.id,
-            target_head=diff.target_head.id,
-            defaults={"catalog": diff.catalog, "counts": result.counts, "conflicts": result.conflicts[:MAX_LISTED]},
-        )  # fmt: skip
+        _stored(diff, obj.object_id, result)
         runs[obj.object_id] = KeyRun(sides, result, only)
     return runs
+
+
+@transaction.atomic
+def _stored(diff, table_id, result: KeyResult) -> None:
+    """Store a table's comparison: its counts, and every conflicting key a row (`KeyConflict`, copied in one
+    statement). A comparison stored already for these heads (a second job for them) is the same one: its row,
+    locked here, is written over."""
+    comparison, created = KeyComparison.objects.update_or_create(
+        table_id=table_id, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id,
+        defaults={"catalog": diff.catalog, "counts": result.counts},
+    )  # fmt: skip
+    if not created:
+        comparison.conflict_rows.all().delete()
+    table = KeyConflict._meta.db_table
+    with connection.cursor() as cursor, cursor.copy(
+        f"COPY {table} (comparison_id, position, key_id, conflict) FROM STDIN"
+    ) as copy:  # fmt: skip
+        for position, conflict in enumerate(result.conflicts):
+            copy.write_row((comparison.id, position, conflict["key_id"], json_dumps(conflict)))

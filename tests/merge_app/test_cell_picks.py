@@ -10,12 +10,13 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from catalog_app.services.access import catalog_role_grant, protected_branch_create
+from catalog_app.services.refs import branch_create
 from lakeui.jobs.models import Job
 from merge_app.models import Merge
 from tests.conftest import wait_for_job
 from tests.merge_app.test_column_rules import BASE, NAMES, SOURCE, TABLE, TARGET, both_changed_catalog, row, typed
 from tests.merge_app.test_column_rules import rows_at as rows_on
-from tests.support.catalogs import head
+from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import run_in_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -202,3 +203,36 @@ def refuses_bad_picks(alice, base: str) -> None:
     assert put(alice, base, {"cells": {TABLE: {"[1]": {"amount": {"value": 1}}}}}).status_code == 200
     assert put(alice, base, {"cells": {TABLE: {"[1]": {"amount": None}}}}).status_code == 200
     assert alice.get(f"{base}/resolution").json()["resolution"].get("cells") is None
+
+
+def test_the_preview_and_a_pick_reach_every_conflicting_key_past_the_ten_thousandth(spark, user, reviewer):
+    # Each of 10,010 keys conflicts on its amount: dev adds 1, main 2. Every conflicting key is kept (one row each),
+    # so the preview pages to the last, a pick names a key past the first 10,000 and the diff lists them all.
+    _, clients = reviewer
+    alice = clients["alice"]
+    catalog = make_catalog()
+    make_table(catalog, primary_key=["id"])
+    rows = [{"id": i, "amount": i, "region": "eu"} for i in range(10_010)]
+    run_in_process(spark, catalog, {"strategy": "append_only", "rows": rows})
+    branch_create(catalog=catalog, name="dev", source="main")
+    for branch, step in (("dev", 1), ("main", 2)):
+        run_in_process(spark, catalog, {"set": {"amount": f"amount + {step}"}, "where": "id >= 0"},
+                       kind="table_update", branch=branch)  # fmt: skip
+    opened = alice.post(f"/api/v1/catalogs/{catalog.name}/merge-requests",
+                        {"source": "dev", "target": "main", "title": "every key"}, format="json")  # fmt: skip
+    base = f"/api/v1/catalogs/{catalog.name}/merge-requests/{opened.json()['number']}"
+    current(alice, base)
+    tail = alice.get(f"{base}/resolution", {"table": TABLE, "offset": 10_000, "limit": 50}).json()["preview"]
+    assert (tail["count"], tail["unresolved"]) == (10_010, 10_010)
+    assert [key["key"]["id"] for key in tail["keys"]] == list(range(10_000, 10_010))
+
+    response = put(alice, base, {"cells": {TABLE: {"[10005]": {"amount": {"pick": "base"}}}}})
+    assert response.status_code == 200, response.json()
+    current(alice, base)
+    tail = alice.get(f"{base}/resolution", {"table": TABLE, "offset": 10_004, "limit": 2}).json()["preview"]
+    assert cells_of(tail) == {10_004: {"amount": (None, "stands")}, 10_005: {"amount": (10_005, "pick")}}
+    assert tail["unresolved"] == 10_009
+
+    keys = alice.get(f"/api/v1/catalogs/{catalog.name}/diff/keys",
+                     {"from": "dev", "to": "main", "table": TABLE, "page": 101, "page_size": 100}).json()  # fmt: skip
+    assert keys["count"] == 10_010 and [k["key"]["id"] for k in keys["results"]] == list(range(10_000, 10_010))
