@@ -24,7 +24,7 @@ from frontend.views.queue import queue_context
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
 from merge_app.plan.objects import KEYS_IN_REPORT, SIDES
-from merge_app.plan.rules import CHOICES
+from merge_app.plan.rules import CHOICES, CONFLICT
 from merge_app.selectors.merge_requests import (
     merge_request_events,
     merge_request_get,
@@ -175,6 +175,7 @@ def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> Htt
             by_key = ", ".join(f"{n} key{'s' if n > 1 else ''} {c}" for c, n in _counted(keys.values()))
             view["settled_by"] = view["table_choice"] or by_key or resolutions.get("default", "")
         view["in_conflict"] = obj["name"] in status.conflicts
+        view["schema_rows"] = _schema_rows(obj, resolutions.get("schema", {}).get(obj["name"], {}))
         if view["key_rows"]:
             # A page of its conflicting keys as the resolution's preview settles them: the cells to pick.
             offset = keys_offset if obj["name"] == keys_table else 0
@@ -250,6 +251,21 @@ def _cell_picks_view(page: dict, key_rows: list[dict], picks: dict[str, dict]) -
         k["cells"] = cells
 
 
+def _schema_rows(obj: dict, settled: dict[str, dict]) -> list[dict]:
+    """A table's schema conflicts a resolution settles (A6.1 by a type, A6.2 by a fill: `settles` in the plan) and
+    the settlements saved, a row each: the column, how it is settled, why (while it conflicts) and the value saved."""
+    rows: dict[str, dict] = {}
+    for decided in [*obj.get("conflicts", []), *obj.get("pairs", [])]:
+        settles = decided.get("settles")
+        if settles and decided["verdict"] == CONFLICT:
+            rows[settles["column"]] = {**settles, "reason": decided["reason"], "value": ""}
+    for column, settlement in settled.items():
+        by = next(iter(settlement))
+        rows.setdefault(column, {"column": column, "by": by, "type": None, "reason": None})
+        rows[column] |= {"by": by, "value": _typed(settlement[by])}
+    return [{**row, "text": row["by"] == "fill" and row["type"] == "string"} for row in rows.values()]
+
+
 def _keys_pager(table: str, offset: int, count: int) -> dict | None:
     """Links to the pages of a table's conflicting keys before and after this one, if there are."""
     if count <= KEYS_IN_REPORT and offset == 0:
@@ -311,8 +327,10 @@ def _resolutions_from(post) -> dict:
     as it is (a key or table choice cannot be taken back, only changed). Each conflicting cell: `cell:<db.t>:<key
     id>:<column>` (base, source, target, value: the typed `cellvalue:` field, or none: the pick taken back); a
     typed value alone picks it too. A typed value is text for a column whose values are text (`celltext:`), else
-    JSON (a number, true, false, null), else text."""
+    JSON (a number, true, false, null), else text. A schema conflict: `schema:<db.t>:<column>:<type|fill>`, a fill
+    typed as a cell's value is (`schematext:` for a text column)."""
     given: dict = {}
+    schema: dict[str, dict] = {}
     if post.get("default"):
         given["default"] = post["default"]
     for field, value in post.items():
@@ -334,6 +352,15 @@ def _resolutions_from(post) -> dict:
                 typed = post.get(f"cellvalue:{name}", "")
                 pick = {"value": _typed_value(typed, text=bool(post.get(f"celltext:{name}")))}
             given.setdefault("cells", {}).setdefault(table, {}).setdefault(key, {})[column] = pick
+        elif field.startswith("schema:"):
+            name = field[len("schema:") :]
+            table, _, rest = name.partition(":")
+            column, _, by = rest.rpartition(":")
+            settled = value if by == "type" else _typed_value(value, text=bool(post.get(f"schematext:{name}")))
+            schema.setdefault(table, {})[column] = {by: settled}
+    for table, settled in schema.items():  # a table's schema settlements go with its choice, if one is made
+        chosen = given.setdefault("tables", {}).get(table)
+        given["tables"][table] = {**({"choice": chosen} if chosen else {}), "schema": settled}
     return given
 
 

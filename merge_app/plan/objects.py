@@ -673,8 +673,9 @@ def _merge_state(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
             return {c["id"] for c in merged["columns"] for s in written_stats if _may_be_null(s, c["id"])}
 
         wrote = {side: bool(ids) for side, ids in written.items()}
-        for problem in states.table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
-            obj.issues.append(Verdict(CONFLICT, "4.0", problem))
+        for problem, column in states.table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
+            settles = column and (column["name"], "fill", column["type"])
+            obj.issues.append(Verdict(CONFLICT, "4.0", problem, settles=settles))
     obj.merged_state = merged
 
 

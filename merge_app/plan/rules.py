@@ -174,6 +174,8 @@ class Verdict:
     note: str  # the cell or note that decided it
     reason: str
     discarded: tuple[str, ...] = ()  # files of the src operation that are not taken over
+    # A6 conflicts a resolution's `schema` settles: the column, how ("type" for 6.1, "fill" for 6.2), its type
+    settles: tuple[str, str, str] | None = None
 
 
 Condition = Callable[[Op, Op, Facts], Verdict]
@@ -303,7 +305,7 @@ def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
         return Verdict(
             CONFLICT, "A6",
             f"6.1: the target's type of column {column['name']!r} ({column['type']}) is wider than or "
-            f"incompatible with the source's {src.details['new']}.",
+            f"incompatible with the source's {src.details['new']}.", settles=(column["name"], "type", column["type"]),
         )  # fmt: skip
     added = dest.details.get("column") if dest.details.get("action") == "add" else None
     if added and "fill" in facts.schema_settled.get(added.get("id"), {}):
@@ -313,7 +315,7 @@ def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
         return Verdict(
             CONFLICT, "A6",
             f"6.2: the target added NOT NULL column {added['name']!r} without a default, and the source wrote rows "
-            "that have no value for it.",
+            "that have no value for it.", settles=(added["name"], "fill", added["type"]),
         )  # fmt: skip
     return Verdict(OK, "A6", "Columns are matched by id; the source's column change is replayed.")
 

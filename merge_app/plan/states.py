@@ -90,9 +90,9 @@ def made_not_null(base: dict, sides: list[dict]) -> bool:
 
 def table_problems(
     base: dict, src: dict, dest: dict, merged: dict, *, wrote: dict[str, bool], nulls: Callable[[str], set[int]]
-) -> list[str]:
+) -> list[tuple[str, dict | None]]:
     """Why the merged table would break its own rules (docs/merge-semantics.md#three-way-merge, A6.2), for a table both
-    sides changed.
+    sides changed: each reason, with the column a fill in the resolution's `schema` would settle it for (or None).
     `wrote[side]`: whether that side wrote rows since the ancestor; `nulls(side)`: the ids of the columns that the
     segments it wrote may hold NULLs in (read from their statistics, only when needed)."""
     problems = []
@@ -100,10 +100,10 @@ def table_problems(
     for field, what in (("partition_by", "partitioned"), ("primary_key", "keyed")):
         missing = [column_id for column_id in merged.get(field) or [] if column_id not in names]
         if missing:
-            problems.append(
+            problems.append((
                 f"The merged table would be {what} by a column one side dropped (column id {missing[0]}): drop the "
-                f"{field.replace('_', ' ')} first or keep the column."
-            )
+                f"{field.replace('_', ' ')} first or keep the column.", None,
+            ))  # fmt: skip
     base_ids = {column["id"]: column for column in base["columns"]}
     side_ids = {"source": {c["id"] for c in src["columns"]}, "target": {c["id"] for c in dest["columns"]}}
     for column in merged["columns"]:
@@ -113,16 +113,16 @@ def table_problems(
         for side, other in (("source", "target"), ("target", "source")):
             added = old is None and column["id"] in side_ids[side] - side_ids[other]
             if added and column.get("default") is None and wrote[other]:
-                problems.append(
+                problems.append((
                     f"A6.2: the {side} added NOT NULL column {column['name']!r} without a default, and the {other} "
-                    "wrote rows that have no value for it."
-                )
+                    "wrote rows that have no value for it.", column,
+                ))  # fmt: skip
         if old is not None and old["nullable"]:  # made NOT NULL since the ancestor: rows written meanwhile
             for side in ("source", "target"):
                 if wrote[side] and column["id"] in nulls(side):
-                    problems.append(
+                    problems.append((
                         f"Column {column['name']!r} became NOT NULL while the {side} wrote rows that may hold NULL "
-                        "in it."
-                    )
+                        "in it.", None,
+                    ))  # fmt: skip
                     break
     return problems

@@ -668,7 +668,10 @@ def _op_as_dict(op: Op) -> dict[str, Any]:
 
 
 def _verdict_as_dict(decided: Verdict) -> dict[str, Any]:
-    return {"verdict": decided.verdict, "note": decided.note, "reason": decided.reason}
+    as_dict = {"verdict": decided.verdict, "note": decided.note, "reason": decided.reason}
+    if decided.settles:  # a schema conflict: the column and how a resolution settles it (`{"type": ...}`, fill)
+        as_dict["settles"] = dict(zip(("column", "by", "type"), decided.settles, strict=True))
+    return as_dict
 
 
 def _object_as_dict(obj: ObjectDiff, verdict: str) -> dict[str, Any]:

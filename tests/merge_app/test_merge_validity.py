@@ -101,22 +101,23 @@ def test_a_partition_overwrite_carried_by_a_merge_reads_its_column_in_its_own_sc
 
 
 @pytest.mark.parametrize(
-    ("merged", "wrote", "nulls", "expected"),
+    ("merged", "wrote", "nulls", "expected", "filled"),
     [
-        ({"partition_by": [9]}, {"source": False, "target": False}, set(), "partitioned by a column one side dropped"),
-        ({"primary_key": [9]}, {"source": False, "target": False}, set(), "keyed by a column one side dropped"),
+        ({"partition_by": [9]}, {"source": False, "target": False}, set(), "partitioned by a column one side dropped",
+         None),
+        ({"primary_key": [9]}, {"source": False, "target": False}, set(), "keyed by a column one side dropped", None),
         ({"columns": [{"id": 1, "name": "a", "nullable": True}, {"id": 2, "name": "n", "nullable": False}]},
-         {"source": True, "target": False}, set(), "the target added NOT NULL column 'n'"),
+         {"source": True, "target": False}, set(), "the target added NOT NULL column 'n'", "n"),
         ({"columns": [{"id": 1, "name": "a", "nullable": False}]}, {"source": False, "target": True}, {1},
-         "Column 'a' became NOT NULL while the target wrote"),
+         "Column 'a' became NOT NULL while the target wrote", None),
     ],
 )  # fmt: skip
-def test_table_problems(merged, wrote, nulls, expected):
+def test_table_problems(merged, wrote, nulls, expected, filled):
     base = {"columns": [{"id": 1, "name": "a", "nullable": True}]}
     dest = {"columns": [*base["columns"], {"id": 2, "name": "n", "nullable": False}]}
     merged = {"columns": base["columns"], "partition_by": [], "primary_key": [], **merged}
-    [problem] = table_problems(base, base, dest, merged, wrote=wrote, nulls=lambda side: nulls)
-    assert expected in problem
+    [(problem, column)] = table_problems(base, base, dest, merged, wrote=wrote, nulls=lambda side: nulls)
+    assert expected in problem and (column and column["name"]) == filled  # the column a fill settles it for
 
 
 def test_table_problems_none_for_a_valid_merge():
