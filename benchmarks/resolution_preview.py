@@ -7,7 +7,7 @@ main holds shop.orders (a primary-key table of `--rows` rows); dev adds 1 to eve
 conflicts on its amount. A merge request with the column rule `amount: greatest` is planned (its plan job run in
 this process, Spark local), then the first page of its preview (`GET .../merge-requests/{n}/resolution`, 50 keys)
 is asked for through Django's test client: the first call in the process and the median of `--repeat`; and a far
-page. The preview pages through the conflicts the key comparison stored (10,000 at most; the counts are complete).
+page: the last. The preview pages through every conflict the key comparison stored (a row each, in key order).
 Then the request is merged (its merge job run here) and the audit log must count every cell the rule settled.
 Uses DATABASE_URL when set, else an embedded PostgreSQL server in a throwaway folder. Prints one line per figure.
 """
@@ -75,6 +75,7 @@ def main() -> None:
     preview = body["preview"]
     assert body["current"] and preview["unresolved"] == 0, body["tables"]
     assert len(preview["keys"]) == 50 and all(k["cells"]["amount"]["rule"] == "greatest" for k in preview["keys"])
+    assert preview["count"] == args.rows, preview["count"]
     print(f"conflicting keys: {body['tables'][0]['conflicts']}; listed for the preview: {preview['count']}")
     print(f"first page, first call in the process: {first_ms:.0f} ms")
     again = [timed(lambda: page(0))[0] for _ in range(args.repeat)]
