@@ -86,11 +86,19 @@ def file_plan(
     not_removed = set()
     for index in whole:
         not_removed |= operations[index].removed | set(operations[index].details.get("deltas_removed", []))
-    # A restore replayed takes its whole result, files as old as the base among them (`Op.restored`).
+    # A restore replayed takes its whole result, files as old as the base among them (`Op.restored`), also those an
+    # earlier source operation wrote that a pair discarded (a restore to a point after an update A4 discarded: its
+    # files are rows of the restore's result, and were lost).
     restored = set().union(*(op.restored for index, op in enumerate(operations) if index not in whole))
+    not_taken -= restored
+    # A segment of a replayed restore's result is the target's by that restore, whole: a revert's undo of a later
+    # source change of it is undone by file, not put back as on a target that holds the segment in no version (unkeyed
+    # model seed 63: the undo of a copy-on-write delete of a segment the source's restore held, replayed onto a
+    # target whose overwrite had replaced it, put the segment back with every row masked, and its rows were lost).
     put_back = [
         found for index, op in enumerate(operations) if index not in whole
-        for found in puts_back(op, base=base, source=source, target=target) if str(found.segment.id) not in not_taken
+        for found in puts_back(op, base=base, source=source, target=target)
+        if str(found.segment.id) not in not_taken | restored
     ]  # fmt: skip
     held = set(base) | set(target)
     removed = {fid for fid in held if fid in removed_by and fid not in source and fid not in not_removed}

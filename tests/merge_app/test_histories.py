@@ -625,3 +625,64 @@ def test_a_restore_to_before_a_merged_compaction_merges_as_an_overwrite(spark):
     run.restore("b1", "point")
     assert run.merge("b1", "b2")  # checked against the model
     assert table(spark, run.catalog, "b2") == table(spark, run.catalog, "b1")
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_revert_of_a_change_of_a_source_restores_rows_merges_by_file(spark, mode):
+    """Found by the model (unkeyed seed 63 with restores weighted 8, copy-on-write): `main` restored the table to a
+    point whose segment of rows 1-3 it held, deleted row 3 and reverted the delete; `b1` had overwritten the table.
+    Merging `main` into `b1` replays the restore, so `b1` holds the segment by that restore; the revert's undo put it
+    back as on a target that holds it in no version, with a delete file that left live only the rows the delete
+    removed, reckoned against the merge base (none): every row of the segment was lost."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2, 3)
+    run.branch("point", "main")
+    run.branch("b1", "main")
+    run.load("b1", "full_refresh", 9)
+    run.load("main", "append_only", 4)
+    run.restore("main", "point")  # keeps the segment of rows 1-3, takes out row 4's
+    run.delete("main", 3)
+    run.revert("main")
+    assert table(spark, run.catalog, "main") == expect(1, 2, 3)
+    assert run.merge("main", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == expect(1, 2, 3)
+    assert run.merge("b1", "main")
+    assert table(spark, run.catalog, "main") == expect(1, 2, 3)
+
+
+def test_a_restore_to_after_an_update_the_merge_discards_keeps_the_updates_files(spark):
+    """`main` updated row 1 (copy-on-write: a segment with row 2 and one with the new row 1) and restored the table
+    to that point after an append; `b1` had overwritten the table. A4 discards the update against `b1`'s overwrite
+    (row 1 is older), but its files are also the restore's result, the restore's own: they were not taken over, and
+    `b1` was left with no row."""
+    run = Scripted(spark, mode="copy-on-write")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("b1", "main")
+    run.load("b1", "full_refresh", 9)
+    run.update("main", 1)
+    run.branch("point", "main")
+    run.load("main", "append_only", 3)
+    run.restore("main", "point")
+    assert run.merge("main", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == table(spark, run.catalog, "main") == expect(1, 2, _1=11)
+
+
+def test_an_update_of_a_base_row_of_a_source_restore_merges_against_a_target_restore(spark):
+    """Found by the model (unkeyed seed 52 with restores weighted 8, copy-on-write), the model's error: `main`
+    overwrote the table and restored it to a point that holds base row 1, then updated row 1; `b1` overwrote and
+    restored the table to a point without it. The source's restore replaces the target's rows and its result is its
+    own, rows the base holds among them (docs/merge-semantics.md#restore): the update merges, as in seed 3. The model
+    counted row 1 as an older row (the base holds it), discarded the update (A4) and lost row 1."""
+    run = Scripted(spark, mode="copy-on-write")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("point", "main")
+    run.branch("b1", "main")
+    run.load("main", "full_refresh", 5)
+    run.restore("main", "point")
+    run.update("main", 1)
+    run.load("b1", "full_refresh", 8)
+    run.branch("p8", "b1")
+    run.load("b1", "full_refresh", 7)
+    run.restore("b1", "p8")
+    assert run.merge("main", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == table(spark, run.catalog, "main") == expect(1, 2, _1=11)

@@ -410,11 +410,13 @@ def own_rows(ops: list[MOp], base: set[int]) -> set[int]:
     that replaced the row replaced its versions too (A4/A5; seed 13: a second update of a row whose first update was
     discarded took the rows of its copy-on-write rewrite back). A row the base holds is not the side's own, even if
     one of its operations inserted it too (seed 47: the target picked the source's insert before the base, then
-    restored to before it; the source's updates of those rows are discarded with them)."""
+    restored to before it; the source's updates of those rows are discarded with them). A restore's rows are its own
+    result, those the base holds among them (docs/merge-semantics.md#restore; seed 52: an update of a base row the
+    source's restore brought back was discarded against the target's overwrite, and the row was lost)."""
     own: set[int] = set()
     for op in ops:
         if op.kind in ("insert", "overwrite"):
-            own |= {row.rid for row in op.rows} - base
+            own |= {row.rid for row in op.rows} - (set() if op.restore else base)
         elif op.kind == "update":
             own |= op.versions_of(op.rids & own)
     return own
@@ -700,6 +702,16 @@ class Scripted(Run):
         self.real.setdefault(commit.id, head(self.catalog, point))
         self.log.append(f"{len(self.log)}: restore on {branch} to {point}'s head")
         self.restore_to(branch, commit)
+
+    def revert(self, branch: str) -> None:
+        """Revert the branch's head commit on it (the model must be able to say the outcome row by row)."""
+        commit = self.model.heads[branch]
+        self.real.setdefault(commit.id, head(self.catalog, branch))
+        self.log.append(f"{len(self.log)}: revert {branch}'s head on {branch}")
+        saved = dict(self.model.heads)
+        said = self.model.revert(commit, branch)
+        assert said is not None, "a revert the model cannot say row by row"
+        self.applied("revert", commit, branch, *said, saved)
 
     def merge(self, source: str, target: str, *, target_wins: bool = False) -> bool:
         """Whether it merged (or was up to date); `target_wins`: with that resolution (after a refusal)."""

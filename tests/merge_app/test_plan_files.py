@@ -136,6 +136,33 @@ def test_an_update_discarded_whole_leaves_the_segment_it_rewrote_wherever_the_ta
     assert outcome(plan) == ([], ["o1", "s3"], [])
 
 
+def test_a_revert_of_a_change_of_a_replayed_restores_segment_is_undone_by_file():
+    """Unkeyed model seed 63: the source restored the table (segment s1 back), deleted a row of s1 by copy-on-write
+    (into s2) and reverted the delete; the target had overwritten s1. The replayed restore gives the target s1: the
+    undo is no put-back onto a target that holds s1 in no version (its delete file, reckoned against the merge base,
+    masked every row of s1)."""
+    restore = op("overwrite", removed=["s4"], added=["s1"], restore=True)
+    delete = op("delete", removed=["s1"], added=["s2"], segments_touched=["s1"], segments_from={"s2": "s1"})
+    undo = op("update", removed=["s2"], added=["s1"], segments_touched=["s1"], segments_from={"s2": "s1"},
+              reverts=["c", 0, "delete"])  # fmt: skip
+    plan = file_plan(base=files("s1"), source=files("s1"), target=files("o1"), operations=[restore, delete, undo],
+                     discarded=[], overwrites=[None])  # fmt: skip
+    assert outcome(plan) == (["o1"], [], ["s1"])
+    assert plan.put_back == []
+
+
+def test_a_restores_result_is_taken_over_where_a_pair_discarded_the_operation_that_wrote_it():
+    """The source updated an older row (u1, u2 from s1; A4 discards it against the target's overwrite), appended s3 and
+    restored the table to the point after the update (u1 and u2 kept): they are the restore's result, its own."""
+    update = op("update", removed=["s1"], added=["u1", "u2"], segments_touched=["s1"])
+    restore = op("overwrite", removed=["s3"], segments_kept=["u1", "u2"], restore=True)
+    dropped = Pair(0, 0, "A4", Verdict(DISCARDED, "A4", "the target overwrote the rows", discarded=("u1", "u2")))
+    plan = file_plan(base=files("s1"), source=files("u1", "u2"), target=files("o1"),
+                     operations=[update, op("insert", added=["s3"]), restore], discarded=[dropped],
+                     overwrites=[None])  # fmt: skip
+    assert outcome(plan) == (["o1"], [], ["u1", "u2"])
+
+
 def test_source_wins_takes_the_sources_version_of_the_contested_files():
     plan = file_plan(base=files("s1"), source=files("s1", "d1@s1"), target=files("s1", "d2@s1"),
                      operations=[op("delete", deltas=["d1"])], discarded=[], contested=frozenset({"s1"}))  # fmt: skip
