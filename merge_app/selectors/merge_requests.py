@@ -161,7 +161,7 @@ def resolution_preview(merge_request: MergeRequest, *, table: str, offset: int, 
     keys = obj["keys"]
     # positions run 0..n-1 in order: a page is a range of them, read through the index wherever it lies
     page = found.filter(position__gte=offset, position__lt=offset + limit)
-    conflicts, listed = list(page.values_list("conflict", flat=True)), found.count()
+    conflicts, listed = list(page.values_list("conflict", flat=True)), keys["conflicts"]  # the comparison's count
     resolution = resolution_check(merge_request.plan.get("resolution") or {})
     decided = semantics.key_choices(
         conflicts, table=table, per_key=resolution.get("keys", {}).get(table, {}),
