@@ -13,7 +13,7 @@ from merge_app.job_specs import KeysSpec, MergeRequestPlanSpec, MergeSpec, PickS
 from merge_app.models import Merge
 from merge_app.selectors.merge_requests import merge_request_approvers, merge_request_by_id, merge_request_heads
 from merge_app.selectors.merges import merge_of_job, merges_of_job, merges_tables_changed, restore_of_job
-from merge_app.services.keys import key_runs
+from merge_app.services.keys import key_comparisons_expire, key_runs
 from merge_app.services.merge_logs import merge_conflict_error, merge_result
 from merge_app.services.merge_plans import merge_diff_with_bases
 from merge_app.services.merge_requests import (
@@ -129,6 +129,8 @@ def merge_queue_job(params: dict[str, Any], progress: Progress) -> dict[str, Any
 job_upkeep(merge_requests_follow_heads)
 # A merge queue whose branch or sources moved is worked again within a round too: no read of it starts a job.
 job_upkeep(queues_follow_heads)
+# Key comparisons of heads that moved on, which no merge was made with, are deleted after a day.
+job_upkeep(key_comparisons_expire)
 
 
 # --- OpenLineage (lakeui/lineage.py): what merges, reverts and picks, and restores read and write ------------------

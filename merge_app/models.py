@@ -92,6 +92,8 @@ class Merge(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # the merges made at a pair of heads: whether a key comparison is kept (`keys.key_comparisons_expire`)
+        indexes = [models.Index(fields=["source_head", "target_head"], name="merge_heads")]
 
 
 class VirtualBase(models.Model):

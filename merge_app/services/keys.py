@@ -17,11 +17,16 @@ delete files on the target's segments for the keys it replaces and one new segme
 """
 
 import json
+import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from catalog_app.engine import keys as engine
 from catalog_app.engine.segments import Column, WrittenFile
@@ -32,7 +37,7 @@ from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
 from lakeui.fields import json_dumps
 from merge_app.job_specs import KeysSpec
-from merge_app.models import KeyComparison, KeyConflict
+from merge_app.models import KeyComparison, KeyConflict, Merge, MergeRequest
 from merge_app.plan import semantics
 from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS
 from merge_app.selectors.diff import overwritten_partitions
@@ -226,7 +231,7 @@ def _stored(diff, table_id, result: KeyResult) -> None:
     locked here, is written over."""
     comparison, created = KeyComparison.objects.update_or_create(
         table_id=table_id, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id,
-        defaults={"catalog": diff.catalog, "counts": result.counts},
+        defaults={"catalog": diff.catalog, "counts": result.counts, "created_at": timezone.now()},  # kept anew
     )  # fmt: skip
     if not created:
         comparison.conflict_rows.all().delete()
@@ -236,3 +241,26 @@ def _stored(diff, table_id, result: KeyResult) -> None:
     ) as copy:  # fmt: skip
         for position, conflict in enumerate(result.conflicts):
             copy.write_row((comparison.id, position, conflict["key_id"], json_dumps(conflict)))
+
+
+KEPT_FOR = timedelta(days=1)  # a key comparison no merge made and no open request plans on, kept this long
+EXPIRE_EVERY = 3600.0  # seconds between two rounds of `key_comparisons_expire` in one worker
+_expired_at = [float("-inf")]
+
+
+def key_comparisons_expire(*, kept_for: timedelta = KEPT_FOR) -> int:
+    """Delete the key comparisons stored more than `kept_for` ago that no merge, pick or revert was made with (the
+    blame reads those: which cells a resolution settled) and no open merge request plans on: a diff's or an old
+    plan's, of heads that have moved on, made again if a diff of them is read. Their conflicts go with them. Run
+    by the workers' upkeep, once an hour in each (`EXPIRE_EVERY`). The number of comparisons deleted."""
+    if time.monotonic() - _expired_at[0] < EXPIRE_EVERY:
+        return 0
+    _expired_at[0] = time.monotonic()
+    heads = {"base": OuterRef("base"), "source_head": OuterRef("source_head"), "target_head": OuterRef("target_head")}
+    merged = Merge.objects.filter(dry_run=False, commit__isnull=False, **heads)
+    planned = MergeRequest.objects.filter(state=MergeRequest.State.OPEN).annotate(
+        base=KT("plan__base"), source_head=KT("plan__heads__source"), target_head=KT("plan__heads__target")
+    ).filter(**heads)
+    old = KeyComparison.objects.filter(created_at__lt=timezone.now() - kept_for)
+    _, deleted = old.exclude(Exists(merged)).exclude(Exists(planned)).delete()
+    return deleted.get(KeyComparison._meta.label, 0)

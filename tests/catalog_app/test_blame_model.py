@@ -13,8 +13,8 @@ blame reads them):
   to its chain), else the merge itself, as a resolution.
 
 Then the blame at random refs (branch heads and older commits) must name, for each key and cell, the model's writer
-and chain, and the merge whose resolution settled the cell's value (`settlements`; a pick's or revert's own
-resolution is not modelled and not compared).
+and chain, and the merge whose resolution settled the cell's value with the choice it names (a cell pick, a column rule, or the
+merge's choice: `settlements`; a cherry-pick's or revert's own resolution is not modelled and not compared).
 
     LAKEUI_BLAME_MODEL_SEED=3,4,5 LAKEUI_BLAME_MODEL_STEPS=200 pytest tests/catalog_app/test_blame_model.py
 
@@ -32,7 +32,8 @@ import pytest
 from catalog_app.selectors.blame import key_history, table_blame
 from catalog_app.selectors.refs import ref_resolve
 from lakeui.errors import ApplicationError, NotFoundError
-from tests.merge_app.test_key_model import COLUMNS, MCommit, Model, Row, Run, ancestors
+from merge_app.plan.semantics import PICK
+from tests.merge_app.test_key_model import COLUMNS, MCommit, Model, Row, Run, ancestors, cell_rule
 from tests.support.catalogs import head
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_BLAME_MODEL_SEED", "8").split(",")]
@@ -132,13 +133,36 @@ def settled_cells(base: Row | None, src: Row | None, dest: Row | None, rules: di
     return {UNKNOWN}  # both inserted the key: which cells the key comparison lists is not modelled
 
 
+def settled_choices(
+    base: Row | None, src: Row | None, dest: Row | None, choice: str | None, rules: dict, picks: dict
+) -> dict[str, Any]:
+    """The cells of one conflicting key a merge's resolution settled (`settled_cells`), each with the choice the audit
+    log and the blame name for it: `pick` for a cell picked, a column's rule where it settles the cell (`base` and
+    `sum_of_changes` settle no key without a base), else the merge's choice; UNKNOWN where the model does not say."""
+    cells = settled_cells(base, src, dest, rules or picks)
+    if UNKNOWN in cells or "*" in cells:
+        return {cell: choice if cell == "*" else UNKNOWN for cell in cells}
+    choices = {}
+    for cell in cells:
+        at = COLUMNS.index(cell)
+        if cell in picks:
+            choices[cell] = PICK
+        elif cell in rules and cell_rule(rules[cell], base and base[at], src[at], dest[at], base is not None,
+                                         (base, src, dest))[0]:  # fmt: skip
+            choices[cell] = rules[cell]
+        else:
+            choices[cell] = choice
+    return choices
+
+
 @dataclass
 class BlameModel(Model):
     """The key model, which also remembers which of its commits are cherry-picks, and of which commit, and which
     cells each merge's (or pick's) resolution settled."""
 
     picks: dict[int, int] = field(default_factory=dict)  # the pick's model commit -> the picked one
-    settling: dict[int, dict[int, set[str]]] = field(default_factory=dict)  # model commit -> {key: cells settled}
+    # model commit -> {key: {cell settled: the choice named for it}}
+    settling: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
     _base: MCommit | None = None
 
     def pick(self, kind: str, commit: MCommit, target: str, choice: str | None = None) -> tuple[str, list[int]]:
@@ -148,7 +172,7 @@ class BlameModel(Model):
             if kind == "cherry_pick":
                 self.picks[self.heads[target].id] = commit.id
             if outcome[1]:
-                self.settling[self.heads[target].id] = {key: {UNKNOWN} for key in outcome[1]}
+                self.settling[self.heads[target].id] = {key: {UNKNOWN: UNKNOWN} for key in outcome[1]}
         return outcome
 
     def merge(
@@ -159,9 +183,10 @@ class BlameModel(Model):
         if outcome == "merged" and conflicts:  # settled by the resolution (a merge without one refuses them)
             base, picks = self._base.rows, picks or {}
             self.settling[self.heads[target].id] = {  # a key with picks merges cell by cell, as with column rules
-                key: settled_cells(base.get(key), src.rows.get(key), dest.rows.get(key), rules or picks.get(key))
+                key: settled_choices(base.get(key), src.rows.get(key), dest.rows.get(key), choice, rules or {},
+                                     picks.get(key, {}))
                 for key in conflicts
-            }
+            }  # fmt: skip
         return outcome, conflicts
 
     def base(self, src: MCommit, dest: MCommit) -> MCommit:
@@ -171,25 +196,26 @@ class BlameModel(Model):
 
 
 def settlements(
-    commit: MCommit, known: dict[int, dict], real: dict[int, str], settling: dict[int, dict[int, set[str]]]
-) -> dict[int, dict[str, str | None]]:
+    commit: MCommit, known: dict[int, dict], real: dict[int, str], settling: dict[int, dict[int, dict[str, Any]]]
+) -> dict[int, dict[str, tuple[str, Any] | str | None]]:
     """Per key and cell at `commit`, the merge (its LakeUI commit) whose resolution the blame names as having settled
-    the cell's value (`settled_by`), from its parents' (`known`): the newest merge of the first-parent history since
+    the cell's value (`settled_by`), with the choice it names, from its parents' (`known`): the newest merge of the
+    first-parent history since
     the commit that set the value, that settled the cell (a merge that kept the target's value counts); else the
     settlement of the source's value a merge took; else none. UNKNOWN where a pick's or revert's would count."""
     if not commit.parents:
         return {}
     parent = commit.parents[0]
     mine = settling.get(commit.id, {})
-    found: dict[int, dict[str, str | None]] = {}
+    found: dict[int, dict[str, tuple[str, Any] | str | None]] = {}
     for key, row in commit.rows.items():
         now = cells_of(key, row)
         was = cells_of(key, parent.rows[key]) if key in parent.rows else None
-        cells = mine.get(key, set())
+        cells = mine.get(key, {})
         found[key] = {}
         for column, value in now.items():
             if column in cells or "*" in cells:
-                found[key][column] = real[commit.id]
+                found[key][column] = (real[commit.id], cells.get(column, cells.get("*")))
             elif UNKNOWN in cells and len(commit.parents) == 2:
                 found[key][column] = UNKNOWN
             elif was is not None and was[column] == value:
@@ -228,7 +254,14 @@ class BlameRun(Run):
         self.blamer = random.Random(seed * 13 + 5)  # the refs blamed, drawn apart from the history
         self.blamed = 0
         # what the blames named
-        self.seen = {"cells": 0, "through_a_merge": 0, "picked": 0, "resolution": 0, "settled": 0}
+        self.seen = {
+            "cells": 0,
+            "through_a_merge": 0,
+            "picked": 0,
+            "resolution": 0,
+            "settled": 0,
+            "settled_by_a_pick": 0,
+        }
         self.histories = {"keys": 0, "versions": 0, "through_a_merge": 0, "resolution": 0, "deleted": 0}
         self._writers: dict[int, Writers] = {}
         self._settled: dict[int, dict[int, dict[str, str | None]]] = {}
@@ -285,12 +318,18 @@ class BlameRun(Run):
                         f"blame at {name} ({real[:8]}), key {key}, cell {column}: LakeUI {shown[0]}, "
                         f"the model {shown[1]} (model commit(real id): commit, chain writer to ref, resolution)"
                     ))  # fmt: skip
-                by = (cell["settled_by"] or {}).get("merge")
+                by, chose = ((cell["settled_by"] or {}).get(part) for part in ("merge", "choice"))
                 self.seen["settled"] += by is not None
-                if settled[key][column] != UNKNOWN and by != settled[key][column]:
+                self.seen["settled_by_a_pick"] += chose == PICK
+                want = settled[key][column]
+                if want == UNKNOWN:
+                    continue
+                if want is not None and want[1] == UNKNOWN:  # the merge the model says, not the choice
+                    chose = UNKNOWN
+                if (by, chose) != (want or (None, None)):
                     pytest.fail(self.failure(
                         f"blame at {name} ({real[:8]}), key {key}, cell {column}: settled by LakeUI "
-                        f"{names.get(by, by)}, the model {names.get(settled[key][column], settled[key][column])}"
+                        f"{names.get(by, by)} ({chose}), the model {want and (names.get(want[0], want[0]), want[1])}"
                     ))  # fmt: skip
         self.history(commit, name)
 

@@ -231,3 +231,37 @@ def test_a_key_merge_into_a_partitioned_table_writes_partitioned_segments(spark)
     incoming = [{"id": 100, "amount": 1, "region": "us"}]
     change(catalog, "table_load", {"strategy": "snapshot", "partition_column": "region", "rows": incoming})
     assert table(spark, catalog) == expected({1: (-1, "eu"), 6: (-6, "eu"), 100: (1, "us")})
+
+
+def test_key_comparisons_of_heads_that_moved_on_expire_those_a_merge_or_an_open_request_used_stay(spark):
+    from datetime import timedelta
+
+    from lakeui.jobs.services import job_execute
+    from merge_app.models import KeyConflict
+    from merge_app.services import keys
+    from merge_app.services.merge_plans import merge_plan
+    from merge_app.services.merge_requests import merge_request_open
+    from tests.conftest import wait_for_job
+    from tests.support.catalogs import default_owner
+
+    catalog = keyed()
+    update(catalog, "dev", "id = 1", amount=-1)
+    update(catalog, "main", "id = 1", amount=-2)  # key 1 conflicts
+    merge_plan(catalog=catalog, source="dev", target="main", in_worker=True)  # a diff's comparison: heads move on
+    update(catalog, "main", "id = 2", amount=-3)
+    merged = merge(catalog, resolution={"default": "source_wins"})  # the merge's comparison, which the blame reads
+    update(catalog, "dev", "id = 3", amount=-4)
+    update(catalog, "main", "id = 3", amount=-5)
+    opened = merge_request_open(catalog=catalog, source="dev", target="main", title="3", author=default_owner())
+    job_execute(job_id=str(opened.plan_job_id), worker="test-process")
+    wait_for_job(opened.plan_job_id)  # the open request's comparison, at the heads it plans on
+    assert KeyComparison.objects.count() == 3 and KeyConflict.objects.count() == 3
+
+    keys._expired_at[0] = float("-inf")
+    assert keys.key_comparisons_expire() == 0  # none is a day old
+    assert keys.key_comparisons_expire(kept_for=timedelta(0)) == 0  # once an hour in a worker
+    keys._expired_at[0] = float("-inf")
+    assert keys.key_comparisons_expire(kept_for=timedelta(0)) == 1  # the diff's, its one conflict with it
+    kept = set(KeyComparison.objects.values_list("source_head", "target_head"))
+    assert kept == {(merged.source_head, merged.target_head), (head(catalog, "dev"), head(catalog))}
+    assert KeyConflict.objects.count() == 2
