@@ -169,9 +169,8 @@ class KeyComparison(models.Model):
 
 class KeyConflict(models.Model):
     """One conflicting key of a key comparison, at its place in the comparison's order: every one is kept, so the
-    keys endpoint and a request's resolution preview page through all of them and a cell pick can name any; a plan
-    made from the stored comparison reads the first `MAX_LISTED` and those its resolution names
-    (`selectors.diff.stored_conflicts`)."""
+    keys endpoint and a request's resolution preview page through all of them and a cell pick can name any; a diff's
+    plan made from the stored comparison reads the first `MAX_LISTED` (`selectors.diff._planned`)."""
 
     comparison = models.ForeignKey(KeyComparison, on_delete=models.CASCADE, related_name="conflict_rows")
     position = models.IntegerField()
