@@ -258,9 +258,11 @@ def key_comparisons_expire(*, kept_for: timedelta = KEPT_FOR) -> int:
     _expired_at[0] = time.monotonic()
     heads = {"base": OuterRef("base"), "source_head": OuterRef("source_head"), "target_head": OuterRef("target_head")}
     merged = Merge.objects.filter(dry_run=False, commit__isnull=False, **heads)
-    planned = MergeRequest.objects.filter(state=MergeRequest.State.OPEN).annotate(
-        base=KT("plan__base"), source_head=KT("plan__heads__source"), target_head=KT("plan__heads__target")
-    ).filter(**heads)
+    planned = (
+        MergeRequest.objects.filter(state=MergeRequest.State.OPEN)
+        .annotate(base=KT("plan__base"), source_head=KT("plan__heads__source"), target_head=KT("plan__heads__target"))
+        .filter(**heads)
+    )
     old = KeyComparison.objects.filter(created_at__lt=timezone.now() - kept_for)
     _, deleted = old.exclude(Exists(merged)).exclude(Exists(planned)).delete()
     return deleted.get(KeyComparison._meta.label, 0)
