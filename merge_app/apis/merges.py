@@ -17,7 +17,7 @@ from lakeui.jobs.apis import JobOutputSerializer
 from lakeui.jobs.services import read_is_pending
 from merge_app.models import Merge
 from merge_app.plan.rules import PENDING
-from merge_app.selectors.merges import key_comparison_get, merge_get, merge_list, restore_get, restore_list
+from merge_app.selectors.merges import key_conflicts, merge_get, merge_list, restore_get, restore_list
 from merge_app.services.diff_reads import DiffRead, job_brief, merge_diff_read, merge_diff_report
 from merge_app.services.merges import merge_submit
 from merge_app.services.picks import pick_submit
@@ -77,11 +77,11 @@ class DiffKeysApi(APIView):
         if table is None or table.keys is None:
             raise NotFoundError("table_not_compared", f"{name!r} is not a primary-key table changed on both sides.")
         diff = read.diff
-        stored = key_comparison_get(
+        conflicts = key_conflicts(
             table_id=table.object_id, base=diff.base.id, source_head=diff.source_head.id,
             target_head=diff.target_head.id,
         )  # fmt: skip
-        return paginated(request, self, stored.conflict_rows.order_by("position").values_list("conflict", flat=True))
+        return paginated(request, self, conflicts)
 
 
 def _comparing(read: DiffRead) -> Response:

@@ -11,7 +11,7 @@ from lakeui.errors import NotFoundError
 from lakeui.jobs.models import Job
 from lakeui.jobs.selectors import job_of_kind
 from merge_app.job_specs import KeysSpec, MergeSpec, PickSpec, RestoreSpec
-from merge_app.models import KeyComparison, Merge, MergeRequest, Restore
+from merge_app.models import KeyConflict, Merge, MergeRequest, Restore
 
 
 def merge_list(*, catalog: Catalog, kind: str | None = Merge.Kind.MERGE) -> QuerySet[Merge]:
@@ -76,9 +76,15 @@ def keys_job_get(*, catalog: Catalog, job_id: uuid.UUID) -> Job:
     return job
 
 
-def key_comparison_get(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> KeyComparison:
-    """A primary-key table's stored key comparison at these heads."""
-    return KeyComparison.objects.get(table_id=table_id, base=base, source_head=source_head, target_head=target_head)
+def key_conflicts(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> QuerySet:
+    """The conflicting keys of a primary-key table's stored key comparison at these heads, in order (each: key,
+    key_id, changes, base/source/target rows, cells)."""
+    return (
+        KeyConflict.objects.filter(
+            comparison__table_id=table_id, comparison__base=base, comparison__source_head=source_head,
+            comparison__target_head=target_head,
+        ).order_by("position").values_list("conflict", flat=True)
+    )  # fmt: skip
 
 
 def merge_logs_check(catalog: Catalog, finding) -> Iterator:

@@ -1,6 +1,6 @@
-"""The merge request page offers each schema conflict a resolution settles (docs/merge-semantics.md#schema-conflicts-
-in-a-resolution): a column type both sides changed takes a type, a NOT NULL column one side added takes a fill for
-the rows the other side wrote; saved from the form, the plan is mergeable and the merge writes them."""
+"""The merge request page offers each schema conflict a resolution settles
+(docs/merge-semantics.md#schema-conflicts-in-a-resolution): a column type both sides changed takes a type, a NOT NULL
+column one side added takes a fill for the rows the other side wrote; saved from the form, the plan is mergeable."""
 
 import re
 
