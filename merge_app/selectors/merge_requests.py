@@ -20,6 +20,7 @@ from lakeui.errors import NotFoundError
 from merge_app.models import KeyConflict, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.plan import semantics
 from merge_app.plan.objects import resolution_check
+from merge_app.selectors.merges import key_conflict_rows
 
 
 def merge_request_list(*, catalog: Catalog, state: str | None = None) -> QuerySet[MergeRequest]:
@@ -136,10 +137,8 @@ def _comparison(merge_request: MergeRequest, table: str) -> tuple[dict | None, Q
     obj = next((o for o in plan.get("objects", []) if o["name"] == table and o.get("keys")), None)
     if obj is None:
         return None, KeyConflict.objects.none()
-    found = KeyConflict.objects.filter(
-        comparison__table_id=obj["object_id"], comparison__base=plan["base"],
-        comparison__source_head=plan["heads"]["source"], comparison__target_head=plan["heads"]["target"],
-    ).order_by("position")  # fmt: skip
+    found = key_conflict_rows(table_id=obj["object_id"], base=plan["base"], source_head=plan["heads"]["source"],
+                              target_head=plan["heads"]["target"])  # fmt: skip
     return obj, found
 
 

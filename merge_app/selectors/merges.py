@@ -76,15 +76,19 @@ def keys_job_get(*, catalog: Catalog, job_id: uuid.UUID) -> Job:
     return job
 
 
+def key_conflict_rows(*, table_id: object, base: str, source_head: str, target_head: str) -> QuerySet:
+    """The rows (`KeyConflict`) of a primary-key table's stored key comparison at these heads, in order."""
+    return KeyConflict.objects.filter(
+        comparison__table_id=table_id, comparison__base=base, comparison__source_head=source_head,
+        comparison__target_head=target_head,
+    ).order_by("position")  # fmt: skip
+
+
 def key_conflicts(*, table_id: uuid.UUID, base: str, source_head: str, target_head: str) -> QuerySet:
-    """The conflicting keys of a primary-key table's stored key comparison at these heads, in order (each: key,
-    key_id, changes, base/source/target rows, cells)."""
-    return (
-        KeyConflict.objects.filter(
-            comparison__table_id=table_id, comparison__base=base, comparison__source_head=source_head,
-            comparison__target_head=target_head,
-        ).order_by("position").values_list("conflict", flat=True)
-    )  # fmt: skip
+    """The conflicting keys of that comparison, in order (each: key, key_id, changes, base/source/target rows,
+    cells)."""
+    rows = key_conflict_rows(table_id=table_id, base=base, source_head=source_head, target_head=target_head)
+    return rows.values_list("conflict", flat=True)
 
 
 def merge_logs_check(catalog: Catalog, finding) -> Iterator:

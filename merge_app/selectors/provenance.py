@@ -7,9 +7,10 @@ import threading
 from typing import Any
 
 from checks_app.selectors import check_run_dict, runs_of_heads, statuses_of
-from merge_app.models import KeyConflict, Merge, MergeRequest, Restore
+from merge_app.models import Merge, MergeRequest, Restore
 from merge_app.plan import semantics
 from merge_app.selectors.merge_requests import merge_request_approvers
+from merge_app.selectors.merges import key_conflict_rows
 
 
 def commit_links(commit_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -94,10 +95,9 @@ def _settled_of(merge: Merge, table_id: str) -> dict[str, dict[str, dict[str, An
                 return {"chosen_by": entry.get("chosen_by"), "chosen_at": entry.get("chosen_at")}
         return {"chosen_by": None, "chosen_at": None}
 
-    compared = KeyConflict.objects.filter(
-        comparison__table_id=table_id, comparison__base=merge.base, comparison__source_head=merge.source_head,
-        comparison__target_head=merge.target_head,
-    ).values_list("key_id", "conflict__cells")  # fmt: skip
+    compared = key_conflict_rows(
+        table_id=table_id, base=merge.base, source_head=merge.source_head, target_head=merge.target_head
+    ).values_list("key_id", "conflict__cells")
     conflicting = {key_id: cells or ["*"] for key_id, cells in compared}
     settled: dict[str, dict[str, dict[str, Any]]] = {}
     for choice in objects[0]["keys"]["choices"]:

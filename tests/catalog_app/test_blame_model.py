@@ -13,8 +13,9 @@ blame reads them):
   to its chain), else the merge itself, as a resolution.
 
 Then the blame at random refs (branch heads and older commits) must name, for each key and cell, the model's writer
-and chain, and the merge whose resolution settled the cell's value with the choice it names (a cell pick, a column rule, or the
-merge's choice: `settlements`; a cherry-pick's or revert's own resolution is not modelled and not compared).
+and chain, and the merge whose resolution settled the cell's value with the choice it names (a cell pick, a column
+rule, or the merge's choice: `settlements`; a cherry-pick's or revert's own resolution is not modelled and not
+compared).
 
     LAKEUI_BLAME_MODEL_SEED=3,4,5 LAKEUI_BLAME_MODEL_STEPS=200 pytest tests/catalog_app/test_blame_model.py
 
@@ -200,9 +201,9 @@ def settlements(
 ) -> dict[int, dict[str, tuple[str, Any] | str | None]]:
     """Per key and cell at `commit`, the merge (its LakeUI commit) whose resolution the blame names as having settled
     the cell's value (`settled_by`), with the choice it names, from its parents' (`known`): the newest merge of the
-    first-parent history since
-    the commit that set the value, that settled the cell (a merge that kept the target's value counts); else the
-    settlement of the source's value a merge took; else none. UNKNOWN where a pick's or revert's would count."""
+    first-parent history since the commit that set the value, that settled the cell (a merge that kept the target's
+    value counts); else the settlement of the source's value a merge took; else none. UNKNOWN where a pick's or
+    revert's would count."""
     if not commit.parents:
         return {}
     parent = commit.parents[0]
