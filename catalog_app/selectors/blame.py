@@ -109,6 +109,7 @@ _SEGMENT_SETS = _Kept(1_000_000)  # keys of small segments as Python sets (what 
 SET_ROWS = 10_000
 FRONT = 5_000  # a page ending within the first FRONT keys is found by the keys' bounds, not by ordering every key
 PREFIX_BATCH = 16_384  # rows read at a time from the beginning of a large segment
+FEW_KEYS = 8  # keys looked for one by one in a segment's key column (more: in a set)
 _LARGE = frozenset({None})  # kept for a segment of more than SET_ROWS rows: no set of its keys
 _FILES = _Kept(200_000)  # files of tables' states
 _TOUCHES = _Kept(200_000)  # what commits did to tables' files (weighed by the files)
@@ -293,6 +294,7 @@ class _Table:
     _diffs: dict[str, dict] = field(default_factory=dict)  # per commit, what it did to each key asked (or None)
     _files: dict[tuple, TableFiles] = field(default_factory=dict)  # per commit and segments, the table's files
     _plain_keys: set[tuple] = field(default_factory=set)  # keys found plain (`_plain`)
+    _present: dict[str, bool] = field(default_factory=dict)  # per commit, whether the table is live there
 
     @property
     def table_id(self) -> uuid.UUID:
@@ -302,22 +304,43 @@ class _Table:
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
 
-    def files_at(self, commit: Commit, segments: frozenset[uuid.UUID] | None = None) -> TableFiles:
-        """The table's live files at `commit` (of these `segments` only, and their delete files), NO_FILES where the
-        table does not exist or was dropped, kept per process."""
-        name = ("live", commit.id, self.table_id, segments)
+    def files_at(
+        self, commit: Commit, segments: frozenset[uuid.UUID] | None = None, positions: dict | None = None
+    ) -> TableFiles:
+        """The table's live files at `commit` (of these `segments` only, and their delete files; of the segments
+        `positions` names, only the delete files that may list one of its positions), NO_FILES where the table does
+        not exist or was dropped, kept per process."""
+        listed = None if positions is None else tuple(sorted((s, tuple(sorted(p))) for s, p in positions.items()))
+        name = ("live", commit.id, self.table_id, segments, listed)
         if name not in self._files:
             found = _FILES.get(name)
             if found is None:
                 chain = _chain_of(commit)
-                version = object_by_id(chain, object_id=self.table_id)
+                if commit.id not in self._present:
+                    version = object_by_id(chain, object_id=self.table_id)
+                    self._present[commit.id] = version is not None and not version.dropped
                 found = NO_FILES
-                if version is not None and not version.dropped:
-                    files = tables_file_rows(chain, table_ids=[self.table_id], segments=segments)
+                if self._present[commit.id]:
+                    files = tables_file_rows(chain, table_ids=[self.table_id], segments=segments, positions=positions)
                     found = files.get(self.table_id, NO_FILES)
                 _kept_files(name, found)
             self._files[name] = found
         return self._files[name]
+
+    def _changed(self, touch: "_Touch", keys: list[tuple]) -> tuple[TableFiles, TableFiles]:
+        """The segments a commit removed, added or changed the deletes of, before and after it, each side with of
+        their delete files only those that may list a row of `keys` (its positions found by the segments' key
+        columns): a thousand small delete files of a large segment are not listed to tell whether one key changed."""
+        commit, changed = touch.commit, touch.segments
+        made = changed | {uuid.UUID(r.id) for r in touch.added}
+        if not commit.parent_id:
+            return NO_FILES, self.files_at(commit, made)
+        bare = self.files_at(commit.parent, changed, positions={s: () for s in changed})
+        reads = TableFiles([s for s in bare.segments if self.may_set([s.stats or {}], keys)], {}).reads()
+        positions = {s.id: () for s in bare.segments}  # a segment live only after the commit: all its delete files
+        for read, held in zip(reads, self.segment_keys(reads), strict=True):
+            positions[uuid.UUID(read.id)] = np.flatnonzero(_matching(held, self.key, keys)).tolist()
+        return self.files_at(commit.parent, changed, positions), self.files_at(commit, made, positions)
 
     def diff(self, touch: "_Touch", keys: Iterable[tuple]) -> dict[tuple, tuple[str, dict | None, set[str]]]:
         """What a commit (`touch`) did to the rows of `keys` (against its first parent), by key: (change, the row
@@ -331,8 +354,7 @@ class _Table:
         missing = [k for k in keys if k not in known]
         if missing:
             if touch.taken or touch.unhid:  # the segments it changed, before and after it (the rest are the same)
-                earlier = self.files_at(commit.parent, touch.segments) if commit.parent_id else NO_FILES
-                later = self.files_at(commit, touch.segments | {uuid.UUID(r.id) for r in touch.added})
+                earlier, later = self._changed(touch, missing)
                 removed, added = later.changes_since(earlier)
                 live = {s.id for s in later.segments}
                 sides = [TableFiles(removed, earlier.deltas), TableFiles([s for s in removed if s.id in live] + added,
@@ -359,26 +381,47 @@ class _Table:
     def touching(self, chain: Chain) -> Iterator["_Touch"]:
         """The commits of the chain with a file entry of the table, newest first, compactions left out; each with
         what it did to the table's files (`_Touch`, kept per process by commit: a commit never changes)."""
-        entries = FileEntry.objects.filter(chain.q(), table_id=self.table_id)
-        listed = list(entries.values_list("seq", "commit_id").distinct().order_by("-seq"))
-        start, size = 0, BATCH
-        while start < len(listed):  # a batch, then four times as many: a walk that goes far reads in few queries
-            ids = [commit_id for _, commit_id in listed[start : start + size]]
-            start, size = start + size, size * 4
-            found = {c: _TOUCHES.get((c, self.table_id)) for c in ids}
-            missing = [c for c, touch in found.items() if touch is None]
-            if missing:
-                for touch in self._touches(missing):
-                    weight = len(touch.live) + len(touch.taken) + 1
-                    found[touch.commit.id] = _TOUCHES.put((touch.commit.id, self.table_id), touch, weight)
-            for commit_id in ids:
-                if not found[commit_id].compaction:
-                    yield found[commit_id]
+        history = _History(self, chain)
+        for place in range(len(history)):
+            touch = history[place]
+            if not touch.compaction:
+                yield touch
+
+    def touched(self, ids: list[str]) -> dict[str, "_Touch"]:
+        """What each of these commits did to the table's files, by commit id: kept per process, the rest read."""
+        found = {c: _TOUCHES.get((c, self.table_id)) for c in ids}
+        missing = [c for c, touch in found.items() if touch is None]
+        if missing:
+            for touch in self._touches(missing):
+                weight = len(touch.live) + len(touch.taken) + 1
+                found[touch.commit.id] = _TOUCHES.put((touch.commit.id, self.table_id), touch, weight)
+        return found
+
+    def setting(self, chain: Chain, key: tuple) -> set[str] | None:
+        """The commits of the chain that may have made a row of `key` live, in one query: those that added a
+        segment whose catalog row does not rule the key out (a small segment keeps its keys' values: one of them
+        must be the key's), or took a delete file away. None where the key is not plain (`_plain`): any may have."""
+        if not self._plain([key]):
+            return None
+        on_chain = " OR ".join("(e.line_id = %s AND e.seq <= %s)" for _ in chain.segments)
+        held = " AND ".join("(NOT COALESCE(f.stats -> %s ? %s, false) OR f.stats -> %s -> %s @> %s::jsonb)"
+                            for _ in self.key_ids)  # fmt: skip
+        entry, data = FileEntry._meta.db_table, DataFile._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT e.commit_id FROM {entry} e JOIN {data} f ON f.id = e.file_id"
+                f" WHERE e.table_id = %s AND ({on_chain})"
+                f" AND ((e.removed AND f.kind = %s) OR (NOT e.removed AND f.kind = %s AND {held}))",
+                [self.table_id, *(n for segment in chain.segments for n in segment), DataFile.Kind.DELTA,
+                 DataFile.Kind.SEGMENT, *(p for c, v in zip(self.key_ids, key, strict=True)
+                                          for p in (str(c), INLINE_VALUES, str(c), INLINE_VALUES, json.dumps([v])))],
+            )  # fmt: skip
+            return {row[0] for row in cursor.fetchall()}
 
     def _touches(self, ids: list[str]) -> list["_Touch"]:
-        commits = Commit.objects.filter(id__in=ids).only(*COMMIT_FIELDS)  # a parent read only when compared with
+        commits = Commit.objects.filter(id__any=ids).only(*COMMIT_FIELDS)  # a parent read only when compared with
         ops: dict[str, set[str]] = {}
-        for commit_id, op in Operation.objects.filter(commit_id__in=ids, object_id=self.table_id).values_list(
+        for commit_id, op in Operation.objects.filter(commit_id__any=ids, object_id=self.table_id).values_list(
             "commit_id", "op"
         ):
             ops.setdefault(commit_id, set()).add(op)
@@ -491,7 +534,7 @@ class _Table:
         """Per segment, the key columns of every row it holds, in its file's order (deletes left out), kept per
         process by segment: a file never changes, so a later page, key or commit reads none of them again."""
         columns = [next(c for c in self.columns if c.name == name) for name in self.key]
-        ids = tuple((c.id, c.type) for c in columns)  # a widened key column reads as its current type
+        ids = self._key_types
         kept = {r.id: _SEGMENT_KEYS.get((r.id, ids)) for r in segments}
         missing = list({r.id: r for r in segments if kept[r.id] is None}.values())
 
@@ -518,14 +561,7 @@ class _Table:
                 np.concatenate([_live(self.warehouse, r, int(n)) for r, n in zip(reads, sizes, strict=True)])
             )
         else:
-            wanted = [k[0] for k in keys]
-            try:
-                values = pa.array(wanted, every.schema.field(self.key[0]).type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-                message = f"{wanted[0]!r} is not a value of key column {self.key[0]!r}."
-                raise ApplicationError("invalid_key", message) from None
-            found = pc.fill_null(pc.is_in(every.column(self.key[0]), value_set=values), False)
-            at = np.flatnonzero(found.to_numpy(zero_copy_only=False))
+            at = np.flatnonzero(_matching(every, self.key, keys))
             places = np.searchsorted(starts, at, side="right") - 1
             keep = np.ones(len(at), dtype=bool)
             for place in np.unique(places).tolist():
@@ -637,13 +673,26 @@ class _Table:
         rows = pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
         return rows.append_column(row_diff.ORIGIN, pa.array(origins, pa.int64()))
 
+    @property
+    def _key_types(self) -> tuple[tuple[int, str], ...]:
+        """The key columns' ids and types, which name a segment's kept keys (a widened key column reads as its
+        current type)."""
+        return tuple((c.id, c.type) for name in self.key for c in self.columns if c.name == name)
+
     def _segment_rows(self, read: SegmentRead, upto: int) -> pa.Table:
         """A segment's rows at least as far as position `upto`: the whole segment, kept per process, unless only
-        its beginning is needed (not kept)."""
+        its beginning is needed (not kept). Where its key columns are kept, only the other columns are read."""
         name = (read.id, tuple(c.id for c in self.columns), tuple(c.type for c in self.columns))
         rows = _SEGMENT_ROWS.get(name)
         if rows is None:
-            rows, whole = _read_projected(self.warehouse, read, self.columns, upto=upto)
+            keys = _SEGMENT_KEYS.get((read.id, self._key_types))
+            others = [c for c in self.columns if c.name not in self.key]
+            if keys is None or not others:
+                rows, whole = _read_projected(self.warehouse, read, self.columns, upto=upto)
+            else:
+                rows, whole = _read_projected(self.warehouse, read, others, upto=upto)
+                keys = keys.slice(0, rows.num_rows)
+                rows = pa.table({n: keys.column(n) if n in self.key else rows.column(n) for n in self.names})
             if whole:
                 _SEGMENT_ROWS.put(name, rows, rows.num_rows + 1)
         return rows
@@ -696,6 +745,38 @@ class _Table:
         return False
 
 
+class _History:
+    """The commits of a chain with a file entry of the table, newest first (`entries`: id, line, seq; compactions
+    too), each one's `_Touch` read when first asked: with the commits after it (a batch, then four times as many
+    each time, so that a walk back reads in few queries), or a chosen few at once (`read`)."""
+
+    def __init__(self, table: _Table, chain: Chain):
+        self.table, self.size = table, BATCH
+        rows = FileEntry.objects.filter(chain.q(), table_id=table.table_id)
+        self.entries = list(rows.values_list("commit_id", "line_id", "seq").distinct().order_by("-seq"))
+        self.found: dict[str, _Touch] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, place: int) -> _Touch:
+        commit_id = self.entries[place][0]
+        if commit_id not in self.found:
+            self.read(range(place, min(place + self.size, len(self.entries))))
+            self.size *= 4
+        return self.found[commit_id]
+
+    def read(self, places: Iterable[int]) -> None:
+        wanted = [self.entries[p][0] for p in places if self.entries[p][0] not in self.found]
+        if wanted:
+            self.found |= self.table.touched(wanted)
+
+    def on(self, place: int, chain: Chain) -> bool:
+        """Whether the commit at `place` is on the chain's first-parent history."""
+        _, line, seq = self.entries[place]
+        return any(line == on and seq <= upto for on, upto in chain.segments)
+
+
 def _smallest(parts: list[pa.Table], needed: int) -> pa.Table:
     """The first `needed` rows of these tables by their first column."""
     rows = pa.concat_tables(parts)
@@ -725,6 +806,24 @@ def _entries_of(commit_ids: list[str], table_id: uuid.UUID) -> list[tuple]:
             )
             for row in cursor.fetchall()
         ]
+
+
+def _matching(rows: pa.Table, key: list[str], keys: Iterable[tuple]) -> np.ndarray:
+    """Which of these rows' first key column holds the first value of one of `keys` (a mask): a few keys compared
+    one by one (a million rows in a millisecond each), more looked up in a set of them."""
+    wanted = list(dict.fromkeys(k[0] for k in keys))
+    try:
+        values = pa.array(wanted, rows.schema.field(key[0]).type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        message = f"{wanted[0]!r} is not a value of key column {key[0]!r}."
+        raise ApplicationError("invalid_key", message) from None
+    column = rows.column(key[0])
+    if len(values) > FEW_KEYS:
+        return pc.fill_null(pc.is_in(column, value_set=values), False).to_numpy(zero_copy_only=False)
+    found = np.zeros(rows.num_rows, dtype=bool)
+    for value in values:
+        found |= pc.fill_null(pc.equal(column, value), False).to_numpy(zero_copy_only=False)
+    return found
 
 
 def sorted_values(keys: list[tuple]) -> list | None:
@@ -1206,14 +1305,18 @@ def _versions(
     one must be: after the newest of them when the key is not live at `head` (in a merge's source without one: a
     delete of a key its target held), and before an insert that follows an older version. So a key's history costs
     a read per version, not per commit of the table."""
-    touches = []
-    for touch in table.touching(_chain_of(head)):
-        if stop is not None and _on_chain(touch.commit, stop):
-            break
-        touches.append(touch)
+    chain = _chain_of(head)
+    touches = _History(table, chain)
+    count = len(touches)
+    if stop is not None:  # the history the merge's source shares with the one it merged into is not its own
+        count = next((p for p in range(count) if touches.on(p, stop)), count)
+    setting = table.setting(chain, key)
+    places = [p for p in range(count) if setting is None or touches.entries[p][0] in setting]
+    touches.read(places)
     found: dict[int, tuple[str, dict | None, set[str]]] = {}
-    for place, touch in enumerate(touches):
-        if table.may_set(touch.live, [key]) and table.sets_any(touch, [key]):
+    for place in places:
+        touch = touches[place]
+        if not touch.compaction and table.may_set(touch.live, [key]) and table.sets_any(touch, [key]):
             record = table.diff(touch, [key]).get(key)
             if record is not None:
                 found[place] = record
@@ -1221,21 +1324,22 @@ def _versions(
         held = next((p for p in sorted(found) if _reaches(stop, touches[p].commit)), None)
         if held is not None:
             found = {p: record for p, record in found.items() if p < held}
-            touches = touches[:held]
+            count = held
     places = sorted(found)
     gaps = []  # (newest, oldest) places, exclusive, holding a delete of the key
     if places and found[places[0]][0] != row_diff.DELETE and not _still_live(table, head, touches[places[0]], key):
         gaps.append((-1, places[0]))
-    elif not places and stop is not None and _keyed_rows_at(table, _chain_of(head), key=key)[0] == 0:
+    elif not places and stop is not None and _keyed_rows_at(table, chain, key=key)[0] == 0:
         # a merge's source deleted a key the target held
-        gaps.append((-1, len(touches)))
+        gaps.append((-1, count))
     for newer, older in itertools.pairwise(places):
         if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
             gaps.append((newer, older))
     for newer, older in gaps:
         for place in range(newer + 1, older):
-            if table.may_set(touches[place].taken, [key]):
-                record = table.diff(touches[place], [key]).get(key)
+            touch = touches[place]
+            if not touch.compaction and table.may_set(touch.taken, [key]):
+                record = table.diff(touch, [key]).get(key)
                 if record is not None and record[0] == row_diff.DELETE:
                     found[place] = record
                     break

@@ -253,8 +253,9 @@ def object_get(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | Non
 
 
 def object_by_id(chain: Chain, *, object_id: uuid.UUID) -> ObjectVersion | None:
-    """The newest version of an object on the chain, dropped or not (None if it never existed there)."""
-    return _newest(chain).filter(object_id=object_id).first()
+    """The newest version of an object on the chain, dropped or not (None if it never existed there): its versions
+    on the chain by the (object, seq) index, newest first (of two in one commit, the first made, as ever)."""
+    return ObjectVersion.objects.filter(chain.q(), object_id=object_id).order_by("-seq", "id").first()
 
 
 @dataclass(frozen=True)

@@ -176,15 +176,27 @@ def _file_row_values(entries: QuerySet, *fields: str) -> QuerySet:
 
 
 def tables_file_rows(
-    chain: Chain, *, table_ids: Iterable[uuid.UUID], segments: Iterable[uuid.UUID] | None = None
+    chain: Chain,
+    *,
+    table_ids: Iterable[uuid.UUID],
+    segments: Iterable[uuid.UUID] | None = None,
+    positions: dict[uuid.UUID, Iterable[int]] | None = None,
 ) -> dict[uuid.UUID, TableFiles]:
     """`tables_files` read as plain values (`FileRow`s), in two queries: the files, then the schema versions they
-    read with; with `segments`, only those segments and their delete files. Only some files of each table, on
-    several chains at once: `files_live_on`."""
+    read with; with `segments`, only those segments and their delete files; with `positions`, of the delete files
+    of the segments it names only those that may list one of its positions there (a small delete file keeps its
+    positions in its catalog row: one of them must be, `INLINE`). Only some files of each table, on several chains
+    at once: `files_live_on`."""
     rows = FileEntry.objects.filter(table_id__any=list(table_ids))
     if segments is not None:
         segments = list(segments)
         rows = rows.filter(Q(file_id__in=segments) | Q(file__segment_id__in=segments))
+    if positions is not None:
+        listing = ~Q(file__segment_id__in=list(positions)) | ~Q(file__stats__has_key=INLINE)
+        for segment_id, listed in positions.items():
+            for position in listed:
+                listing |= Q(file__segment_id=segment_id, **{f"file__stats__{INLINE}__contains": [int(position)]})
+        rows = rows.filter(Q(file__kind=DataFile.Kind.SEGMENT) | listing)
     entries = newest_on_chain(rows, chain, key="file_id").filter(removed=False).order_by("seq", "id")
     return _file_rows(list(_file_row_values(entries)))
 
