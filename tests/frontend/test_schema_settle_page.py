@@ -45,3 +45,7 @@ def test_the_page_settles_a_type_and_a_fill(spark, user):
     assert opened.resolutions["schema"] == {"sales.orders": {"amount": {"type": "decimal(20,0)"},
                                                              "code": {"fill": "007"}}}  # fmt: skip
     assert opened.plan["mergeable"], opened.plan
+    page = browser.get(url).content.decode()  # settled, the table conflicts no more: its settlements stay to change
+    assert sorted(re.findall(r'name="(schema:[^"]+)"', page)) == ["schema:sales.orders:amount:type",
+                                                                  "schema:sales.orders:code:fill"]  # fmt: skip
+    assert 'value="decimal(20,0)"' in page and 'value="007"' in page
