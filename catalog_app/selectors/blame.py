@@ -1303,8 +1303,9 @@ def _versions(
 
     Only the commits whose added segments hold the key are read (`sets_any`); a delete is looked for only where
     one must be: after the newest of them when the key is not live at `head` (in a merge's source without one: a
-    delete of a key its target held), and before an insert that follows an older version. So a key's history costs
-    a read per version, not per commit of the table."""
+    delete of a key its target held), and before an insert that follows an older version (in a merge's source, its
+    oldest insert too: the source may have deleted the row its target holds first). So a key's history costs a read
+    per version, not per commit of the table."""
     chain = _chain_of(head)
     touches = _History(table, chain)
     count = len(touches)
@@ -1335,13 +1336,17 @@ def _versions(
     for newer, older in itertools.pairwise(places):
         if found[newer][0] == row_diff.INSERT and found[older][0] != row_diff.DELETE:
             gaps.append((newer, older))
+    if places and stop is not None and found[places[-1]][0] == row_diff.INSERT:
+        # a merge's source inserted the key: it may have deleted the row the history it merged into holds first
+        gaps.append((places[-1], count))
     for newer, older in gaps:
         for place in range(newer + 1, older):
             touch = touches[place]
             if not touch.compaction and table.may_set(touch.taken, [key]):
                 record = table.diff(touch, [key]).get(key)
                 if record is not None and record[0] == row_diff.DELETE:
-                    found[place] = record
+                    if stop is None or not _reaches(stop, touch.commit):  # else the history merged into has it
+                        found[place] = record
                     break
     kept = _kept_by(table, head, key, [touches[place].commit for place in sorted(found)])
     for place, kept_by in zip(sorted(found), kept, strict=True):

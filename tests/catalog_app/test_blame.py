@@ -311,6 +311,39 @@ def test_a_key_merged_twice_from_one_branch_lists_each_version_once(user_client,
     assert len(response.json()["versions"]) == 4
 
 
+def test_a_merge_source_that_deleted_the_targets_row_and_inserted_it_again_lists_the_delete(user_client, user):
+    """dev deletes key 9, which main holds, and inserts it again; merged into main, the key's history lists both of
+    dev's versions under the merge (a delete is looked for before a merge source's oldest insert), then main's first.
+    Found by the blame model (seeds 11, 13 and 14 at 80 steps): the delete was left out. When main then merges dev
+    again after dev merged main in, main's versions that came back through dev are not listed twice."""
+    catalog = make_catalog(user=user)
+    make_table(catalog, primary_key=["id"])
+    insert(catalog, [{"id": 9, "amount": 1, "region": "eu"}])
+    first = head(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    change(catalog, "table_delete", {"where": "id = 9"}, branch="dev")
+    deleted = head(catalog, "dev")
+    insert(catalog, [{"id": 9, "amount": 2, "region": "us"}], branch="dev")
+    inserted = head(catalog, "dev")
+    insert(catalog, [{"id": 10, "amount": 0, "region": "eu"}])  # main moves: a true merge
+    assert branch_merge(catalog=catalog, source="dev", target="main").status == "merged"
+    merged = head(catalog)
+
+    def versions() -> list[tuple]:
+        response = user_client.get(TABLE.format(ref="main", table="orders") + "/history", {"key": "[9]"})
+        assert response.status_code == 200, response.json()
+        return [(v["change"], v["commit"], v["chain"]) for v in response.json()["versions"]]
+
+    assert versions() == [("insert", inserted, [merged]), ("delete", deleted, [merged]), ("insert", first, [])]
+    assert branch_merge(catalog=catalog, source="main", target="dev").status == "merged"  # dev takes main in
+    upsert(catalog, [{"id": 9, "amount": 3, "region": "us"}], branch="dev")
+    updated = head(catalog, "dev")
+    insert(catalog, [{"id": 11, "amount": 0, "region": "eu"}])
+    assert branch_merge(catalog=catalog, source="dev", target="main").status == "merged"
+    assert versions() == [("update", updated, [head(catalog)]), ("insert", inserted, [merged]),
+                          ("delete", deleted, [merged]), ("insert", first, [])]  # fmt: skip
+
+
 def test_shortcuts_skip_only_commits_that_cannot_hold_the_key(user_client, user):
     """The walk skips a commit by its segments' key bounds, then by their key columns, and reads a commit's changes
     for the asked keys only (a two-column key is matched on its first column first): each shortcut on data where
