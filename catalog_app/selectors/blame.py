@@ -774,7 +774,7 @@ class _History:
     def on(self, place: int, chain: Chain) -> bool:
         """Whether the commit at `place` is on the chain's first-parent history."""
         _, line, seq = self.entries[place]
-        return any(line == on and seq <= upto for on, upto in chain.segments)
+        return _at_on_chain(line, seq, chain)
 
 
 def _smallest(parts: list[pa.Table], needed: int) -> pa.Table:
@@ -1429,4 +1429,9 @@ def _reaches(chain: Chain, commit: Commit) -> bool:
 
 
 def _on_chain(commit: Commit, chain: Chain) -> bool:
-    return any(commit.line_id == line and commit.seq <= upto for line, upto in chain.segments)
+    return _at_on_chain(commit.line_id, commit.seq, chain)
+
+
+def _at_on_chain(line_id: int, seq: int, chain: Chain) -> bool:
+    """Whether what was recorded on this line at this seq is on the chain's first-parent history."""
+    return any(line_id == line and seq <= upto for line, upto in chain.segments)
