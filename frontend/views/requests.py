@@ -1,7 +1,9 @@
 """Merge request pages: the list, the form that opens one, and the request with its merge plan (the diff page's
 rule tables), reviews, conflict resolutions, timeline, and the merge button with the reasons it is disabled.
 
-Every action calls the merge request service the API calls, and every refusal is a message on the request page."""
+Every action calls the merge request service the API calls, and every refusal is a message on the request page. The
+request's page reads only (no job, no row written): a plan of heads that moved since is shown as such while the
+workers' upkeep plans the request again (services/merge_requests.py `merge_requests_follow_heads`)."""
 
 import json
 from urllib.parse import urlencode
@@ -36,7 +38,6 @@ from merge_app.selectors.merge_requests import (
 from merge_app.services.merge_requests import (
     merge_request_merge,
     merge_request_open,
-    merge_request_refresh,
     merge_request_review,
     merge_request_update,
 )
@@ -154,9 +155,7 @@ def _checks_view(catalog, merge_request: MergeRequest, status) -> list[dict]:
 @ui_view
 def merge_request_detail(request: HttpRequest, catalog: str, number: int) -> HttpResponse:
     found = get_catalog(request, catalog)
-    merge_request = merge_request_refresh(
-        merge_request=merge_request_get(catalog=found, number=number), user=request.user
-    )
+    merge_request = merge_request_get(catalog=found, number=number)
     status = merge_request_status(merge_request)
     plan = merge_request.plan or {}
     resolutions = merge_request.resolutions or {}

@@ -1,5 +1,7 @@
-"""Merge requests, their reviews and their merge. Reading a request brings it up to date (a new plan when a head
-has moved, dismissed approvals after a new source commit): see services/merge_requests.py."""
+"""Merge requests, their reviews and their merge. A GET reads only: it starts no job and writes no row. A request
+whose branches moved since its plan is answered with that plan and `status.moved` (the blocker `plan_stale`); the
+job workers' upkeep plans it again and dismisses approvals of an older source head within seconds, and a merge plans
+on the current heads first: see services/merge_requests.py."""
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -25,7 +27,6 @@ from merge_app.selectors.merge_requests import (
 from merge_app.services.merge_requests import (
     merge_request_merge,
     merge_request_open,
-    merge_request_refresh,
     merge_request_review,
     merge_request_status_post,
     merge_request_update,
@@ -108,7 +109,8 @@ class MergeRequestDetailOutputSerializer(MergeRequestOutputSerializer):
     def get_status(self, obj) -> dict:
         found = merge_request_status(obj)
         return {
-            "heads": found.heads, "stale": found.stale, "planning": found.planning, "protected": found.protected,
+            "heads": found.heads, "stale": found.stale, "moved": found.moved, "planning": found.planning,
+            "protected": found.protected,
             "required_approvals": found.required_approvals, "approved_by": found.approved_by,
             "changes_requested_by": found.changes_requested_by, "conflicts": found.conflicts,
             "unresolved_conflicts": found.unresolved_conflicts, "checks": found.checks, "mergeable": found.mergeable,
@@ -166,7 +168,7 @@ class MergeRequestDetailApi(APIView):
     @extend_schema(responses=MergeRequestDetailOutputSerializer)
     def get(self, request, catalog, number):
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
-        return Response(_detail(merge_request_refresh(merge_request=found, user=request.user)))
+        return Response(_detail(found))
 
     @extend_schema(request=InputSerializer, responses=MergeRequestDetailOutputSerializer)
     def patch(self, request, catalog, number):
@@ -285,7 +287,6 @@ class MergeRequestChecksApi(APIView):
     @extend_schema(responses=MergeRequestCheckSerializer(many=True))
     def get(self, request, catalog, number):
         found = merge_request_get(catalog=request_catalog(request, catalog), number=number)
-        found = merge_request_refresh(merge_request=found, user=request.user)
         return Response(merge_request_status(found).checks)
 
     @extend_schema(request=InputSerializer, responses={201: MergeRequestCheckSerializer})

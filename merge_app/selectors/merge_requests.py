@@ -5,6 +5,10 @@ dismissal is written down), a reviewer's latest review is the one that counts, a
 counts. The plan is a dry run with the request's resolutions, so the merge engine itself says which conflicts they
 settle (a table's choice settles its conflicts, the default those between two data operations, keys per key);
 a plan made with other resolutions than the request's current ones is stale.
+
+Reading a request changes nothing: when a head moved since its plan, the status says so (`moved`, the blocker
+`plan_stale`) and the job workers' upkeep plans it again within seconds (services/merge_requests.py
+`merge_requests_follow_heads`); a read never asks for the plan itself.
 """
 
 from dataclasses import dataclass, field
@@ -215,9 +219,14 @@ def resolution_of(merge_request: MergeRequest) -> dict[str, Any]:
 
 @dataclass
 class MergeRequestStatus:
+    """Where a request stands, as read now. `stale`: the plan is not for the current heads and resolutions;
+    `moved`: it is for older heads (a branch moved since it was computed), and a new plan is on its way (asked for by
+    the workers' upkeep within a round, or queued already); `planning`: a plan job is queued or running."""
+
     heads: dict[str, str | None]
     stale: bool
     planning: bool
+    moved: bool
     protected: bool
     required_approvals: int
     approved_by: list[str] = field(default_factory=list)
@@ -236,9 +245,9 @@ class MergeRequestStatus:
 BLOCKERS = {
     "merge_request_not_open": (409, "The merge request is {state}; only an open request can be merged."),
     "branch_missing": (409, "The {which} branch {name!r} no longer exists."),
-    "plan_failed": (409, "The merge plan could not be computed: {error}. It is tried again when the request is read."),
+    "plan_failed": (409, "The merge plan could not be computed: {error}. It is asked for again within a minute."),
     "plan_pending": (409, "The merge plan is being computed; merge once it is ready."),
-    "plan_stale": (409, "A branch has moved since the merge plan was computed; a new plan has been asked for."),
+    "plan_stale": (409, "{what}; planning again."),
     "changes_requested": (409, "Changes were requested by {users}; they must approve first."),
     "approvals_missing": (403, "The target {target!r} needs {required} approval(s); the request has {count}."),
     "cell_picks_stale": (
@@ -279,12 +288,13 @@ def merge_request_status(merge_request: MergeRequest, heads: dict[str, str | Non
     plan = merge_request.plan
     planning = merge_request.plan_job is not None and not merge_request.plan_job.is_finished
     stale = plan is None or merge_request.plan_heads != heads or plan.get("resolution") != resolution_of(merge_request)
+    moved = plan is not None and merge_request.plan_heads != heads and None not in heads.values()
     reviews = list(merge_request.reviews.select_related("reviewer"))
     approved, changes = review_effective(reviews, source_head=heads["source"], author_id=merge_request.author_id)
     conflicts = [c["name"] for c in (plan or {}).get("conflicts", [])]
     unresolved = [c["name"] for c in (plan or {}).get("conflicts", []) if not c["resolved"]]
     status = MergeRequestStatus(
-        heads=heads, stale=stale, planning=planning, protected=protection is not None,
+        heads=heads, stale=stale, planning=planning, moved=moved, protected=protection is not None,
         required_approvals=protection.required_approvals if protection else 0, approved_by=approved,
         changes_requested_by=changes, conflicts=conflicts, unresolved_conflicts=unresolved,
     )  # fmt: skip
@@ -297,10 +307,17 @@ def merge_request_status(merge_request: MergeRequest, heads: dict[str, str | Non
     plan_job = merge_request.plan_job
     if planning:
         blockers.append(_blocker("plan_pending"))
-    elif stale and plan_job is not None and plan_job.status in ("failed", "cancelled"):
+    elif (
+        stale and plan_job is not None and plan_job.status in ("failed", "cancelled")
+        and merge_request.plan_job_heads == heads  # a failed plan of older heads: the upkeep plans the new ones
+    ):  # fmt: skip
         blockers.append(_blocker("plan_failed", error=plan_job.error_message or plan_job.status))
     elif stale:
-        blockers.append(_blocker("plan_stale"))
+        blockers.append(_blocker("plan_stale", what=(
+            "The merge plan is not computed yet" if plan is None
+            else "The branches moved since the merge plan was computed" if merge_request.plan_heads != heads
+            else "The resolutions changed since the merge plan was computed"
+        )))  # fmt: skip
     if changes:
         blockers.append(_blocker("changes_requested", users=", ".join(changes)))
     if len(approved) < status.required_approvals:

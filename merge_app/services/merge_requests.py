@@ -2,10 +2,14 @@
 
 The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
 through many write paths, and no signal drives domain flow here, so the request is brought up to date by
-polling: `merge_request_refresh` (called when a request is read, reviewed or merged, and for every open request
-whose branches moved by the job workers' upkeep, `merge_requests_follow_heads`) compares the branches' heads with
-the heads the plan was computed on, asks for a new plan when they differ, and writes down the dismissal of
-approvals given on an older source head. The merge itself is the merge engine's job (`branch_merge`), run with the
+polling: `merge_request_refresh` compares the branches' heads with the heads the plan was computed on, asks for a
+new plan when they differ (or when the plan for these heads failed, at most once every PLAN_RETRY_AFTER), closes a
+request whose source was merged into its target by other means, and writes down the dismissal of approvals given on
+an older source head. It runs for every open request whose branches moved in each round of the job workers' upkeep
+(`merge_requests_follow_heads`, every LAKEUI_JOB_RECOVER_EVERY seconds) and in the writes that need current heads
+(a merge, "merge when ready", a change of resolutions, a reopen); never in a read: a GET of a request answers with
+the plan as it is and says that it is for older heads (`merge_request_status`: `moved`, `plan_stale`), and starts
+no job and writes no row. The merge itself is the merge engine's job (`branch_merge`), run with the
 plan's heads as `expected_heads`, so a branch that moves after the checks makes the job refuse with
 `branch_moved`; the request becomes `merged` in the merge's own transaction.
 """
@@ -173,7 +177,8 @@ def _needs_plan(merge_request: MergeRequest, heads: dict[str, str | None]) -> bo
 
 def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser | None) -> MergeRequest:
     """Bring an open request up to date with its branches (see the module's docstring). Cheap when nothing moved:
-    one query for the heads."""
+    one query for the heads. For the upkeep and the writes only: it may start a plan job and write rows, which no
+    read may (a GET shows the request as it is, `merge_request_status`)."""
     if merge_request.state != MergeRequest.State.OPEN:
         return merge_request
     heads = merge_request_heads(merge_request)
@@ -200,10 +205,11 @@ def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser
 
 def merge_requests_follow_heads() -> None:
     """Bring up to date now every open request whose branches moved since its plan was last asked for (a plan job
-    for the current heads): the new plan's dry run compares the keys of the tables both sides changed, so the diff
-    and review pages of the new heads find the comparison stored instead of starting it when a page asks. The job
-    workers run this every round of their upkeep (`merge_app.job_kinds`); one query for the open requests and one
-    for each catalog's branch heads."""
+    for the current heads), or whose plan for them failed a while ago (`_needs_plan`): the new plan's dry run
+    compares the keys of the tables both sides changed, so the diff and review pages of the new heads find the
+    comparison stored instead of starting it when a page asks. The job workers run this every round of their upkeep
+    (`merge_app.job_kinds`, every LAKEUI_JOB_RECOVER_EVERY seconds); reads of a request never do. One query for the
+    open requests and one for each catalog's branch heads."""
     requests = list(MergeRequest.objects.filter(state=MergeRequest.State.OPEN).select_related("plan_job"))
     by_catalog: dict = {}
     for merge_request in requests:
@@ -213,7 +219,9 @@ def merge_requests_follow_heads() -> None:
         heads = branch_heads(catalog_id=catalog_id, names=list(names))
         for merge_request in open_requests:
             now = merge_request_heads(merge_request, heads)
-            if None not in now.values() and now != merge_request.plan_job_heads:
+            if None in now.values():
+                continue
+            if now != merge_request.plan_job_heads or _needs_plan(merge_request, now):
                 merge_request_refresh(merge_request=merge_request, user=None)
 
 
@@ -269,8 +277,8 @@ def merge_request_plan_store(*, merge_request_id: int, merge: Merge, resolution:
         conflicts=[conflict["name"] for conflict in plan["conflicts"] if not conflict.get("resolved")],
         resolved=[conflict["name"] for conflict in plan["conflicts"] if conflict.get("resolved")],
     )  # fmt: skip
-    # A plan made after the source was merged by other means finds nothing to merge at the heads a read would have
-    # closed the request at (`merge_request_refresh` checks only heads that moved since the plan): close it here.
+    # A plan made after the source was merged by other means finds nothing to merge at the heads the upkeep would
+    # have closed the request at (`merge_request_refresh` checks only heads that moved since the plan): close it here.
     merged_by = _merged_elsewhere(merge_request, plan["heads"]) if plan["up_to_date"] else None
     return merge_request if merged_by is None else _close_as_merged(merge_request, merged_by)
 

@@ -8,6 +8,9 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -19,6 +22,7 @@ from catalog_app.services.tables import table_drop, table_update
 from lakeui.errors import ApplicationError
 from lakeui.jobs.models import Job
 from merge_app.models import Merge, MergeRequest, MergeRequestReview
+from merge_app.services.merge_requests import merge_requests_follow_heads
 from tests.conftest import wait_for_job
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.merges import insert, table_at
@@ -67,9 +71,11 @@ def open_request(client, catalog, **extra):
 
 
 def planned(client, catalog, number, timeout=120):
-    """GET the request until its plan is up to date with both heads."""
+    """GET the request until its plan is up to date with both heads; before each read, what the workers' upkeep does
+    every round (a read plans nothing itself), so that no test waits for the upkeep's timer."""
     deadline = time.monotonic() + timeout
     while True:
+        merge_requests_follow_heads()
         body = client.get(url(catalog, number)).json()
         if body["plan"] is not None and not body["status"]["stale"] and not body["status"]["planning"]:
             return body
@@ -152,8 +158,10 @@ def test_a_new_source_commit_dismisses_approvals_and_replans(team):
 
     table_update(target=on(catalog, "dev"), database="sales", name="orders", set_properties={"tier": "gold"})
     body = clients["bob"].get(url(catalog, 1)).json()
-    assert body["status"]["approved_by"] == []
+    assert body["status"]["approved_by"] == []  # an approval counts only on its source head, dismissed yet or not
     assert body["status"]["stale"] is True
+    merge_requests_follow_heads()  # a round of the workers' upkeep (a read writes nothing)
+    body = clients["bob"].get(url(catalog, 1)).json()
     [approval] = body["reviews"]
     assert approval["dismissed_reason"] == "source_moved"
     dismissed = [e for e in body["events"] if e["kind"] == "approvals_dismissed"]
@@ -170,6 +178,74 @@ def test_a_new_source_commit_dismisses_approvals_and_replans(team):
     refused(clients["bob"].post(url(catalog, 1, "/merge")), 403, "approvals_missing")
     assert head(catalog) == main
     assert not Job.objects.filter(kind="branch_merge").exists()
+
+
+def writes(captured: CaptureQueriesContext) -> list[str]:
+    """The statements among `captured` that write or lock rows."""
+    return [
+        query["sql"] for query in captured.captured_queries
+        if query["sql"].lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "COPY")
+        or "FOR UPDATE" in query["sql"].upper()
+    ]  # fmt: skip
+
+
+def test_reads_after_the_source_moved_start_nothing_and_show_the_plan_stale_until_the_upkeep_plans(team):
+    """Issue 53: a GET of a request, of its checks and of its page, after its source moved, writes no row and
+    starts no job; each shows the plan as made on older heads, being planned again (the checks are those of the
+    current heads). A round of the workers' upkeep (`merge_requests_follow_heads`, called here as a worker calls
+    it) asks for the plan of the new heads and dismisses the approval of the older source head."""
+    people, clients = team
+    catalog = lake(people)
+    open_request(clients["bob"], catalog)
+    before = planned(clients["bob"], catalog, 1)
+    assert review(clients["carol"], catalog, 1).status_code == 201
+    posted = clients["carol"].post(url(catalog, 1, "/checks"), {"name": "ci/build", "state": "success",
+                                   "head": before["plan_heads"]["source"]}, format="json")  # fmt: skip
+    assert posted.status_code == 201, posted.json()
+    assert [c["name"] for c in clients["bob"].get(url(catalog, 1, "/checks")).json()] == ["ci/build"]
+    browser = Client()
+    browser.force_login(people["bob"])
+    page_url = f"/catalogs/{catalog.name}/merge-requests/1"
+
+    # One transaction, so that the session's workers, whose upkeep plans moved requests every round, see nothing
+    # of it until the reads are checked: what is measured is what the reads themselves do.
+    with transaction.atomic():
+        table_update(target=on(catalog, "dev"), database="sales", name="orders", set_properties={"tier": "gold"})
+        moved_to = {"source": head(catalog, "dev"), "target": head(catalog)}
+        jobs = Job.objects.count()
+        with CaptureQueriesContext(connection) as reads:
+            detail = clients["bob"].get(url(catalog, 1))
+            checks = clients["bob"].get(url(catalog, 1, "/checks"))
+            page = browser.get(page_url)
+        assert (detail.status_code, checks.status_code, page.status_code) == (200, 200, 200)
+        assert writes(reads) == []
+        assert Job.objects.count() == jobs
+
+        body = detail.json()
+        assert (body["status"]["heads"], body["plan_heads"]) == (moved_to, before["plan_heads"])
+        assert (body["status"]["stale"], body["status"]["moved"], body["status"]["planning"]) == (True, True, False)
+        assert body["plan_job"]["id"] == before["plan_job"]["id"]
+        [stale] = [b for b in body["status"]["blockers"] if b["code"] == "plan_stale"]
+        assert stale["message"] == "The branches moved since the merge plan was computed; planning again."
+        assert body["status"]["approved_by"] == [] and body["reviews"][0]["dismissed_at"] is None
+        assert checks.json() == []  # the status was posted for the older source head
+        html = page.content.decode()
+        assert "the branches moved since the merge plan; planning again" in html
+        assert 'id="plan-stale"' in html and "(plan_stale)" in html
+
+        merge_requests_follow_heads()  # a round of the workers' upkeep
+        upkept = MergeRequest.objects.get(catalog=catalog, number=1)
+        assert upkept.plan_job_heads == moved_to and str(upkept.plan_job_id) != before["plan_job"]["id"]
+        assert Job.objects.count() == jobs + 1
+        assert MergeRequestReview.objects.get().dismissed_reason == "source_moved"
+        merge_requests_follow_heads()  # the plan asked for already: nothing more
+        assert Job.objects.count() == jobs + 1
+
+    body = planned(clients["bob"], catalog, 1)  # the plan job was sent when the transaction committed
+    assert (body["plan_heads"], body["plan_job"]["id"]) == (moved_to, str(upkept.plan_job_id))
+    assert (body["status"]["stale"], body["status"]["moved"]) == (False, False)
+    html = browser.get(page_url).content.decode()
+    assert "planning again" not in html and 'id="plan-stale"' not in html
 
 
 def test_a_request_for_changes_stands_until_that_reviewer_approves(team):
@@ -286,7 +362,7 @@ def test_close_reopen_edit_and_one_open_request_per_pair(team):
     refused(clients["carol"].get(url(catalog, 99)), 404, "merge_request_not_found")
 
 
-def test_a_failed_plan_is_asked_for_again_on_read(team):
+def test_a_failed_plan_is_asked_for_again_by_the_upkeep_never_by_a_read(team):
     people, clients = team
     catalog = lake(people)
     open_request(clients["bob"], catalog)
@@ -294,10 +370,15 @@ def test_a_failed_plan_is_asked_for_again_on_read(team):
     # As if the plan job had failed before storing its plan (a worker crash, say).
     MergeRequest.objects.update(plan=None, plan_heads=None, plan_merge=None)
     Job.objects.filter(id=first).update(status=Job.Status.FAILED, error_message="worker lost")
-    failed = clients["bob"].get(url(catalog, 1)).json()  # failed just now: not asked for again yet
+    failed = clients["bob"].get(url(catalog, 1)).json()
     assert (failed["plan_job"]["id"], failed["status"]["blockers"][0]["code"]) == (first, "plan_failed")
+    merge_requests_follow_heads()  # failed just now: not asked for again yet
+    assert str(MergeRequest.objects.get().plan_job_id) == first
     Job.objects.filter(id=first).update(finished_at=timezone.now() - timedelta(minutes=2))
-    body = planned(clients["bob"], catalog, 1)
+    with CaptureQueriesContext(connection) as reads:
+        assert clients["bob"].get(url(catalog, 1)).status_code == 200
+    assert writes(reads) == []  # a read asks for nothing, however long ago the plan failed
+    body = planned(clients["bob"], catalog, 1)  # the upkeep asks for it again
     assert body["plan_job"]["id"] != first
     assert body["plan_heads"] == {"source": head(catalog, "dev"), "target": head(catalog)}
 
