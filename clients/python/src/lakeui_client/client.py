@@ -546,7 +546,8 @@ class Client:
         return list(self.pages(f"catalogs/{_q(catalog)}/merge-requests", **params))
 
     def merge_request(self, catalog: str, number: int) -> dict:
-        """The request with its plan, status (blockers), reviews and timeline; reading it brings it up to date."""
+        """The request with its plan, status (blockers), reviews and timeline. Reading it changes nothing: a plan of
+        older heads says so (`status.moved`) while the server's workers plan it again."""
         return self.request("GET", f"catalogs/{_q(catalog)}/merge-requests/{int(number)}")
 
     def merge_request_open(
