@@ -132,7 +132,8 @@ class IcebergApi(APIView):
     def target(self, request, catalog: str, ref: str) -> WriteTarget:
         """Where a write commits: the branch the URI names (403 for a tag or a commit id), as the token's user."""
         branch = iceberg_branch(self.resolved(request, catalog, ref))
-        return WriteTarget(catalog=request_catalog(request, catalog), branch=branch.name, author=request.user)
+        return WriteTarget(catalog=request_catalog(request, catalog), branch=branch.name, author=request.user,
+                           read=branch)  # fmt: skip
 
     def body(self, request, model: type[requests.M]) -> tuple[requests.M, dict]:
         """The request body as the REST spec's `model` (a 400 naming the field that does not fit, before anything is
@@ -257,10 +258,8 @@ class IcebergTableLoadApi(IcebergApi):
         target = self.target(request, catalog, ref)
         change = TableCommitRequest(namespace=_namespace(namespace), name=_table_name(namespace, table),
                                     requirements=body["requirements"], updates=body["updates"])  # fmt: skip
-        commit, (version,) = iceberg_tables_commit(
-            catalog=target.catalog, branch=target.branch, author=request.user, requests=[change]
-        )
-        return _loaded_response(target, version, commit)
+        committed = iceberg_tables_commit(target=target, requests=[change])
+        return HttpResponse(committed.table_loaded(committed.tables[0]), content_type="application/json")
 
     def delete(self, request, catalog, ref, namespace, table):
         table_drop(target=self.target(request, catalog, ref), database=_namespace(namespace),
@@ -282,8 +281,8 @@ class IcebergTableRegisterApi(IcebergApi):
         return _loaded_response(target, table)
 
 
-def _loaded_response(target: WriteTarget, table, commit=None) -> HttpResponse:
-    body = iceberg_table_at_branch(catalog=target.catalog, branch=target.branch, table=table, commit=commit)
+def _loaded_response(target: WriteTarget, table) -> HttpResponse:
+    body = iceberg_table_at_branch(catalog=target.catalog, branch=target.branch, table=table)
     return HttpResponse(body, content_type="application/json")
 
 
@@ -314,7 +313,7 @@ class IcebergTransactionCommitApi(IcebergApi):
             namespace, name = _identifier(change.identifier)
             changes.append(TableCommitRequest(namespace=namespace, name=name, requirements=raw["requirements"],
                                               updates=raw["updates"]))  # fmt: skip
-        iceberg_tables_commit(catalog=target.catalog, branch=target.branch, author=request.user, requests=changes)
+        iceberg_tables_commit(target=target, requests=changes)
         return HttpResponse(status=204)
 
 

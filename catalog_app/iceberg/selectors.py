@@ -1,8 +1,10 @@
 """What the Iceberg REST catalog reads: a ref's databases (namespaces) and tables, and a table's commits on the
 ref as the plain values the engine writes Iceberg metadata from (engine/iceberg.py)."""
 
+import json
 import uuid
 
+from django.db import connection
 from django.db.models import Max, QuerySet
 
 from catalog_app.engine.iceberg import TableCommit, TableFile
@@ -17,7 +19,7 @@ from catalog_app.models import (
     ObjectVersion,
     SchemaVersion,
 )
-from catalog_app.selectors.objects import objects_at
+from catalog_app.selectors.objects import chain_sql, objects_at
 from catalog_app.selectors.refs import Chain, ResolvedRef, ref_resolve
 from lakeui.errors import NotFoundError
 
@@ -73,13 +75,27 @@ def namespace_table_get(chain: Chain, *, database: ObjectVersion, name: str) -> 
     return table
 
 
-def table_head(chain: Chain, *, table_id: uuid.UUID) -> tuple[int, str]:
-    """The sequence number and id of the table's newest commit on the chain (a version of it or a file change): with
-    the table, the key of its Iceberg metadata: two index probes, each reading one row of an index from its end."""
-    versions = ObjectVersion.objects.filter(chain.q(), object_id=table_id).order_by("-seq")
-    files = FileEntry.objects.filter(chain.q(), table_id=table_id).order_by("-seq")
-    newest = [query.values_list("seq", "commit_id").first() for query in (versions, files)]
-    return max(found for found in newest if found is not None)
+def table_key(chain: Chain, *, table_id: uuid.UUID, changed: bool = False) -> tuple[int, str, int]:
+    """The key of the table's Iceberg metadata at the chain, in one query: the sequence number and id of the table's
+    newest commit on the chain (a version of it or a file change; `changed`: the chain's own commit, as a commit
+    that changed the table knows) and how many commits retention expired in the catalog (a table whose history lost
+    snapshots is served anew; rows are never deleted: the count only rises)."""
+    expired_sql = f"(SELECT count(*) FROM {_EXPIRED} x WHERE x.catalog_id = %s)"
+    if changed:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {expired_sql}", [chain.commit.catalog_id])
+            return chain.commit.seq, chain.commit.id, cursor.fetchone()[0]
+    versions, params = chain_sql("v", chain)
+    files, more = chain_sql("f", chain)
+    sql = (
+        f"SELECT h.seq, h.commit_id, {expired_sql} FROM ("
+        f"(SELECT v.seq, v.commit_id FROM {_VERSIONS} v WHERE {versions} AND v.object_id = %s ORDER BY v.seq DESC"
+        f" LIMIT 1) UNION ALL (SELECT f.seq, f.commit_id FROM {_ENTRIES} f WHERE {files} AND f.table_id = %s"
+        f" ORDER BY f.seq DESC LIMIT 1)) h ORDER BY h.seq DESC LIMIT 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [chain.commit.catalog_id, *params, table_id, *more, table_id])
+        return cursor.fetchone()
 
 
 def _columns(columns: list[dict]) -> tuple[Column, ...]:
@@ -88,26 +104,29 @@ def _columns(columns: list[dict]) -> tuple[Column, ...]:
 
 def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
     """Every commit of the table on the chain, oldest first, with the table's state after it and the files it
-    added and removed (four queries, whatever the history's length; rows read as values, not models)."""
-    versions = list(
-        ObjectVersion.objects.filter(chain.q(), object_id=table_id)
-        .order_by("seq")
-        .values_list("seq", "commit_id", "dropped", "state")
-    )
-    entries = list(
-        FileEntry.objects.filter(chain.q(), table_id=table_id)
-        .order_by("seq", "id")
-        .values_list(
-            "seq", "commit_id", "removed", "schema_version_id", "file_id", "file__kind", "file__path",
-            "file__row_count", "file__size_bytes", "file__partition_values", "file__segment_id",
-            "file__schema_version_id", "file__stats",
+    added and removed: three queries in plain SQL whatever the history's length (a commit's answer writes the new
+    state's metadata from them), rows read as values, the schemas a process has read kept (they never change)."""
+    versions_on, params = chain_sql("v", chain)
+    entries_on, more = chain_sql("e", chain)
+    made = f"c.created_at, EXISTS (SELECT 1 FROM {_EXPIRED} x WHERE x.commit_id = c.id)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT v.seq, v.commit_id, v.dropped, v.state, {made} FROM {_VERSIONS} v JOIN {_COMMITS} c"
+            f" ON c.id = v.commit_id WHERE {versions_on} AND v.object_id = %s ORDER BY v.seq",
+            [*params, table_id],
         )
-    )  # fmt: skip
-    schema_ids = {e[3] or e[11] for e in entries} - {None}
-    schemas = {i: _columns(c) for i, c in SchemaVersion.objects.filter(id__in=schema_ids).values_list("id", "columns")}
-    commit_ids = {v[1] for v in versions} | {e[1] for e in entries}
-    times = dict(Commit.objects.filter(id__in=commit_ids).values_list("id", "created_at"))
-    expired = set(ExpiredCommit.objects.filter(commit_id__in=commit_ids).values_list("commit_id", flat=True))
+        versions = [(seq, commit, dropped, _json(state), at, gone) for seq, commit, dropped, state, at, gone
+                    in cursor.fetchall()]  # fmt: skip
+        cursor.execute(
+            f"SELECT e.seq, e.commit_id, e.removed, e.schema_version_id, e.file_id, f.kind, f.path, f.row_count,"
+            f" f.size_bytes, f.partition_values, f.segment_id, f.schema_version_id, f.stats, {made}"
+            f" FROM {_ENTRIES} e JOIN {_FILES} f ON f.id = e.file_id JOIN {_COMMITS} c ON c.id = e.commit_id"
+            f" WHERE {entries_on} AND e.table_id = %s ORDER BY e.seq, e.id",
+            [*more, table_id],
+        )
+        entries = cursor.fetchall()
+    schemas = _schemas({e[3] or e[11] for e in entries} - {None})
+    made_at = {v[1]: (v[4], v[5]) for v in versions} | {e[1]: (e[13], e[14]) for e in entries}
     seqs = sorted({v[0]: None for v in versions} | {e[0]: None for e in entries})
     commit_of = {v[0]: v[1] for v in versions} | {e[0]: e[1] for e in entries}
     by_seq: dict[int, list[tuple]] = {}
@@ -130,17 +149,36 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
             else:
                 added.append(_table_file(entry, schemas))
         commit_id = commit_of[seq]
+        created_at, expired = made_at[commit_id]
         history.append(
             TableCommit(
-                commit_id=commit_id, seq=seq, timestamp_ms=int(times[commit_id].timestamp() * 1000), columns=columns,
-                partition_by=partition_by, added=tuple(added), removed=tuple(removed), expired=commit_id in expired,
+                commit_id=commit_id, seq=seq, timestamp_ms=int(created_at.timestamp() * 1000), columns=columns,
+                partition_by=partition_by, added=tuple(added), removed=tuple(removed), expired=expired,
             )
         )  # fmt: skip
     return history
 
 
+_SCHEMAS: dict[int, tuple[Column, ...]] = {}  # by id: a schema version never changes once committed
+SCHEMAS_KEPT = 1024
+
+
+def _schemas(ids: set[int]) -> dict[int, tuple[Column, ...]]:
+    missing = [i for i in ids if i not in _SCHEMAS]
+    if missing:
+        if len(_SCHEMAS) + len(missing) > SCHEMAS_KEPT:
+            _SCHEMAS.clear()
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, columns FROM {_SCHEMA_VERSIONS} WHERE id = ANY(%s)", [missing])
+            _SCHEMAS.update({i: _columns(_json(c)) for i, c in cursor.fetchall()})
+    return {i: _SCHEMAS[i] for i in ids}
+
+
 def _table_file(entry: tuple, schemas: dict) -> TableFile:
-    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats = entry
+    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats = (
+        entry[:13]
+    )
+    partition_values, stats = _json(partition_values), _json(stats)
     if kind == DataFile.Kind.DELTA:
         return TableFile(id=str(file_id), path=path, row_count=rows, size_bytes=size, segment_id=str(segment_id))
     schema = schemas.get(entry_schema or file_schema, ())
@@ -148,7 +186,10 @@ def _table_file(entry: tuple, schemas: dict) -> TableFile:
                      partition_values=dict(partition_values or {}), written=schema, stats=stats or {})  # fmt: skip
 
 
-def expiry_generation(catalog_id) -> int:
-    """How many commits retention expired in the catalog: part of the key of a table's served metadata, so a table
-    whose history lost snapshots is served anew (rows are never deleted: the count only rises)."""
-    return ExpiredCommit.objects.filter(catalog_id=catalog_id).count()
+def _json(value):
+    """A JSON column read in plain SQL, as JSONField decodes it."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+_VERSIONS, _ENTRIES, _FILES = ObjectVersion._meta.db_table, FileEntry._meta.db_table, DataFile._meta.db_table
+_COMMITS, _EXPIRED, _SCHEMA_VERSIONS = Commit._meta.db_table, ExpiredCommit._meta.db_table, SchemaVersion._meta.db_table

@@ -13,7 +13,7 @@ from catalog_app.engine.iceberg import (
     table_uri,
 )
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.iceberg.selectors import expiry_generation, table_commits, table_head
+from catalog_app.iceberg.selectors import table_commits, table_key
 from catalog_app.models import ObjectVersion
 from catalog_app.selectors.refs import Chain
 from lakeui.errors import ApplicationError
@@ -29,14 +29,15 @@ class LoadedTable:
     metadata_json: bytes  # the metadata.json as written: served as it is
 
 
-def iceberg_table_load(chain: Chain, *, table: ObjectVersion) -> LoadedTable:
+def iceberg_table_load(chain: Chain, *, table: ObjectVersion, changed: bool = False) -> LoadedTable:
     """The table's Iceberg metadata at `chain`. Its key is the table's newest commit on the chain: a repeat costs one
     query (and a file read in a process that has not read that state yet); a new state writes only what changed
-    (engine/iceberg.py). Refused (406) when Iceberg readers could not read the table as LakeUI does."""
+    (engine/iceberg.py). `changed`: the chain's commit changed the table (a commit's answer), so that is its newest.
+    Refused (406) when Iceberg readers could not read the table as LakeUI does."""
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     base = f"{table.catalog_id}/{table.object_id}"
-    seq, head_commit = table_head(chain, table_id=table.object_id)
-    expired = expiry_generation(table.catalog_id)  # retention changed which snapshots are served (docs/retention.md)
+    # retention changed which snapshots are served when `expired` rose (docs/retention.md)
+    seq, head_commit, expired = table_key(chain, table_id=table.object_id, changed=changed)
     name = f"{head_commit}-x{expired}" if expired else head_commit
     key = f"{base}@{seq}@{expired}"
     loaded = _KEPT.get(key)

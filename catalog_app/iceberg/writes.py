@@ -52,9 +52,10 @@ from catalog_app.iceberg.selectors import namespace_get, namespace_table_find, n
 from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
 from catalog_app.models import Branch, Catalog, Commit, DataFile, ObjectKind, ObjectVersion, Operation
 from catalog_app.names import check_identifier, check_properties
-from catalog_app.selectors.refs import ResolvedRef, branch_get, commit_chain
+from catalog_app.selectors.objects import object_find
+from catalog_app.selectors.refs import Chain, ResolvedRef, branch_get, chain_after, commit_chain
 from catalog_app.selectors.table_files import NO_FILES, TableFiles, table_columns, table_has_rows, tables_file_rows
-from catalog_app.services.commits import CommitDraft, WriteTarget, commit_prepare, draft_lock
+from catalog_app.services.commits import CommitDraft, WriteTarget, draft_lock
 from catalog_app.services.databases import name_free
 from catalog_app.services.tables import _partition_and_key, column_id_next
 from lakeui.errors import ApplicationError, ConflictError
@@ -448,9 +449,24 @@ class TableCommitRequest:
     updates: list[dict]
 
 
-def iceberg_tables_commit(
-    *, catalog: Catalog, branch: str, author: AbstractBaseUser | None, requests: list[TableCommitRequest]
-) -> tuple[Commit, list[ObjectVersion]]:
+@dataclass(frozen=True)
+class Committed:
+    """What an Iceberg commit made: the commit (None when every requirement held and nothing changed), the tables as
+    it left them, and where they are read (the chain of the branch's head after it, and the branch)."""
+
+    commit: Commit | None
+    tables: list[ObjectVersion]
+    chain: Chain
+    branch: Branch
+
+    def table_loaded(self, table: ObjectVersion) -> bytes:
+        """loadTable's answer for one of the tables, as the commit left it, without reading the branch again."""
+        changed = self.commit is not None and table.commit_id == self.commit.id  # a version the commit made
+        loaded = iceberg_table_load(self.chain, table=table, changed=changed)
+        return loaded_for_branch(loaded, table=table, branch=self.branch)
+
+
+def iceberg_tables_commit(*, target: WriteTarget, requests: list[TableCommitRequest]) -> Committed:
     """Commit one table (`POST .../tables/{t}`) or several (`POST /v1/transactions/commit`) as one LakeUI commit:
     all or nothing. Prepared without the lock on the branch's head as read (`prepared_then_locked`): what a refused
     commit wrote itself is removed (`written_or_removed`); the engine's own files stay orphans for garbage
@@ -459,44 +475,46 @@ def iceberg_tables_commit(
         raise ApplicationError("invalid_input", "A commit names at least one table.")
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
 
+    catalog, branch, author = target.catalog, target.branch, target.author
+    tries = iter([False])  # the first try starts from the branch as the request read it
+
     def prepare(tag: str) -> tuple[CommitDraft, list[ObjectVersion]]:
-        draft = commit_prepare(catalog=catalog, branch=branch)
+        draft = target.prepare(again=next(tries, True))
         return draft, [_table_commit(draft, request, warehouse=warehouse, tag=tag) for request in requests]
 
-    def publish(draft: CommitDraft, tables: list[ObjectVersion]) -> tuple[Commit, list[ObjectVersion]]:
+    def publish(draft: CommitDraft, tables: list[ObjectVersion]) -> Committed:
         names = ", ".join(f"{r.namespace}.{r.name}" for r in requests)
         try:
             commit = draft.commit(author=author, message=f"Iceberg commit to {names}")
         except ApplicationError as nothing:  # every requirement met, nothing changed: no commit
             if nothing.code != "empty_commit":
                 raise
-            return draft.parent, tables
+            return Committed(None, tables, draft.chain, draft.branch)
         written = [Dataset(branch, f"{r.namespace}.{r.name}") for r in requests]
         lineage = Lineage(catalog, outputs=written, facts={"commit": commit.id})
         lineage_commit_emit(lineage=lineage, job_name="iceberg_commit", actor=author)
-        return commit, tables
+        return Committed(commit, tables, chain_after(draft.chain, commit), draft.branch)
 
     return prepared_then_locked(warehouse, prefix="iceberg", prepare=prepare, publish=publish, branch=branch)
 
 
-def iceberg_table_at_branch(
-    *, catalog: Catalog, branch: str, table: ObjectVersion, commit: Commit | None = None
-) -> bytes:
-    """loadTable's answer for `table` at the branch's head (or at `commit`, the one a write just made)."""
+def iceberg_table_at_branch(*, catalog: Catalog, branch: str, table: ObjectVersion) -> bytes:
+    """loadTable's answer for `table` at the branch's head."""
     found = branch_get(catalog=catalog, name=branch)
-    loaded = iceberg_table_load(commit_chain(commit or found.head), table=table)
+    loaded = iceberg_table_load(commit_chain(found.head), table=table)
     return loaded_for_branch(loaded, table=table, branch=found)
 
 
 def _table_commit(draft: CommitDraft, request: TableCommitRequest, *, warehouse: Warehouse, tag: str) -> ObjectVersion:
-    database = namespace_get(draft.chain, name=request.namespace)
-    draft.watch(objects=[database.object_id])
-    creates = any(r.get("type") == "assert-create" for r in request.requirements)
-    if creates and namespace_table_find(draft.chain, database=database, name=request.name) is None:
-        draft.watch(name=(database.object_id, request.name))
+    table = object_find(draft.chain, kind=TABLE, name=request.name, parent_named=request.namespace)  # one query
+    if table is None:
+        database = namespace_get(draft.chain, name=request.namespace)
+        if not any(r.get("type") == "assert-create" for r in request.requirements):
+            namespace_table_get(draft.chain, database=database, name=request.name)  # its 404
+        draft.watch(objects=[database.object_id], name=(database.object_id, request.name))
         return _table_create_commit(draft, database, request, warehouse=warehouse, tag=tag)
-    table = namespace_table_get(draft.chain, database=database, name=request.name)
-    draft.watch(objects=[table.object_id], files_of=[table.object_id])  # its state: its version and its files
+    # its database, and its state: its version and its files
+    draft.watch(objects=[table.parent_id, table.object_id], files_of=[table.object_id])
     metadata = json.loads(iceberg_table_load(draft.chain, table=table).metadata_json)
     try:
         _requirements_check(metadata, request.requirements, table=table, branch=draft.branch.name)
@@ -757,7 +775,7 @@ def _data_commit(
     taken = set(DataFile.objects.filter(path__in=paths).values_list("path", flat=True))
     if taken:
         raise ApplicationError("file_committed", f"Data files already committed: {sorted(taken)[:5]}.")
-    draft.watch(check=lambda: not DataFile.objects.filter(path__in=paths).exists())  # nor meanwhile
+    # a file another commit takes meanwhile breaks DataFile.path's unique index: a 409 (`written_or_removed`)
     with refused_as("invalid_data_file"):
         written = [
             iceberg_writes.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added

@@ -202,7 +202,7 @@ _VERSION_AND_COMMIT = ", ".join(
 _STATE = _VERSION_FIELDS.index("state")
 
 
-def _chain_sql(alias: str, chain: Chain) -> tuple[str, list]:
+def chain_sql(alias: str, chain: Chain) -> tuple[str, list]:
     """Chain.q() in plain SQL over the rows `alias`."""
     condition = " OR ".join(f"({alias}.line_id = %s AND {alias}.seq <= %s)" for _ in chain.segments)
     return f"({condition})", [value for segment in chain.segments for value in segment]
@@ -211,8 +211,8 @@ def _chain_sql(alias: str, chain: Chain) -> tuple[str, list]:
 def _live_sql(alias: str, chain: Chain, kind: str) -> tuple[str, list]:
     """`objects_at`'s condition in plain SQL (as newest_on_chain writes it: the newest version of its object on
     the chain, probed by (object, seq), not dropped, of the kind) over the versions `alias`, and its parameters."""
-    mine, params = _chain_sql(alias, chain)
-    newer, more = _chain_sql(f"{alias}_n", chain)
+    mine, params = chain_sql(alias, chain)
+    newer, more = chain_sql(f"{alias}_n", chain)
     sql = (
         f"{alias}.catalog_id = %s AND {mine} AND NOT EXISTS (SELECT 1 FROM {_VERSIONS} {alias}_n WHERE {newer}"
         f" AND {alias}_n.object_id = {alias}.object_id AND {alias}_n.seq > {alias}.seq)"
@@ -272,7 +272,7 @@ def object_history(
     """Every version of the object on the chain, newest first, with its commit (its author: the username read) and
     operations, in one plain query (the ORM took longer to build its two than the database to answer them);
     `schemas`: the table's schema history on the chain when the caller has it (`schema_history`), else read here."""
-    chain_sql, params = _chain_sql("v", chain)
+    on_chain, params = chain_sql("v", chain)
     operations = (
         f"(SELECT json_agg(json_build_array(o.id, o.position, o.object_kind, o.op, o.details) ORDER BY o.position)"
         f" FROM {Operation._meta.db_table} o WHERE o.commit_id = v.commit_id AND o.object_id = v.object_id)::text"
@@ -280,7 +280,7 @@ def object_history(
     sql = (
         f"SELECT {_VERSION_AND_COMMIT}, a.username, {operations} FROM {_VERSIONS} v"
         f" JOIN {_COMMITS} c ON c.id = v.commit_id LEFT JOIN {get_user_model()._meta.db_table} a ON a.id = c.author_id"
-        f" WHERE {chain_sql} AND v.object_id = %s ORDER BY v.seq DESC"
+        f" WHERE {on_chain} AND v.object_id = %s ORDER BY v.seq DESC"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, object_id])
@@ -313,13 +313,13 @@ _OPERATION_FIELDS = ["id", "commit_id", "position", "object_id", "object_kind", 
 def schema_history_read(chain: Chain, *, table_id: uuid.UUID) -> list[SchemaVersion]:
     """`schema_history` as the API answers it (each version with its commit; not what it was copied from), in
     plain SQL."""
-    chain_sql, params = _chain_sql("s", chain)
+    on_chain, params = chain_sql("s", chain)
     fields = list(SchemaVersion._meta.concrete_fields)
     commit_columns = ", ".join(f"c.{f.column}" for f in Commit._meta.concrete_fields)
     sql = (
         f"SELECT {', '.join(f's.{f.column}' for f in fields)}, {commit_columns}"
         f" FROM {SchemaVersion._meta.db_table} s JOIN {_COMMITS} c ON c.id = s.commit_id"
-        f" WHERE {chain_sql} AND s.table_id = %s ORDER BY s.seq, s.id"
+        f" WHERE {on_chain} AND s.table_id = %s ORDER BY s.seq, s.id"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, table_id])

@@ -113,6 +113,15 @@ def commit_chain(commit: Commit) -> Chain:
     return Chain(commit=commit, segments=((commit.line_id, commit.seq), *forks))
 
 
+def chain_after(chain: Chain, commit: Commit) -> Chain:
+    """`commit_chain(commit)` without a query, for a commit just made after `chain`'s commit: its line goes on, or it
+    starts a line forked there."""
+    (line_id, _), *below = chain.segments
+    if commit.line_id == line_id:
+        return Chain(commit=commit, segments=((line_id, commit.seq), *below))
+    return Chain(commit=commit, segments=((commit.line_id, commit.seq), *chain.segments))
+
+
 def commit_log(chain: Chain) -> QuerySet[Commit]:
     """The first-parent log, newest first."""
     return (

@@ -226,10 +226,19 @@ def files_live_on(chains: dict[str, Chain], *, file_ids: Iterable[uuid.UUID | st
     return {side: _file_rows(rows, schemas) for side, rows in live.items()}
 
 
-def _schemas_of(rows: list[tuple]) -> dict[uuid.UUID, SchemaRow]:
-    """The schema versions `FILE_ROW_FIELDS` rows read with, by id."""
+_SCHEMA_ROWS: dict[int, SchemaRow] = {}  # by id: a schema version never changes once written
+SCHEMA_ROWS_KEPT = 4096
+
+
+def _schemas_of(rows: list[tuple]) -> dict[int, SchemaRow]:
+    """The schema versions `FILE_ROW_FIELDS` rows read with, by id; those the process read before are not read again."""
     schema_ids = {row[9] if row[9] is not None else row[11] for row in rows} - {None}
-    return {row.id: row for row in schema_rows(SchemaVersion.objects.filter(id__any=schema_ids))}
+    missing = [i for i in schema_ids if i not in _SCHEMA_ROWS]
+    if missing:
+        if len(_SCHEMA_ROWS) + len(missing) > SCHEMA_ROWS_KEPT:
+            _SCHEMA_ROWS.clear()
+        _SCHEMA_ROWS.update((row.id, row) for row in schema_rows(SchemaVersion.objects.filter(id__any=missing)))
+    return {i: _SCHEMA_ROWS[i] for i in schema_ids if i in _SCHEMA_ROWS}
 
 
 def _file_rows(rows: list[tuple], schemas: dict[uuid.UUID, SchemaRow] | None = None) -> dict[uuid.UUID, TableFiles]:

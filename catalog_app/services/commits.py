@@ -20,7 +20,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, connections, models, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from catalog_app.models import (
@@ -186,12 +186,12 @@ class CommitDraft:
             if staged.new_schema is not None:
                 schema = SchemaVersion.objects.create(
                     catalog=self.catalog, table_id=staged.version.object_id, columns=staged.new_schema,
-                    commit=commit, line=commit.line, seq=commit.seq,
+                    commit=commit, line_id=commit.line_id, seq=commit.seq,
                 )  # fmt: skip
                 staged.version.state = {**staged.version.state, "schema_version_id": schema.id}
             _recorded_by(staged.version, commit)
         for copy in self._schema_copies:
-            copy.commit, copy.line, copy.seq = commit, commit.line, commit.seq
+            copy.commit, copy.line_id, copy.seq = commit, commit.line_id, commit.seq
             copy.save()
         versions = [staged.version for staged in self._staged]
         schema_of = {version.object_id: version.state.get("schema_version_id") for version in versions}
@@ -387,13 +387,17 @@ class WriteTarget:
     author: AbstractBaseUser | None = None
     expected_head: str | None = None
     message: str = ""
+    read: Branch | None = None  # the branch as the request read it (with its head): a first prepare starts there
+
 
     def begin(self) -> "CommitDraft":
         return commit_begin(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
 
-    def prepare(self) -> "CommitDraft":
-        """A draft prepared without the lock (`commit_prepare`); `lock` takes the lock for it."""
-        return commit_prepare(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
+    def prepare(self, *, again: bool = False) -> "CommitDraft":
+        """A draft prepared without the lock (`commit_prepare`); `lock` takes the lock for it. `again`: after a try
+        whose state moved, from the branch as it is now."""
+        read = None if again else self.read
+        return commit_prepare(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head, read=read)
 
     def lock(self, draft: "CommitDraft") -> bool:
         return draft_lock(draft, expected_head=self.expected_head)
@@ -402,10 +406,22 @@ class WriteTarget:
         return draft.commit(author=self.author, message=self.message or default_message)
 
 
-def catalog_lock(*, catalog: Catalog) -> Catalog:
-    """The catalog's row, locked until the caller's transaction ends: the lock every commit of the catalog takes,
-    also taken by writes that must not interleave with them (numbering merge requests)."""
-    return Catalog.objects.select_for_update().get(id=catalog.id)
+def catalog_lock(*, catalog: Catalog, exclusive: bool = False) -> Catalog:
+    """The catalog's row, locked until the caller's transaction ends: the lock every commit of the catalog takes
+    (commits are numbered one after another, `_next_seq`), also taken by writes that must not interleave with them
+    (numbering merge requests). It is PostgreSQL's FOR NO KEY UPDATE, so a branch or tag create, which holds the row
+    only against retention (`catalog_refs_hold`), never waits for a commit. `exclusive` (FOR UPDATE): retention's
+    expiry, which nothing that moves or adds a ref may interleave with."""
+    return Catalog.objects.select_for_update(no_key=not exclusive).get(id=catalog.id)
+
+
+def catalog_refs_hold(*, catalog: Catalog, name: str) -> None:
+    """What a branch or tag create holds until its transaction ends: the catalog's row against retention's expiry
+    (FOR KEY SHARE: a commit's lock does not conflict with it, so a create never waits for commits), and the ref
+    name against another create of that name, a branch's or a tag's (a transaction-scoped advisory lock)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM catalog_app_catalog WHERE id = %s FOR KEY SHARE", [catalog.id])
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"ref:{catalog.id}:{name}"])
 
 
 def commit_begin(
@@ -426,14 +442,18 @@ def commit_begin(
     return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
 
 
-def commit_prepare(*, catalog: Catalog, branch: str, expected_head: str | None = None) -> CommitDraft:
-    """Open a draft on the branch's head as it is now, without the catalog lock: the writer reads that state, checks
-    and writes its files, notes what it read (`CommitDraft.watch`), then takes the lock with `draft_lock` and
-    commits. The refusals are `commit_begin`'s."""
-    target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
+def commit_prepare(
+    *, catalog: Catalog, branch: str, expected_head: str | None = None, read: Branch | None = None
+) -> CommitDraft:
+    """Open a draft on the branch's head as it is now (or as `read`, the branch the request read), without the
+    catalog lock: the writer reads that state, checks and writes its files, notes what it read
+    (`CommitDraft.watch`), then takes the lock with `draft_lock` and commits. The refusals are `commit_begin`'s;
+    a protected branch's is `draft_lock`'s, which checks under the lock anyway."""
+    target = read if read is not None and read.name == branch else None
+    if target is None:
+        target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
-    branch_write_check(catalog=catalog, branch=branch)
     _expected_check(target, expected_head)
     return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
 
@@ -540,8 +560,10 @@ def _refuse_non_branch(*, catalog: Catalog, ref: str) -> None:
 
 
 def _next_seq(catalog: Catalog) -> int:
-    Catalog.objects.filter(id=catalog.id).update(last_seq=F("last_seq") + 1)
-    return Catalog.objects.values_list("last_seq", flat=True).get(id=catalog.id)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Catalog._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
+                       [catalog.id])  # fmt: skip
+        return cursor.fetchone()[0]
 
 
 def _commit_insert(
@@ -564,22 +586,19 @@ def _commit_insert(
             raise ClaimLost()
     seq = _next_seq(catalog)
     created_at = timezone.now() if parent is None else max(timezone.now(), parent.created_at)
-    line = None
-    if parent is not None:
-        line = Line.objects.get(id=parent.line_id)
-        extends = line.tip_seq == parent.seq and branch is not None and line.branch_id == branch.id
-        if extends:
-            line.tip_seq = seq
-            line.save(update_fields=["tip_seq"])
-        else:
-            line = None
-    if line is None:
-        line = Line.objects.create(
+    # the branch's own line goes on if it ends at the parent; else the commit starts a line forked at its parent
+    extends = parent is not None and branch is not None and Line.objects.filter(
+        id=parent.line_id, tip_seq=parent.seq, branch_id=branch.id
+    ).update(tip_seq=seq)
+    if extends:
+        line_id = parent.line_id
+    else:
+        line_id = Line.objects.create(
             catalog=catalog, parent_id=parent.line_id if parent else None, fork_seq=parent.seq if parent else None,
             tip_seq=seq, branch=branch,
-        )  # fmt: skip
+        ).id  # fmt: skip
     return Commit.objects.create(
-        catalog=catalog, seq=seq, line=line, parent=parent, merge_parent=merge_parent, created_at=created_at,
+        catalog=catalog, seq=seq, line_id=line_id, parent=parent, merge_parent=merge_parent, created_at=created_at,
         author=author if author is not None and author.is_authenticated else None, message=message, job=job,
     )  # fmt: skip
 

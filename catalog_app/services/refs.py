@@ -9,7 +9,7 @@ from catalog_app.models import Branch, Catalog, Line, Tag
 from catalog_app.names import check_identifier, check_ref_name
 from catalog_app.selectors.refs import branch_get, ref_resolve, tag_get
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import catalog_initial_commit, catalog_lock
+from catalog_app.services.commits import catalog_initial_commit, catalog_refs_hold
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.events import BRANCH_CREATED, BRANCH_DELETED, event_emit
 
@@ -54,8 +54,8 @@ def branch_create(
 ) -> Branch:
     """A new branch at `source` (a branch head, a tag, a commit) or at `source` as of `at`. O(1): one row."""
     check_ref_name(name, "Branch")
+    catalog_refs_hold(catalog=catalog, name=name)  # a new branch's head is never expired; no other ref of its name
     _check_ref_name_free(catalog=catalog, name=name)
-    catalog_lock(catalog=catalog)  # serialised with retention expiry: a new branch's head is never expired
     commit = ref_resolve(catalog=catalog, ref=source, at=at).commit
     branch = Branch.objects.create(catalog=catalog, name=name, head=commit, created_by=_user(created_by))
     event_emit(catalog=catalog, kind=BRANCH_CREATED, payload={"branch": name, "head": commit.id}, actor=created_by)
@@ -76,8 +76,8 @@ def branch_delete(*, catalog: Catalog, name: str) -> None:
 @transaction.atomic
 def tag_create(*, catalog: Catalog, name: str, ref: str, created_by: AbstractBaseUser | None = None) -> Tag:
     check_ref_name(name, "Tag")
+    catalog_refs_hold(catalog=catalog, name=name)  # a tagged commit is never expired; no other ref of its name
     _check_ref_name_free(catalog=catalog, name=name)
-    catalog_lock(catalog=catalog)  # serialised with retention expiry: a tagged commit is never expired
     commit = ref_resolve(catalog=catalog, ref=ref).commit
     return Tag.objects.create(catalog=catalog, name=name, commit=commit, created_by=_user(created_by))
 

@@ -2,10 +2,10 @@
 
 Expiry marks commits expired and files reclaimed; it deletes no metadata row, so every kept commit reads exactly as
 before and the commit graph stays whole for merges. Garbage collection then removes the reclaimed files from the
-warehouse. Expiry decides under the catalog's commit lock (`catalog_lock`, the lock every commit, branch and tag
-creation takes), on the refs and commits as they are then: a load, merge or restore that read a head before
-commits after it (its head was kept), and one that commits a reclaimed file again keeps it from GC
-(`ReclaimedFile.upto_seq`).
+warehouse. Expiry decides under the catalog's lock taken exclusively (`catalog_lock`: every commit takes it, and
+a branch or tag create holds the catalog against it, `catalog_refs_hold`), on the refs and commits as they are
+then: a load, merge or restore that read a head before commits after it (its head was kept), and one that commits
+a reclaimed file again keeps it from GC (`ReclaimedFile.upto_seq`).
 """
 
 from datetime import datetime
@@ -82,7 +82,7 @@ def retention_expire(*, catalog: Catalog, now: datetime | None = None) -> Plan:
     rules = rules_get(catalog=catalog)
     plan = retention_plan(catalog=catalog, rules=rules, now=now)
     with transaction.atomic():
-        catalog_lock(catalog=catalog)
+        catalog_lock(catalog=catalog, exclusive=True)  # no commit, branch or tag create meanwhile
         moved = refs_snapshot(catalog.id) != plan.snapshot
         fresh = retention_plan(catalog=catalog, rules=rules, now=plan.now) if moved else plan
         _insert(ExpiredCommit, "commit_id", sorted(fresh.expiring), catalog, None)

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from catalog_app.models import Branch, Commit, ObjectVersion, Operation, SchemaVersion
 from catalog_app.selectors.objects import object_get, object_history, objects_at, schema_history
-from catalog_app.selectors.refs import commit_log, ref_resolve
+from catalog_app.selectors.refs import chain_after, commit_chain, commit_log, ref_resolve
 from catalog_app.services.databases import database_create, database_drop, database_update
 from catalog_app.services.refs import branch_create, branch_delete, tag_create
 from catalog_app.services.tables import column_add, column_drop, column_update, table_drop, table_update
@@ -82,6 +82,18 @@ def test_nested_branches_keep_their_lines_apart():
     assert [c.message for c in commit_log(ref_resolve(catalog=catalog, ref="dev2").chain)] == [
         "Create database e", "Create database b", "Create database a", "Create catalog",
     ]  # fmt: skip
+
+
+def test_the_chain_after_a_commit_is_the_one_read_from_the_database_on_a_line_going_on_and_on_a_fork():
+    catalog = make_catalog()
+    database_create(target=on(catalog), name="a")
+    branch_create(catalog=catalog, name="dev", source="main")
+    branch_create(catalog=catalog, name="dev2", source="dev")
+    for branch, name in (("main", "b"), ("main", "c"), ("dev", "d"), ("dev2", "e"), ("dev", "f"), ("dev2", "g")):
+        before = ref_resolve(catalog=catalog, ref=branch).chain
+        database_create(target=on(catalog, branch), name=name)
+        after = Commit.objects.get(id=head(catalog, branch))
+        assert chain_after(before, after) == commit_chain(after), (branch, name)
 
 
 def test_time_travel_returns_each_earlier_state():

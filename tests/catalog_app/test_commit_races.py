@@ -4,13 +4,15 @@ import itertools
 import threading
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 
-from catalog_app.models import Commit
+from catalog_app.models import Branch, Commit
 from catalog_app.selectors.objects import objects_at
 from catalog_app.selectors.refs import commit_log, ref_resolve
+from catalog_app.services.commits import catalog_lock
 from catalog_app.services.databases import database_create
-from lakeui.errors import ApplicationError
+from catalog_app.services.refs import branch_create, tag_create
+from lakeui.errors import ApplicationError, ConflictError
 from tests.support.catalogs import head, make_catalog, on
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,3 +70,72 @@ def test_unpinned_concurrent_writers_all_commit_in_one_chain():
     log = list(commit_log(chain))
     assert len(log) == 9
     assert all(newer.parent_id == older.id for newer, older in itertools.pairwise(log))
+
+
+def holding(lock, release: threading.Event, held: threading.Event) -> threading.Thread:
+    """A thread that takes `lock()` in a transaction of its own and holds it until `release` is set."""
+
+    def run():
+        try:
+            with transaction.atomic():
+                lock()
+                held.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert held.wait(30)
+    return thread
+
+
+def refused_waiting(action) -> str:
+    """`action()` in a transaction that may wait at most 1 s for a lock: the error code of a wait that timed out."""
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '1s'")
+            action()
+    except OperationalError as exc:
+        return getattr(exc.__cause__, "sqlstate", "")
+    return "no wait"
+
+
+def test_a_branch_or_tag_create_does_not_wait_for_a_commit_holding_the_catalog_lock():
+    catalog = make_catalog()
+    release, held = threading.Event(), threading.Event()
+    thread = holding(lambda: catalog_lock(catalog=catalog), release, held)
+    try:
+        assert refused_waiting(lambda: branch_create(catalog=catalog, name="dev", source="main")) == "no wait"
+        assert refused_waiting(lambda: tag_create(catalog=catalog, name="v1", ref="main")) == "no wait"
+    finally:
+        release.set()
+        thread.join(30)
+    assert Branch.objects.filter(catalog=catalog, name="dev").exists()
+
+
+def test_retention_keeps_branch_and_tag_creates_and_commits_out_and_two_creates_of_one_name_wait():
+    catalog = make_catalog()
+    release, held = threading.Event(), threading.Event()
+    thread = holding(lambda: catalog_lock(catalog=catalog, exclusive=True), release, held)
+    try:
+        lock_timeout = "55P03"
+        assert refused_waiting(lambda: branch_create(catalog=catalog, name="dev", source="main")) == lock_timeout
+        assert refused_waiting(lambda: tag_create(catalog=catalog, name="v1", ref="main")) == lock_timeout
+        assert refused_waiting(lambda: database_create(target=on(catalog), name="sales")) == lock_timeout
+    finally:
+        release.set()
+        thread.join(30)
+    release, held = threading.Event(), threading.Event()
+    thread = holding(lambda: branch_create(catalog=catalog, name="dev", source="main"), release, held)
+    try:
+        lock_timeout = "55P03"
+        assert refused_waiting(lambda: tag_create(catalog=catalog, name="dev", ref="main")) == lock_timeout
+        assert refused_waiting(lambda: branch_create(catalog=catalog, name="other", source="main")) == "no wait"
+    finally:
+        release.set()
+        thread.join(30)
+    with pytest.raises(ConflictError) as refused:
+        tag_create(catalog=catalog, name="dev", ref="main")
+    assert refused.value.code == "ref_exists"

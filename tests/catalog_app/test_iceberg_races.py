@@ -113,7 +113,7 @@ def meanwhile(monkeypatch):
     from catalog_app.services import commits
 
     state = SimpleNamespace(writes=[], prepared=0, written=[], folder=Path(settings.LAKEUI_WAREHOUSE), busy=False)
-    prepare = writes.commit_prepare
+    prepare = commits.commit_prepare  # WriteTarget.prepare's
 
     def counted(**kwargs):
         if not state.busy:  # not a write's own commit
@@ -130,7 +130,7 @@ def meanwhile(monkeypatch):
             state.busy = False
         return commits.draft_lock(draft)
 
-    monkeypatch.setattr(writes, "commit_prepare", counted)
+    monkeypatch.setattr(commits, "commit_prepare", counted)
     monkeypatch.setattr(writes, "draft_lock", locked)
     return state
 

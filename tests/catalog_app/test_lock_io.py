@@ -34,8 +34,8 @@ def under_lock(monkeypatch) -> SimpleNamespace:
     seen = SimpleNamespace(opened=[], locks=0)
     lock = commits.catalog_lock
 
-    def locked(*, catalog):
-        taken = lock(catalog=catalog)
+    def locked(*, catalog, **mode):
+        taken = lock(catalog=catalog, **mode)
         thread = threading.get_ident()
         held.add(thread)
         seen.locks += 1
