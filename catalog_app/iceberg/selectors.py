@@ -175,9 +175,9 @@ def _schemas(ids: set[int]) -> dict[int, tuple[Column, ...]]:
 
 
 def _table_file(entry: tuple, schemas: dict) -> TableFile:
-    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats = (
-        entry[:13]
-    )
+    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats = entry[
+        :13
+    ]
     partition_values, stats = _json(partition_values), _json(stats)
     if kind == DataFile.Kind.DELTA:
         return TableFile(id=str(file_id), path=path, row_count=rows, size_bytes=size, segment_id=str(segment_id))

@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import caches
 from django.db import IntegrityError, transaction
 

@@ -389,7 +389,6 @@ class WriteTarget:
     message: str = ""
     read: Branch | None = None  # the branch as the request read it (with its head): a first prepare starts there
 
-
     def begin(self) -> "CommitDraft":
         return commit_begin(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
 
@@ -587,9 +586,11 @@ def _commit_insert(
     seq = _next_seq(catalog)
     created_at = timezone.now() if parent is None else max(timezone.now(), parent.created_at)
     # the branch's own line goes on if it ends at the parent; else the commit starts a line forked at its parent
-    extends = parent is not None and branch is not None and Line.objects.filter(
-        id=parent.line_id, tip_seq=parent.seq, branch_id=branch.id
-    ).update(tip_seq=seq)
+    extends = (
+        parent is not None
+        and branch is not None
+        and Line.objects.filter(id=parent.line_id, tip_seq=parent.seq, branch_id=branch.id).update(tip_seq=seq)
+    )
     if extends:
         line_id = parent.line_id
     else:
