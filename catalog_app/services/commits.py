@@ -419,8 +419,11 @@ def catalog_refs_hold(*, catalog: Catalog, name: str) -> None:
     (FOR KEY SHARE: a commit's lock does not conflict with it, so a create never waits for commits), and the ref
     name against another create of that name, a branch's or a tag's (a transaction-scoped advisory lock)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM catalog_app_catalog WHERE id = %s FOR KEY SHARE", [catalog.id])
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"ref:{catalog.id}:{name}"])
+        cursor.execute(
+            f"SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)) FROM {Catalog._meta.db_table} WHERE id = %s"
+            " FOR KEY SHARE",
+            [f"ref:{catalog.id}:{name}", catalog.id],
+        )
 
 
 def commit_begin(
