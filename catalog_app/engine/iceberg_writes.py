@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +23,9 @@ from pydantic import ValidationError
 from pyiceberg.avro.decoder import StreamingBinaryDecoder
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, read_manifest_list
+from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadataUtil
+from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from catalog_app.engine.pruning import bounds
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
@@ -89,6 +92,29 @@ def _new_decoder(data: bytes):
 
 
 pyiceberg.avro.file.new_decoder = _new_decoder
+
+
+# Every Avro file pyiceberg opens converts the schema in its header to an Iceberg schema (pydantic models, a field at
+# a time): a third of reading a small manifest. The few schemas manifests and manifest lists are written with are
+# converted once per process; a header's text is the key, so a schema of any other text is converted as it comes.
+SCHEMA_KEPT_CHARS = 64 * 1024  # a longer schema text is converted each time, never kept
+
+
+@lru_cache(maxsize=256)
+def _header_schema(text: str) -> Schema:
+    return AvroSchemaConversion().avro_to_iceberg(json.loads(text))
+
+
+def _get_schema(header: pyiceberg.avro.file.AvroFileHeader) -> Schema:
+    text = header.meta.get(pyiceberg.avro.file._SCHEMA_KEY)
+    if not isinstance(text, str):
+        raise ValueError("No schema found in Avro file headers")
+    if len(text) > SCHEMA_KEPT_CHARS:
+        return _header_schema.__wrapped__(text)
+    return _header_schema(text)
+
+
+pyiceberg.avro.file.AvroFileHeader.get_schema = _get_schema
 
 
 @contextmanager
