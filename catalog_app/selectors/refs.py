@@ -1,12 +1,13 @@
 """Reading refs and history: which commit a ref names, its first-parent chain, the log, time travel."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
@@ -120,6 +121,11 @@ def chain_after(chain: Chain, commit: Commit) -> Chain:
     if commit.line_id == line_id:
         return Chain(commit=commit, segments=((line_id, commit.seq), *below))
     return Chain(commit=commit, segments=((commit.line_id, commit.seq), *chain.segments))
+
+
+def commits_newest_time(commit_ids: Iterable[str]) -> datetime | None:
+    """When the newest of these commits was made (None: none of them exists)."""
+    return Commit.objects.filter(id__in=list(commit_ids)).aggregate(newest=Max("created_at"))["newest"]
 
 
 def commit_log(chain: Chain) -> QuerySet[Commit]:

@@ -3,14 +3,14 @@
 The plan is a dry-run merge run as a job when the request opens and again whenever a head has moved. Heads move
 through many write paths, and no signal drives domain flow here, so the request is brought up to date by
 polling: `merge_request_refresh` compares the branches' heads with the heads the plan was computed on, asks for a
-new plan when they differ (or when the plan for these heads failed, at most once every PLAN_RETRY_AFTER), closes a
-request whose source was merged into its target by other means, and writes down the dismissal of approvals given on
-an older source head. It runs for every open request whose branches moved in each round of the job workers' upkeep
-(`merge_requests_follow_heads`, every LAKEUI_JOB_RECOVER_EVERY seconds) and in the writes that need current heads
-(a merge, "merge when ready", a change of resolutions, a reopen); never in a read: a GET of a request answers with
-the plan as it is and says that it is for older heads (`merge_request_status`: `moved`, `plan_stale`), and starts
-no job and writes no row. The merge itself is the merge engine's job (`branch_merge`), run with the
-plan's heads as `expected_heads`, so a branch that moves after the checks makes the job refuse with
+new plan when they differ (or when the plan for these heads failed, after a wait that doubles, `_plan_retry_wait`),
+closes a request whose source was merged into its target by other means, and writes down the dismissal of approvals
+given on an older source head. It runs for every open request whose branches moved in each round of the job
+workers' upkeep (`merge_requests_follow_heads`, every LAKEUI_JOB_RECOVER_EVERY seconds) and in the writes that need
+current heads (a merge, "merge when ready", a change of resolutions, a reopen); never in a read: a GET of a request
+answers with the plan as it is and says that it is for older heads (`merge_request_status`: `moved`,
+`plan_stale`), and starts no job and writes no row. The merge itself is the merge engine's job (`branch_merge`),
+run with the plan's heads as `expected_heads`, so a branch that moves after the checks makes the job refuse with
 `branch_moved`; the request becomes `merged` in the merge's own transaction.
 """
 
@@ -26,7 +26,7 @@ from django.utils import timezone
 from catalog_app.models import Catalog
 from catalog_app.names import COMMIT_ID_PREFIX
 from catalog_app.selectors.access import branch_protection
-from catalog_app.selectors.refs import branch_heads
+from catalog_app.selectors.refs import branch_heads, commits_newest_time
 from catalog_app.services.commits import catalog_lock
 from checks_app.models import CheckRun
 from checks_app.services.checks import status_post
@@ -53,6 +53,7 @@ from merge_app.services.merges import checks_override, merge_submit
 MESSAGE_SELF_STATUS = "The author of a merge request cannot post its check statuses: a CI system or a reviewer does."
 PLAN_JOB = MergeRequestPlanSpec.KIND
 PLAN_RETRY_AFTER = timedelta(seconds=60)
+PLAN_RETRY_MAX = timedelta(hours=6)
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}")
 MAX_KEY_LENGTH = 1000
 
@@ -170,9 +171,18 @@ def _needs_plan(merge_request: MergeRequest, heads: dict[str, str | None]) -> bo
         return True
     if MergeRequestPlanSpec.from_params(job.params).resolution != resolution:
         return True
-    if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):  # asked for again, at most once a minute
-        return job.finished_at is None or timezone.now() - job.finished_at > PLAN_RETRY_AFTER
+    if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):
+        return job.finished_at is None or timezone.now() - job.finished_at > _plan_retry_wait(job, heads)
     return False
+
+
+def _plan_retry_wait(job: Job, heads: dict[str, str | None]) -> timedelta:
+    """How long after a plan job for these heads failed it is asked for again: PLAN_RETRY_AFTER, or as long as the
+    heads had stood when that job was asked for, so a plan that keeps failing is asked for after 1, 1, 2, 4, ...
+    minutes, never more than PLAN_RETRY_MAX apart, not once a minute while the request stays open."""
+    since = commits_newest_time(commit for commit in heads.values() if commit)
+    stood = job.created_at - since if since is not None else PLAN_RETRY_AFTER
+    return min(max(PLAN_RETRY_AFTER, stood), PLAN_RETRY_MAX)
 
 
 def merge_request_refresh(*, merge_request: MergeRequest, user: AbstractBaseUser | None) -> MergeRequest:

@@ -381,6 +381,18 @@ def test_a_failed_plan_is_asked_for_again_by_the_upkeep_never_by_a_read(team):
     body = planned(clients["bob"], catalog, 1)  # the upkeep asks for it again
     assert body["plan_job"]["id"] != first
     assert body["plan_heads"] == {"source": head(catalog, "dev"), "target": head(catalog)}
+    # A plan that keeps failing is asked for after as long as the heads had stood when it was asked for.
+    second = body["plan_job"]["id"]
+    MergeRequest.objects.update(plan=None, plan_heads=None, plan_merge=None)
+    asked = timezone.now() - timedelta(minutes=5)
+    Job.objects.filter(id=second).update(status=Job.Status.FAILED, created_at=asked,
+                                         finished_at=timezone.now() - timedelta(minutes=4))  # fmt: skip
+    Commit.objects.filter(id__in=[head(catalog), head(catalog, "dev")]).update(created_at=asked - timedelta(minutes=30))
+    merge_requests_follow_heads()  # the heads had stood 30 minutes: not before 30 minutes
+    assert str(MergeRequest.objects.get().plan_job_id) == second
+    Job.objects.filter(id=second).update(finished_at=timezone.now() - timedelta(minutes=31))
+    merge_requests_follow_heads()
+    assert str(MergeRequest.objects.get().plan_job_id) != second
 
 
 def test_a_moved_branch_is_planned_again_without_a_read_and_its_key_comparison_is_stored(spark, team):
