@@ -38,10 +38,12 @@ from catalog_app.iceberg.writes import (
 )
 from catalog_app.models import Role
 from catalog_app.selectors.refs import ResolvedRef
+from catalog_app.selectors.token_reads import REF, token_read
 from catalog_app.services.commits import WriteTarget
 from catalog_app.services.databases import database_create, database_drop
 from catalog_app.services.tables import table_create, table_drop, table_update
 from lakeui.api.authentication import QuickTokenAuthentication
+from lakeui.api.conditional import KNOWN_ACCESS, KNOWN_REF, TOKEN_USER
 from lakeui.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -126,14 +128,36 @@ class IcebergApi(APIView):
     def get_exception_handler(self):
         return iceberg_exception_handler
 
+    def initial(self, request, *args, **kwargs):
+        """Before authentication: the token's user, the catalog with their role and the ref of the URI, in one query
+        (`token_read`, as an API read by token does, catalog_app/middleware.py), which the authentication, the
+        permission check and `resolved` then take instead of reading each again. Anything it cannot stand in for
+        (no such token or ref, an inactive user) goes the normal way, which answers or refuses it."""
+        keyword, _, key = request.headers.get("Authorization", "").partition(" ")
+        catalog, ref = kwargs.get("catalog"), kwargs.get("ref")
+        if keyword.lower() in ("bearer", "token") and key and " " not in key and catalog and ref:
+            found = token_read(key=key, kind=REF, catalog=catalog, ref=ref)
+            if found is not None and found.user.is_active:
+                known = request._request.__dict__
+                known[TOKEN_USER] = (key, found.user)
+                if found.catalog is not None and found.role is not None:
+                    known[KNOWN_ACCESS] = (found.user.pk, found.catalog, found.role)
+                    known[KNOWN_REF] = (catalog, ref, found)
+        super().initial(request, *args, **kwargs)
+
     def resolved(self, request, catalog: str, ref: str) -> ResolvedRef:
-        return iceberg_ref(catalog=request_catalog(request, catalog), ref=ref)
+        known = request._request.__dict__.pop(KNOWN_REF, None)  # read with the token (`initial`)
+        found = known[2].resolved(ref) if known is not None and known[:2] == (catalog, ref) else None
+        if found is None or found.catalog is not request_catalog(request, catalog):
+            found = iceberg_ref(catalog=request_catalog(request, catalog), ref=ref)
+        return found
 
     def target(self, request, catalog: str, ref: str) -> WriteTarget:
         """Where a write commits: the branch the URI names (403 for a tag or a commit id), as the token's user."""
-        branch = iceberg_branch(self.resolved(request, catalog, ref))
+        resolved = self.resolved(request, catalog, ref)
+        branch = iceberg_branch(resolved)
         return WriteTarget(catalog=request_catalog(request, catalog), branch=branch.name, author=request.user,
-                           read=branch)  # fmt: skip
+                           read=resolved)  # fmt: skip
 
     def body(self, request, model: type[requests.M]) -> tuple[requests.M, dict]:
         """The request body as the REST spec's `model` (a 400 naming the field that does not fit, before anything is

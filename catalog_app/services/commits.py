@@ -37,7 +37,7 @@ from catalog_app.models import (
 )
 from catalog_app.selectors import objects as object_selectors
 from catalog_app.selectors.objects import SchemaRow
-from catalog_app.selectors.refs import Chain, commit_chain
+from catalog_app.selectors.refs import Chain, ResolvedRef, commit_chain
 from catalog_app.selectors.table_files import FileRow
 from catalog_app.services.access import branch_write_check
 from lakeui.errors import ApplicationError, ConflictError, NotFoundError
@@ -387,7 +387,7 @@ class WriteTarget:
     author: AbstractBaseUser | None = None
     expected_head: str | None = None
     message: str = ""
-    read: Branch | None = None  # the branch as the request read it (with its head): a first prepare starts there
+    read: ResolvedRef | None = None  # the branch as the request resolved it: a first prepare starts there
 
     def begin(self) -> "CommitDraft":
         return commit_begin(catalog=self.catalog, branch=self.branch, expected_head=self.expected_head)
@@ -445,15 +445,16 @@ def commit_begin(
 
 
 def commit_prepare(
-    *, catalog: Catalog, branch: str, expected_head: str | None = None, read: Branch | None = None
+    *, catalog: Catalog, branch: str, expected_head: str | None = None, read: ResolvedRef | None = None
 ) -> CommitDraft:
-    """Open a draft on the branch's head as it is now (or as `read`, the branch the request read), without the
-    catalog lock: the writer reads that state, checks and writes its files, notes what it read
+    """Open a draft on the branch's head as it is now (or as `read`, the branch as the request resolved it, with its
+    chain), without the catalog lock: the writer reads that state, checks and writes its files, notes what it read
     (`CommitDraft.watch`), then takes the lock with `draft_lock` and commits. The refusals are `commit_begin`'s;
     a protected branch's is `draft_lock`'s, which checks under the lock anyway."""
-    target = read if read is not None and read.name == branch else None
-    if target is None:
-        target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
+    if read is not None and read.branch is not None and read.branch.name == branch:
+        _expected_check(read.branch, expected_head)
+        return CommitDraft(catalog=catalog, branch=read.branch, parent=read.commit, chain=read.chain)
+    target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
     _expected_check(target, expected_head)
