@@ -2,13 +2,15 @@
 doing the same work, in one run (issue 57):
 
     python benchmarks/iceberg_concurrency.py [--writers 4] [--commits 10] [--rows 1000] [--branches 10] [--rounds 6]
+        [--busy-commits 30]
 
 - one writer: `--commits` appends of `--rows` rows to a keyed table (pyiceberg's `append`, each a commit), in a
   process of its own: the median commit and the commits per second;
 - `--writers` writers, each a process of its own, on a table of its own (on LakeUI each on a branch of its own): the
   commits per second of all together and the speed-up over one writer;
-- a LakeUI branch create (`POST /api/v1/catalogs/{c}/branches`, `--branches` of them) idle and while the writers
-  commit: median and max;
+- a LakeUI branch create (`POST /api/v1/catalogs/{c}/branches`), 0.1 s apart: `--branches` of them idle, and while
+  `--writers` writers make `--busy-commits` commits each, as many as end while every writer still commits: median
+  and max;
 - two processes upserting overlapping keys on one LakeUI table, `--rounds` rounds each, each upsert retried on fresh
   metadata when it fails as a commit conflict: the answers counted by kind (anything but CommitFailedException or
   pyiceberg's ValidationException, a 400 above all, is a failure).
@@ -130,6 +132,7 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=10)
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--branches", type=int, default=10)
+    parser.add_argument("--busy-commits", type=int, default=30, help="each writer's commits while branches are made")
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
 
@@ -191,12 +194,16 @@ def main() -> int:
                             problems)  # fmt: skip
             figures[label] = {"median": statistics.median(times) * 1000, "one": one, "many": many}
 
-        def branch_create_ms(prefix: str) -> list[float]:
+        def branch_create_ms(prefix: str, during: list | None = None) -> list[float]:
+            """`--branches` creates 0.1 s apart; `during` (writer processes): as many as end while all of them still
+            run, the one that ends after the first writer is done left out."""
             taken = []
-            for index in range(args.branches):
+            for index in range(args.branches if during is None else 10**6):
                 began = time.perf_counter()
                 answer = requests.post(f"{base}/api/v1/catalogs/{name}/branches",
                                        json={"name": f"{prefix}{index}", "source": "main"}, headers=api)  # fmt: skip
+                if during is not None and not all(process.is_alive() for process in during):
+                    break
                 taken.append((time.perf_counter() - began) * 1000)
                 if answer.status_code != 201:
                     problems.append(f"branch create: {answer.status_code} {answer.text[:200]}")
@@ -207,8 +214,8 @@ def main() -> int:
         context = multiprocessing.get_context("spawn")
         start, results = context.Event(), context.Queue()
         busy_writers = [
-            context.Process(target=writer, args=(lake(f"w{i}"), f"bench.t{i}", args.commits, args.rows, 10**7, start,
-                                                 results))
+            context.Process(target=writer, args=(lake(f"w{i}"), f"bench.t{i}", args.busy_commits, args.rows, 10**7,
+                                                 start, results))
             for i in range(args.writers)
         ]  # fmt: skip
         for process in busy_writers:
@@ -216,7 +223,9 @@ def main() -> int:
         time.sleep(3)
         start.set()
         time.sleep(0.5)
-        busy = branch_create_ms("busy")
+        busy = branch_create_ms("busy", during=busy_writers)
+        if not busy:
+            problems.append("no branch create ended while the writers committed: give them more --busy-commits")
         for _ in busy_writers:
             results.get(timeout=900)
         for process in busy_writers:
@@ -249,7 +258,7 @@ def main() -> int:
     print(f"| {args.writers} writers: speed-up over one | {lake_figures['many'] / lake_figures['one']:.2f}x | "
           f"{sql_figures['many'] / sql_figures['one']:.2f}x | |")  # fmt: skip
     print(f"| branch create while engines commit (idle: {statistics.median(idle):.0f} ms median, {max(idle):.0f} "
-          f"max) | {statistics.median(busy):.0f} ms median, {max(busy):.0f} max | | "
+          f"max; {len(busy)} while busy) | {statistics.median(busy):.0f} ms median, {max(busy):.0f} max | | "
           f"{statistics.median(busy) / statistics.median(idle):.1f}x idle |")  # fmt: skip
     print(f"| 2 upserters, overlapping keys, {args.rounds} rounds each: answers | {conflicts or 'no conflict'} | | |")
     for problem in problems:
