@@ -1,7 +1,6 @@
 """What the Iceberg REST catalog reads: a ref's databases (namespaces) and tables, and a table's commits on the
 ref as the plain values the engine writes Iceberg metadata from (engine/iceberg.py)."""
 
-import json
 import uuid
 
 from django.db import connection
@@ -17,10 +16,10 @@ from catalog_app.models import (
     FileEntry,
     ObjectKind,
     ObjectVersion,
-    SchemaVersion,
 )
-from catalog_app.selectors.objects import chain_sql, objects_at
+from catalog_app.selectors.objects import chain_sql, json_column, objects_at
 from catalog_app.selectors.refs import Chain, ResolvedRef, ref_resolve
+from catalog_app.selectors.table_files import schema_rows_kept
 from lakeui.errors import NotFoundError
 
 
@@ -115,7 +114,7 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
             f" ON c.id = v.commit_id WHERE {versions_on} AND v.object_id = %s ORDER BY v.seq",
             [*params, table_id],
         )
-        versions = [(seq, commit, dropped, _json(state), at, gone) for seq, commit, dropped, state, at, gone
+        versions = [(seq, commit, dropped, json_column(state), at, gone) for seq, commit, dropped, state, at, gone
                     in cursor.fetchall()]  # fmt: skip
         cursor.execute(
             f"SELECT e.seq, e.commit_id, e.removed, e.schema_version_id, e.file_id, f.kind, f.path, f.row_count,"
@@ -159,26 +158,13 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
     return history
 
 
-_SCHEMAS: dict[int, tuple[Column, ...]] = {}  # by id: a schema version never changes once committed
-SCHEMAS_KEPT = 1024
-
-
 def _schemas(ids: set[int]) -> dict[int, tuple[Column, ...]]:
-    missing = [i for i in ids if i not in _SCHEMAS]
-    if missing:
-        if len(_SCHEMAS) + len(missing) > SCHEMAS_KEPT:
-            _SCHEMAS.clear()
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT id, columns FROM {_SCHEMA_VERSIONS} WHERE id = ANY(%s)", [missing])
-            _SCHEMAS.update({i: _columns(_json(c)) for i, c in cursor.fetchall()})
-    return {i: _SCHEMAS[i] for i in ids}
+    return {i: _columns(row.columns) for i, row in schema_rows_kept(ids).items()}
 
 
 def _table_file(entry: tuple, schemas: dict) -> TableFile:
-    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats = entry[
-        :13
-    ]
-    partition_values, stats = _json(partition_values), _json(stats)
+    _, _, _, entry_schema, file_id, kind, path, rows, size, partition_values, segment_id, file_schema, stats, *_ = entry
+    partition_values, stats = json_column(partition_values), json_column(stats)
     if kind == DataFile.Kind.DELTA:
         return TableFile(id=str(file_id), path=path, row_count=rows, size_bytes=size, segment_id=str(segment_id))
     schema = schemas.get(entry_schema or file_schema, ())
@@ -186,10 +172,5 @@ def _table_file(entry: tuple, schemas: dict) -> TableFile:
                      partition_values=dict(partition_values or {}), written=schema, stats=stats or {})  # fmt: skip
 
 
-def _json(value):
-    """A JSON column read in plain SQL, as JSONField decodes it."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
 _VERSIONS, _ENTRIES, _FILES = ObjectVersion._meta.db_table, FileEntry._meta.db_table, DataFile._meta.db_table
-_COMMITS, _EXPIRED, _SCHEMA_VERSIONS = Commit._meta.db_table, ExpiredCommit._meta.db_table, SchemaVersion._meta.db_table
+_COMMITS, _EXPIRED = Commit._meta.db_table, ExpiredCommit._meta.db_table

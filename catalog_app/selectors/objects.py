@@ -187,7 +187,7 @@ class ObjectsAt:
         if rows:
             self.counted = rows[0][-1]
         return [
-            ListedObject(object_id, name, commit_id, parent_id, _json(state), CommitTime(created_at))
+            ListedObject(object_id, name, commit_id, parent_id, json_column(state), CommitTime(created_at))
             for object_id, name, commit_id, parent_id, state, created_at, _ in rows
         ]
 
@@ -231,14 +231,14 @@ def versions_raw(sql: str, params: list) -> list[ObjectVersion]:
     return [_version_of(row, alias) for row in rows]
 
 
-def _json(value):
+def json_column(value):
     """A JSON column as JSONField decodes it (PostgreSQL's jsonb comes as its text, as Django has psycopg load it)."""
     return json.loads(value) if isinstance(value, str) else value
 
 
 def _version_of(row: tuple, alias: str) -> ObjectVersion:
     values = list(row[: len(_VERSION_FIELDS)])
-    values[_STATE] = _json(values[_STATE])
+    values[_STATE] = json_column(values[_STATE])
     version = ObjectVersion.from_db(alias, _VERSION_FIELDS, values)
     commit = Commit.from_db(alias, _COMMIT_FIELDS, row[len(_VERSION_FIELDS) :])
     ObjectVersion.commit.field.set_cached_value(version, commit)
@@ -328,7 +328,7 @@ def schema_history_read(chain: Chain, *, table_id: uuid.UUID) -> list[SchemaVers
     at = names.index("columns")
     for row in rows:
         values = list(row[: len(fields)])
-        values[at] = _json(values[at])
+        values[at] = json_column(values[at])
         version = SchemaVersion.from_db(alias, names, values)
         SchemaVersion.commit.field.set_cached_value(version, Commit.from_db(alias, _COMMIT_FIELDS, row[len(fields) :]))
         found.append(version)

@@ -230,15 +230,20 @@ _SCHEMA_ROWS: dict[int, SchemaRow] = {}  # by id: a schema version never changes
 SCHEMA_ROWS_KEPT = 4096
 
 
-def _schemas_of(rows: list[tuple]) -> dict[int, SchemaRow]:
-    """The schema versions `FILE_ROW_FIELDS` rows read with, by id; those the process read before are not read again."""
-    schema_ids = {row[9] if row[9] is not None else row[11] for row in rows} - {None}
-    missing = [i for i in schema_ids if i not in _SCHEMA_ROWS]
+def schema_rows_kept(schema_ids: Iterable[int]) -> dict[int, SchemaRow]:
+    """These schema versions by id, those the process read before not read again."""
+    wanted = set(schema_ids)
+    missing = [i for i in wanted if i not in _SCHEMA_ROWS]
     if missing:
         if len(_SCHEMA_ROWS) + len(missing) > SCHEMA_ROWS_KEPT:
             _SCHEMA_ROWS.clear()
         _SCHEMA_ROWS.update((row.id, row) for row in schema_rows(SchemaVersion.objects.filter(id__any=missing)))
-    return {i: _SCHEMA_ROWS[i] for i in schema_ids if i in _SCHEMA_ROWS}
+    return {i: _SCHEMA_ROWS[i] for i in wanted if i in _SCHEMA_ROWS}
+
+
+def _schemas_of(rows: list[tuple]) -> dict[int, SchemaRow]:
+    """The schema versions `FILE_ROW_FIELDS` rows read with, by id."""
+    return schema_rows_kept({row[9] if row[9] is not None else row[11] for row in rows} - {None})
 
 
 def _file_rows(rows: list[tuple], schemas: dict[uuid.UUID, SchemaRow] | None = None) -> dict[uuid.UUID, TableFiles]:
