@@ -245,7 +245,10 @@ class MergeRequestStatus:
 BLOCKERS = {
     "merge_request_not_open": (409, "The merge request is {state}; only an open request can be merged."),
     "branch_missing": (409, "The {which} branch {name!r} no longer exists."),
-    "plan_failed": (409, "The merge plan could not be computed: {error}. It is asked for again within a minute."),
+    "plan_failed": (
+        409,
+        "The merge plan could not be computed: {error}. It is asked for again, after a minute at first.",
+    ),
     "plan_pending": (409, "The merge plan is being computed; merge once it is ready."),
     "plan_stale": (409, "{what}; planning again."),
     "changes_requested": (409, "Changes were requested by {users}; they must approve first."),
