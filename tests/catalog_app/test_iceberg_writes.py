@@ -38,6 +38,8 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 from rest_framework.authtoken.models import Token
 
 from catalog_app.models import DataFile as LakeFile
+from catalog_app.selectors.refs import catalog_get, commit_chain, commit_log, ref_resolve
+from catalog_app.selectors.table_files import tables_file_rows
 
 # The live server's token and client fixtures are test_iceberg_rest's (imported, so tests name them as arguments).
 from tests.catalog_app.test_iceberg_rest import api_rows, client, iceberg, iceberg_rows, json_rows, token  # noqa: F401
@@ -606,3 +608,17 @@ def test_an_iceberg_append_costs_the_same_few_queries_however_long_the_tables_hi
     assert costs[2] == costs[-1] <= 24, costs
     held = sorted(orders.scan(selected_fields=("id",)).to_arrow()["id"].to_pylist())
     assert held == [*range(5), *range(10, 130)]
+
+    # The table's files are read in plain SQL (whole tables); the ORM's query (a list of segments) finds the same at
+    # every commit, with deletes (delete files, emptied segments) and an upsert among them.
+    monkeypatch.undo()
+    orders.delete(LessThan("id", 15))
+    orders.delete(EqualTo("id", 20))
+    orders.upsert(rows([21, 22, 200]))
+    catalog = catalog_get(name="lake")
+    table_id = LakeFile.objects.filter(catalog=catalog).values_list("table_id", flat=True).first()
+    every = list(LakeFile.objects.filter(table_id=table_id, kind="segment").values_list("id", flat=True))
+    for commit in commit_log(ref_resolve(catalog=catalog, ref="main").chain):
+        chain = commit_chain(commit)
+        whole = tables_file_rows(chain, table_ids=[table_id])
+        assert whole == tables_file_rows(chain, table_ids=[table_id], segments=every), commit.message
