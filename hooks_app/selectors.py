@@ -19,8 +19,9 @@ def webhook_get(*, catalog: Catalog, webhook_id: int) -> Webhook:
 
 def webhooks_listening(*, catalog_id: object, kind: str) -> list[Webhook]:
     """The catalog's active webhooks that listen to `kind` (a catalog has a handful: filtered here, which works the
-    same on every database's JSON)."""
-    hooks = Webhook.objects.filter(catalog_id=catalog_id, active=True)
+    same on every database's JSON). Plain SQL: every commit asks, and usually there is none."""
+    sql = f"SELECT * FROM {Webhook._meta.db_table} WHERE catalog_id = %s AND active"
+    hooks = Webhook.objects.raw(sql, [catalog_id])
     return [hook for hook in hooks if kind in hook.events or ("*" in hook.events and kind not in NAMED_ONLY)]
 
 
