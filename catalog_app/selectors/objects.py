@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, TextField, Window
 from django.db.models.functions import Cast, RowNumber
 
+from catalog_app.engine.segments import Column
 from catalog_app.models import Commit, ObjectKind, ObjectVersion, Operation, SchemaVersion
 from catalog_app.selectors.refs import Chain, sql_slice
 from lakeui.errors import NotFoundError
@@ -34,6 +35,11 @@ class SchemaRow:
     @cached_property
     def columns(self) -> list[dict]:
         return json.loads(self.columns_json)
+
+    @cached_property
+    def read_columns(self) -> tuple[Column, ...]:
+        """The columns as the engine reads a segment written with them (a process keeps its schema rows: made once)."""
+        return tuple(Column.from_dict(c) for c in self.columns)
 
 
 def schema_rows(versions: QuerySet) -> Iterable[SchemaRow]:

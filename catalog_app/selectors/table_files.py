@@ -127,7 +127,7 @@ class TableFiles:
             SegmentRead(
                 id=str(segment.id),
                 path=segment.path,
-                columns=tuple(Column.from_dict(c) for c in segment.schema_version.columns),
+                columns=_read_columns(segment.schema_version),
                 deltas=tuple(delta.path for delta in self.deltas.get(segment.id, [])),
                 order=position,
             )
@@ -136,6 +136,14 @@ class TableFiles:
 
 
 NO_FILES = TableFiles(segments=[], deltas={})  # read-only: tables_files makes a new TableFiles per table
+
+
+def _read_columns(schema: SchemaRow | SchemaVersion) -> tuple[Column, ...]:
+    """A segment's written columns: a `SchemaRow` keeps them made (the process keeps its schema rows), a model's are
+    made here."""
+    if isinstance(schema, SchemaRow):
+        return schema.read_columns
+    return tuple(Column.from_dict(c) for c in schema.columns)
 
 
 def table_files(chain: Chain, *, table_id: uuid.UUID) -> TableFiles:
