@@ -107,7 +107,7 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
     spec = _spec(foreign, name)
     paths = {f.location: registered_path(warehouse, f.location, roots) for f in foreign.data}
 
-    def prepare(tag: str) -> tuple[CommitDraft, ObjectVersion]:
+    def prepare(tag: str, again: bool) -> tuple[CommitDraft, ObjectVersion]:
         """Without the lock: the table staged and its files read; what it read is watched (its database, its name
         still free, its files still no table's) for `draft_lock`."""
         taken = set(DataFile.objects.filter(path__in=list(paths.values())).values_list("path", flat=True))
@@ -116,7 +116,7 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
                 "file_registered", f"Files of this table are a LakeUI table's already: {sorted(taken)[:3]}; a file "
                 "is registered once (branch or tag the table that holds them instead).",
             )  # fmt: skip
-        draft = target.prepare()
+        draft = target.prepare(again=again)
         db = draft.get(ObjectKind.DATABASE, database)
         draft.watch(objects=[db.object_id], name=(db.object_id, name))
         draft.watch(check=lambda: not DataFile.objects.filter(path__in=list(paths.values())).exists())

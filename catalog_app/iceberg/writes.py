@@ -151,23 +151,23 @@ def prepared_then_locked(
     warehouse: Warehouse,
     *,
     prefix: str,
-    prepare: Callable[[str], tuple[CommitDraft, Prepared]],
+    prepare: Callable[[str, bool], tuple[CommitDraft, Prepared]],
     publish: Callable[[CommitDraft, Prepared], Published],
     branch: str,
     lock: Callable[[CommitDraft], bool] | None = None,
 ) -> Published:
-    """A commit that reads and writes files, made without holding the catalog lock across them: `prepare(tag)` reads
-    the branch's head as it is (no lock), checks, writes the commit's own files (under the folders the tag names)
-    and stages a draft (`commit_prepare`) that watches what it read; then, in one transaction, `lock` (`draft_lock`
-    unless given) takes the lock and `publish` records the draft, reading the database only. If what the draft
-    watched changed meanwhile (the tables it writes moved on the branch), its files are removed and it is prepared
-    again against the new state, where the engine's requirements are checked again (409 if they no longer hold); up
-    to PREPARE_TRIES times, then 409 too."""
-    for _ in range(PREPARE_TRIES):
+    """A commit that reads and writes files, made without holding the catalog lock across them: `prepare(tag, again)`
+    reads the branch's head (no lock: as the request read it on the first try, as it is now `again`), checks, writes
+    the commit's own files (under the folders the tag names) and stages a draft (`commit_prepare`) that watches what
+    it read; then, in one transaction, `lock` (`draft_lock` unless given) takes the lock and `publish` records the
+    draft, reading the database only. If what the draft watched changed meanwhile (the tables it writes moved on the
+    branch), its files are removed and it is prepared again against the new state, where the engine's requirements
+    are checked again (409 if they no longer hold); up to PREPARE_TRIES times, then 409 too."""
+    for attempt in range(PREPARE_TRIES):
         tag = uuid.uuid4().hex
         try:
             with written_or_removed(warehouse, tag=f"{prefix}-{tag}"):
-                draft, prepared = prepare(tag)
+                draft, prepared = prepare(tag, attempt > 0)
                 with transaction.atomic():
                     if (lock or draft_lock)(draft):
                         return publish(draft, prepared)
@@ -475,10 +475,9 @@ def iceberg_tables_commit(*, target: WriteTarget, requests: list[TableCommitRequ
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
 
     catalog, branch, author = target.catalog, target.branch, target.author
-    tries = iter([False])  # the first try starts from the branch as the request read it
 
-    def prepare(tag: str) -> tuple[CommitDraft, list[ObjectVersion]]:
-        draft = target.prepare(again=next(tries, True))
+    def prepare(tag: str, again: bool) -> tuple[CommitDraft, list[ObjectVersion]]:
+        draft = target.prepare(again=again)
         return draft, [_table_commit(draft, request, warehouse=warehouse, tag=tag) for request in requests]
 
     def publish(draft: CommitDraft, tables: list[ObjectVersion]) -> Committed:
