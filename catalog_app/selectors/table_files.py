@@ -222,7 +222,7 @@ def _whole_tables_rows(chain: Chain, table_ids: list[uuid.UUID]) -> list[tuple]:
     sql = (
         f"SELECT e.table_id, e.file_id, f.kind, f.path, f.row_count, f.size_bytes, f.partition_values::text,"
         f" f.stats::text, f.segment_id, e.schema_version_id, e.schema_visible, f.schema_version_id, f.schema_visible"
-        f" FROM {entries} e JOIN {files} f ON f.id = e.file_id WHERE e.table_id = ANY(%s) AND {mine}"
+        f" FROM {entries} e JOIN {files} f ON f.id = e.file_id WHERE e.table_id = ANY(%s::uuid[]) AND {mine}"
         f" AND NOT EXISTS (SELECT 1 FROM {entries} n WHERE {newer} AND n.file_id = e.file_id AND n.seq > e.seq)"
         f" AND NOT e.removed ORDER BY e.seq, e.id"
     )
