@@ -124,7 +124,7 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
             [*more, table_id],
         )
         entries = cursor.fetchall()
-    schemas = _schemas({e[3] or e[11] for e in entries} - {None})
+    schemas = {i: row.read_columns for i, row in schema_rows_kept({e[3] or e[11] for e in entries} - {None}).items()}
     made_at = {v[1]: (v[4], v[5]) for v in versions} | {e[1]: (e[13], e[14]) for e in entries}
     seqs = sorted({v[0]: None for v in versions} | {e[0]: None for e in entries})
     commit_of = {v[0]: v[1] for v in versions} | {e[0]: e[1] for e in entries}
@@ -156,10 +156,6 @@ def table_commits(chain: Chain, *, table_id: uuid.UUID) -> list[TableCommit]:
             )
         )  # fmt: skip
     return history
-
-
-def _schemas(ids: set[int]) -> dict[int, tuple[Column, ...]]:
-    return {i: _columns(row.columns) for i, row in schema_rows_kept(ids).items()}
 
 
 def _table_file(entry: tuple, schemas: dict) -> TableFile:
