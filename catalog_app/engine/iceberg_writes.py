@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyiceberg.avro.file
+import pyiceberg.manifest
 from pydantic import ValidationError
 from pyiceberg.avro.decoder import StreamingBinaryDecoder
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -115,6 +116,67 @@ def _get_schema(header: pyiceberg.avro.file.AvroFileHeader) -> Schema:
 
 
 pyiceberg.avro.file.AvroFileHeader.get_schema = _get_schema
+
+
+# Then it builds a tree of readers from the file's schema and the one it reads in (the other third), and one for the
+# header; a file written builds a tree of writers and converts its schema to Avro's for its header. A tree keeps no
+# state between records, and manifests and manifest lists are read and written in pyiceberg's few fixed schemas (a
+# manifest's with its partition type, made once per type below) and read from the few header schemas kept above:
+# each tree and header schema is made once per process. An entry holds the schemas it was made from, so their ids
+# name them while it is kept.
+TREES_KEPT = 256
+_trees: dict[tuple, tuple] = {}
+_avro = pyiceberg.avro.file
+_resolve_reader, _resolve_writer, _construct_writer = _avro.resolve_reader, _avro.resolve_writer, _avro.construct_writer
+_with_partition = pyiceberg.manifest.ManifestWriter._with_partition
+
+
+def _kept(kind: str, make: Callable, *schemas, options: tuple = ()):
+    """`make(*schemas)`, made once per process for these schema objects and `options`."""
+    key = (kind, *map(id, schemas), options)
+    kept = _trees.get(key)
+    if kept is None:
+        if len(_trees) >= TREES_KEPT:
+            _trees.clear()
+        kept = _trees[key] = (schemas, make(*schemas))
+    return kept[1]
+
+
+def _write_header(self) -> None:
+    """pyiceberg's `AvroOutputFile._write_header`, with the header's schema text and writer kept."""
+    from pyiceberg.table import TableProperties
+
+    codec = self.metadata.get(_avro.AVRO_CODEC_KEY, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT)
+    codec = _avro.CODEC_MAPPING_ICEBERG_TO_AVRO.get(codec) or codec
+    text = _kept("header schema", lambda schema: json.dumps(AvroSchemaConversion().iceberg_to_avro(
+        schema, schema_name=self.schema_name)), self.file_schema, options=(self.schema_name,))  # fmt: skip
+    meta = {**self.metadata, _avro._SCHEMA_KEY: text, _avro.AVRO_CODEC_KEY: codec}
+    _kept("writer", _construct_writer, _avro.META_SCHEMA).write(
+        self.encoder, _avro.AvroFileHeader(_avro.MAGIC, meta, self.sync_bytes)
+    )
+
+
+def _resolve_reader_kept(file_schema, read_schema, read_types=_avro.EMPTY_DICT, read_enums=_avro.EMPTY_DICT):
+    return _kept("reader", lambda file, read: _resolve_reader(file, read, read_types, read_enums), file_schema,
+                 read_schema, options=(tuple(read_types.items()), tuple(read_enums.items())))  # fmt: skip
+
+
+def _manifest_schema(self, format_version):
+    """A manifest's entry schema, made once per partition type (a value: equal types are one key)."""
+    partition_type = self._spec.partition_type(self._schema)
+    return _kept("entry schema", lambda: _with_partition(self, format_version),
+                 options=(format_version, partition_type))  # fmt: skip
+
+
+_avro.resolve_reader = _resolve_reader_kept
+_avro.resolve_writer = lambda record_schema, file_schema: _kept("resolved writer", _resolve_writer, record_schema,
+                                                                file_schema)  # fmt: skip
+_avro.construct_writer = lambda file_schema: _kept("writer", _construct_writer, file_schema)
+_avro.AvroFile._read_header = lambda self: _kept(
+    "header reader", lambda schema: _avro.construct_reader(schema, {-1: _avro.AvroFileHeader}), _avro.META_SCHEMA
+).read(self.decoder)
+_avro.AvroOutputFile._write_header = _write_header
+pyiceberg.manifest.ManifestWriter._with_partition = _manifest_schema
 
 
 @contextmanager
