@@ -2,6 +2,7 @@
 `catalog_with_role` and every write through `branch_protection` (see services/access.py `branch_write_check`)."""
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -86,8 +87,15 @@ class Protection:
     require_queue: bool = False  # merge requests merge only through the branch's merge queue (any rule asks it)
 
 
+def patterns_matching(branch: str, patterns: Iterable[str]) -> list[str]:
+    """The protection patterns (fnmatch-style) that name `branch`, in their order."""
+    return [pattern for pattern in patterns if fnmatch.fnmatchcase(branch, pattern)]
+
+
 def branch_protection(*, catalog: Catalog, branch: str) -> Protection | None:
-    rules = [rule for rule in protected_branch_list(catalog=catalog) if fnmatch.fnmatchcase(branch, rule.pattern)]
+    rules = protected_branch_list(catalog=catalog)
+    matched = set(patterns_matching(branch, [rule.pattern for rule in rules]))
+    rules = [rule for rule in rules if rule.pattern in matched]
     if not rules:
         return None
     return Protection(
@@ -103,4 +111,4 @@ def queue_required_branches(*, catalog: Catalog, branches: list[str]) -> set[str
     """The branches among `branches` that a rule makes merge only through their merge queue (one read of the
     rules, matched as `branch_protection` matches them)."""
     patterns = [rule.pattern for rule in protected_branch_list(catalog=catalog) if rule.require_queue]
-    return {name for name in branches if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
+    return {name for name in branches if patterns_matching(name, patterns)}

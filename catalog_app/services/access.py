@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 
 from catalog_app.models import Catalog, CatalogRole, ProtectedBranch, Role
 from catalog_app.names import CHECK_NAME, check_ref_name
-from catalog_app.selectors.access import branch_protection
+from catalog_app.selectors.access import branch_protection, patterns_matching
 from lakeui.errors import ApplicationError, NotFoundError
 
 MESSAGE_PROTECTED = (
@@ -17,18 +17,25 @@ MESSAGE_PROTECTED = (
 MAX_REQUIRED_APPROVALS = 20
 
 
-def branch_write_check(*, catalog: Catalog, branch: str, via_merge_request: int | None = None) -> None:
+def branch_write_check(
+    *, catalog: Catalog, branch: str, via_merge_request: int | None = None, patterns: list[str] | None = None
+) -> None:
     """Refuse a write to a protected branch (403 `branch_protected`) unless it is the merge of an approved merge
-    request (`via_merge_request`: the request's id, set only by the merge request's merge job)."""
+    request (`via_merge_request`: the request's id, set only by the merge request's merge job). `patterns`: the
+    catalog's protection patterns, where the caller read them with its lock (`commits.draft_lock`)."""
     if via_merge_request is not None:
         return
-    protection = branch_protection(catalog=catalog, branch=branch)
-    if protection is not None:
+    if patterns is None:
+        protection = branch_protection(catalog=catalog, branch=branch)
+        matched = protection.patterns if protection is not None else []
+    else:
+        matched = patterns_matching(branch, patterns)
+    if matched:
         raise ApplicationError(
             "branch_protected",
-            MESSAGE_PROTECTED.format(branch=branch, patterns=", ".join(protection.patterns)),
+            MESSAGE_PROTECTED.format(branch=branch, patterns=", ".join(matched)),
             status=403,
-            details={"branch": branch, "patterns": protection.patterns},
+            details={"branch": branch, "patterns": matched},
         )
 
 

@@ -32,6 +32,7 @@ from catalog_app.models import (
     Line,
     ObjectVersion,
     Operation,
+    ProtectedBranch,
     SchemaVersion,
     Tag,
 )
@@ -405,13 +406,50 @@ class WriteTarget:
         return draft.commit(author=self.author, message=self.message or default_message)
 
 
+_CATALOG, _BRANCH, _COMMIT = ([f.attname for f in model._meta.concrete_fields] for model in (Catalog, Branch, Commit))
+_CATALOG_LOCK = "SELECT {} FROM {} WHERE id = %s FOR {{}}".format(
+    ", ".join(f.column for f in Catalog._meta.concrete_fields), Catalog._meta.db_table
+)
+_BRANCH_WITH_HEAD = (
+    "SELECT {}, {}, ARRAY(SELECT p.pattern FROM {} p WHERE p.catalog_id = %s ORDER BY p.pattern) FROM (SELECT 1) one"
+    " LEFT JOIN {} b ON b.catalog_id = %s AND b.name = %s LEFT JOIN {} h ON h.id = b.head_id"
+).format(
+    *(", ".join(f"{alias}.{f.column}" for f in model._meta.concrete_fields) for alias, model in (("b", Branch),
+                                                                                               ("h", Commit))),
+    ProtectedBranch._meta.db_table, Branch._meta.db_table, Commit._meta.db_table,
+)  # fmt: skip
+
+
 def catalog_lock(*, catalog: Catalog, exclusive: bool = False) -> Catalog:
     """The catalog's row, locked until the caller's transaction ends: the lock every commit of the catalog takes
     (commits are numbered one after another, `_next_seq`), also taken by writes that must not interleave with them
     (numbering merge requests). It is PostgreSQL's FOR NO KEY UPDATE, so a branch or tag create, which holds the row
     only against retention (`catalog_refs_hold`), never waits for a commit. `exclusive` (FOR UPDATE): retention's
     expiry, which nothing that moves or adds a ref may interleave with."""
-    return Catalog.objects.select_for_update(no_key=not exclusive).get(id=catalog.id)
+    with connection.cursor() as cursor:
+        cursor.execute(_CATALOG_LOCK.format("UPDATE" if exclusive else "NO KEY UPDATE"), [catalog.id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Catalog.DoesNotExist(f"There is no catalog {catalog.id}.")
+    return Catalog.from_db(connection.alias, _CATALOG, row)
+
+
+def catalog_lock_with_branch(catalog: Catalog, name: str) -> tuple[Catalog, Branch | None, list[str]]:
+    """`catalog_lock` (a commit's), then the branch `name` with its head (None if there is none) and the patterns of
+    the catalog's protection rules in one statement: what a commit reads under the lock. Read after the lock is
+    taken, in a statement of its own, so that they are as the commit before left them (a statement that waits for a
+    row lock sees the other tables as they were when it began)."""
+    locked = catalog_lock(catalog=catalog)
+    with connection.cursor() as cursor:
+        cursor.execute(_BRANCH_WITH_HEAD, [locked.id, locked.id, name])
+        row = cursor.fetchone()
+    patterns, alias = row[-1], connection.alias
+    if row[0] is None:
+        return locked, None, patterns
+    branch = Branch.from_db(alias, _BRANCH, row[: len(_BRANCH)])
+    branch.head = Commit.from_db(alias, _COMMIT, row[len(_BRANCH) : -1])
+    branch.catalog = locked
+    return locked, branch, patterns
 
 
 def catalog_refs_hold(*, catalog: Catalog, name: str) -> None:
@@ -435,11 +473,10 @@ def commit_begin(
     only the merge of an approved merge request names itself with `via_merge_request`."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("commit_begin must be called inside transaction.atomic()")
-    catalog = catalog_lock(catalog=catalog)
-    target = Branch.objects.select_related("head").filter(catalog=catalog, name=branch).first()
+    catalog, target, patterns = catalog_lock_with_branch(catalog, branch)
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
-    branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request)
+    branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request, patterns=patterns)
     _expected_check(target, expected_head)
     return CommitDraft(catalog=catalog, branch=target, parent=target.head, chain=commit_chain(target.head))
 
@@ -469,11 +506,10 @@ def draft_lock(draft: CommitDraft, *, expected_head: str | None = None) -> bool:
     does no file work. The branch's refusals are checked again (a protection set meanwhile, a head expected)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("draft_lock must be called inside transaction.atomic()")
-    catalog = catalog_lock(catalog=draft.catalog)
-    target = Branch.objects.select_related("head").filter(catalog=catalog, name=draft.branch.name).first()
+    catalog, target, patterns = catalog_lock_with_branch(draft.catalog, draft.branch.name)
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=draft.branch.name)
-    branch_write_check(catalog=catalog, branch=target.name)
+    branch_write_check(catalog=catalog, branch=target.name, patterns=patterns)
     _expected_check(target, expected_head)
     if target.id != draft.branch.id:  # the branch was deleted and made again meanwhile
         return False
@@ -516,11 +552,10 @@ def commit_publish(*, catalog: Catalog, branch: str, commit: Commit, job: Job | 
     the commit becomes `job`'s, fenced by its claim as `_commit_insert` fences a commit."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("commit_publish must be called inside transaction.atomic()")
-    catalog = catalog_lock(catalog=catalog)
-    target = Branch.objects.filter(catalog=catalog, name=branch).first()
+    catalog, target, patterns = catalog_lock_with_branch(catalog, branch)
     if target is None:
         _refuse_non_branch(catalog=catalog, ref=branch)
-    branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request)
+    branch_write_check(catalog=catalog, branch=branch, via_merge_request=via_merge_request, patterns=patterns)
     if target.head_id != commit.parent_id:
         return False
     if job is not None:
