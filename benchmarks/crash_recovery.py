@@ -119,7 +119,7 @@ def run(args) -> None:
 
     from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
     from catalog_app.models import Commit
-    from catalog_app.selectors.check import catalog_findings
+    from catalog_app.selectors.consistency import catalog_findings
     from catalog_app.selectors.refs import branch_get, ref_resolve
     from catalog_app.selectors.table_files import table_files
     from catalog_app.services.commits import WriteTarget

@@ -43,7 +43,7 @@ from pyiceberg.schema import Schema  # noqa: E402
 from pyiceberg.types import LongType, NestedField, StringType  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
-from catalog_app.engine import iceberg as engine_iceberg  # noqa: E402
+from catalog_app.engine import iceberg_metadata as engine_iceberg  # noqa: E402
 from catalog_app.models import DataFile  # noqa: E402
 from catalog_app.services.refs import catalog_create, catalog_delete  # noqa: E402
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog_app.engine import checks, gc, session, sql
+from catalog_app.engine import gc, session, smoke, sql
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
     TABLE_JOB_SPECS,
@@ -62,7 +62,7 @@ def spark_check(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     progress.report(10, "Starting Spark")
     spark = spark_session()
     progress.report(50, "Running a Spark job")
-    return checks.spark_roundtrip(spark, rows=int(params.get("rows", 1000)))
+    return smoke.spark_roundtrip(spark, rows=int(params.get("rows", 1000)))
 
 
 def _figures_of(commit: Commit) -> dict[str, Any]:

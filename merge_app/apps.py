@@ -8,7 +8,7 @@ class MergeAppConfig(AppConfig):
     def ready(self) -> None:
         # Registers the merge job kinds, in web and worker processes alike, and the merge logs' consistency check.
         from catalog_app.selectors.blame import settled_reader_register
-        from catalog_app.selectors.check import check_register
+        from catalog_app.selectors.consistency import check_register
         from catalog_app.selectors.merge_links import commit_links_reader_register, merge_request_reader_register
         from merge_app import job_kinds  # noqa: F401
         from merge_app.selectors.merges import merge_logs_check, merge_request_numbers

@@ -1,6 +1,6 @@
 """The Iceberg REST catalog at `/iceberg/{catalog}/{ref}/v1/...`: namespaces are the ref's databases, tables its
 tables; a table's metadata is LakeUI's state written as Iceberg (catalog_app/iceberg/services.py). At a branch it
-takes writes (catalog_app/iceberg/writes.py); a tag or a commit id answers 403. The bearer token is the LakeUI API
+takes writes (catalog_app/iceberg/commits.py); a tag or a commit id answers 403. The bearer token is the LakeUI API
 token and the roles are the API's (viewer reads, editor writes; a protected branch takes no direct commit). Every
 error is Iceberg's `{"error": {"message", "type", "code"}}`; what is not served answers 406
 `UnsupportedOperationException`.
@@ -17,6 +17,15 @@ from rest_framework.views import APIView
 
 from catalog_app.apis.common import request_catalog
 from catalog_app.iceberg import requests
+from catalog_app.iceberg.commits import (
+    TableCommitRequest,
+    iceberg_branch,
+    iceberg_table_at_branch,
+    iceberg_table_stage,
+    iceberg_tables_commit,
+    loaded_for_branch,
+    table_spec,
+)
 from catalog_app.iceberg.events import iceberg_events, token_parsed
 from catalog_app.iceberg.register import iceberg_table_register
 from catalog_app.iceberg.selectors import (
@@ -27,15 +36,6 @@ from catalog_app.iceberg.selectors import (
     namespace_table_list,
 )
 from catalog_app.iceberg.services import iceberg_table_load
-from catalog_app.iceberg.writes import (
-    TableCommitRequest,
-    iceberg_branch,
-    iceberg_table_at_branch,
-    iceberg_table_stage,
-    iceberg_tables_commit,
-    loaded_for_branch,
-    table_spec,
-)
 from catalog_app.models import Role
 from catalog_app.selectors.refs import ResolvedRef
 from catalog_app.selectors.token_reads import REF, token_read

@@ -18,12 +18,12 @@ from catalog_app.engine import dml_arrow, incoming, keymatch
 from catalog_app.engine.frames import arrow_frame, cached
 from catalog_app.engine.predicate_columns import balanced, to_column
 from catalog_app.engine.predicate_parser import Expr
+from catalog_app.engine.segment_writes import write_deltas, write_segments_arrow
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
 from catalog_app.engine.session import time_zone
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import spark_type
-from catalog_app.engine.writes import write_deltas, write_segments_arrow
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from catalog_app.engine import files
-from catalog_app.engine.iceberg import FOLDER as ICEBERG_FOLDER
+from catalog_app.engine.iceberg_metadata import FOLDER as ICEBERG_FOLDER
 from catalog_app.engine.warehouse import Warehouse
 
 
@@ -23,8 +23,8 @@ def unreferenced_remove(
     """Remove the files under `folder` (a catalog's, from the warehouse root) whose path is not in `referenced`
     and that were last modified before `cutoff_ms` (ms since the epoch). A file's hidden companion
     (`.<name>.crc`) goes with the file it belongs to. A table's Iceberg metadata (`<table>/iceberg/`, written once per
-    table state and reused by later states, engine/iceberg.py) is no commit's file and is kept: a manifest an old
-    state wrote is part of every later state's metadata."""
+    table state and reused by later states, engine/iceberg_metadata.py) is no commit's file and is kept: a manifest
+    an old state wrote is part of every later state's metadata."""
     prefix = f"{folder}/"
     collected = Collected()
     for stored in list(files.list_files(spark, warehouse.uri(folder))):

@@ -27,11 +27,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from catalog_app.engine.reads import deleted_positions
+from catalog_app.engine.segment_writes import describe_deltas, describe_segments
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
 from catalog_app.engine.strategies import Survey
 from catalog_app.engine.types import arrow_type, json_value, stat_value, utc_naive
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem, data_folder, delta_folder
-from catalog_app.engine.writes import describe_deltas, describe_segments
 
 COPY_BATCH_ROWS = 256 * 1024  # rows a segment copy holds in memory at a time
 

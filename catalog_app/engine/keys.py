@@ -21,9 +21,9 @@ from pyspark.sql import types as T
 
 from catalog_app.engine.dml import rows_in_partitions
 from catalog_app.engine.frames import cached
+from catalog_app.engine.segment_writes import write_deltas
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, WrittenFile
 from catalog_app.engine.table_data import TableData
-from catalog_app.engine.writes import write_deltas
 
 CHANGE, BEFORE, AFTER = "_change", "_before", "_after"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"

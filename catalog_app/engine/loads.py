@@ -27,11 +27,11 @@ from catalog_app.engine import dml, incoming, keymatch, loads_arrow, strategies
 from catalog_app.engine.dml import FEW_ROWS
 from catalog_app.engine.frames import cache_scope, cached, collected
 from catalog_app.engine.reads import READ_ERRORS
+from catalog_app.engine.segment_writes import write_deltas, write_segments_arrow
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile, file_in_partitions, in_schema
 from catalog_app.engine.session import time_zone
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import json_value
-from catalog_app.engine.writes import write_deltas, write_segments_arrow
 from catalog_app.job_specs import KEY_STRATEGIES, LoadSpec, Query, Rows, StoredFiles
 
 logger = logging.getLogger(__name__)

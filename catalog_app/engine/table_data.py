@@ -9,10 +9,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.strategies import GROUP
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ import uuid
 
 from django.conf import settings
 
-from catalog_app.engine import iceberg_writes
-from catalog_app.engine.iceberg_writes import FileRefused, ForeignFile, ForeignTable
+from catalog_app.engine import iceberg_incoming
+from catalog_app.engine.iceberg_incoming import FileRefused, ForeignFile, ForeignTable
 from catalog_app.engine.segments import SegmentRead
 from catalog_app.engine.warehouse import Warehouse, delta_folder
-from catalog_app.iceberg.writes import (
+from catalog_app.iceberg.commits import (
     RESERVED_PROPERTIES,
     _data_files,
     _operation,
@@ -99,11 +99,11 @@ def iceberg_table_register(*, target: WriteTarget, database: str, name: str, met
         path = registered_path(warehouse, location, roots)
         if path is None:
             raise FileRefused(f"{what} {str(location)[:300]!r} is not under a folder tables are registered from.")
-        limit = None if what == "File" else iceberg_writes.MAX_METADATA_BYTES
-        iceberg_writes.file_checked(warehouse, path, what, max_bytes=limit)
+        limit = None if what == "File" else iceberg_incoming.MAX_METADATA_BYTES
+        iceberg_incoming.file_checked(warehouse, path, what, max_bytes=limit)
 
     with refused_as("invalid_registration", unreadable="The table's metadata"):
-        foreign = iceberg_writes.foreign_table_read(metadata_location, opened)
+        foreign = iceberg_incoming.foreign_table_read(metadata_location, opened)
     spec = _spec(foreign, name)
     paths = {f.location: registered_path(warehouse, f.location, roots) for f in foreign.data}
 
@@ -149,7 +149,7 @@ def _files_register(
     columns = table_columns(table)
     state = table.state
     written = [
-        iceberg_writes.data_file_checked(warehouse, paths[f.location], columns, state["partition_by"], f.record_count)
+        iceberg_incoming.data_file_checked(warehouse, paths[f.location], columns, state["partition_by"], f.record_count)
         for f in foreign.data
     ]
     segments = _data_files(draft, table, written, None)  # the commit gives them the table's new schema version
@@ -160,7 +160,7 @@ def _files_register(
     reads = {s.id: SegmentRead(id=str(s.id), path=s.path, columns=tuple(columns)) for s in segments}
     lost: dict[str, set[int]] = {}
     for delete in foreign.position_deletes:
-        for location, positions in iceberg_writes.position_deletes_read(warehouse, _path(warehouse, delete,
+        for location, positions in iceberg_incoming.position_deletes_read(warehouse, _path(warehouse, delete,
                                                                                        roots)).items():  # fmt: skip
             segment = by_location.get(location)
             if segment is not None:  # a file the snapshot no longer holds: nothing to delete
@@ -173,11 +173,11 @@ def _files_register(
                 "primary key (its identifier fields); rewrite the table's deletes as position deletes first."
             )
         older = [reads[by_location[f.location].id] for f in foreign.data if f.sequence_number < delete.sequence_number]
-        found = iceberg_writes.equality_deletes_match(warehouse, _path(warehouse, delete, roots), key, columns, older)
+        found = iceberg_incoming.equality_deletes_match(warehouse, _path(warehouse, delete, roots), key, columns, older)
         for segment_id, positions in found.items():
             lost.setdefault(segment_id, set()).update(positions)
     if key:
-        doubled = iceberg_writes.keys_doubled(warehouse, [], list(reads.values()), columns, key,
+        doubled = iceberg_incoming.keys_doubled(warehouse, [], list(reads.values()), columns, key,
                                               {s: sorted(p) for s, p in lost.items()}, live_too=True)  # fmt: skip
         if doubled:
             raise FileRefused(f"The table holds these keys of its identifier fields twice: {doubled}.")
@@ -186,7 +186,9 @@ def _files_register(
         return
     base = f"{table.catalog_id}/{table.object_id}"
     files_written_under(base)
-    deltas = [iceberg_writes.positions_write(warehouse, delta_folder(base, tag), s, sorted(p)) for s, p in lost.items()]
+    deltas = [
+        iceberg_incoming.positions_write(warehouse, delta_folder(base, tag), s, sorted(p)) for s, p in lost.items()
+    ]
     delta_files = _data_files(draft, table, deltas, None, kind=DataFile.Kind.DELTA)
     touched = [s for s in segments if str(s.id) in lost]
     _operation(draft, table, Op.DELETE, deltas_added=delta_files, segments_touched=touched,

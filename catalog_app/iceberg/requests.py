@@ -45,7 +45,7 @@ class Spec(BaseModel):
 
 def _path(value: str, what: str) -> str:
     """A file location as a client names it: the file itself is resolved and checked before it is opened
-    (catalog_app/engine/iceberg_writes.py, `file_checked`); here only what no path may be."""
+    (catalog_app/engine/iceberg_incoming.py, `file_checked`); here only what no path may be."""
     if "\x00" in value:
         raise ValueError(f"{what} holds a NUL character")
     if len(value) > MAX_URI:

@@ -1,12 +1,12 @@
 """What the Iceberg REST catalog reads: a ref's databases (namespaces) and tables, and a table's commits on the
-ref as the plain values the engine writes Iceberg metadata from (engine/iceberg.py)."""
+ref as the plain values the engine writes Iceberg metadata from (engine/iceberg_metadata.py)."""
 
 import uuid
 
 from django.db import connection
 from django.db.models import Max, QuerySet
 
-from catalog_app.engine.iceberg import TableCommit, TableFile
+from catalog_app.engine.iceberg_metadata import TableCommit, TableFile
 from catalog_app.engine.segments import Column
 from catalog_app.models import (
     Catalog,

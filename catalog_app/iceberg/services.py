@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from catalog_app.engine.iceberg import (
+from catalog_app.engine.iceberg_metadata import (
     NotRepresentable,
     metadata_path,
     metadata_read,
@@ -32,7 +32,8 @@ class LoadedTable:
 def iceberg_table_load(chain: Chain, *, table: ObjectVersion, changed: bool = False) -> LoadedTable:
     """The table's Iceberg metadata at `chain`. Its key is the table's newest commit on the chain: a repeat costs one
     query (and a file read in a process that has not read that state yet); a new state writes only what changed
-    (engine/iceberg.py). `changed`: the chain's commit changed the table (a commit's answer), so that is its newest.
+    (engine/iceberg_metadata.py). `changed`: the chain's commit changed the table (a commit's answer), so that is
+    its newest.
     Refused (406) when Iceberg readers could not read the table as LakeUI does."""
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     base = f"{table.catalog_id}/{table.object_id}"

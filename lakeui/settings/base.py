@@ -107,7 +107,7 @@ CACHES = {
         "OPTIONS": {"MAX_ENTRIES": env.int("LAKEUI_READ_CACHE_ENTRIES", 5000)},
     },
     # What every web process must see alike (the snapshot an Iceberg commit refused with a 409 started from,
-    # remembered for the engine's retry: catalog_app/iceberg/writes.py): Redis from REDIS_URL, else this process.
+    # remembered for the engine's retry: catalog_app/iceberg/commits.py): Redis from REDIS_URL, else this process.
     "shared": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env.str("REDIS_URL", "")}
         if env.str("REDIS_URL", "")

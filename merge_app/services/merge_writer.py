@@ -17,9 +17,9 @@ from django.conf import settings
 from catalog_app.engine import dml, dml_arrow
 from catalog_app.engine.keymatch import write_position_deltas
 from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segment_writes import write_deltas
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_deltas
 from catalog_app.models import DataFile, ObjectKind, Operation, SchemaVersion
 from catalog_app.selectors.objects import schema_histories, schema_version_ids
 from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
-from catalog_app.engine.checks import spark_roundtrip
 from catalog_app.engine.session import FIELD_ID_METADATA_KEY
+from catalog_app.engine.smoke import spark_roundtrip
 from lakeui.jobs.health import SPARK_CHECK
 from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
@@ -41,10 +41,10 @@ def test_segment_stats_from_footers_equal_sparks_own_aggregates(spark, tmp_path)
     from pyspark.sql import functions as F
 
     from catalog_app.engine.frames import struct_type
+    from catalog_app.engine.segment_writes import write_segments
     from catalog_app.engine.segments import Column
     from catalog_app.engine.types import stat_json
     from catalog_app.engine.warehouse import Warehouse
-    from catalog_app.engine.writes import write_segments
 
     types = ["int", "long", "float", "double", "string", "date", "timestamp", "boolean", "decimal(10,2)",
              "decimal(30,4)"]  # fmt: skip

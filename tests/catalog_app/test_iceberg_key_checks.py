@@ -1,4 +1,4 @@
-"""The doubled-key check of an engine's append to a keyed table (catalog_app/engine/iceberg_writes.py
+"""The doubled-key check of an engine's append to a keyed table (catalog_app/engine/iceberg_incoming.py
 `keys_doubled`) reads only the live segments whose key range (min/max in the catalog's statistics) overlaps the
 new files' keys: an append of keys outside every segment's range opens no old segment, and a doubled key inside a
 range is still refused."""
@@ -8,7 +8,7 @@ range is still refused."""
 import pytest
 from pyiceberg.exceptions import BadRequestError
 
-from catalog_app.engine import iceberg_writes
+from catalog_app.engine import iceberg_incoming
 from catalog_app.models import DataFile as LakeFile
 from tests.catalog_app.test_iceberg_rest import api_rows, client, iceberg, token  # noqa: F401
 from tests.catalog_app.test_iceberg_writes import keyed_orders, rows
@@ -18,13 +18,13 @@ from tests.catalog_app.test_iceberg_writes import keyed_orders, rows
 def opened(monkeypatch) -> list[str]:
     """The paths whose key columns the check reads (the live server runs in this process)."""
     paths: list[str] = []
-    read = iceberg_writes._read
+    read = iceberg_incoming._read
 
     def counted(warehouse, path, names):
         paths.append(path)
         return read(warehouse, path, names)
 
-    monkeypatch.setattr(iceberg_writes, "_read", counted)
+    monkeypatch.setattr(iceberg_incoming, "_read", counted)
     return paths
 
 

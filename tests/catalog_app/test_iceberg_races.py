@@ -109,7 +109,7 @@ def meanwhile(monkeypatch):
     was prepared and before it takes the catalog lock. `meanwhile.prepared`: how many times commits other than those
     writes were prepared (set to 0 before the commit a test measures); `meanwhile.written`: the files of LakeUI's own commit folders (`iceberg-*`)
     under `meanwhile.folder` when the lock was about to be taken."""
-    from catalog_app.iceberg import writes
+    from catalog_app.iceberg import commits as iceberg_commits
     from catalog_app.services import commits
 
     state = SimpleNamespace(writes=[], prepared=0, written=[], folder=Path(settings.LAKEUI_WAREHOUSE), busy=False)
@@ -131,7 +131,7 @@ def meanwhile(monkeypatch):
         return commits.draft_lock(draft)
 
     monkeypatch.setattr(commits, "commit_prepare", counted)
-    monkeypatch.setattr(writes, "draft_lock", locked)
+    monkeypatch.setattr(iceberg_commits, "draft_lock", locked)
     return state
 
 

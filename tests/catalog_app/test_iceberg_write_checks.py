@@ -1,14 +1,14 @@
 """The pure parts of Iceberg writes, without a server: a createTable body as LakeUI columns, and the engine's
-checks and row matching on real Parquet files (catalog_app/iceberg/writes.py, catalog_app/engine/iceberg_writes.py)."""
+checks and row matching on real Parquet files (catalog_app/iceberg/commits.py, catalog_app/engine/iceberg_incoming.py)."""
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from catalog_app.engine.iceberg_writes import FileRefused, data_file_checked, rewrite_matched
+from catalog_app.engine.iceberg_incoming import FileRefused, data_file_checked, rewrite_matched
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.iceberg.writes import table_spec
+from catalog_app.iceberg.commits import table_spec
 from lakeui.errors import ApplicationError
 
 COLUMNS = (Column(1, "id", "long", False), Column(2, "region", "string"))
@@ -96,7 +96,7 @@ def test_a_rewrite_is_matched_row_by_row(tmp_path):
 def test_spark_reads_registered_segments_among_many(spark, tmp_path):
     """A read of more than SMALL_READ segments finds each row's segment from its file's path: a segment registered
     where another catalog wrote it (outside `<catalog>/<table>/`) is found too, with its delta file applied."""
-    from catalog_app.engine.iceberg_writes import positions_write
+    from catalog_app.engine.iceberg_incoming import positions_write
     from catalog_app.engine.reads import SMALL_READ, read_segments
     from catalog_app.engine.segments import SEGMENT_ID
 

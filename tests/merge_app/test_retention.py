@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from catalog_app.engine.iceberg import snapshot_id
+from catalog_app.engine.iceberg_metadata import snapshot_id
 from catalog_app.models import Commit, DataFile, ExpiredCommit, Line
 from catalog_app.selectors.refs import commit_chain
 from catalog_app.selectors.table_files import table_files

@@ -3,7 +3,7 @@ scenario."""
 
 from django.conf import settings
 
-from catalog_app.selectors.check import catalog_findings
+from catalog_app.selectors.consistency import catalog_findings
 
 
 def assert_consistent(catalog: str | None = None) -> None:

@@ -1,10 +1,10 @@
-"""`manage.py lakeui_check [--catalog NAME]`: the consistency check (catalog_app/selectors/check.py). It prints
+"""`manage.py lakeui_check [--catalog NAME]`: the consistency check (catalog_app/selectors/consistency.py). It prints
 each finding and exits 1 on any; with none it prints a summary line and exits 0."""
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog_app.selectors.check import catalog_findings
+from catalog_app.selectors.consistency import catalog_findings
 
 
 class Command(BaseCommand):

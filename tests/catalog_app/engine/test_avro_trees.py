@@ -1,5 +1,5 @@
 """pyiceberg builds a tree of readers or writers, and converts a schema for the header, for every Avro file it opens;
-LakeUI keeps them per process (catalog_app/engine/iceberg_writes.py). Manifests of different partition types,
+LakeUI keeps them per process (catalog_app/engine/iceberg_incoming.py). Manifests of different partition types,
 written and read in turns, each read back exactly what was written in them, and a second round builds nothing."""
 
 import json
@@ -23,7 +23,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
-from catalog_app.engine import iceberg_writes
+from catalog_app.engine import iceberg_incoming
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "region", StringType()))
 SPECS = {
@@ -48,7 +48,7 @@ def test_manifests_of_three_partition_types_written_and_read_in_turns_read_back_
     io = PyArrowFileIO()
     for round_ in range(2):
         if round_ == 1:
-            trees = dict(iceberg_writes._trees)
+            trees = dict(iceberg_incoming._trees)
         manifests = []
         for name, (spec, partition) in SPECS.items():
             path, manifest = manifest_written(io, tmp_path, f"{name}-{round_}", spec, partition)
@@ -65,5 +65,5 @@ def test_manifests_of_three_partition_types_written_and_read_in_turns_read_back_
         assert [m.manifest_path for m in read_manifest_list(io.new_input(listed))] == [
             m.manifest_path for m in manifests
         ]
-    assert iceberg_writes._trees.keys() == trees.keys()  # the second round made no tree nor schema again
-    assert all(iceberg_writes._trees[key][1] is trees[key][1] for key in trees)
+    assert iceberg_incoming._trees.keys() == trees.keys()  # the second round made no tree nor schema again
+    assert all(iceberg_incoming._trees[key][1] is trees[key][1] for key in trees)

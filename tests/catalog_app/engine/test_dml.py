@@ -8,10 +8,10 @@ import pytest
 from catalog_app.engine import dml
 from catalog_app.engine.predicate_parser import parse_predicate
 from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 COLUMNS = (Column(1, "id", "long"), Column(2, "region", "string"))
 

@@ -20,12 +20,12 @@ from catalog_app.engine.dml import matches
 from catalog_app.engine.predicate_columns import to_column
 from catalog_app.engine.predicate_parser import parse_assignments, parse_predicate
 from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.spark_hash import xxhash64
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import arrow_type
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 COLUMNS = (
     Column(1, "id", "long", nullable=False),

@@ -5,9 +5,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog_app.engine.incoming import IncomingError, file_frame, rows_frame
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import Column
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 COLUMNS = [Column(1, "id", "long", False), Column(2, "region", "string")]
 

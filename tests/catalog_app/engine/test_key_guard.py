@@ -7,10 +7,10 @@ import uuid
 import pytest
 
 from catalog_app.engine import keys
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 COLUMNS = (Column(1, "id", "long", nullable=False), Column(2, "v", "string"))
 ONLY = "id long, _after struct<id:long, v:string>"

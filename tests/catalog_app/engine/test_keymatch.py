@@ -18,11 +18,11 @@ from catalog_app.engine import keymatch
 from catalog_app.engine import reads as engine_reads
 from catalog_app.engine.frames import struct_type
 from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import POSITION, SEGMENT_ID, Column, SegmentRead, in_schema
 from catalog_app.engine.strategies import key_survey
 from catalog_app.engine.types import stat_json
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 START = datetime(2024, 2, 28, 23, 0, 0, 123456)
 VALUES = {  # the i-th value of each type: increasing in i, as the ranges below need

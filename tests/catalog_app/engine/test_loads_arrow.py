@@ -18,11 +18,11 @@ from catalog_app.engine import keymatch
 from catalog_app.engine.incoming import IncomingError
 from catalog_app.engine.loads import LiveSegment, LoadTable, load_write
 from catalog_app.engine.reads import deleted_positions, read_segments
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.table_data import TableData
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 from catalog_app.job_specs import LoadSpec
 
 COLUMNS = (

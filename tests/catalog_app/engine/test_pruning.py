@@ -15,9 +15,9 @@ from catalog_app.engine import pruning
 from catalog_app.engine.predicate_columns import to_column
 from catalog_app.engine.predicate_parser import parse_predicate
 from catalog_app.engine.reads import read_segments
+from catalog_app.engine.segment_writes import write_segments
 from catalog_app.engine.segments import SEGMENT_ID, Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.engine.writes import write_segments
 
 TYPES = {"n": "long", "i": "int", "s": "string", "d": "date", "t": "timestamp", "m": "decimal(10,2)", "f": "double"}
 COLUMNS = [Column(index, name, type_name) for index, (name, type_name) in enumerate(TYPES.items(), start=1)]

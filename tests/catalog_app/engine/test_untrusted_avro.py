@@ -13,7 +13,7 @@ import random, sys
 import pyiceberg.avro.file
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import read_manifest_list
-from catalog_app.engine.iceberg_writes import FileRefused, decoded
+from catalog_app.engine.iceberg_incoming import FileRefused, decoded
 
 io, rng, path, refused = PyArrowFileIO(), random.Random(7), sys.argv[1], 0
 for _ in range(400):

@@ -187,7 +187,7 @@ def describe_segments(warehouse, base, target, columns, partition_ids, key_ids=(
 
 def segment_described(warehouse, path: str, size: int, footer, columns, partition_ids, key_ids=()) -> WrittenFile:
     """One segment file as the catalog records it, from its footer (see `describe_segments`); also what an
-    engine's Iceberg commit adds (engine/iceberg_writes.py)."""
+    engine's Iceberg commit adds (engine/iceberg_incoming.py)."""
     chunks = _column_chunks(footer)
     stats = {str(c.id): stat for c in columns if has_statistics(c.type) and (stat := _column_stats(chunks.get(c.id)))}
     stats |= inline_values(warehouse, path, footer, [c for c in columns if c.id in key_ids], stats)

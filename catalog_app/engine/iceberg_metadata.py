@@ -46,7 +46,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 
-from catalog_app.engine import iceberg_writes
+from catalog_app.engine import iceberg_incoming
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits, is_decimal, stat_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
@@ -412,7 +412,7 @@ class MetadataWriter:
                         file_sequence_number=entry.seq, data_file=data_file))  # fmt: skip
             self._publish(temporary, path)
             info = self._file_info(path)
-        iceberg_writes.manifest_entries_remember(self.uri(path), data_files)
+        iceberg_incoming.manifest_entries_remember(self.uri(path), data_files)
         return ManifestFile.from_args(
             manifest_path=self.uri(path), manifest_length=info.size, partition_spec_id=spec.spec_id,
             content=ManifestContent.DELETES if deletes else ManifestContent.DATA, sequence_number=seq,

@@ -39,13 +39,13 @@ from django.core.cache import caches
 from django.db import IntegrityError, transaction
 
 from catalog_app import table_schema
-from catalog_app.engine import iceberg_writes
-from catalog_app.engine.iceberg import table_uri
-from catalog_app.engine.iceberg_writes import FileRefused
+from catalog_app.engine import iceberg_incoming
+from catalog_app.engine.iceberg_incoming import FileRefused
+from catalog_app.engine.iceberg_metadata import table_uri
+from catalog_app.engine.segment_writes import write_segments_arrow
 from catalog_app.engine.segments import Column
 from catalog_app.engine.types import decimal_digits
 from catalog_app.engine.warehouse import Warehouse, data_folder, delta_folder, path_remove
-from catalog_app.engine.writes import write_segments_arrow
 from catalog_app.iceberg.requests import NOT_IDENTIFIER_TYPES
 from catalog_app.iceberg.selectors import namespace_get, namespace_table_find, namespace_table_get
 from catalog_app.iceberg.services import LoadedTable, iceberg_table_load
@@ -742,12 +742,12 @@ def _data_commit(
         path = _relative(warehouse, location)
         if path is None or not path.startswith((f"{folder}/", f"{base}/iceberg/")):
             raise FileRefused(f"{what} {location[:300]!r} is not under the table's locations.")
-        iceberg_writes.file_checked(warehouse, path, what, max_bytes=iceberg_writes.MAX_METADATA_BYTES)
+        iceberg_incoming.file_checked(warehouse, path, what, max_bytes=iceberg_incoming.MAX_METADATA_BYTES)
 
     with refused_as("invalid_snapshot", unreadable="The snapshot's manifests"):
         opened(snapshot["manifest-list"], "Manifest list")
         served = table_uri(warehouse, f"{base}/iceberg/manifests") + "/"  # LakeUI's own: content-addressed
-        named = iceberg_writes.snapshot_files(snapshot["manifest-list"], allowed, immutable=served, checked=opened)
+        named = iceberg_incoming.snapshot_files(snapshot["manifest-list"], allowed, immutable=served, checked=opened)
     # plain values, not models: a commit to a table of thousands of files reads them all
     files = tables_file_rows(draft.chain, table_ids=[table.object_id]).get(table.object_id, NO_FILES)
     live = {table_uri(warehouse, s.path): s for s in files.segments}
@@ -767,7 +767,7 @@ def _data_commit(
                 f"location on this branch ({table_uri(warehouse, folder)}/data).",
             )
         with refused_as("invalid_data_file"):
-            iceberg_writes.file_checked(warehouse, path, "Data file")  # before its path is looked up, too
+            iceberg_incoming.file_checked(warehouse, path, "Data file")  # before its path is looked up, too
         added.append((path, records))
     paths = [p for p, _ in added]
     taken = set(DataFile.objects.filter(path__in=paths).values_list("path", flat=True))
@@ -776,7 +776,7 @@ def _data_commit(
     # a file another commit takes meanwhile breaks DataFile.path's unique index: a 409 (`written_or_removed`)
     with refused_as("invalid_data_file"):
         written = [
-            iceberg_writes.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added
+            iceberg_incoming.data_file_checked(warehouse, p, columns, table.state["partition_by"], n) for p, n in added
         ]
         _record(draft, table, files, columns, removed, written, deleted, warehouse=warehouse, tag=tag,
                 started=started)  # fmt: skip
@@ -798,7 +798,7 @@ def _engine_deletes(named, files: TableFiles, live: dict, table, *, warehouse, b
         if path is None or not path.startswith(f"{folder}/"):
             raise FileRefused(f"Delete file {location!r} is not under the table's write location on this branch.")
         if location in named.position_deletes:
-            for target, positions in iceberg_writes.position_deletes_read(warehouse, path).items():
+            for target, positions in iceberg_incoming.position_deletes_read(warehouse, path).items():
                 if target not in segment_of:
                     raise FileRefused(f"Position delete file {location!r} names {target!r}, no live file of the table.")
                 deleted.setdefault(segment_of[target], set()).update(positions)
@@ -809,11 +809,12 @@ def _engine_deletes(named, files: TableFiles, live: dict, table, *, warehouse, b
                 f"Equality delete file {location!r} is refused: LakeUI takes equality deletes only by the table's "
                 "primary key (its identifier fields); write position deletes or copy-on-write instead."
             )
-        found = iceberg_writes.equality_deletes_match(warehouse, path, key, table_columns(table), list(reads.values()))
+        found = iceberg_incoming.equality_deletes_match(warehouse, path, key, table_columns(table),
+                                                        list(reads.values()))  # fmt: skip
         for segment_id, positions in found.items():
             deleted.setdefault(segment_id, set()).update(positions)
     for segment_id, positions in deleted.items():
-        positions -= iceberg_writes.deleted_positions(warehouse, reads[segment_id])
+        positions -= iceberg_incoming.deleted_positions(warehouse, reads[segment_id])
     return {s: p for s, p in deleted.items() if p}
 
 
@@ -827,7 +828,7 @@ def _record(
     reads = {s.id: r for s, r in zip(files.segments, files.reads(), strict=True)}
     removed_ids = {s.id for s in removed}
     kept = [s for s in files.segments if s.id not in removed_ids]
-    rewrite = iceberg_writes.rewrite_matched(
+    rewrite = iceberg_incoming.rewrite_matched(
         warehouse, [reads[s.id] for s in removed], [w.path for w in written], columns
     )
     lost = {s: set(p) for s, p in rewrite.lost.items()}
@@ -840,7 +841,7 @@ def _record(
         if fresh is None or len(fresh) == file.row_count:
             new_segments.append(file)  # only new rows: taken as it is
         elif fresh:
-            extra_rows.append(iceberg_writes.rows_take(warehouse, file.path, fresh, columns))
+            extra_rows.append(iceberg_incoming.rows_take(warehouse, file.path, fresh, columns))
     if extra_rows:
         new_segments += write_segments_arrow(
             warehouse,
@@ -854,14 +855,14 @@ def _record(
     if key_ids:
         new_paths = [f.path for f in new_segments]
         stats = {str(s.id): s.stats for s in files.segments}  # only segments whose key range overlaps are read
-        doubled = iceberg_writes.keys_doubled(
+        doubled = iceberg_incoming.keys_doubled(
             warehouse, new_paths, list(reads.values()), columns, key_ids, lost, stats=stats
         )
         if doubled:
             seen = _started_segments(draft, table, *started)
             if seen is not None:  # only the rows the engine started from count as its mistake
                 saw = [r for r in reads.values() if r.id in seen]
-                doubled = iceberg_writes.keys_doubled(warehouse, new_paths, saw, columns, key_ids, lost, stats=stats)
+                doubled = iceberg_incoming.keys_doubled(warehouse, new_paths, saw, columns, key_ids, lost, stats=stats)
             if not doubled:
                 moved = MESSAGE_MOVED_KEYS.format(name=table.name, branch=draft.branch.name)
                 raise ConflictError("commit_failed", moved)
@@ -891,7 +892,9 @@ def _record(
                 draft.remove_file(file)
         partly = [s for s in files.segments if s not in emptied and lost.get(str(s.id))]
         deltas = [
-            iceberg_writes.positions_write(warehouse, delta_folder(base, f"iceberg-{tag}"), str(s.id), lost[str(s.id)])
+            iceberg_incoming.positions_write(
+                warehouse, delta_folder(base, f"iceberg-{tag}"), str(s.id), lost[str(s.id)]
+            )
             for s in partly
         ]
         delta_files = _data_files(draft, table, deltas, None, kind=DataFile.Kind.DELTA)
@@ -960,7 +963,7 @@ def _started_segments(draft: CommitDraft, table: ObjectVersion, snapshot_id, par
 
 
 def _deleted_count(warehouse, read) -> int:
-    return len(iceberg_writes.deleted_positions(warehouse, read)) if read.deltas else 0
+    return len(iceberg_incoming.deleted_positions(warehouse, read)) if read.deltas else 0
 
 
 def _data_files(draft, table, written, schema_version_id, *, kind=DataFile.Kind.SEGMENT) -> list[DataFile]:

@@ -2,7 +2,7 @@
 commits (its manifest list), and each data file it wrote, checked against the table's schema and described as a
 segment from its Parquet footer (statistics included, no pass over the data, no copy).
 
-The catalog (catalog_app/iceberg/writes.py) turns the difference between that snapshot and the table's state on
+The catalog (catalog_app/iceberg/commits.py) turns the difference between that snapshot and the table's state on
 the branch into LakeUI operations.
 """
 
@@ -29,10 +29,10 @@ from pyiceberg.table.metadata import TableMetadataUtil
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from catalog_app.engine.pruning import bounds
+from catalog_app.engine.segment_writes import _field_ids, segment_described
 from catalog_app.engine.segments import Column, SegmentRead, WrittenFile
 from catalog_app.engine.types import arrow_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
-from catalog_app.engine.writes import _field_ids, segment_described
 
 MAX_NAMED = 5  # doubled keys named in a refusal
 MAX_PATH = 1024  # a file's path from the warehouse root, as the catalog keeps it (DataFile.path)
@@ -205,8 +205,8 @@ class SnapshotFiles:
 
 
 # The live files of manifests LakeUI wrote, by location: they are named by a hash of their content and never
-# rewritten (catalog_app/engine/iceberg.py), and an engine's snapshot lists every one of the table's manifests again,
-# so a commit reads only the manifests the engine wrote itself.
+# rewritten (catalog_app/engine/iceberg_metadata.py), and an engine's snapshot lists every one of the table's
+# manifests again, so a commit reads only the manifests the engine wrote itself.
 _ENTRIES: dict[str, tuple[tuple[DataFileContent, str, int, tuple[int, ...]], ...]] = {}
 ENTRIES_MAX = 4096
 
