@@ -27,7 +27,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from catalog_app.models import Branch, Catalog, Commit, DataFile, FileEntry, Line  # noqa: E402
-from catalog_app.selectors.retention import Rule, retention_plan  # noqa: E402
+from catalog_app.selectors.retention import Rule, retention_expiry  # noqa: E402
 from catalog_app.selectors.table_files import data_file_paths  # noqa: E402
 from catalog_app.services.refs import catalog_create, catalog_delete  # noqa: E402
 from catalog_app.services.retention import retention_expire, rules_set  # noqa: E402
@@ -136,7 +136,7 @@ def main() -> None:
         rules_set(catalog=catalog, rules=RULES)
         before = data_file_paths(catalog.id)
         started = time.perf_counter()
-        plan = retention_plan(catalog=catalog, rules=[Rule(**r) for r in RULES])
+        plan = retention_expiry(catalog=catalog, rules=[Rule(**r) for r in RULES])
         preview_s = time.perf_counter() - started
         predicted = sum(plan.reclaimed.values())
         print(f"preview: {preview_s:.1f} s; {len(plan.expiring)} commits expiring, {len(plan.reclaimed)} files, "

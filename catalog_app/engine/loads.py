@@ -224,7 +224,7 @@ def _key_change(
     if matched is None:
         out, per_segment = _spark_matches(spark, table, rows, candidates, spec, tag, modify)
     else:
-        out, per_segment = _driver_plan(spark, table, rows, matched, candidates, strategy, keys, tag, modify)
+        out, per_segment = _driver_rewrite(spark, table, rows, matched, candidates, strategy, keys, tag, modify)
     touched = [s for s in candidates if s.id in per_segment]
     modify.touched = [s.id for s in touched]
     few = matched is not None and found.num_rows + sum(s.row_count for s in touched) <= FEW_ROWS
@@ -265,7 +265,7 @@ def _driver_matches(
 
 
 def _key_change_arrow(spark, table: LoadTable, spec: LoadSpec, tag: str, *, limit: int, driver_match_rows: int):
-    """`_key_change` with the driver path's matching (`_driver_matches`, `_driver_plan`) and no Spark job: the
+    """`_key_change` with the driver path's matching (`_driver_matches`, `_driver_rewrite`) and no Spark job: the
     incoming rows read here (`loads_arrow.incoming_rows`), the rows to write tagged here (`loads_arrow.keyed_rows`)
     and written by `write_segments_arrow`. Everything that could send the load to Spark (`Unsupported`) is decided
     before a file is written. Repeated incoming keys go to Spark too, which refuses them with its examples."""
@@ -323,7 +323,7 @@ def _copyable(touched: Sequence[LiveSegment], reads: Sequence[SegmentRead], colu
     )
 
 
-def _driver_plan(spark, table: LoadTable, rows, matched, candidates, strategy, keys, tag, modify: LoadOperation):
+def _driver_rewrite(spark, table: LoadTable, rows, matched, candidates, strategy, keys, tag, modify: LoadOperation):
     """The rows to write and the rows replaced per segment, from the matches found on the driver: merge-on-read
     writes the delta files from them directly; copy-on-write rewrites only the touched segments without those
     rows, file by file on the driver when they are few and in the current schema, else in the Spark write."""
@@ -357,32 +357,32 @@ def _spark_matches(spark, table: LoadTable, rows, candidates, spec: LoadSpec, ta
     target = data.read(spark, table.reads_of(candidates), positions=True)
     if len(candidates) <= 8:  # a few segments, read once for matching and rewriting
         target = cached(target)
-    plan = _plan(spec, target, rows, names)
-    if plan.matched is not None:
-        cached(plan.matched)
-    if plan.removed is None:
-        return plan.rows, {}
+    rewrite = _rewrite(spec, target, rows, names)
+    if rewrite.matched is not None:
+        cached(rewrite.matched)
+    if rewrite.removed is None:
+        return rewrite.rows, {}
     if table.copy_on_write:  # the touched segments' other rows are rewritten
-        per_segment = dml.count_per_segment(plan.removed)
-        return plan.rows.unionByName(strategies.kept_rows(target, plan.removed, names, modify.op)), per_segment
-    modify.new_deltas = write_deltas(data.warehouse, data.base, plan.removed, tag=tag)  # one per segment
-    return plan.rows, {delta.segment_id: delta.row_count for delta in modify.new_deltas}
+        per_segment = dml.count_per_segment(rewrite.removed)
+        return rewrite.rows.unionByName(strategies.kept_rows(target, rewrite.removed, names, modify.op)), per_segment
+    modify.new_deltas = write_deltas(data.warehouse, data.base, rewrite.removed, tag=tag)  # one per segment
+    return rewrite.rows, {delta.segment_id: delta.row_count for delta in modify.new_deltas}
 
 
-def _plan(spec: LoadSpec, target: DataFrame, rows: DataFrame, names: list[str]):
+def _rewrite(spec: LoadSpec, target: DataFrame, rows: DataFrame, names: list[str]):
     strategy, keys = spec.strategy, list(spec.key_columns)
     if strategy == "insert":
-        return strategies.insert_plan(target, rows, keys, names)
+        return strategies.insert_rewrite(target, rows, keys, names)
     if strategy == "update":
-        return strategies.update_plan(target, rows, keys, names)
+        return strategies.update_rewrite(target, rows, keys, names)
     if strategy == "delete_insert":
-        return strategies.delete_insert_plan(target, rows, keys, names)
+        return strategies.delete_insert_rewrite(target, rows, keys, names)
     if strategy == "scd2":
-        return strategies.scd2_plan(
+        return strategies.scd2_rewrite(
             target, rows, keys, names, valid_from=spec.valid_from_column, valid_to=spec.valid_to_column,
             now=datetime.now(UTC),
         )  # fmt: skip
-    return strategies.update_plan(target, rows, keys, names, insert=True)  # upsert, incremental
+    return strategies.update_rewrite(target, rows, keys, names, insert=True)  # upsert, incremental
 
 
 # --- partitions (full_refresh with `partitions`) -----------------------------------------------------------

@@ -1,7 +1,7 @@
 """Write strategies (docs/api.md#write-strategies) as pure DataFrame transforms; no Django.
 
 `target` holds the table rows of the segments that may match (with SEGMENT_ID and POSITION), `incoming` the
-checked incoming rows in the table's schema. A strategy gives a `Plan`: the target positions it replaces and
+checked incoming rows in the table's schema. A strategy gives a `Rewrite`: the target positions it replaces and
 the rows it writes, each tagged in GROUP with the operation it belongs to (`update` or `insert`), so that one
 Spark write yields separate files per operation.
 """
@@ -30,10 +30,10 @@ def col(name: str) -> SparkColumn:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Rewrite:
     removed: DataFrame | None  # SEGMENT_ID, POSITION of the target rows replaced (updated, closed, deleted)
     rows: DataFrame  # the rows to write: table columns and GROUP
-    matched: DataFrame | None = None  # the join both derive from: worth caching while the plan runs
+    matched: DataFrame | None = None  # the join both derive from: worth caching while the rewrite is made
 
 
 @dataclass(frozen=True)
@@ -118,20 +118,20 @@ def _positions(rows: DataFrame) -> DataFrame:
     return rows.select(SEGMENT_ID, POSITION)
 
 
-def insert_plan(target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]) -> Plan:
+def insert_rewrite(target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]) -> Rewrite:
     new = tagged(_not_in_target(target, incoming, keys), columns, INSERT)
-    return Plan(None, new)
+    return Rewrite(None, new)
 
 
-def update_plan(
+def update_rewrite(
     target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str], *, insert: bool = False
-) -> Plan:
+) -> Rewrite:
     """MERGE INTO ... WHEN MATCHED UPDATE SET * [WHEN NOT MATCHED INSERT *]."""
     matched = _joined(target, incoming, keys, columns)
     updated = matched.select(*[col(_IN + c).alias(c) for c in columns], F.lit(UPDATE).alias(GROUP))
     if insert:
         updated = updated.unionByName(tagged(_not_in_target(target, incoming, keys), columns, INSERT))
-    return Plan(_positions(matched), updated, matched)
+    return Rewrite(_positions(matched), updated, matched)
 
 
 def keyed_rows(
@@ -140,7 +140,7 @@ def keyed_rows(
     """The rows `insert`, `update`, `upsert`, `incremental` or `delete_insert` write, tagged, given the keys of the
     target rows the incoming keys matched (found without Spark, see `keymatch`): `matched` holds the key columns,
     one row per matched target row (`delete_insert` writes every incoming row and needs none). These strategies
-    write incoming rows only, so no target row is read; like the plans above, an incoming row updates each target
+    write incoming rows only, so no target row is read; like the rewrites above, an incoming row updates each target
     row of its key."""
     if strategy == "insert":
         return tagged(_not_in_target(F.broadcast(matched), incoming, keys), columns, INSERT)
@@ -152,12 +152,14 @@ def keyed_rows(
     return rows.select(*[col(c) for c in columns], group.alias(GROUP))
 
 
-def delete_insert_plan(target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]) -> Plan:
+def delete_insert_rewrite(
+    target: DataFrame, incoming: DataFrame, keys: Sequence[str], columns: Sequence[str]
+) -> Rewrite:
     matched = target.join(incoming.select(*[col(k) for k in keys]).distinct(), [*keys], "left_semi")
-    return Plan(_positions(matched), tagged(incoming, columns, INSERT))
+    return Rewrite(_positions(matched), tagged(incoming, columns, INSERT))
 
 
-def scd2_plan(
+def scd2_rewrite(
     target: DataFrame,
     incoming: DataFrame,
     keys: Sequence[str],
@@ -166,7 +168,7 @@ def scd2_plan(
     valid_from: str,
     valid_to: str,
     now: Any,
-) -> Plan:
+) -> Rewrite:
     """Close the open version of each key whose values changed (valid_to = now) and open a new version (valid_from
     = now, valid_to = NULL) for it and for each new key. An unchanged key writes nothing."""
     open_rows = target.filter(col(valid_to).isNull())
@@ -186,11 +188,11 @@ def scd2_plan(
           for c in columns],
         F.lit(INSERT).alias(GROUP),
     )  # fmt: skip
-    return Plan(_positions(changed), closed.unionByName(opened), matched)
+    return Rewrite(_positions(changed), closed.unionByName(opened), matched)
 
 
 def kept_rows(target: DataFrame, removed: DataFrame, columns: Sequence[str], group: str):
-    """Copy-on-write: the rows of the segments the plan touched (those with a replaced row) that it does not
+    """Copy-on-write: the rows of the segments the rewrite touched (those with a replaced row) that it does not
     replace, to be rewritten."""
     touched = target.join(removed.select(SEGMENT_ID).distinct(), SEGMENT_ID, "left_semi")
     return tagged(touched.join(removed, [SEGMENT_ID, POSITION], "left_anti"), columns, group)

@@ -73,7 +73,7 @@ def rule_for(rules: list[Rule], name: str) -> Rule | None:
 
 
 @dataclass
-class RefPlan:
+class RefExpiry:
     name: str
     kind: str  # branch | tag
     rule: Rule | None
@@ -94,12 +94,14 @@ class RefPlan:
 
 
 @dataclass
-class Plan:
+class Expiry:
+    """What expiring by the rules would do now: the preview, and what `retention_expire` applies."""
+
     catalog_id: object
     last_seq: int
     rules: list[Rule]
     now: datetime
-    refs: list[RefPlan]
+    refs: list[RefExpiry]
     expiring: set[str]  # commit ids newly expired
     reclaimed: dict[str, int]  # file id -> bytes, files newly reclaimed
     snapshot: tuple  # refs_snapshot when the plan was made (expiry checks it unchanged under the lock)
@@ -222,7 +224,7 @@ def refs_snapshot(catalog_id) -> tuple:
     return last_seq, branches, tags
 
 
-def retention_plan(*, catalog: Catalog, rules: list[Rule], now: datetime | None = None) -> Plan:
+def retention_expiry(*, catalog: Catalog, rules: list[Rule], now: datetime | None = None) -> Expiry:
     """What expiring by `rules` now would remove, per ref, and which files no kept commit would reference."""
     now = now or timezone.now()
     catalog_id = catalog.id
@@ -243,8 +245,8 @@ def retention_plan(*, catalog: Catalog, rules: list[Rule], now: datetime | None 
         for commit_id in {cursor, end} - {None}:
             pins[commit_id].append(f"held by subscription {name}")
 
-    refs = [RefPlan(n, "branch", rule_for(rules, n)) for n in sorted(branches)]
-    refs += [RefPlan(n, "tag", rule_for(rules, n)) for n in sorted(tags)]
+    refs = [RefExpiry(n, "branch", rule_for(rules, n)) for n in sorted(branches)]
+    refs += [RefExpiry(n, "tag", rule_for(rules, n)) for n in sorted(tags)]
     heads = {**{("branch", n): h for n, h in branches.items()}, **{("tag", n): c for n, c in tags.items()}}
     covered: dict[int, int] = defaultdict(lambda: -1)  # line -> the newest seq any ref's history holds
     kept: dict[int, list[tuple[int, int]]] = defaultdict(list)  # line -> [(from seq, to seq)] a rule keeps
@@ -273,7 +275,7 @@ def retention_plan(*, catalog: Catalog, rules: list[Rule], now: datetime | None 
     gone = already | expiring
 
     # Per ref: what goes from its history, what its rule let go that must stay, where its time travel starts.
-    commit_refs: dict[str, list[RefPlan]] = defaultdict(list)
+    commit_refs: dict[str, list[RefExpiry]] = defaultdict(list)
     gone_seqs, marked = defaultdict(list), defaultdict(list)  # per line, sorted: expired seqs; expiring or pinned
     for line_id, ids in lines.ids.items():
         for seq, commit_id in zip(lines.seqs[line_id], ids, strict=True):
@@ -291,7 +293,7 @@ def retention_plan(*, catalog: Catalog, rules: list[Rule], now: datetime | None 
         ref.oldest_kept = _oldest_kept(lines, segments, gone_seqs)
 
     reclaimed = _files_reclaimed(catalog_id, lines, gone, commit_refs) if expiring else {}
-    return Plan(catalog_id, last_seq, rules, now, refs, expiring, reclaimed, snapshot)
+    return Expiry(catalog_id, last_seq, rules, now, refs, expiring, reclaimed, snapshot)
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
@@ -348,7 +350,7 @@ def _oldest_kept(lines: _Lines, segments: list[tuple[int, int]], gone_seqs) -> d
     return {"commit": lines.ids[line_id][position], "created_at": lines.times[line_id][position].isoformat()}
 
 
-def _files_reclaimed(catalog_id, lines: _Lines, gone: set[str], commit_refs: dict[str, list[RefPlan]]) -> dict:
+def _files_reclaimed(catalog_id, lines: _Lines, gone: set[str], commit_refs: dict[str, list[RefExpiry]]) -> dict:
     """The files (not reclaimed before) that no kept commit references, with their bytes, each counted to the refs
     whose expired history added it."""
     kept_seqs = {line_id: [s for s, c in zip(seqs, lines.ids[line_id], strict=True) if c not in gone]

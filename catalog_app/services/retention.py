@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from catalog_app.models import Catalog, ExpiredCommit, ReclaimedFile, RetentionRule
-from catalog_app.selectors.retention import Plan, Rule, refs_snapshot, retention_plan, rules_get
+from catalog_app.selectors.retention import Expiry, Rule, refs_snapshot, retention_expiry, rules_get
 from catalog_app.services.commits import catalog_lock
 from lakeui.errors import ApplicationError
 from lakeui.jobs.models import Job
@@ -65,9 +65,9 @@ def rules_set(*, catalog: Catalog, rules: object) -> list[Rule]:
     return parsed
 
 
-def retention_preview(*, catalog: Catalog, rules: object = None) -> Plan:
+def retention_preview(*, catalog: Catalog, rules: object = None) -> Expiry:
     """What an expiry would do now by the given rules (default: the saved ones). Changes nothing."""
-    return retention_plan(catalog=catalog, rules=rules_get(catalog=catalog) if rules is None else rules_parse(rules))
+    return retention_expiry(catalog=catalog, rules=rules_get(catalog=catalog) if rules is None else rules_parse(rules))
 
 
 def expire_submit(*, catalog: Catalog, user=None) -> Job:
@@ -76,15 +76,15 @@ def expire_submit(*, catalog: Catalog, user=None) -> Job:
     return job_create(kind=EXPIRE_JOB, params={"catalog_id": str(catalog.id)}, requested_by=user)
 
 
-def retention_expire(*, catalog: Catalog, now: datetime | None = None) -> Plan:
+def retention_expire(*, catalog: Catalog, now: datetime | None = None) -> Expiry:
     """Expire by the saved rules as of `now` (default: now): planned first, then, under the catalog lock, planned
     again if any commit, branch or tag changed meanwhile, and recorded."""
     rules = rules_get(catalog=catalog)
-    plan = retention_plan(catalog=catalog, rules=rules, now=now)
+    plan = retention_expiry(catalog=catalog, rules=rules, now=now)
     with transaction.atomic():
         catalog_lock(catalog=catalog, exclusive=True)  # no commit, branch or tag create meanwhile
         moved = refs_snapshot(catalog.id) != plan.snapshot
-        fresh = retention_plan(catalog=catalog, rules=rules, now=plan.now) if moved else plan
+        fresh = retention_expiry(catalog=catalog, rules=rules, now=plan.now) if moved else plan
         _insert(ExpiredCommit, "commit_id", sorted(fresh.expiring), catalog, None)
         _insert(ReclaimedFile, "file_id", sorted(fresh.reclaimed), catalog, fresh.last_seq)
     return fresh

@@ -674,8 +674,8 @@ def test_a_key_load_checks_the_incoming_rows_in_its_first_pass(spark, tmp_path, 
     assert (head(catalog), Commit.objects.count()) == (before, commits)
 
 
-def test_scd2_plan_closes_changed_open_versions_only(spark):
-    from catalog_app.engine.strategies import GROUP, scd2_plan
+def test_scd2_rewrite_closes_changed_open_versions_only(spark):
+    from catalog_app.engine.strategies import GROUP, scd2_rewrite
 
     now = datetime(2026, 1, 2)
     schema = "id long, v string, vf timestamp, vt timestamp, _segment string, _pos long"
@@ -685,10 +685,10 @@ def test_scd2_plan_closes_changed_open_versions_only(spark):
     )
     incoming = spark.createDataFrame([(1, "a2", None, None), (2, "b", None, None), (3, "c", None, None)],
                                      "id long, v string, vf timestamp, vt timestamp")  # fmt: skip
-    plan = scd2_plan(target, incoming, ["id"], ["id", "v", "vf", "vt"], valid_from="vf", valid_to="vt", now=now)
-    assertDataFrameEqual(plan.removed, spark.createDataFrame([("s", 0)], "_segment string, _pos long"))
+    rewrite = scd2_rewrite(target, incoming, ["id"], ["id", "v", "vf", "vt"], valid_from="vf", valid_to="vt", now=now)
+    assertDataFrameEqual(rewrite.removed, spark.createDataFrame([("s", 0)], "_segment string, _pos long"))
     expected = spark.createDataFrame(
         [(1, "a", None, now, "update"), (1, "a2", now, None, "insert"), (3, "c", now, None, "insert")],
         f"id long, v string, vf timestamp, vt timestamp, {GROUP} string",
     )
-    assertDataFrameEqual(plan.rows, expected)
+    assertDataFrameEqual(rewrite.rows, expected)
