@@ -3,7 +3,7 @@
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 
 from catalog_app.models import Branch, Catalog, Line, Tag
 from catalog_app.names import check_identifier, check_ref_name
@@ -36,11 +36,19 @@ def catalog_delete(*, catalog: Catalog) -> None:
     Catalog.objects.filter(id=catalog.id).delete()
 
 
+_NAME_TAKEN = (
+    f"SELECT EXISTS (SELECT 1 FROM {Branch._meta.db_table} WHERE catalog_id = %s AND name = %s),"
+    f" EXISTS (SELECT 1 FROM {Tag._meta.db_table} WHERE catalog_id = %s AND name = %s)"
+)
+
+
 def _check_ref_name_free(*, catalog: Catalog, name: str) -> None:
-    if Branch.objects.filter(catalog=catalog, name=name).exists():
-        raise ConflictError("ref_exists", f"A branch named {name!r} already exists.")
-    if Tag.objects.filter(catalog=catalog, name=name).exists():
-        raise ConflictError("ref_exists", f"A tag named {name!r} already exists.")
+    """409 `ref_exists` when a branch or a tag has the name (one query)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_NAME_TAKEN, [catalog.id, name, catalog.id, name])
+        branch, tag = cursor.fetchone()
+    if branch or tag:
+        raise ConflictError("ref_exists", f"A {'branch' if branch else 'tag'} named {name!r} already exists.")
 
 
 @transaction.atomic
