@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions
 from merge_app.plan.objects import ObjectDiff, Pair, discarded_whole, rewrites_of_source_rows
-from merge_app.plan.rules import Op
+from merge_app.plan.rules import Op, segment_origins
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 
@@ -61,12 +61,15 @@ def file_plan(
     contested: frozenset[str] = frozenset(),
     overwrites: Sequence[list[dict[str, Any]] | None] = (),
     source_rows: Iterable[str] = (),
+    restored_on_target: Iterable[str] = (),
 ) -> FilePlan:
     """Which files the target drops, keeps and takes over for a table replayed by file. `base`, `source`, `target`:
     each side's live files by id (as text); `operations`: the source's since the base, `discarded` the pairs that
     discarded (some of) their files; `contested`: the files a table's `source_wins` takes the source's version of;
     `overwrites`: the partitions each source overwrite that is replayed replaced (None: the whole table);
-    `source_rows`: the target's segments a copy-on-write delete wrote of rows the source still has.
+    `source_rows`: the target's segments a copy-on-write delete wrote of rows the source still has;
+    `restored_on_target`: the result of the target's last overwrite since the base where a restore made it
+    (`restored_by_target`).
 
     The source's changes are its operations since the base (docs/merge-semantics.md#which-changes-a-merge-replays),
     not the difference of its files from the base's: where a merge on the source kept its own side (target_wins, a
@@ -105,6 +108,16 @@ def file_plan(
     if contested:
         removed |= {fid for fid, f in target.items() if fid not in source and derived(f, contested)}
     kept_rows = set(source_rows)
+    # A source rewrite a pair discarded (A4/A5 against the target's restore or overwrite, C*) is as if not made: the
+    # source's version of the rows it rewrote is the segments they came from, so a replayed source overwrite older
+    # than them keeps the target's version of those segments as it keeps any other rows the source still has (unkeyed
+    # model seed 83: the source overwrote, took rows 1 and 2 back by a merge and deleted row 2 copy-on-write; against
+    # the target's restore that kept their segment, the delete was discarded and the overwrite took the segment out,
+    # with row 1).
+    origins = segment_origins(operations)
+    kept_rows |= {
+        origin for fid in not_taken if fid in source for origin in origins.get(fid, ()) if origin not in source
+    }
     for partitions in overwrites:
         removed |= {
             fid for fid, f in target.items()
@@ -119,9 +132,15 @@ def file_plan(
     }
     kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
     put_back_ids = {str(p.segment.id) for p in put_back}
+    # A file the source added that the target's restore holds (a restore to a point after the source's insert, by
+    # reference) is the target's already, whatever the target did to its rows since: taken again, it would hold them
+    # twice (unkeyed model seed 91: a pick of an insert onto a target that had restored its segment and then updated
+    # one of its rows copy-on-write appended the segment again).
+    held = set(restored_on_target)
     added = [
         f for fid, f in source.items()
-        if ((fid in added_by and fid not in base) or fid in restored or (contested and derived(f, contested)))
+        if ((fid in added_by and fid not in base and fid not in held) or fid in restored
+            or (contested and derived(f, contested)))
         and fid not in target
         and fid not in not_taken and fid not in put_back_ids
     ]  # fmt: skip
@@ -175,7 +194,16 @@ def object_file_plan(
         base=base, source=source, target=target, operations=obj.source_operations, discarded=obj.discarded,
         contested=obj.source_wins.files if obj.source_wins else frozenset(), overwrites=overwrites,
         source_rows=rewrites_of_source_rows(obj, source)[0] if overwrites else (),
+        restored_on_target=restored_by_target(obj.target_operations),
     )  # fmt: skip
+
+
+def restored_by_target(operations: Sequence[Op]) -> set[str]:
+    """The files of the result of the target's last overwrite (`operations`: the target's since the base), where a
+    restore made it (`Op.restored`): the target holds their rows, or what its later operations made of them. Empty
+    where its last overwrite is a load's (it replaced them) or it made none."""
+    overwrites = [op for op in operations if op.op == "overwrite"]
+    return overwrites[-1].restored if overwrites else set()
 
 
 def taken_plan(*, source: Mapping[str, File], target: Mapping[str, File]) -> FilePlan:

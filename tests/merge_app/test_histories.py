@@ -686,3 +686,77 @@ def test_an_update_of_a_base_row_of_a_source_restore_merges_against_a_target_res
     run.restore("b1", "p8")
     assert run.merge("main", "b1")  # checked against the model
     assert table(spark, run.catalog, "b1") == table(spark, run.catalog, "main") == expect(1, 2, _1=11)
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_source_overwrite_keeps_the_target_restores_rows_whose_source_delete_is_discarded(spark, mode):
+    """Found by the model (unkeyed seed 83 with restores weighted 8, copy-on-write): `b2` overwrote the table, then
+    took rows 1-4 back by merging `b1`'s restore, and deleted row 2; `b1` restored the table to a point that kept the
+    segment of rows 1 and 2. Merging `b2` into `b1`, A5 discards the delete against the restore (its rows are its
+    own, docs/merge-semantics.md#restore), and `b2`'s overwrite, older than those rows, replaces the target's rows
+    but those the source still has; a discarded delete is as if not made, so rows 1 and 2 stay as `b1` has them.
+    Copy-on-write, the delete had rewritten the segment, so the overwrite took it out (the source "lacked" it) and
+    row 1 was lost; the model dropped row 2 (merge-on-read kept it)."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("point", "main")
+    run.load("main", "append_only", 3, 4)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.load("b2", "full_refresh", 9)
+    run.load("b1", "append_only", 5)
+    run.restore("b1", "main")
+    assert run.merge("b1", "b2")  # b1's restore replaces b2's rows: b2 holds rows 1-4 again
+    run.delete("b2", 2)
+    run.restore("b1", "point")  # keeps the segment of rows 1 and 2, takes out that of rows 3 and 4
+    assert run.merge("b2", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == expect(1, 2)
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_pick_of_an_insert_whose_rows_the_target_restored_and_changed_adds_none_again(spark, mode):
+    """Found by the model (unkeyed seed 91 with restores weighted 8, merge-on-read): `b3` restored the table to a point
+    after `main`'s insert of rows 24-26 (the restore holds its segment by reference), then updated row 26; a pick of
+    the insert onto `b3` finds its rows there already. Merge-on-read the segment is still live on `b3` and nothing is
+    taken; the model brought the old version of row 26 back. Copy-on-write the update had rewritten the segment, and
+    the pick appended it again: rows 24 and 25 twice, and row 26 in both versions."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b3", "main")
+    run.load("main", "append_only", 24, 25, 26)
+    run.branch("picked", "main")
+    run.load("b3", "append_only", 5)
+    run.restore("b3", "main")  # the segments of row 1 and of rows 24-26, by reference
+    run.update("b3", 26)
+    run.pick("picked", "b3")  # checked against the model: b3's rows as they were
+    assert table(spark, run.catalog, "b3") == expect(1, 24, 25, 26, _26=261)
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_target_that_reverted_a_compaction_since_the_base_replays_the_sources_operations(spark, mode):
+    """Found by the model (unkeyed seed 84 with restores weighted 8, copy-on-write), the model's error: `b1` kept its
+    own table against `b2`'s compactions and insert (`target_wins`), having deleted row 1; it then updates row 2, and
+    `b2` reverts its last compaction. The revert's undo is a compaction (docs/merge-semantics.md#revert-and-cherry-pick),
+    so `b2` changed the table since the base and merging `b1` into it replays `b1`'s operations rather than taking
+    its table; the delete addresses a segment `b2` holds only compacted: R*. The model counted the revert as no
+    change, took `b1`'s rows and did not allow the refusal."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.load("main", "append_only", 2)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.compact("b2")
+    run.load("b2", "append_only", 3)
+    run.compact("b2")
+    run.delete("b1", 1)
+    assert not run.merge("b2", "b1")  # C*: b2 compacted the segment b1 deleted from, and inserted
+    assert run.merge("b2", "b1", target_wins=True)
+    run.update("b1", 2)
+    run.revert("b2")
+    before = head(run.catalog, "b2")
+    assert not run.merge("b1", "b2")  # checked against the model: a refusal it allows
+    with pytest.raises(ConflictError) as refused:
+        merge(run.catalog, source="b1", target="b2")
+    assert "R*" in str(refused.value.details)
+    assert head(run.catalog, "b2") == before
+    assert table(spark, run.catalog, "b2") == expect(1, 2, 3)

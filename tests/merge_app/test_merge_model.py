@@ -327,18 +327,29 @@ class Model:
         # overwrite (seed 11 with restores: an update of a row the target restored is discarded, as against any
         # other overwrite).
         restored = {row.rid for d in dest_ops if d.restore for row in d.rows}
-        applied, partial = [], False
+        holds: set[int] = set()  # the rows of the target's last overwrite since the base, if a restore made it
+        for d in dest_ops:
+            if d.kind == "overwrite":
+                holds = {row.rid for row in d.rows} if d.restore else set()
+        applied, partial, undone = [], False, set()
         for op in src_ops:
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
                 # those the target holds (they reached it after the overwrite, by a later merge: seed 57) are
                 kept = op.rids & (own | (set(dest.rows) - restored))
                 partial = partial or kept != op.rids
+                undone |= op.rids - kept
                 if not kept:
                     continue
                 op = MOp(op.uid, op.commit, op.kind, rids=frozenset(kept), step=op.step)
+            if op.kind == "insert" and any(row.rid in holds for row in op.rows):
+                # The target's restore holds these rows, the very versions the insert wrote (its segment, by
+                # reference): they are there, whatever the target did to them since, and replaying the insert adds
+                # none of them again (seed 91: a pick onto `b3` of an insert whose rows `b3` had restored and then
+                # updated one of; bringing the old version back would hold that row twice).
+                op = replace(op, rows=tuple(row for row in op.rows if row.rid not in holds))
             applied.append(op)
-        rows = replay(base.rows, src.rows, dest.rows, applied)
+        rows = replay(base.rows, src.rows, dest.rows, applied, undone)
         if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
             applied = [replace(op, commit=number) for op in applied]
         # A compaction against the target's changes, or on a history that declined some (C*: LakeUI drops one whose
@@ -398,6 +409,11 @@ class Model:
             undo.append(MOp(next(self.uids), 0, "delete", rids=frozenset(added), uncertain=rewrote))
         if removed:
             undo.append(MOp(next(self.uids), 0, "insert", rows=tuple(removed.values()), uncertain=rewrote))
+        if not undo:
+            # A commit that changed files and no row (a compaction): its undo is a compaction too, which changes the
+            # table since a merge base as any compaction does (seed 84: `b2` reverted a compaction; counted as no
+            # change, the model took `b1`'s table in the next merge, where LakeUI replays `b1`'s operations).
+            undo.append(MOp(next(self.uids), 0, "compaction", uncertain=True))
         number = next(self.commits)
         self.origin |= {op.uid: number for op in undo}
         self.heads[target] = MCommit(number, dest, None, rows, [replace(op, commit=number) for op in undo])
@@ -422,17 +438,23 @@ def own_rows(ops: list[MOp], base: set[int]) -> set[int]:
     return own
 
 
-def replay(base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp]) -> dict[int, Row]:
+def replay(
+    base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp], undone: set[int] = frozenset()
+) -> dict[int, Row]:
     """The target's rows once the source's operations are replayed, each by what it left on the source (a later
     overwrite there may have replaced it): the rows they added that the source still has, less the rows they
-    deleted or updated that the source no longer has. A source overwrite replaces the target's rows; a restore's
-    rows are its own, even those the base holds (docs/merge-semantics.md#restore)."""
+    deleted or updated that the source no longer has. A source overwrite replaces the target's rows but those the
+    source still has, and those whose deletes or updates by the source were discarded (`undone`, A4/A5): a
+    discarded change is as if not made, so the source would still have them (seed 83: the source overwrote, took
+    rows 1 and 2 back by a merge and deleted row 2; against the target's restore of them the delete is discarded,
+    and row 2 stays as the target has it). A restore's rows are its own, even those the base holds
+    (docs/merge-semantics.md#restore)."""
     created = set().union(*(op.created for op in ops))
     restored = {row.rid for op in ops if op.restore for row in op.rows}  # its own result, older rows too
     addressed = set().union(*(op.rids for op in ops))
     overwrote = any(op.kind == "overwrite" for op in ops)
     gone = {rid for rid in addressed if rid not in src}
-    kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or not overwrote)}
+    kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or rid in undone or not overwrote)}
     return kept | {rid: row for rid, row in src.items() if (rid not in base and rid in created) or rid in restored}
 
 
@@ -713,6 +735,15 @@ class Scripted(Run):
         assert said is not None, "a revert the model cannot say row by row"
         self.applied("revert", commit, branch, *said, saved)
 
+    def pick(self, source: str, target: str) -> None:
+        """Cherry-pick the commit `source` points at (a branch made for it) onto `target`."""
+        commit = self.model.heads[source]
+        self.real.setdefault(commit.id, head(self.catalog, source))
+        self.log.append(f"{len(self.log)}: cherry-pick {source}'s head onto {target}")
+        saved = dict(self.model.heads)
+        expected, rows = self.model.pick(commit, target)
+        self.applied("cherry_pick", commit, target, expected, rows, saved)
+
     def merge(self, source: str, target: str, *, target_wins: bool = False) -> bool:
         """Whether it merged (or was up to date); `target_wins`: with that resolution (after a refusal)."""
         saved = dict(self.model.heads)
@@ -866,3 +897,24 @@ def test_model_a_merge_that_took_rows_and_replayed_nothing_changed_the_target():
     assert model.merge("b1", "b2") == ("merged", {8: Row(8, 8, 80)})
     assert not model.heads["b2"].held  # b1's overwrite replayed: b1's table not taken, with X
     assert model.pick(deleted, "b2") == ("refused", None)
+
+
+def test_model_a_revert_of_a_compaction_changes_the_table():
+    """Seed 84 (500 steps, restores weighted 8, copy-on-write) cut down: b2 compacts the table (X); b1 deletes row 1,
+    merges b2 (C* may drop the compaction for the delete) and updates row 2; b2 reverts X. LakeUI records the revert's
+    undo as a compaction (docs/merge-semantics.md#revert-and-cherry-pick): b2 changed the table since the base (X),
+    so merging b1 into b2 replays b1's operations, and where they address segments b2 lacks that is R*. The model's
+    revert recorded no operation (the compaction changed no row), counted b2 as holding the base's table and took
+    b1's rows for sure, so LakeUI's R* was a refusal it did not allow."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b2", "compaction")
+    compacted = model.heads["b2"]
+    model.commit("b1", "delete", rids=frozenset({1}))
+    assert model.merge("b2", "b1")[0] == "maybe"
+    model.commit("b1", "update", rids=frozenset({2}), step=7)
+    assert model.revert(compacted, "b2") == ("merged", {1: Row(1, 1, 10), 2: Row(2, 2, 20)})
+    assert model.heads["b2"].changed
+    assert model.merge("b1", "b2") == ("maybe", {7000002: Row(7000002, 2, 21)})
