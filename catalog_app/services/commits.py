@@ -206,16 +206,16 @@ class CommitDraft:
              None if schema_version is None else schema_version.id, schema_visible)
             for file, removed, schema_version, schema_visible in self._file_entries
         ]  # fmt: skip
-        rows_in_turn([
+        move = None if self.branch is None else BranchMove(self.branch.id, self.parent.id, commit.id)
+        moved = rows_in_turn([
             lambda: instance_rows(ObjectVersion, versions),
             lambda: value_rows(Operation, OPERATION_FIELDS, operations),
             lambda: instance_rows(DataFile, self._new_files),
             lambda: value_rows(FileEntry, FILE_ENTRY_FIELDS, entries),
             *([lambda: _one_row(also(commit))] if also else []),
-        ])  # fmt: skip
+        ], move=move)  # fmt: skip
         if self.branch is None:
             return commit
-        moved = Branch.objects.filter(id=self.branch.id, head_id=self.parent.id).update(head=commit)
         if not moved:  # unreachable while the catalog lock is held; kept as the last line of defence
             raise ConflictError("branch_moved", f"Branch {self.branch.name!r} moved during the commit.")
         self.branch.head = commit
@@ -245,7 +245,8 @@ class Watched:
 @dataclass(frozen=True)
 class NewRows:
     """New rows of one model made ready for the database (`instance_rows`, `value_rows`): the values of `columns`
-    COPY takes, or the model instances `bulk_create` inserts (`instances`: another database, or a few rows)."""
+    COPY takes, or, for a few rows, the model instances (`instances`), inserted with others in one statement
+    (`rows_in_turn`)."""
 
     model: type[models.Model]
     columns: list[str] = field(default_factory=list)
@@ -253,11 +254,7 @@ class NewRows:
     instances: list[models.Model] | None = None
 
     def insert(self, copying: ExitStack) -> None:
-        """Send the rows. A COPY is left open in `copying`: closing it waits for the database to store them."""
-        if self.instances is not None:
-            if self.instances:
-                self.model.objects.bulk_create(self.instances)
-            return
+        """Send the rows by COPY, left open in `copying`: closing it waits for the database to store them."""
         db = connections[connection.alias]
         quote = db.ops.quote_name
         statement = f"COPY {quote(self.model._meta.db_table)} ({', '.join(quote(c) for c in self.columns)}) FROM STDIN"
@@ -268,18 +265,71 @@ class NewRows:
             copy.write_row(row)
 
 
-def rows_in_turn(batches: Iterable[Callable[[], NewRows]]) -> None:
-    """Insert batches of new rows one after the other, each made (`batches` called) while the database still
-    stores the COPY before it. A COPY's rows are stored for some time after the client sent the last of them (their
-    index entries made, their JSON parsed: 0.3-0.5 s of a merge of 10,000 tables), in which the client would only
-    wait. A batch is made without the database: its connection is in the COPY until the batch is made. A commit's
-    many rows as one INSERT have their values quoted into the statement and parsed again, which costs several times
-    a COPY."""
+@dataclass(frozen=True)
+class BranchMove:
+    """A branch moved from one head to the next, if it is still at the first (a compare-and-swap)."""
+
+    branch_id: int
+    head: str
+    to: str
+
+
+def rows_in_turn(batches: Iterable[Callable[[], NewRows]], *, move: BranchMove | None = None) -> bool:
+    """Insert batches of new rows, then `move` a branch; True when it moved (or there is no move). Large batches go
+    in by COPY one after the other, each made (`batches` called) while the database still stores the COPY before it.
+    A COPY's rows are stored for some time after the client sent the last of them (their index entries made, their
+    JSON parsed: 0.3-0.5 s of a merge of 10,000 tables), in which the client would only wait. A batch is made without
+    the database: its connection is in the COPY until the batch is made. A commit's many rows as one INSERT have
+    their values quoted into the statement and parsed again, which costs several times a COPY. The small batches (a
+    commit of a few files) and the move go in last, together in one statement (`_together`): one round trip where
+    an INSERT of each would wait for the database four or five times under the commit lock."""
+    small = []
     with ExitStack() as copying:
         for make in batches:
             rows = make()
-            copying.close()  # the COPY before ends: its rows are stored
-            rows.insert(copying)
+            if rows.instances is None:
+                copying.close()  # the COPY before ends: its rows are stored
+                rows.insert(copying)
+            elif rows.instances:
+                small.append(rows)
+    return _together(small, move)
+
+
+def _together(batches: list[NewRows], move: BranchMove | None) -> bool:
+    """The rows of `batches` (model instances) inserted and `move` made in one statement: each INSERT a
+    data-modifying WITH query (foreign keys are checked when the transaction commits), the keys the database numbers
+    set on the instances in their order. True when the branch moved."""
+    if not batches and move is None:
+        return True
+    db = connections[connection.alias]
+    quote = db.ops.quote_name
+    queries, params, numbered = [], [], []
+    for index, batch in enumerate(batches):
+        meta = batch.model._meta
+        auto = meta.pk in meta.db_returning_fields and all(row.pk is None for row in batch.instances)
+        fields = [f for f in meta.concrete_fields if not (auto and f.primary_key)]
+        for row in batch.instances:
+            params += [f.get_db_prep_save(f.pre_save(row, True), db) for f in fields]
+            row._state.adding, row._state.db = False, db.alias
+        values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(batch.instances))
+        returning = f" RETURNING {quote(meta.pk.column)}" if auto else ""
+        columns = ", ".join(quote(f.column) for f in fields)
+        queries.append(f"b{index} AS (INSERT INTO {quote(meta.db_table)} ({columns}) VALUES {values}{returning})")
+        if auto:
+            numbered.append((index, batch))
+    results = [f"ARRAY(SELECT {quote(batch.model._meta.pk.column)} FROM b{index})" for index, batch in numbered]
+    if move is not None:
+        queries.append(f"moved AS (UPDATE {quote(Branch._meta.db_table)} SET head_id = %s WHERE id = %s"
+                       " AND head_id = %s RETURNING 1)")  # fmt: skip
+        params += [move.to, move.branch_id, move.head]
+        results.append("(SELECT count(*) FROM moved)")
+    with db.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(queries)} SELECT {', '.join(results) or '1'}", params)
+        found = cursor.fetchone()
+    for (_, batch), ids in zip(numbered, found, strict=False):
+        for row, pk in zip(batch.instances, ids, strict=True):
+            row.pk = pk
+    return move is None or found[-1] == 1
 
 
 def rows_insert(model: type[models.Model], rows: list[models.Model], *, copy_from: int = COPY_ROWS) -> None:
