@@ -22,7 +22,7 @@ def branch_write_check(
 ) -> None:
     """Refuse a write to a protected branch (403 `branch_protected`) unless it is the merge of an approved merge
     request (`via_merge_request`: the request's id, set only by the merge request's merge job). `patterns`: the
-    catalog's protection patterns, where the caller read them with its lock (`commits.draft_lock`)."""
+    catalog's protection patterns, where the caller read them with its lock (`commits.catalog_lock_with_branch`)."""
     if via_merge_request is not None:
         return
     if patterns is None:
