@@ -100,7 +100,7 @@ def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
             error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
             raise error
         message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
-        current = run.result(plan.diff, run.prepare(plan.diff, plan.key_runs), parent=current, message=message)
+        current = run.result(plan.diff, run.writer(plan.diff, plan.key_runs), parent=current, message=message)
     virtual, _ = VirtualBase.objects.get_or_create(catalog=catalog, bases=key, defaults={"commit": current})
     return virtual.commit
 

@@ -40,9 +40,9 @@ KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the sou
 
 @dataclass
 class MergeWriter:
-    """Writes a planned merge: `prepare` reads the three sides' files and does the Spark work (key merges, deletes
-    in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned target
-    head (the same files, so the prepared work holds)."""
+    """Writes a planned merge: `write_files` reads the three sides' files and does the Spark work (key merges,
+    deletes in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned
+    target head (the same files, so the files written hold)."""
 
     diff: MergeDiff
     key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
@@ -58,11 +58,11 @@ class MergeWriter:
     )
     plans: dict = field(default_factory=dict)  # object id -> the exact files of a table whose files change
     # object id -> a key merge's written files, or the delete files written for a table replayed by file
-    prepared: dict = field(default_factory=dict)
+    wrote: dict = field(default_factory=dict)
     restored: dict = field(default_factory=dict)  # object id -> segment id -> the delete files a revert put back with
 
     @gc_paused()
-    def prepare(self) -> None:
+    def write_files(self) -> None:
         """How each object is written and which files of its tables to read, from the plan (`plan.object_writes`);
         those files, as the diff read them or read now (plain values: `FileRow`), the target's schema history and
         the schema versions the source's commits made; the exact files of the tables whose files change, from the
@@ -97,7 +97,7 @@ class MergeWriter:
                 choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
                 cells = {c["key_id"]: {column: cell["result"] for column, cell in c["cells"].items()}
                          for c in obj.keys["choices"] if "cells" in c}  # fmt: skip
-                self.prepared[obj.object_id] = keys.replay(
+                self.wrote[obj.object_id] = keys.replay(
                     spark_session(),
                     run.sides,
                     run.result,
@@ -108,15 +108,15 @@ class MergeWriter:
                 )
             elif self.writes[obj.object_id].by_file:
                 found = self.file_plans[obj.object_id]
-                self.prepared[obj.object_id] = (
+                self.wrote[obj.object_id] = (
                     self._mixed_deletes(obj, found.kept, found.partitions),
                     self._put_back(obj, found.put_back),
                 )
 
     def written(self) -> list[str]:
-        """The files `prepare` wrote (paths from the warehouse root): a key merge's segments and delete files; the
+        """The files `write_files` wrote (paths from the warehouse root): a key merge's segments and delete files; the
         delete files of target segments that mix partitions, and those a revert puts back segments with."""
-        return [file.path for prepared in self.prepared.values() for files in prepared[:2] for file in files]
+        return [file.path for wrote in self.wrote.values() for files in wrote[:2] for file in files]
 
     @gc_paused()
     def apply(self, draft: CommitDraft) -> None:
@@ -137,7 +137,7 @@ class MergeWriter:
                 self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
 
     def _object(self, obj: ObjectDiff) -> None:
-        write = self.writes[obj.object_id]  # from the plan, in prepare
+        write = self.writes[obj.object_id]  # from the plan, in write_files
         how, state = write.how, write.state
         new_schema = None
         if obj.kind == ObjectKind.TABLE and not obj.source.dropped:
@@ -236,7 +236,7 @@ class MergeWriter:
 
     def _table_files(self, obj: ObjectDiff) -> None:
         found = self.file_plans[obj.object_id]  # planned on the same files before the commit lock
-        written, put_back = self.prepared[obj.object_id]
+        written, put_back = self.wrote[obj.object_id]
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
             details = {
@@ -320,7 +320,7 @@ class MergeWriter:
 
     def _merge_by_key(self, obj: ObjectDiff) -> None:
         """A primary-key table: write the merged rows of the keys that change, and delete files for the old ones."""
-        segments, deltas, figures, touched = self.prepared[obj.object_id]
+        segments, deltas, figures, touched = self.wrote[obj.object_id]
         new_segments = self._add_written(obj, segments, DataFile.Kind.SEGMENT)
         new_deltas = self._add_written(obj, deltas, DataFile.Kind.DELTA)
         details = {

@@ -125,7 +125,7 @@ def branch_merge(
         plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
         diff = plan.diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
-        writer = run.prepare(diff, plan.key_runs) if guards else None
+        writer = run.writer(diff, plan.key_runs) if guards else None
         if writer is not None:  # what the checks would say of this merge's result
             _checked(run, diff, writer, guards, override=None, dry_run=True)
         return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=run.timings(), log=run.extra)
@@ -144,7 +144,7 @@ def branch_merge(
     for _ in range(ATTEMPTS):
         plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
         planned, prepared = plan.diff, None
-        writer = run.prepare(planned, plan.key_runs)
+        writer = run.writer(planned, plan.key_runs)
         if writer is not None and (guards or plan.key_runs or writer.written()):  # work a later run need not redo
             result = _checked(run, planned, writer, guards, override=override) if guards else None
             prepared = run.prepared(planned, writer, result or run.result(planned, writer))
@@ -245,6 +245,6 @@ def merge_result_checked(
         raise run.refused(diff)
     if diff.up_to_date:
         raise ConflictError("nothing_to_merge", f"{source!r} has nothing to merge into {target!r}.")
-    writer = run.prepare(diff, plan.key_runs)
+    writer = run.writer(diff, plan.key_runs)
     result = _checked(run, diff, writer, checks_guarding(catalog=catalog, branch=target), override=None)
     return run.prepared(diff, writer, result, checkpoint=False).merge

@@ -168,7 +168,7 @@ def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolu
         plan = keys_compared(diff)
         if not plan.diff.mergeable:
             raise run.refused(plan.diff, log={"range": commits})
-        writer, prepared = run.prepare(plan.diff, plan.key_runs), None
+        writer, prepared = run.writer(plan.diff, plan.key_runs), None
         if writer is not None:
             head = run.result(plan.diff, writer, parent=head)
             prepared = run.prepared(plan.diff, writer, head, checkpoint=False)

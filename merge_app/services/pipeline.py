@@ -77,13 +77,13 @@ class MergeRun:
                           timings=self.timings(), log=self.extra if log is None else log)  # fmt: skip
         return merge_conflict_error(merge)
 
-    def prepare(self, diff: MergeDiff, key_runs: Mapping) -> MergeWriter | None:
-        """The writer of a mergeable plan with what it must read and write done, outside any lock (key merges,
-        delete files); None when there is nothing to write (refused or up to date)."""
+    def writer(self, diff: MergeDiff, key_runs: Mapping) -> MergeWriter | None:
+        """The writer of a mergeable plan with its files written, outside any lock (key merges, delete files); None
+        when there is nothing to write (refused or up to date)."""
         if not diff.mergeable or diff.up_to_date:
             return None
         writer = MergeWriter(diff, key_runs=key_runs)
-        writer.prepare()
+        writer.write_files()
         return writer
 
     def result(

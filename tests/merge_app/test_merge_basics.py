@@ -64,7 +64,7 @@ def test_a_merge_of_appends_reads_only_the_files_they_added(spark):
     plan = merge_plan(catalog=catalog, source="dev", target="main", in_worker=True)
     [table] = plan.diff.objects
     writer = MergeWriter(plan.diff)
-    writer.prepare()
+    writer.write_files()
 
     appended = {segment for op in table.source_operations for segment in op.details["segments_added"]}
     assert base_files and {str(f.id) for f in writer.files["source"][table.object_id].segments} == appended

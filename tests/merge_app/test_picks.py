@@ -361,7 +361,7 @@ def test_a_revert_undoes_a_picked_copy_where_the_reverting_branch_is_merged_and_
 
 @pytest.mark.parametrize("primary_key", [None, ["id"]])
 def test_a_pick_runs_no_spark_while_the_catalog_lock_is_held(spark, monkeypatch, primary_key):
-    """Plan and prepare first, then lock, check the head, commit (docs/architecture.md): the key comparison and the
+    """Plan and write files first, then lock, check the head, commit (docs/architecture.md): the key comparison and the
     writer's files (Spark) run outside any transaction, so no row lock of the catalog is held meanwhile, and the
     branch's lock is taken after the last of them returned."""
     from django.db import transaction
@@ -386,7 +386,7 @@ def test_a_pick_runs_no_spark_while_the_catalog_lock_is_held(spark, monkeypatch,
 
     commit_begin = picks.commit_begin
     monkeypatch.setattr(picks, "keys_compared", spy("compared", picks.keys_compared))
-    monkeypatch.setattr(MergeWriter, "prepare", spy("prepared", MergeWriter.prepare))
+    monkeypatch.setattr(MergeWriter, "write_files", spy("written", MergeWriter.write_files))
     monkeypatch.setattr(picks, "commit_begin", locked)
     catalog = start(primary_key=primary_key)
     insert(catalog, rows(4), branch="dev")
@@ -396,7 +396,7 @@ def test_a_pick_runs_no_spark_while_the_catalog_lock_is_held(spark, monkeypatch,
         upsert(catalog, "main", 3, amount=9)
     picked = pick(catalog, "main", first, head(catalog, "dev"))
     assert [m.status for m in picked] == ["merged", "merged"]
-    assert events == ["compared", "prepared", "compared", "prepared", "lock"]
+    assert events == ["compared", "written", "compared", "written", "lock"]
     mains = expect(1, 2, 3, 4, _2=7, _3=9) if primary_key else expect(1, 2, 3, 4, _2=7)
     assert table(spark, catalog, "main") == mains
     assert head(catalog) == picked[-1].commit_id and picked[-1].commit.parent_id == picked[0].commit_id
