@@ -733,6 +733,30 @@ def test_a_pick_of_an_insert_whose_rows_the_target_restored_and_changed_adds_non
 
 
 @pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_source_delete_in_an_insert_the_target_restored_and_changed_is_refused_not_dropped(spark, mode):
+    """The case beside seed 91's: the source inserted rows 24-26 and then deleted row 24 (a delete file on the
+    insert's segment, or a rewrite of it); the target restored the table to a point after the insert and updated row
+    26. The insert's segment is not taken again (the target's restore holds it), so the delete has no segment of the
+    source's own to land on: the rules settle it (here a conflict, delete x insert), and it is never dropped unseen
+    with the merge going through."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b3", "main")
+    run.load("main", "append_only", 24, 25, 26)
+    run.load("b3", "append_only", 5)
+    run.restore("b3", "main")  # the segments of row 1 and of rows 24-26, by reference
+    run.update("b3", 26)
+    run.delete("main", 24)
+    before = head(run.catalog, "b3")
+    with pytest.raises(ConflictError) as refused:
+        merge(run.catalog, source="main", target="b3")
+    reasons = [c["reason"] for obj in refused.value.details["conflicts"] for c in obj["conflicts"]]
+    assert "The source's delete cannot be replayed after the target's insert." in reasons
+    assert head(run.catalog, "b3") == before
+    assert not run.merge("main", "b3")  # a refusal the model allows
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
 def test_a_target_that_reverted_a_compaction_since_the_base_replays_the_sources_operations(spark, mode):
     """Found by the model (unkeyed seed 84 with restores weighted 8, copy-on-write), the model's error: `b1` kept its
     own table against `b2`'s compactions and insert (`target_wins`), having deleted row 1; it then updates row 2, and
