@@ -569,7 +569,9 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
 
 def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, Mapping]]) -> None:
     """A source overwrite against a target's update or compaction of rows the source still has (see
-    `rewrites_of_source_rows`): which of the rewritten rows to keep cannot be told by file, so it is a conflict."""
+    `rewrites_of_source_rows`), or against a target's rewrite since the base where the source took back segments
+    after its overwrite that the target holds in no version (`overwrite_taken_back`): which of the target's rows to
+    keep cannot be told by file, so it is a conflict."""
     for obj in objects:
         files = live_files.get(obj.object_id)
         if (
@@ -590,6 +592,44 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
                     f"({', '.join(sorted({op.op for op in mixed}))}): the rows to keep cannot be told apart.",
                 )
             )  # fmt: skip
+            continue
+        taken_back, rewrote = overwrite_taken_back(obj, files["source"], files["target"])
+        if taken_back and rewrote:
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source's overwrite replaces the target's rows, but the source took back segment(s) "
+                    f"{rules.segments_named(taken_back)} after it, which the target holds in no version: the target "
+                    f"may hold their rows in segments of its own line, which it rewrote since the base "
+                    f"({', '.join(sorted({op.op for op in rewrote}))}), and the rows to keep cannot be told apart.",
+                )
+            )  # fmt: skip
+
+
+def overwrite_taken_back(
+    obj: ObjectDiff, source_files: Iterable[str], target_files: Iterable[str]
+) -> tuple[set[str], list[Op]]:
+    """The segments a replayed source overwrite removed that the source holds again (a later merge brought them
+    back: rows the source still has), where the target holds them in no version; and the target's rewrites since
+    the base (an update or a compaction) of segments the source lacks. Those segments may hold the same rows in
+    another version (the target's line compacted or rewrote them, before or since the base), or the target may have
+    declined them: which of its rows the overwrite replaces cannot be told by file (unkeyed model seed 95: `main`
+    overwrote, took back by a merge the uncompacted segment of row 1, which `b1`'s line held compacted; `b1` updated
+    and compacted since the base, and the overwrite took out its segment with row 1)."""
+    source, target = set(source_files), set(target_files)
+    restored = set().union(*(op.restored for op in obj.source_operations))
+    discarded = {pair.source for pair in obj.discarded}
+    removed = set().union(
+        *(
+            op.removed
+            for index, op in enumerate(obj.source_operations)
+            if op.op == "overwrite" and index not in discarded
+        )
+    )
+    own = set().union(*(op.removed for op in obj.target_operations))
+    taken_back = {fid for fid in removed & source if fid not in target and fid not in own and fid not in restored}
+    rewrote = [op for op in obj.target_operations if op.op in ("update", "compaction") and op.removed - source]
+    return taken_back, rewrote
 
 
 def _check_new(obj: ObjectDiff, versions: dict, taken: dict) -> None:

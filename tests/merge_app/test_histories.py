@@ -784,3 +784,37 @@ def test_a_target_that_reverted_a_compaction_since_the_base_replays_the_sources_
     assert "R*" in str(refused.value.details)
     assert head(run.catalog, "b2") == before
     assert table(spark, run.catalog, "b2") == expect(1, 2, 3)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_source_overwrite_older_than_rows_it_took_back_uncompacted_is_refused_not_a_lost_row(spark, mode):
+    """Found by the model (unkeyed seed 95 with restores weighted 8, merge-on-read): `b1` compacted the segments of
+    rows 1 and 2; `main` overwrote the table and updated row 9, and took the uncompacted segments back by taking
+    `b2`'s table, which had declined the overwrite (`target_wins`); `main` dropped `b1`'s compaction (C*), so the
+    base of merging `main` into `b1` holds the rows compacted, `main` uncompacted. `b1` then updated row 2 and
+    compacted again. The overwrite replaces `b1`'s rows but those `main` still has, and `main` holds rows 1 and 2 in
+    segments `b1` holds in no version: by file, the overwrite took out `b1`'s segment and row 1 was lost. Which of
+    `b1`'s rows are `main`'s cannot be told by file: a conflict (R*), which the model allows."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.load("main", "append_only", 2)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.compact("b1")
+    run.load("main", "full_refresh", 9)
+    run.update("main", 9)
+    run.load("b2", "append_only", 3)
+    assert not run.merge("main", "b2")  # update x insert
+    assert run.merge("main", "b2", target_wins=True)
+    assert run.merge("b2", "main")  # main changed nothing since the base: it takes b2's table
+    assert table(spark, run.catalog, "main") == expect(1, 2, 3)
+    if not run.merge("b1", "main"):  # C*: b1's compaction is dropped
+        assert run.merge("b1", "main", target_wins=True)
+    run.update("b1", 2)
+    run.compact("b1")
+    before = head(run.catalog, "b1")
+    assert not run.merge("main", "b1")  # checked against the model: a refusal it allows
+    with pytest.raises(ConflictError) as refused:
+        merge(run.catalog, source="main", target="b1")
+    assert "R*" in str(refused.value.details)
+    assert head(run.catalog, "b1") == before
