@@ -99,9 +99,11 @@ pyiceberg.avro.file.new_decoder = _new_decoder
 # a time): a third of reading a small manifest. The few schemas manifests and manifest lists are written with are
 # converted once per process; a header's text is the key, so a schema of any other text is converted as it comes.
 SCHEMA_KEPT_CHARS = 64 * 1024  # a longer schema text is converted each time, never kept
+SCHEMAS_KEPT = 256
+_headers_kept: dict[int, Schema] = {}  # the header schemas kept, by id: only their reader trees are kept (below)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=SCHEMAS_KEPT)
 def _header_schema(text: str) -> Schema:
     return AvroSchemaConversion().avro_to_iceberg(json.loads(text))
 
@@ -112,7 +114,11 @@ def _get_schema(header: pyiceberg.avro.file.AvroFileHeader) -> Schema:
         raise ValueError("No schema found in Avro file headers")
     if len(text) > SCHEMA_KEPT_CHARS:
         return _header_schema.__wrapped__(text)
-    return _header_schema(text)
+    schema = _header_schema(text)
+    if len(_headers_kept) >= SCHEMAS_KEPT:
+        _headers_kept.clear()
+    _headers_kept[id(schema)] = schema
+    return schema
 
 
 pyiceberg.avro.file.AvroFileHeader.get_schema = _get_schema
@@ -124,7 +130,7 @@ pyiceberg.avro.file.AvroFileHeader.get_schema = _get_schema
 # manifest's with its partition type, made once per type below) and read from the few header schemas kept above:
 # each tree and header schema is made once per process. An entry holds the schemas it was made from, so their ids
 # name them while it is kept.
-TREES_KEPT = 256
+TREES_KEPT = SCHEMAS_KEPT
 _trees: dict[tuple, tuple] = {}
 _avro = pyiceberg.avro.file
 _resolve_reader, _resolve_writer, _construct_writer = _avro.resolve_reader, _avro.resolve_writer, _avro.construct_writer
@@ -157,6 +163,8 @@ def _write_header(self) -> None:
 
 
 def _resolve_reader_kept(file_schema, read_schema, read_types=_avro.EMPTY_DICT, read_enums=_avro.EMPTY_DICT):
+    if _headers_kept.get(id(file_schema)) is not file_schema:  # a long schema an engine wrote: not kept either
+        return _resolve_reader(file_schema, read_schema, read_types, read_enums)
     return _kept("reader", lambda file, read: _resolve_reader(file, read, read_types, read_enums), file_schema,
                  read_schema, options=(tuple(read_types.items()), tuple(read_enums.items())))  # fmt: skip
 

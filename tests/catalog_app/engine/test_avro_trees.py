@@ -67,3 +67,17 @@ def test_manifests_of_three_partition_types_written_and_read_in_turns_read_back_
         ]
     assert iceberg_incoming._trees.keys() == trees.keys()  # the second round made no tree nor schema again
     assert all(iceberg_incoming._trees[key][1] is trees[key][1] for key in trees)
+
+
+def test_a_file_whose_header_schema_is_too_long_to_keep_keeps_no_reader_tree(tmp_path, monkeypatch):
+    """A header schema longer than `SCHEMA_KEPT_CHARS` (an engine may write any) is converted each time, and the
+    reader tree made from it is not kept either: a stream of such files fills no cache."""
+    io = PyArrowFileIO()
+    spec, partition = SPECS["by_region"]
+    _, manifest = manifest_written(io, tmp_path, "long", spec, partition)
+    monkeypatch.setattr(iceberg_incoming, "SCHEMA_KEPT_CHARS", 10)
+    iceberg_incoming._trees.clear()
+    for _ in range(3):
+        entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
+        assert [entry.data_file.partition for entry in entries] == [partition]
+    assert not [key for key in iceberg_incoming._trees if key[0] == "reader"]
