@@ -5,7 +5,8 @@ the files where they matter, a keyed table's key comparison) into a `PlanInputs`
 (rule cells, verdicts, conflicts, discarded operations, the merged state: `objects`, by `rules`, `semantics` and
 `states`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it writes each object and which
 files it reads (`object_writes`, `writes`), reads them, and takes the exact files of each table whose files change
-(`table_plans`, `files`); it then only applies, and the audit log reports what the plan decided.
+(`table_plans`, `files`), and records what the plan says the merge commit records of each object (`records`); it
+then only applies, and the audit log reports what the plan decided.
 """
 
 import uuid
@@ -14,10 +15,11 @@ from typing import Any, Protocol
 
 from merge_app.plan.files import File, FilePlan, object_file_plan, taken_plan
 from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
+from merge_app.plan.records import Record, Records, declined, object_records
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["decide", "object_writes", "table_plans"]
+__all__ = ["commit_records", "decide", "object_writes", "table_plans"]
 
 
 class TableFiles(Protocol):
@@ -67,3 +69,14 @@ def table_plans(
 def _by_id(side: Mapping[uuid.UUID, TableFiles], table_id: uuid.UUID) -> Mapping[str, File]:
     found = side.get(table_id)
     return found.by_id() if found is not None else {}
+
+
+def commit_records(
+    objects: Sequence[ObjectDiff], writes: Mapping[uuid.UUID, Write], kind: str
+) -> tuple[dict[uuid.UUID, Records], list[Record]]:
+    """What the merge commit records (`records`): of each object it writes, in `writes` (`records.object_records`;
+    `kind`: how the source's operations came to be replayed, `records.MERGE`, `REVERT` or `CHERRY_PICK`), and then,
+    in report order, each declined table's choice (`records.declined`)."""
+    written = {obj.object_id: object_records(obj, writes[obj.object_id], kind) for obj in objects
+               if obj.object_id in writes}  # fmt: skip
+    return written, [record for obj in objects if (record := declined(obj)) is not None]

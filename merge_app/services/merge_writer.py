@@ -7,7 +7,7 @@ tables merged by key get their merged rows written (`services/keys.py`).
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segment_writes import write_deltas
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import DataFile, ObjectKind, Operation, SchemaVersion
+from catalog_app.models import DataFile, ObjectKind, SchemaVersion
 from catalog_app.selectors.objects import schema_histories, schema_version_ids
 from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from catalog_app.services.commits import CommitDraft
@@ -28,14 +28,11 @@ from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError
 from lakeui.memory import gc_paused
 from merge_app import plan
+from merge_app.plan import records
 from merge_app.plan.files import PutBack, replayed_overwrites
-from merge_app.plan.rules import DML, SOURCE_WINS, TARGET_WINS, Op
-from merge_app.selectors.diff import REVERT, MergeDiff, ObjectDiff, overwritten_partitions
+from merge_app.plan.rules import TARGET_WINS
+from merge_app.selectors.diff import MergeDiff, ObjectDiff, overwritten_partitions
 from merge_app.services import keys
-
-# What a key comparison's report holds that the operation does not record: its lists, the columns it settled in.
-LISTS = ("listed", "choices", "settled_cells", "stale_picks", "types", "not_null")
-KEY_MERGE_POSITION = -1  # the position a key merge's operation names in the source head (it has none of its own)
 
 
 @dataclass
@@ -127,16 +124,14 @@ class MergeWriter:
                     {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
                      "verdict": self.diff.verdicts[obj.object_id], "operations": []}
                 )  # fmt: skip
+        kind = self.diff.explicit.kind if self.diff.explicit is not None else records.MERGE
+        written, declined = plan.commit_records(self.diff.objects, self.writes, kind)
         for obj in self.merging:
-            self._object(obj)
-        for obj in self.diff.objects:
-            if obj.merges and obj.kind == ObjectKind.TABLE and (obj.resolution == TARGET_WINS or obj.discarded):
-                # The table's state on this side is its own decision now: a later merge from this side into a
-                # branch that changed nothing since takes it (`selectors.diff._target_is_base_plus`).
-                details = {"declined": "target_wins" if obj.resolution == TARGET_WINS else "discarded"}
-                self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
+            self._object(obj, written[obj.object_id])
+        for record in declined:
+            self._record(record)
 
-    def _object(self, obj: ObjectDiff) -> None:
+    def _object(self, obj: ObjectDiff, planned: records.Records) -> None:
         write = self.writes[obj.object_id]  # from the plan, in write_files
         how, state = write.how, write.state
         new_schema = None
@@ -153,68 +148,23 @@ class MergeWriter:
             kind=obj.kind, object_id=obj.object_id, name=write.name, parent_id=write.parent_id, state=state,
             dropped=obj.source.dropped, new_schema=new_schema,
         )  # fmt: skip
-        replayed = self._operations(obj, how)
-        if obj.source_wins and obj.source_wins.superseded:
-            self._superseded(obj)
-        if how == "rows_taken" and obj.held:
-            # The source's version carries these too: a later pick or merge of one of them finds it held here.
-            details = {"held": [list(identity) for identity in obj.held]}
-            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
+        put_back = self.restored.get(obj.object_id)
+        for record in planned.operations:
+            if record.replay and put_back:
+                record = replace(
+                    record, details={**record.details, "put_back": {**record.details.get("put_back", {}), **put_back}}
+                )
+            self._record(record)
+        self.log["discarded_operations"] += planned.discarded
+        self.log["superseded_operations"] += planned.superseded
         verdict = self.diff.verdicts[obj.object_id]  # as the diff decided it once
         self.log["objects"].append(
             {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": how, "verdict": verdict,
-             "operations": [op.op for op in replayed]}
+             "operations": planned.replayed}
         )  # fmt: skip
 
-    def _operations(self, obj: ObjectDiff, how: str) -> list[Op]:
-        """Record the source's operations this merge replays on the target; log the discarded ones. A table merged
-        by key records its data change itself (`_merge_by_key`): only its DDL operations are replayed here."""
-        discarded = {pair.source: pair for pair in obj.discarded}
-        if how == "created":
-            create = next((op for op in obj.source_operations if op.op == "create"), None)
-            details = {"name": obj.source.name, **obj.source.state, **(self._origin(create) if create else {})}
-            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="create", details=details)
-        replayed = []
-        for index, op in enumerate(obj.source_operations):
-            if op.op == "create" or (how in ("merged_by_key", "rows_kept") and op.op in DML):
-                continue
-            pair = discarded.get(index)
-            if pair is not None:
-                self.log["discarded_operations"].append(
-                    {"object": obj.name, "object_id": str(obj.object_id), "op": op.op, "commit": op.commit,
-                     "note": pair.decided.note, "reason": pair.decided.reason,
-                     "files": list(pair.decided.discarded)}
-                )  # fmt: skip
-                if set(pair.decided.discarded) >= op.added:
-                    continue  # discarded whole; else only some of its files (a merge-on-read delete, A5)
-            details = {k: v for k, v in op.details.items() if k != "deltas_on"} | self._origin(op)
-            if self.restored.get(obj.object_id):
-                details["put_back"] = {**details.get("put_back", {}), **self.restored[obj.object_id]}
-            self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op.op, details=details)
-            replayed.append(op)
-        return replayed
-
-    def _origin(self, op: Op) -> dict[str, Any]:
-        """What a replayed operation records of the operation it replays, so that later merges count it once
-        (docs/merge-semantics.md#which-changes-a-merge-replays, `merge_app.selectors.diff._operations`). A
-        cherry-pick's operation is its own commit's, picked from another (`picked_from`: a later merge of the other
-        does not replay it again); a revert's undoing operation is the revert's own."""
-        explicit = self.diff.explicit
-        if explicit is None:
-            return {"merged_from": op.commit, "origin_position": op.position}
-        if explicit.kind == REVERT:
-            return {}
-        return {"picked_from": list(op.identity)}
-
-    def _superseded(self, obj: ObjectDiff) -> None:
-        """Record the target operations a table's `source_wins` superseded, so that no later merge counts them as
-        a change of the target's (docs/merge-semantics.md#which-changes-a-merge-replays)."""
-        ops = [obj.target_operations[index] for index in obj.source_wins.superseded]
-        details = {"choice": SOURCE_WINS, "superseded": [[op.commit, op.position] for op in ops]}
-        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=Operation.Op.RESOLVE, details=details)
-        self.log["superseded_operations"] += [
-            {"object": obj.name, "object_id": str(obj.object_id), "op": op.op, "commit": op.commit} for op in ops
-        ]
+    def _record(self, record: records.Record) -> None:
+        self.draft.operation(object_id=record.object_id, kind=record.kind, op=record.op, details=record.details)
 
     # --- table data: which files the target keeps, takes over and drops ----------------------------------
 
@@ -323,17 +273,11 @@ class MergeWriter:
         segments, deltas, figures, touched = self.wrote[obj.object_id]
         new_segments = self._add_written(obj, segments, DataFile.Kind.SEGMENT)
         new_deltas = self._add_written(obj, deltas, DataFile.Kind.DELTA)
-        details = {
+        files = {
             "segments_added": [str(f.id) for f in new_segments], "deltas_added": [str(f.id) for f in new_deltas],
             "segments_removed": [], "deltas_removed": [], "segments_touched": [str(s.id) for s in touched],
-            "by_key": obj.keys and {k: v for k, v in obj.keys.items() if k not in LISTS},
-            **figures,
-            # The rows it writes replay the source's changes of the table, all at once: under the source head, so
-            # that a later merge whose base holds that head does not bring them back a second time.
-            "merged_from": self.diff.source_head.id, "origin_position": KEY_MERGE_POSITION,
         }  # fmt: skip
-        op = "update" if figures["rows_replaced"] else "insert"
-        self.draft.operation(object_id=obj.object_id, kind=obj.kind, op=op, details=details)
+        self._record(records.key_merge_record(obj, figures, files, self.diff.source_head.id))
 
     def _take_over(self, obj: ObjectDiff, added: list[FileRow]) -> None:
         """Make `added` live on the target by reference. A segment written with a schema version the target's
