@@ -813,3 +813,22 @@ def test_a_source_overwrite_older_than_rows_it_took_back_uncompacted_is_refused_
     run.update("b1", 2)
     run.compact("b1")
     assert "R*" in refusal(run, "main", "b1")
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_revert_of_an_update_merges_into_a_target_that_holds_the_updates_rewrite(spark, mode):
+    """Found by the model (unkeyed seed 98 with restores weighted 8, copy-on-write), the product's error: `main`
+    updated row 1 (copy-on-write: its segment rewritten into a new one) and `b1` took `main`'s table; `main` then
+    reverted the update, whose undo takes the rewrite out and puts the load's segment back whole. Merging `main` into
+    `b1` replays the undo (`b1`'s first-parent chain leads back to its fork, not to the base): `b1` holds the rewrite,
+    so taking it out and the segment back in is exact by file. The undo names the segment as one whose rows it brings
+    back, and the check for segments the target lacks refused it as R*; the model merges (row 1 as loaded).
+    Merge-on-read the update kept the segment with a delete file, which `b1` holds: it merged before too."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.update("main", 1)
+    assert run.merge("main", "b1")  # b1 changed nothing since the base: it takes main's table
+    run.revert("main")
+    assert run.merge("main", "b1")
+    assert table(spark, run.catalog, "b1") == expect(1)
