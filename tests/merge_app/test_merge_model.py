@@ -9,7 +9,8 @@ target does not, each once, as the source's first-parent history holds them), by
 delete or update against target inserts is refused, and so is one that addresses a row the target also deleted
 or updated, if the base or either side still holds a version of that row, or only the source once a later source
 overwrite replaced it (seeds 84 and 103: where none does, the merge can neither lose, double nor bring back any of
-it, and the two sides may hold it in different segments); a target overwrite discards the source's updates and deletes of older rows (A4/A5); a source overwrite replaces the target's
+it, and the two sides may hold it in different segments), and not as the own result of a restore that is the
+source's last overwrite (seed 99: the restore replaces the target's version, and the merge holds its own once); a target overwrite discards the source's updates and deletes of older rows (A4/A5); a source overwrite replaces the target's
 rows. The cells whose verdict depends on files (a common segment, compactions, copy-on-write rewrites) may go either
 way; whatever the system does, if it merges, the rows must be the model's.
 Criss-cross histories merge from a virtual base: the bases merged into one another first, under the same rules.
@@ -164,6 +165,18 @@ def carried_ops(src: MCommit, base: MCommit) -> tuple[set[int], set[int]]:
     return held_src - held_base, held_src - held_base - sure
 
 
+def held_after(rows: dict[int, Row], later: list[MOp]) -> set[int]:
+    """The ids of the source's rows a common row of two positional operations must be one of to be a certain conflict
+    when later source operations overwrote the table: those the source still holds, but the versions its last
+    overwrite holds if a restore made it. A restore's result is its own, older rows among them
+    (docs/merge-semantics.md#restore): replayed, it replaces the target's rows, so the merge holds its version of the
+    row once, whatever the earlier pair did (seed 99: `main` updated row 1 and restored the table to a point that
+    held row 1 as it was; `b1` deleted row 1; the merge holds the restore's row 1)."""
+    overwrites = [op for op in later if op.kind == "overwrite"]
+    restored = {row.rid for row in overwrites[-1].rows} if overwrites and overwrites[-1].restore else set()
+    return {rid % 10**6 for rid in rows if rid not in restored}
+
+
 def pair_verdict(src: MOp, dest: MOp, live: set[int]) -> str:
     """The pair's verdict; `live`: the ids of the rows a common row must be one of to be a certain conflict."""
     if src.uncertain or dest.uncertain:
@@ -298,13 +311,17 @@ class Model:
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
         # The rows a common row of two positional operations must be one of to be a certain conflict: those the base
         # or either side holds a version of (seed 84: an overwrite in the base replaced it on both lines); after a
-        # later source overwrite, those the source holds (seed 103: the overwrite replaces the target's version too).
-        # Else the two sides may hold the row in different segments (A1/A3 compare segments), and the merge can
-        # neither lose nor double it.
-        held = {rid % 10**6 for rid in src.rows}
-        live = held | {rid % 10**6 for rows in (base.rows, dest.rows) for rid in rows}
+        # later source overwrite, those the source holds (seed 103: the overwrite replaces the target's version too),
+        # but as the own result of a restore that is its last overwrite (`held_after`, seed 99). Else the two sides
+        # may hold the row in different segments (A1/A3 compare segments), and the merge can neither lose nor double
+        # it.
+        live = {rid % 10**6 for rows in (src.rows, base.rows, dest.rows) for rid in rows}
         replaced = [any(later.kind == "overwrite" for later in src_ops[i + 1 :]) for i in range(len(src_ops))]
-        verdicts += [pair_verdict(s, d, held if replaced[i] else live) for i, s in enumerate(src_ops) for d in dest_ops]
+        verdicts += [
+            pair_verdict(s, d, held_after(src.rows, src_ops[i + 1 :]) if replaced[i] else live)
+            for i, s in enumerate(src_ops)
+            for d in dest_ops
+        ]
         # A merge that may have dropped a compaction (C*, `MCommit.unsure`) kept the uncompacted segments on its side
         # while the other holds them compacted, as one that kept its own table does (seed 109: main drops b2's
         # compaction for its own delete and b2 takes main's table back; b3 holds the compaction: b2's delete by
