@@ -834,6 +834,7 @@ def test_a_revert_of_an_update_merges_into_a_target_that_holds_the_updates_rewri
     assert table(spark, run.catalog, "b1") == expect(1)
 
 
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
 def test_a_source_restore_after_its_update_of_a_row_the_target_deleted_merges_as_an_overwrite(spark, mode):
     """Found by the model (unkeyed seed 99 with restores weighted 8, copy-on-write), the model's error: `main`
     compacted the segments of rows 1 and 2, which `b1` declined (C* drops the compaction for `b1`'s delete of row 2),
