@@ -581,9 +581,9 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
 
 def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, Mapping]]) -> None:
     """A source overwrite against a target's update or compaction of rows the source still has (see
-    `rewrites_of_source_rows`), or against a target's rewrite since the base where the source took back segments
-    after its overwrite that the target holds in no version (`overwrite_taken_back`): which of the target's rows to
-    keep cannot be told by file, so it is a conflict."""
+    `rewrites_of_source_rows`), or one after which the source took back segments the target holds in no version,
+    against a target that holds rows older than the base the overwrite would take out (`overwrite_taken_back`):
+    which of the target's rows to keep cannot be told by file, so it is a conflict."""
     for obj in objects:
         files = live_files.get(obj.object_id)
         if (
@@ -605,30 +605,34 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
                 )
             )  # fmt: skip
             continue
-        taken_back, rewrote = overwrite_taken_back(obj, files["source"], files["target"])
-        if taken_back and rewrote:
+        taken_back, older = overwrite_taken_back(obj, files["source"], files["target"])
+        if taken_back and older:
             obj.data_issues.append(
                 Verdict(
                     CONFLICT, "R*",
                     f"The source's overwrite replaces the target's rows, but the source took back segment(s) "
-                    f"{rules.segments_named(taken_back)} after it, which the target holds in no version: the target "
-                    f"may hold their rows in segments of its own line, which it rewrote since the base "
-                    f"({', '.join(sorted({op.op for op in rewrote}))}), and the rows to keep cannot be told apart.",
+                    f"{rules.segments_named(taken_back)} after it, which the target holds in no version: the "
+                    f"target's segment(s) {rules.segments_named(older)}, which the overwrite would take out, may "
+                    f"hold their rows in another version, and the rows to keep cannot be told apart.",
                 )
             )  # fmt: skip
 
 
 def overwrite_taken_back(
-    obj: ObjectDiff, source_files: Iterable[str], target_files: Iterable[str]
-) -> tuple[set[str], list[Op]]:
+    obj: ObjectDiff, source_files: Iterable[str], target_files: Mapping[str, str | None]
+) -> tuple[set[str], set[str]]:
     """The segments a replayed source overwrite removed that the source holds again (a later merge brought them
-    back: rows the source still has), where the target holds them in no version; and the target's rewrites since
-    the base (an update or a compaction) of segments the source lacks. Those segments may hold the same rows in
-    another version (the target's line compacted or rewrote them, before or since the base), or the target may have
-    declined them: which of its rows the overwrite replaces cannot be told by file (unkeyed model seed 95: `main`
-    overwrote, took back by a merge the uncompacted segment of row 1, which `b1`'s line held compacted; `b1` updated
-    and compacted since the base, and the overwrite took out its segment with row 1)."""
-    source, target = set(source_files), set(target_files)
+    back: rows the source still has), where the target holds them in no version; and the target's segments the
+    overwrite would take out that hold rows older than the base (or were made from such since: an update's, a
+    compaction's, a copy-on-write delete's), not new rows the target wrote since. Those may hold the taken-back
+    segments' rows in another version (the target's line compacted or rewrote them before the base), or the target
+    may have declined or deleted them: which of its rows the overwrite replaces cannot be told by file without each
+    segment's history from before the base, and whatever the target did since, be it a delete, an update by delete
+    file or a change of the table's properties only (unkeyed model seed 95: `main` overwrote, took back by a merge
+    the uncompacted segment of row 1, which `b1`'s line held compacted since before the base; by file the overwrite
+    took out `b1`'s compacted segment with row 1). A target that changed nothing since the base takes the source's
+    table instead (`ObjectDiff.target_unchanged`)."""
+    source = set(source_files)
     restored = set().union(*(op.restored for op in obj.source_operations))
     discarded = {pair.source for pair in obj.discarded}
     removed = set().union(
@@ -639,9 +643,27 @@ def overwrite_taken_back(
         )
     )
     own = set().union(*(op.removed for op in obj.target_operations))
-    taken_back = {fid for fid in removed & source if fid not in target and fid not in own and fid not in restored}
-    rewrote = [op for op in obj.target_operations if op.op in ("update", "compaction") and op.removed - source]
-    return taken_back, rewrote
+    taken_back = {fid for fid in removed & source if fid not in target_files and fid not in own and fid not in restored}
+    kept, _ = rewrites_of_source_rows(obj, source)
+    new = _new_rows_written(obj.target_operations)
+    older = {
+        fid for fid, segment in target_files.items()
+        if segment is None and fid not in source and fid not in kept and fid not in new
+    }  # fmt: skip
+    return taken_back, older
+
+
+def _new_rows_written(operations: Sequence[Op]) -> set[str]:
+    """The segments these operations (a side's since the base) wrote of new rows only: an insert's, a load's
+    overwrite's (not a restore's result, nor a revert's files put back), and what later rewrites made of those
+    alone."""
+    new: set[str] = set()
+    for op in operations:
+        if op.op in ("insert", "overwrite") and not op.details.get("reverts"):
+            new |= op.added - op.restored
+        elif op.op in rules.REWRITES and (op.removed | op.addressed) and (op.removed | op.addressed) <= new:
+            new |= op.added
+    return new
 
 
 def _check_new(obj: ObjectDiff, versions: dict, taken: dict) -> None:

@@ -334,7 +334,7 @@ def merge_diff_of(
     inputs = PlanInputs(
         versions=versions, source_operations=src_ops, target_operations=dest_ops, object_ids=frozenset(object_ids),
         keyed_changes=keyed_changes, taken=_live_names(target_chain, wanted, versions["target"], decoded),
-        live_files=_rewritten_files(src_ops, dest_ops, files),
+        live_files=_rewritten_files(src_ops, files),
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
         reverting=explicit is not None and explicit.kind == REVERT, target_unchanged=frozenset(unchanged),
@@ -583,19 +583,14 @@ def _keyed_live(version: Version | None) -> bool:
     return version is not None and not version.dropped and bool(version.state.get("primary_key"))
 
 
-def _rewritten_files(
-    src_ops: dict, dest_ops: dict, files: FilesRead
-) -> dict[uuid.UUID, dict[str, dict[str, str | None]]]:
-    """The source's and target's live files of each table whose source operations rewrote rows by position, or
-    overwrote it while the target rewrote it: file id -> the segment a delete file deletes from (None for a
-    segment)."""
-
-    def rewrites(ops: list[Op]) -> bool:
-        return any(op.op in rules.REWRITES for op in ops)
-
+def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[str, dict[str, str | None]]]:
+    """The source's and target's live files of each table whose source operations rewrote rows by position or
+    overwrote it (whatever the target did since the base: the source may have taken back segments its overwrite
+    removed, `plan.objects.overwrite_taken_back`): file id -> the segment a delete file deletes from (None for a
+    segment). A replayed overwrite's file plan reads both sides' files anyway."""
     wanted = [
         table_id for table_id, ops in src_ops.items()
-        if rewrites(ops) or (any(op.op == "overwrite" for op in ops) and rewrites(dest_ops.get(table_id, [])))
+        if any(op.op in rules.REWRITES or op.op == "overwrite" for op in ops)
     ]  # fmt: skip
     if not wanted:
         return {}
