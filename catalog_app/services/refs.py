@@ -36,19 +36,49 @@ def catalog_delete(*, catalog: Catalog) -> None:
     Catalog.objects.filter(id=catalog.id).delete()
 
 
-_NAME_TAKEN = (
-    f"SELECT EXISTS (SELECT 1 FROM {Branch._meta.db_table} WHERE catalog_id = %s AND name = %s),"
-    f" EXISTS (SELECT 1 FROM {Tag._meta.db_table} WHERE catalog_id = %s AND name = %s)"
-)
+def _ref_insert_sql(model: type[Branch] | type[Tag], column: str) -> str:
+    """A ref named `name` at the commit the branch or, if none, the tag named `source` points at, inserted only if
+    no branch or tag has the name yet: one statement, which answers whether a branch or a tag has the name and the
+    new row (none where one has, or where `source` names no branch or tag)."""
+    branches, tags = Branch._meta.db_table, Tag._meta.db_table
+    named = "catalog_id = %(catalog)s AND name = %(name)s"
+    return f"""
+        WITH source AS (
+            SELECT head_id AS commit_id, 0 AS rank FROM {branches} WHERE catalog_id = %(catalog)s AND name = %(source)s
+            UNION ALL
+            SELECT commit_id, 1 FROM {tags} WHERE catalog_id = %(catalog)s AND name = %(source)s
+            ORDER BY rank LIMIT 1
+        ), taken AS (
+            SELECT EXISTS (SELECT 1 FROM {branches} WHERE {named}) AS branch,
+                   EXISTS (SELECT 1 FROM {tags} WHERE {named}) AS tag
+        ), made AS (
+            INSERT INTO {model._meta.db_table} (catalog_id, name, {column}, created_at, created_by_id)
+            SELECT %(catalog)s, %(name)s, source.commit_id, now(), %(user)s FROM source, taken
+            WHERE NOT taken.branch AND NOT taken.tag
+            RETURNING id, {column}, created_at
+        )
+        SELECT taken.branch, taken.tag, made.id, made.{column}, made.created_at FROM taken LEFT JOIN made ON true
+    """
 
 
-def _check_ref_name_free(*, catalog: Catalog, name: str) -> None:
-    """409 `ref_exists` when a branch or a tag has the name (one query)."""
+_BRANCH_INSERT, _TAG_INSERT = _ref_insert_sql(Branch, "head_id"), _ref_insert_sql(Tag, "commit_id")
+
+
+def _ref_insert(model, *, catalog: Catalog, name: str, source: str | None, user: AbstractBaseUser | None):
+    """The new ref at the commit of the branch or tag `source`, in one statement, after `catalog_refs_hold` (which
+    holds the name: a statement that waited for that lock would not see the other create's row); 409 `ref_exists`
+    when a branch or a tag has the name; None when `source` names no branch or tag (a commit id, or nothing:
+    `ref_resolve` tells which), or when none is wanted (`source` None: a branch at a time)."""
+    sql, column = (_BRANCH_INSERT, "head_id") if model is Branch else (_TAG_INSERT, "commit_id")
     with connection.cursor() as cursor:
-        cursor.execute(_NAME_TAKEN, [catalog.id, name, catalog.id, name])
-        branch, tag = cursor.fetchone()
+        cursor.execute(sql, {"catalog": catalog.id, "name": name, "source": source, "user": user and user.pk})
+        branch, tag, made_id, commit_id, created_at = cursor.fetchone()
     if branch or tag:
         raise ConflictError("ref_exists", f"A {'branch' if branch else 'tag'} named {name!r} already exists.")
+    if made_id is None:
+        return None
+    fields = {"id": made_id, "name": name, column: commit_id, "created_at": created_at, "created_by": user}
+    return model(catalog=catalog, **fields)
 
 
 @transaction.atomic
@@ -60,13 +90,16 @@ def branch_create(
     at: datetime | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> Branch:
-    """A new branch at `source` (a branch head, a tag, a commit) or at `source` as of `at`. O(1): one row."""
+    """A new branch at `source` (a branch head, a tag, a commit) or at `source` as of `at`. O(1): one row, and at a
+    branch or a tag, made in one statement after the name's lock."""
     check_ref_name(name, "Branch")
     catalog_refs_hold(catalog=catalog, name=name)  # a new branch's head is never expired; no other ref of its name
-    _check_ref_name_free(catalog=catalog, name=name)
-    commit = ref_resolve(catalog=catalog, ref=source, at=at).commit
-    branch = Branch.objects.create(catalog=catalog, name=name, head=commit, created_by=_user(created_by))
-    event_emit(catalog=catalog, kind=BRANCH_CREATED, payload={"branch": name, "head": commit.id}, actor=created_by)
+    user = _user(created_by)
+    branch = _ref_insert(Branch, catalog=catalog, name=name, source=None if at else source, user=user)
+    if branch is None:  # the name is free (`_ref_insert` would have refused it), and stays so: it is held
+        commit = ref_resolve(catalog=catalog, ref=source, at=at).commit
+        branch = Branch.objects.create(catalog=catalog, name=name, head=commit, created_by=user)
+    event_emit(catalog=catalog, kind=BRANCH_CREATED, payload={"branch": name, "head": branch.head_id}, actor=created_by)
     return branch
 
 
@@ -85,9 +118,12 @@ def branch_delete(*, catalog: Catalog, name: str) -> None:
 def tag_create(*, catalog: Catalog, name: str, ref: str, created_by: AbstractBaseUser | None = None) -> Tag:
     check_ref_name(name, "Tag")
     catalog_refs_hold(catalog=catalog, name=name)  # a tagged commit is never expired; no other ref of its name
-    _check_ref_name_free(catalog=catalog, name=name)
-    commit = ref_resolve(catalog=catalog, ref=ref).commit
-    return Tag.objects.create(catalog=catalog, name=name, commit=commit, created_by=_user(created_by))
+    user = _user(created_by)
+    tag = _ref_insert(Tag, catalog=catalog, name=name, source=ref, user=user)
+    if tag is None:  # the name is free (`_ref_insert` would have refused it), and stays so: it is held
+        tag = Tag.objects.create(catalog=catalog, name=name, commit=ref_resolve(catalog=catalog, ref=ref).commit,
+                                 created_by=user)  # fmt: skip
+    return tag
 
 
 @transaction.atomic

@@ -139,3 +139,33 @@ def test_retention_keeps_branch_and_tag_creates_and_commits_out_and_two_creates_
     with pytest.raises(ConflictError) as refused:
         tag_create(catalog=catalog, name="dev", ref="main")
     assert refused.value.code == "ref_exists"
+
+
+def test_a_branch_and_a_tag_of_one_name_made_at_once_give_one_ref_and_one_409():
+    """A create checks the name and inserts the ref in one statement (`services.refs._ref_insert`), after the lock
+    that holds the name: a branch and a tag of one name, made together, never both exist."""
+    catalog = make_catalog()
+    for round_ in range(ROUNDS):
+        name = f"r{round_}"
+        outcomes = run_concurrently(
+            lambda name=name: branch_create(catalog=catalog, name=name, source="main"),
+            lambda name=name: tag_create(catalog=catalog, name=name, ref="main"),
+        )
+        assert sorted(type(o).__name__ for o in outcomes) in (["Branch", "ConflictError"], ["ConflictError", "Tag"])
+        assert [o.code for o in outcomes if isinstance(o, ConflictError)] == ["ref_exists"]
+
+
+def test_a_branch_create_at_a_branch_or_a_tag_is_one_statement_after_the_names_lock(django_assert_num_queries):
+    """At a branch head or a tag (as nearly every create is), the name's check, the source and the insert are one
+    statement; a commit id or a time is resolved apart. The webhooks are read for the event."""
+    catalog = make_catalog()
+    tag_create(catalog=catalog, name="v1", ref="main")
+    for name, source in (("dev", "main"), ("from_tag", "v1")):
+        with django_assert_num_queries(5):  # BEGIN, the name's lock, the create, the event's webhooks, COMMIT
+            made = branch_create(catalog=catalog, name=name, source=source)
+        assert made.head_id == ref_resolve(catalog=catalog, ref=source).commit.id and made.created_at is not None
+    commit = head(catalog, "main")
+    assert branch_create(catalog=catalog, name="from_commit", source=commit).head_id == commit
+    with pytest.raises(ConflictError) as refused:
+        branch_create(catalog=catalog, name="v1", source="main")
+    assert refused.value.code == "ref_exists"
