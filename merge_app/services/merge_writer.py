@@ -39,7 +39,8 @@ from merge_app.services import keys
 class MergeWriter:
     """Writes a planned merge: `write_files` reads the three sides' files and does the Spark work (key merges,
     deletes in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned
-    target head (the same files, so the files written hold)."""
+    target head (the same files, so the files written hold), with the records the plan gives (`plan.commit_records`)
+    and the ids of the files it wrote."""
 
     diff: MergeDiff
     key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
@@ -53,7 +54,6 @@ class MergeWriter:
             "files_removed": [],  # the target's files the merge took out (the file plan's `removed`)
         }
     )
-    plans: dict = field(default_factory=dict)  # object id -> the exact files of a table whose files change
     # object id -> a key merge's written files, or the delete files written for a table replayed by file
     wrote: dict = field(default_factory=dict)
     restored: dict = field(default_factory=dict)  # object id -> segment id -> the delete files a revert put back with
