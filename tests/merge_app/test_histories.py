@@ -796,21 +796,7 @@ def test_a_source_overwrite_older_than_rows_it_took_back_uncompacted_is_refused_
     compacted again. The overwrite replaces `b1`'s rows but those `main` still has, and `main` holds rows 1 and 2 in
     segments `b1` holds in no version: by file, the overwrite took out `b1`'s segment and row 1 was lost. Which of
     `b1`'s rows are `main`'s cannot be told by file: a conflict (R*), which the model allows."""
-    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
-    run.load("main", "append_only", 1)
-    run.load("main", "append_only", 2)
-    run.branch("b1", "main")
-    run.branch("b2", "main")
-    run.compact("b1")
-    run.load("main", "full_refresh", 9)
-    run.update("main", 9)
-    run.load("b2", "append_only", 3)
-    assert not run.merge("main", "b2")  # update x insert
-    assert run.merge("main", "b2", target_wins=True)
-    assert run.merge("b2", "main")  # main changed nothing since the base: it takes b2's table
-    assert table(spark, run.catalog, "main") == expect(1, 2, 3)
-    if not run.merge("b1", "main"):  # C*: b1's compaction is dropped
-        assert run.merge("b1", "main", target_wins=True)
+    run = taken_back_uncompacted(spark, mode)
     run.update("b1", 2)
     run.compact("b1")
     assert "R*" in refusal(run, "main", "b1")
