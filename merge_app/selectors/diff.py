@@ -50,10 +50,10 @@ from merge_app.plan.objects import (
     resolution_check,
     segments_written,
 )
+from merge_app.plan.records import REVERT
 from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.selectors.graph import CommitGraph, Sides
 
-REVERT, CHERRY_PICK = "revert", "cherry_pick"
 # Conflicting keys a plan made from a stored comparison reads, in order (the diff's; a merge compares its keys anew,
 # a request's plan too, and a request's preview pages through all of them); the counts are complete.
 MAX_LISTED = 10_000

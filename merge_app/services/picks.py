@@ -29,9 +29,8 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import PickSpec
 from merge_app.models import Merge
+from merge_app.plan.records import CHERRY_PICK, REVERT
 from merge_app.selectors.diff import (
-    CHERRY_PICK,
-    REVERT,
     ExplicitBase,
     MergeDiff,
     merge_diff_of,

@@ -27,7 +27,8 @@ from lakeui.jobs.models import Job
 from lakeui.jobs.registry import ClaimLost
 from lakeui.jobs.services import job_checkpoint_save, job_claim_held
 from merge_app.models import Merge
-from merge_app.selectors.diff import REVERT, MergeDiff
+from merge_app.plan.records import REVERT
+from merge_app.selectors.diff import MergeDiff
 from merge_app.services.events import merge_event_emit
 from merge_app.services.merge_logs import merge_conflict_error, merge_log, merge_log_row
 from merge_app.services.merge_writer import MergeWriter
