@@ -61,7 +61,8 @@ def _ref_insert_sql(model: type[Branch] | type[Tag], column: str) -> str:
     """
 
 
-_BRANCH_INSERT, _TAG_INSERT = _ref_insert_sql(Branch, "head_id"), _ref_insert_sql(Tag, "commit_id")
+_COLUMNS = {Branch: "head_id", Tag: "commit_id"}  # the commit a ref points at
+_INSERTS = {model: _ref_insert_sql(model, column) for model, column in _COLUMNS.items()}
 
 
 def _ref_insert(model, *, catalog: Catalog, name: str, source: str | None, user: AbstractBaseUser | None):
@@ -69,7 +70,7 @@ def _ref_insert(model, *, catalog: Catalog, name: str, source: str | None, user:
     holds the name: a statement that waited for that lock would not see the other create's row); 409 `ref_exists`
     when a branch or a tag has the name; None when `source` names no branch or tag (a commit id, or nothing:
     `ref_resolve` tells which), or when none is wanted (`source` None: a branch at a time)."""
-    sql, column = (_BRANCH_INSERT, "head_id") if model is Branch else (_TAG_INSERT, "commit_id")
+    sql, column = _INSERTS[model], _COLUMNS[model]
     with connection.cursor() as cursor:
         cursor.execute(sql, {"catalog": catalog.id, "name": name, "source": source, "user": user and user.pk})
         branch, tag, made_id, commit_id, created_at = cursor.fetchone()
