@@ -1,6 +1,7 @@
 """A real Celery worker in a subprocess, on the test database and the test queue."""
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -13,6 +14,21 @@ from urllib.parse import quote
 from django.conf import settings
 
 READY_TIMEOUT = 120
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with_parent(parent: int):
+    """A `preexec_fn`: the child gets SIGTERM when the test process that started it ends, however it ends (a killed
+    pytest run's workers would otherwise go on taking jobs from its broker database); where prctl is missing (not
+    Linux), nothing."""
+
+    def arrange() -> None:
+        with contextlib.suppress(AttributeError, OSError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the test process ended before the call
+            os._exit(1)
+
+    return arrange
 
 
 def database_url(db: dict) -> str:
@@ -63,6 +79,7 @@ class Worker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() takes its pool and Spark JVM with it
+                preexec_fn=_dies_with_parent(os.getpid()),
             )
         return self
 
