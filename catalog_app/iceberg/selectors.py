@@ -4,7 +4,7 @@ ref as the plain values the engine writes Iceberg metadata from (engine/iceberg_
 import uuid
 
 from django.db import connection
-from django.db.models import Max, QuerySet
+from django.db.models import QuerySet
 
 from catalog_app.engine.iceberg_metadata import TableCommit, TableFile
 from catalog_app.engine.segments import Column
@@ -17,7 +17,7 @@ from catalog_app.models import (
     ObjectKind,
     ObjectVersion,
 )
-from catalog_app.selectors.objects import chain_sql, json_column, objects_at
+from catalog_app.selectors.objects import chain_sql, json_column, object_find, objects_at
 from catalog_app.selectors.refs import Chain, ResolvedRef, ref_resolve
 from catalog_app.selectors.table_files import schema_rows_kept
 from lakeui.errors import NotFoundError
@@ -32,28 +32,8 @@ def namespace_list(chain: Chain) -> QuerySet[ObjectVersion]:
     return objects_at(chain, kind=ObjectKind.DATABASE)
 
 
-def _live_named(chain: Chain, *, kind: str, name: str, parent_id: uuid.UUID | None = None) -> ObjectVersion | None:
-    """The live object of `kind` named `name` at the chain: what `object_find` answers, found from the versions of
-    that name (index on catalog and name) and each candidate's newest version (index on object and seq), so a table
-    with thousands of versions costs a few index probes, not one per version (selectors/objects.py)."""
-    named = ObjectVersion.objects.filter(chain.q(), catalog_id=chain.commit.catalog_id, kind=kind, name=name)
-    if parent_id is not None:
-        named = named.filter(parent_id=parent_id)
-    candidates = named.values("object_id").annotate(top=Max("seq")).order_by("-top").values_list("object_id", flat=True)
-    for object_id in candidates[:20]:
-        newest = ObjectVersion.objects.filter(chain.q(), object_id=object_id).order_by("-seq").first()
-        if (
-            newest is not None
-            and not newest.dropped
-            and newest.name == name
-            and (parent_id is None or newest.parent_id == parent_id)
-        ):
-            return newest
-    return None
-
-
 def namespace_get(chain: Chain, *, name: str) -> ObjectVersion:
-    database = _live_named(chain, kind=ObjectKind.DATABASE, name=name)
+    database = object_find(chain, kind=ObjectKind.DATABASE, name=name)
     if database is None:
         raise NotFoundError("database_not_found", f"Namespace does not exist: {name}")
     return database
@@ -64,7 +44,7 @@ def namespace_table_list(chain: Chain, *, database: ObjectVersion) -> QuerySet[O
 
 
 def namespace_table_find(chain: Chain, *, database: ObjectVersion, name: str) -> ObjectVersion | None:
-    return _live_named(chain, kind=ObjectKind.TABLE, name=name, parent_id=database.object_id)
+    return object_find(chain, kind=ObjectKind.TABLE, name=name, parent_id=database.object_id)
 
 
 def namespace_table_get(chain: Chain, *, database: ObjectVersion, name: str) -> ObjectVersion:
