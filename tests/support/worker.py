@@ -20,11 +20,15 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 def _dies_with_parent(parent: int):
     """A `preexec_fn`: the child gets SIGTERM when the test process that started it ends, however it ends (a killed
     pytest run's workers would otherwise go on taking jobs from its broker database); where prctl is missing (not
-    Linux), nothing."""
+    Linux), nothing. The function is looked up before the fork: the child only calls it."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        prctl = None
 
     def arrange() -> None:
-        with contextlib.suppress(AttributeError, OSError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # the test process ended before the call
             os._exit(1)
 
