@@ -2,7 +2,7 @@
 ids), the segments to read with their live delta files, the files a job wrote; and the columns that locate a row in
 its segment. Plain values."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,13 @@ def in_schema(segments: Sequence[SegmentRead], current: Sequence[Column]) -> boo
     """Whether the segments were written in the `current` schema: then their files are read, or copied, as they
     are (no projection of an older schema)."""
     return all(segment.columns == tuple(current) for segment in segments)
+
+
+def partitioned_by(values: Mapping[str, Any], columns: Collection[int | str]) -> bool:
+    """Whether a segment whose partition values are `values` (by column id) was written partitioned by each of
+    `columns` (column ids). One without a value of some of them was written before the table was partitioned by it
+    and may hold rows of several partitions (compaction splits them)."""
+    return all(str(column) in values for column in columns)
 
 
 def file_in_partitions(values: Mapping[str, Any], partitions: Sequence[Mapping[str, Any]]) -> bool:

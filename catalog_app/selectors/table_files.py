@@ -12,7 +12,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from catalog_app.engine.reads import deleted_count
-from catalog_app.engine.segments import INLINE, Column, SegmentRead
+from catalog_app.engine.segments import INLINE, Column, SegmentRead, partitioned_by
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile, FileEntry, ObjectVersion, ReclaimedFile, SchemaVersion
 from catalog_app.selectors.objects import SchemaRow, chain_sql, newest_on_chain, schema_rows
@@ -119,7 +119,7 @@ class TableFiles:
         without a value of some partition column, they may hold rows of several partitions (compaction splits
         them)."""
         ids = {str(i) for i in partition_by}
-        return [s for s in self.segments if not ids <= s.partition_values.keys()]
+        return [s for s in self.segments if not partitioned_by(s.partition_values, ids)]
 
     def reads(self) -> list[SegmentRead]:
         """What the engine needs to read the table: each segment with its written schema and live deltas."""

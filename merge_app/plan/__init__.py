@@ -4,22 +4,24 @@
 the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `decide` decides every object
 (rule cells, verdicts, conflicts, discarded operations, the merged state: `objects`, by `rules`, `semantics` and
 `states`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it writes each object and which
-files it reads (`object_writes`, `writes`), reads them, and takes the exact files of each table whose files change
-(`table_plans`, `files`), and records what the plan says the merge commit records of each object (`records`); it
-then only applies, and the audit log reports what the plan decided.
+files it reads (`object_writes`, `writes`), reads them, and takes the exact files of each table whose files change,
+with the target's segments whose rows of overwritten partitions it deletes (`table_plans`, `files`), the schema
+version each file it takes over reads with and the source's versions it copies or discards (`schema_takeovers`),
+and what the merge commit records of each object (`records`); it then only applies (reads, writes the delete files
+and schema copies it is told to), and the audit log reports what the plan decided.
 """
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from merge_app.plan.files import File, FilePlan, object_file_plan, taken_plan
+from merge_app.plan.files import File, FilePlan, Schema, TakeOver, object_file_plan, schema_takeover, taken_plan
 from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
 from merge_app.plan.records import Record, Records, declined, object_records
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["commit_records", "decide", "object_writes", "table_plans"]
+__all__ = ["commit_records", "decide", "object_writes", "schema_takeovers", "table_plans"]
 
 
 class TableFiles(Protocol):
@@ -64,6 +66,23 @@ def table_plans(
         base, replaced = _by_id(files["base"], obj.object_id), overwrites.get(obj.object_id, [])
         plans[obj.object_id] = object_file_plan(obj, base=base, source=source, target=target, overwrites=replaced)
     return plans
+
+
+def schema_takeovers(
+    plans: Mapping[uuid.UUID, FilePlan],
+    history: Mapping[uuid.UUID, Collection[int]],
+    made: Mapping[uuid.UUID, Sequence[Schema]],
+    commits: Collection[str],
+) -> dict[uuid.UUID, TakeOver]:
+    """The schema version each file a table's plan takes over (`table_plans`: `FilePlan.taken_over`) reads with on the
+    target, and which of the source's schema versions the audit log lists as kept invisible or discarded
+    (`files.schema_takeover`), from each table's schema version ids on the target (`history`), the versions the
+    source's commits (`commits`) made of it (`made`)."""
+    return {
+        table_id: schema_takeover(found.taken_over, history=history.get(table_id, set()),
+                                  made=made.get(table_id, []), commits=commits)
+        for table_id, found in plans.items()
+    }  # fmt: skip
 
 
 def _by_id(side: Mapping[uuid.UUID, TableFiles], table_id: uuid.UUID) -> Mapping[str, File]:

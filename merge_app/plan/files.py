@@ -1,16 +1,18 @@
 """The file-level outcome of a merge of a table without a key (docs/architecture.md#the-path-of-a-merge): which of
-the target's files the merge drops, which it keeps and which of the source's it takes over, decided from plain
-values (each side's live files by id, the source's operations since the base, the pairs the rules discarded).
+the target's files the merge drops, which it keeps (and which of those mix overwritten partitions with others) and
+which of the source's it takes over, decided from plain values (each side's live files by id, the source's operations
+since the base, the pairs the rules discarded); and the schema version each file taken over reads with on the target
+(`schema_takeover`).
 
 Pure: no ORM, no Spark. The writer (`merge_app/services/merge_writer.py`, `MergeWriter`) reads the files, applies this
 plan and logs it, so what the audit log says a merge did to the files is what it did.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from catalog_app.engine.segments import file_in_partitions
+from catalog_app.engine.segments import file_in_partitions, partitioned_by
 from merge_app.plan.objects import ObjectDiff, Pair, discarded_whole, rewrites_of_source_rows
 from merge_app.plan.rules import Op, segment_origins
 
@@ -33,6 +35,13 @@ class FilePlan:
     added: list  # the source's files it takes over
     partitions: list[dict[str, Any]]  # partitions a source overwrite replaced (values by column id)
     put_back: list["PutBack"] = field(default_factory=list)  # segments a revert takes over with some of their rows
+    mixed: list[str] = field(default_factory=list)  # kept segments (ids) that may hold rows of `partitions` and others
+
+    @property
+    def taken_over(self) -> list:
+        """The files the target takes over by reference: the source's it takes, then each segment a revert puts back
+        with the delete files an earlier revert wrote for it."""
+        return [*self.added, *(f for p in self.put_back for f in [p.segment, *(p.masks or [])])]
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,77 @@ def file_plan(
     added = [f for f in added if f.kind == SEGMENT or str(f.segment_id) in live_segments]
     partitions = [p for parts in overwrites if parts for p in parts]
     return FilePlan(removed=[target[fid] for fid in sorted(removed & set(target))], kept=kept, added=added,
-                    partitions=partitions, put_back=put_back)  # fmt: skip
+                    partitions=partitions, put_back=put_back, mixed=mixed_segments(kept, partitions))  # fmt: skip
+
+
+def mixed_segments(kept: Iterable[File], partitions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The target's kept segments that may hold rows of the overwritten `partitions` among others: written before
+    the table was partitioned by their columns, they cannot be dropped whole, so the writer reads them and writes
+    delete files for those rows. Ids as text, in the target's order."""
+    columns = {column for partition in partitions for column in partition}
+    if not columns:
+        return []
+    return [str(f.id) for f in kept if f.kind == SEGMENT and not partitioned_by(f.partition_values, columns)]
+
+
+class Schema(Protocol):
+    """What the plan needs of a schema version: a `catalog_app.selectors.objects.SchemaRow`."""
+
+    id: int
+    visible: bool
+    commit_id: str
+
+
+class TakenFile(File, Protocol):
+    """A file taken over by reference, with the schema version it reads with where it was read (`FileRow`)."""
+
+    schema_version: Schema | None
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A file the target takes over, with the schema version it reads with there (None for a delete file) and that
+    version's visibility on the target. `copy`: the target's history lacks `version`, so the file reads with an
+    invisible copy of it, made by the writer (one per version: `TakeOver.copies`)."""
+
+    file: TakenFile
+    version: Schema | None
+    visible: bool | None
+    copy: bool = False
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """How the target takes over a table's files by reference (`schema_takeover`), and what the audit log says of the
+    schema versions the source's commits made (docs/merge-semantics.md#schema-versions)."""
+
+    files: list[Taken]
+    copies: list[Schema]  # the versions copied invisible into the target's history, each once, in the files' order
+    invisible: list[Schema]  # the source's versions kept as those copies
+    discarded: list[Schema]  # the source's versions no merged segment was written with
+
+
+def schema_takeover(
+    files: Sequence[TakenFile], *, history: Collection[int], made: Sequence[Schema], commits: Collection[str]
+) -> TakeOver:
+    """The schema version each of `files` reads with on the target: its own where the target's history has it
+    (`history`: its version ids), else an invisible copy of it. Of the visible versions the source's commits
+    (`commits`) made (`made`, in their order), those copied are kept invisible, the others discarded."""
+    taken, copies = [], {}
+    for file in files:
+        version = file.schema_version if file.kind == SEGMENT else None
+        if version is None:
+            taken.append(Taken(file, None, None))
+        elif version.id in history:
+            taken.append(Taken(file, version, version.visible))
+        else:
+            copies.setdefault(version.id, version)
+            taken.append(Taken(file, version, False, copy=True))
+    listed = [version for version in made if version.commit_id in commits and version.visible]
+    return TakeOver(
+        files=taken, copies=list(copies.values()), invisible=[v for v in listed if v.id in copies],
+        discarded=[v for v in listed if v.id not in copies],
+    )  # fmt: skip
 
 
 def puts_back(

@@ -1,8 +1,9 @@
 """The writer of a planned merge (`MergeWriter`): the data work before the commit lock, then the commit's rows and
 the audit log's account of what it wrote. Only metadata is written for tables without a primary key: their data
 files are taken over by reference (zero-copy), never copied or rewritten, except for a source partition overwrite
-meeting target segments that mix partitions, whose overwritten partitions' rows get delete files. Primary-key
-tables merged by key get their merged rows written (`services/keys.py`).
+meeting target segments that mix partitions (the plan names them), whose overwritten partitions' rows get delete
+files. Primary-key tables merged by key get their merged rows written (`services/keys.py`). What to read, write and
+record is the plan's (`merge_app.plan`); the writer decides none of it.
 """
 
 import uuid
@@ -20,16 +21,16 @@ from catalog_app.engine.reads import read_segments
 from catalog_app.engine.segment_writes import write_deltas
 from catalog_app.engine.segments import Column, SegmentRead
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.models import DataFile, ObjectKind, SchemaVersion
+from catalog_app.models import DataFile, ObjectKind
 from catalog_app.selectors.objects import schema_histories, schema_version_ids
-from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
+from catalog_app.selectors.table_files import FileRow, TableFiles
 from catalog_app.services.commits import CommitDraft
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError
 from lakeui.memory import gc_paused
 from merge_app import plan
 from merge_app.plan import records
-from merge_app.plan.files import PutBack, replayed_overwrites
+from merge_app.plan.files import FilePlan, PutBack, replayed_overwrites
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.selectors.diff import MergeDiff, ObjectDiff, overwritten_partitions
 from merge_app.services import keys
@@ -38,9 +39,10 @@ from merge_app.services import keys
 @dataclass
 class MergeWriter:
     """Writes a planned merge: `write_files` reads the three sides' files and does the Spark work (key merges,
-    deletes in mixed segments), writing files only; `apply` stages the commit on a draft whose parent is the planned
-    target head (the same files, so the files written hold), with the records the plan gives (`plan.commit_records`)
-    and the ids of the files it wrote."""
+    deletes in the segments the file plan names as mixing overwritten partitions), writing files only; `apply` stages
+    the commit on a draft whose parent is the planned target head (the same files, so the files written hold), with
+    the files and schema version copies the plan gives (`plan.table_plans`, `plan.schema_takeovers`), the records it
+    gives (`plan.commit_records`) and the ids of the files it wrote."""
 
     diff: MergeDiff
     key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
@@ -62,8 +64,9 @@ class MergeWriter:
     def write_files(self) -> None:
         """How each object is written and which files of its tables to read, from the plan (`plan.object_writes`);
         those files, as the diff read them or read now (plain values: `FileRow`), the target's schema history and
-        the schema versions the source's commits made; the exact files of the tables whose files change, from the
-        plan (`plan.table_plans`); then the data work."""
+        the schema versions the source's commits made; from the plan, the exact files of the tables whose files
+        change (`plan.table_plans`) and the schema version each file taken over reads with (`plan.schema_takeovers`);
+        then the data work."""
         self.writes = plan.object_writes(self.diff.objects)
         self.merging = [obj for obj in self.diff.objects if obj.object_id in self.writes]
         tables, named, whole, overwrites = [], {}, [], {}
@@ -83,11 +86,10 @@ class MergeWriter:
         found = read.named(named)
         self.files = {side: read.of(side, whole) | found[side] for side in ("base", "source", "target")}
         table_ids = [obj.object_id for obj in tables]
-        self.target_schemas = schema_version_ids(read.chains["target"], table_ids=table_ids)
-        self.source_schemas = schema_histories(read.chains["source"], table_ids=table_ids,
-                                               commit_ids=self.diff.source_commits)  # fmt: skip
-        self.source_commits = set(self.diff.source_commits)
+        history = schema_version_ids(read.chains["target"], table_ids=table_ids)
+        made = schema_histories(read.chains["source"], table_ids=table_ids, commit_ids=self.diff.source_commits)
         self.file_plans = plan.table_plans(tables, self.writes, self.files, overwrites)
+        self.takeovers = plan.schema_takeovers(self.file_plans, history, made, set(self.diff.source_commits))
         for obj in tables:
             if self.writes[obj.object_id].how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
@@ -105,10 +107,7 @@ class MergeWriter:
                 )
             elif self.writes[obj.object_id].by_file:
                 found = self.file_plans[obj.object_id]
-                self.wrote[obj.object_id] = (
-                    self._mixed_deletes(obj, found.kept, found.partitions),
-                    self._put_back(obj, found.put_back),
-                )
+                self.wrote[obj.object_id] = (self._mixed_deletes(obj, found), self._put_back(obj, found.put_back))
 
     def written(self) -> list[str]:
         """The files `write_files` wrote (paths from the warehouse root): a key merge's segments and delete files; the
@@ -172,9 +171,8 @@ class MergeWriter:
         """The target's files of the table become the source's, by reference (`plan.files.taken_plan`):
         `source_wins` for a whole table without a key, or a primary-key table whose rows only the source changed
         since the base (its state is the merge's rows, whatever operations made it)."""
-        taken = self.file_plans[obj.object_id]
-        self._remove(obj, taken.removed)
-        self._take_over(obj, taken.added)
+        self._remove(obj, self.file_plans[obj.object_id].removed)
+        self._take_over(obj)
 
     def _remove(self, obj: ObjectDiff, removed: list[FileRow]) -> None:
         """Take the target's files out, and log each."""
@@ -195,8 +193,7 @@ class MergeWriter:
             }  # fmt: skip
             self.draft.operation(object_id=obj.object_id, kind=obj.kind, op="delete", details=details)
         self._remove(obj, found.removed)
-        taken = [f for p in found.put_back for f in [p.segment, *(p.masks or [])]]
-        self._take_over(obj, [*found.added, *taken])
+        self._take_over(obj)
         # Recorded with the revert's undo (`_operations`): a later merge of it takes each segment with its delete
         # file where the target holds the segment in no version, and neither where it does.
         masks = self._add_written(obj, put_back, DataFile.Kind.DELTA)
@@ -230,22 +227,18 @@ class MergeWriter:
                 masks[str(found.segment.id)] = pa.array(mask, pa.int64())
         return write_position_deltas(warehouse, base, masks, tag=f"revert-{uuid.uuid4().hex}")
 
-    def _mixed_deletes(self, obj: ObjectDiff, kept: list[FileRow], partitions: list[dict[str, Any]]) -> list:
-        """The target's own segments that mix partitions (written before the table was partitioned by the source
-        overwrite's columns) cannot be dropped whole: the rows of the overwritten `partitions` in them get delete
-        files (written here, on Spark), recorded as a `delete` of the merge commit."""
-        if not partitions:
+    def _mixed_deletes(self, obj: ObjectDiff, found: FilePlan) -> list:
+        """The delete files of the rows of the overwritten partitions (`found.partitions`) in the target's segments
+        the plan names as mixing them with others (`found.mixed`), read and written here, on Spark; recorded as a
+        `delete` of the merge commit."""
+        if not found.mixed:
             return []
-        target = self.files["target"].get(obj.object_id, NO_FILES)
-        ids = {column_id for partition in partitions for column_id in partition}
-        mixed = {s.id for s in target.unsplit(ids)} & {f.id for f in kept}
-        if not mixed:
-            return []
+        mixed = set(found.mixed)
         columns = [Column.from_dict(c) for c in obj.merged_state["columns"]]
-        reads = [r for r in target.reads() if uuid.UUID(r.id) in mixed]
+        reads = [r for r in self.files["target"][obj.object_id].reads() if r.id in mixed]
         warehouse, base = Warehouse(settings.LAKEUI_WAREHOUSE), f"{self.diff.catalog.id}/{obj.object_id}"
         rows = read_segments(spark_session(), warehouse, base, columns, reads, positions=True)
-        hit = dml.positions_matching(rows, dml.rows_in_partitions(partitions, columns))
+        hit = dml.positions_matching(rows, dml.rows_in_partitions(found.partitions, columns))
         return write_deltas(warehouse, base, hit, tag=f"merge-{uuid.uuid4().hex}")
 
     def _add_written(self, obj: ObjectDiff, written: list, kind: str) -> list[DataFile]:
@@ -279,32 +272,25 @@ class MergeWriter:
         }  # fmt: skip
         self._record(records.key_merge_record(obj, figures, files, self.diff.source_head.id))
 
-    def _take_over(self, obj: ObjectDiff, added: list[FileRow]) -> None:
-        """Make `added` live on the target by reference. A segment written with a schema version the target's
-        history lacks reads with an invisible copy of it (4.5); src versions no merged segment uses are discarded."""
-        history = self.target_schemas.get(obj.object_id, set())
-        copies: dict[int, SchemaVersion] = {}
-        for file in added:
-            version, visible = None, None
-            if file.kind == DataFile.Kind.SEGMENT:
-                version = file.schema_version
-                if version.id in history:
-                    visible = version.visible
-                else:
-                    if version.id not in copies:
-                        copies[version.id] = self.draft.schema_copy(version)
-                    version, visible = copies[version.id], False
-            self.draft.add_file(file, new=False, schema_version=version, schema_visible=visible)
+    def _take_over(self, obj: ObjectDiff) -> None:
+        """Make the files the table's plan takes over live on the target by reference, each with the schema version
+        the plan says it reads with there: its own, or an invisible copy made here (`plan.files.schema_takeover`);
+        and log the source's schema versions as the plan lists them."""
+        takeover = self.takeovers[obj.object_id]
+        copies = {version.id: self.draft.schema_copy(version) for version in takeover.copies}
+        for taken in takeover.files:
+            file, version = taken.file, copies[taken.version.id] if taken.copy else taken.version
+            self.draft.add_file(file, new=False, schema_version=version, schema_visible=taken.visible)
             self.log["files"].append(
                 {"object": obj.name, "kind": file.kind, "id": str(file.id), "path": file.path, "rows": file.row_count,
-                 "bytes": file.size_bytes, "schema_visible": visible}
+                 "bytes": file.size_bytes, "schema_visible": taken.visible}
             )  # fmt: skip
-        for version in self.source_schemas.get(obj.object_id, []):
-            if version.commit_id not in self.source_commits or not version.visible:
-                continue
-            entry = {"object": obj.name, "source_version": version.id, "columns": [c["name"] for c in version.columns]}
-            key = "invisible" if version.id in copies else "discarded"
-            self.log["schema_versions"][key].append(entry)
+        for key, versions in (("invisible", takeover.invisible), ("discarded", takeover.discarded)):
+            for version in versions:
+                columns = [c["name"] for c in version.columns]
+                self.log["schema_versions"][key].append(
+                    {"object": obj.name, "source_version": version.id, "columns": columns}
+                )
 
 
 def _segment_read(segment: FileRow, deltas: list[FileRow]) -> SegmentRead:
