@@ -97,6 +97,7 @@ class MCommit:
     # Of its operations (and `held`), the compactions LakeUI may have dropped (C*) rather than replayed: they change
     # no row, so the model cannot tell, and the target may or may not hold them afterwards (seed 94).
     unsure: frozenset[int] = frozenset()
+    took: bool = False  # a merge that took the source's rows: its files are the source's, older rows among them
 
     @property
     def changed(self) -> bool:
@@ -305,7 +306,7 @@ class Model:
             outcome = "maybe" if MAYBE in verdicts else "merged"
             unsure_ops = (unsure_carried & carried) | {op.uid for op in src_ops if op.uid in src_unsure}
             return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops, held=carried,
-                                    unsure=frozenset(unsure_ops))  # fmt: skip
+                                    unsure=frozenset(unsure_ops), took=True)  # fmt: skip
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
@@ -401,7 +402,10 @@ class Model:
         later = side_ops(dest, dest_since)
         added = {rid for rid in commit.rows if rid not in before.rows}
         removed = {rid: row for rid, row in before.rows.items() if rid not in commit.rows}
-        rewrote = any(op.kind != "insert" or op.uncertain for op in commit.ops)
+        # A merge that took the source's rows swapped the target's files for the source's: the files it wrote hold
+        # older rows too, in other segments than the target's (default seed 12 with per-step draws: a later update of
+        # such a row changed a file the merge wrote, V*, where the model saw only the rows the merge added).
+        rewrote = commit.took or any(op.kind != "insert" or op.uncertain for op in commit.ops)
         # A merge into the target since the commit that declined changes (target_wins, a discard, a dropped
         # compaction) may have kept the commit's result out of the target though it is in its history: the rows the
         # commit wrote are then not the target's, and an undo by file cannot be told row by row (seed 43: a revert of
@@ -497,7 +501,7 @@ class Run:
     """One random history, run for real and in the model side by side."""
 
     def __init__(self, seed: int, spark, *, mode: str | None = None) -> None:
-        self.random = random.Random(seed)
+        self.random = random.Random(seed)  # the write mode's; each step draws from its own (`step`)
         self.converging = random.Random(-seed)  # apart, so that checking convergence leaves the history as it was
         self.spark = spark
         self.seed = seed
@@ -517,6 +521,14 @@ class Run:
         return tuple(Row(i, i, self.random.randrange(100)) for i in ids)
 
     def step(self, number: int) -> None:
+        """One random step. Its draws come from generators of its own, seeded by the seed and the step's number:
+        LakeUI's answers (a merge the model allows to go either way, a compaction that finds nothing to do) change the
+        model's state, and with one generator for the whole history they also moved every later draw, so that a
+        seed drew another history once the product answered one step otherwise (a fix, or a change of the rules).
+        Now each step draws the same numbers whatever the steps before it did; what it does with them depends on
+        the model's state only (its branches, its rows and commits in sorted order), never on LakeUI's."""
+        self.random = random.Random(f"{self.seed}:{number}")
+        self.converging = random.Random(f"{-self.seed}:{number}")
         branches = [b for b in BRANCHES if b in self.model.heads]
         missing = [b for b in BRANCHES if b not in self.model.heads]
         branch = self.random.choice(branches)
