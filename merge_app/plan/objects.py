@@ -146,7 +146,9 @@ class PlanInputs:
     target_children: Mapping[uuid.UUID, list[tuple[uuid.UUID, str]]]  # databases the source dropped: target's
     segment_stats: Mapping[str, dict]  # column statistics of the segments either side wrote (NOT NULL checks)
     reverting: bool = False  # the source's operations undo a commit's (a revert)
-    # tables the source changed that the target holds as the base has them (`selectors.diff._target_is_base_plus`)
+    # tables the source changed that the target holds as the base has them: its first-parent chain since the base
+    # leads back to the base and touched them not (`selectors.diff._target_is_base_plus`), or its definition and
+    # live files are the base's (`selectors.diff._held_as_at_base`)
     target_unchanged: frozenset[uuid.UUID] = frozenset()
     # per object: the identity (`Op.identity`) of every operation the source's first-parent chain since the base holds
     source_held: Mapping[uuid.UUID, frozenset[tuple[str, int]]] = field(default_factory=dict)
@@ -406,6 +408,8 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID, schema: Mapping[str, 
     versions, taken = inputs.versions, inputs.taken
     src_ops, dest_ops = inputs.source_operations.get(object_id, []), inputs.target_operations.get(object_id, [])
     data_changed = inputs.keyed_changes.get(object_id)
+    if data_changed is None and object_id in inputs.target_unchanged:
+        dest_ops = []  # it holds the table as the base has it: what its operations since did, they undid
     base, src, dest = (versions[side].get(object_id) for side in SIDES)
     if base is not None and base.dropped:  # dropped at the base (a drop, or a restore to before it was made):
         base = None  # one a side has again (a restore brought it back) is new on that side, as one never made
@@ -441,7 +445,7 @@ def _object_diff(inputs: PlanInputs, object_id: uuid.UUID, schema: Mapping[str, 
     if change == "changed_in_both":
         obj.key_mode = _key_mode(obj)
         if not obj.key_mode:
-            _decide_pairs(obj)
+            _decide_pairs(obj, inputs.live_files.get(object_id, {}).get("target", {}))
     if src.dropped and obj.kind == DATABASE and dest is not None and not dest.dropped:
         _check_emptied(obj, versions, inputs.target_children.get(object_id, []))
     if not src.dropped:
@@ -704,9 +708,12 @@ def _key_mode(obj: ObjectDiff) -> bool:
     return obj.keyed and all(obj.data_changed.values())
 
 
-def _decide_pairs(obj: ObjectDiff) -> None:
+def _decide_pairs(obj: ObjectDiff, target_files: Mapping[str, str | None] | None = None) -> None:
+    """Every pair's verdict. `target_files`: the target's live files (as `PlanInputs.live_files` holds them), where
+    the source rewrote rows by position or overwrote."""
     table = rules.RULE_TABLES[obj.kind]
     facts = Facts(key_mode=obj.key_mode, keyed=obj.keyed, keys=obj.keys, reverting=obj.reverting)
+    facts.dest_live = frozenset(fid for fid, segment in (target_files or {}).items() if segment is None)
     if obj.kind == TABLE and obj.target is not None:
         facts.dest_columns = {column["id"]: column for column in obj.target.state["columns"]}
         facts.src_wrote_data = any(

@@ -164,6 +164,7 @@ class Facts:
     # holds (`segment_origins`); any other segment holds its own.
     src_origins: dict[str, frozenset[str]] = field(default_factory=dict)
     src_restored: frozenset[str] = frozenset()  # the files of the source's restores' results (`Op.restored`)
+    dest_live: frozenset[str] = frozenset()  # the target's live segments (read where the source rewrote by position)
     # A6 settled by the resolution's `schema`, by column id: {"type": ...} (6.1) or {"fill": ...} (6.2)
     schema_settled: dict[int, dict] = field(default_factory=dict)
 
@@ -225,7 +226,11 @@ def _replaced_by_overwrite(note: str) -> Condition:
         # delete file on it does (`Op.addressed`).
         # Rows of the source's own restore's result are its own, not older rows: its overwrite replaces the target's
         # (keyless model seed 3: an update after the source restored the table was discarded, the old row kept).
-        overwritten = (dest.removed | dest.restored) - facts.src_restored
+        # A segment the overwrite removed that the target holds again (a later merge or revert brought it back) holds
+        # rows the target has after its overwrite, not rows it replaced: the source's changes of them merge (unkeyed
+        # model seed 176: the target took the base's table back after its restore, then deleted another row; the
+        # source's delete of a row it holds again was discarded, and the row stayed).
+        overwritten = ((dest.removed - facts.dest_live) | dest.restored) - facts.src_restored
         lineage = {segment: facts.src_origins.get(segment, {segment}) for segment in src.addressed}
         replaced = {segment for segment, origins in lineage.items() if origins & overwritten}
         mixed = {segment for segment in replaced if not lineage[segment] <= overwritten}

@@ -313,16 +313,22 @@ def merge_diff_of(
     unchanged, carried = set(), set()
     if _target_is_base_plus(graph, target_head.id, sides.target, base.id):
         unchanged = (set(src_ops) | src_touched) - dest_touched
-        # Taking the source's version, the target holds what that version holds (a later pick of one of those
-        # operations finds it held, as the rows are).
-        if unchanged and (explicit is None or explicit.kind != REVERT):
-            carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id, unchanged)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     decoded: dict[str, Any] = {}  # object states by their JSON text
     versions = {side: _versions(chain, object_ids, decoded) for side, chain in chains.items()}
     keyed_changes = plan_objects.keyed_changes(_keyed_files(versions, files))
+    # Told by state too, as a primary-key table's rows are: a target whose commits since the base changed the table
+    # and changed it back (an overwrite, then the base's files taken back by a merge) holds it as the base has it.
+    # Only for a merge: a cherry-pick or a revert applies its commit's operations, and one the target holds (picked,
+    # then restored to before it) is up to date, not its table taken again.
+    if explicit is None:
+        unchanged |= _held_as_at_base(versions, files, (set(src_ops) | src_touched) & dest_touched)
+    # Taking the source's version, the target holds what that version holds (a later pick of one of those
+    # operations finds it held, as the rows are).
+    if unchanged and (explicit is None or explicit.kind != REVERT):
+        carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id, unchanged)
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
     object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in keyed_changes.items() if any(changed.values())}
@@ -434,6 +440,27 @@ def _target_is_base_plus(graph: CommitGraph, head: str, commits: list[str], base
     it touched has the base's files."""
     chain = graph.first_parents(head, set(commits))
     return (graph.node(chain[0]).parent if chain else head) == base
+
+
+def _held_as_at_base(versions: dict, files: FilesRead, table_ids: set[uuid.UUID]) -> set[uuid.UUID]:
+    """Of these tables without a key, those the target holds as the base has them: the same definition (name,
+    database, state) and the same live files, segments and delete files alike, whatever the target's commits since
+    the base did to them in between (docs/merge-semantics.md#which-changes-a-merge-replays)."""
+    same = []
+    for table_id in table_ids:
+        base, dest = versions["base"].get(table_id), versions["target"].get(table_id)
+        if base is None or dest is None or base.kind != ObjectKind.TABLE or base.state.get("primary_key"):
+            continue
+        if (dest.name, dest.parent_id, dest.dropped, dest.state) == (base.name, base.parent_id, False, base.state):
+            same.append(table_id)
+    if not same:
+        return set()
+    live = {side: files.of(side, same) for side in ("base", "target")}
+    return {t for t in same if _file_ids(live["base"].get(t)) == _file_ids(live["target"].get(t))}
+
+
+def _file_ids(files: TableFiles | None) -> set[str]:
+    return set((files or NO_FILES).by_id())
 
 
 def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], base: str) -> set[tuple]:

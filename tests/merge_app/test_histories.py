@@ -410,8 +410,10 @@ def test_a_pick_of_a_compaction_the_targets_overwrite_discards_changes_no_row(sp
 def test_updates_of_a_row_an_overwrite_in_the_base_replaced_on_both_sides_merge_by_segment(spark):
     """Found by the model (seed 84, copy-on-write), run beside it: `b1` and `b2` each updated row 1 since their merge
     base, `b1` in the segment the load wrote, `b2` in the one its delete of row 2 rewrote; the base holds `main`'s
-    overwrite, which replaced row 1 on both lines after the updates. A3 merges the two (different segments) and no
-    version of row 1 is left to lose, double or bring back; the model refused the merge as A3 on a common row."""
+    overwrite, which replaced row 1 on both lines after the updates. No version of row 1 is left to lose, double or
+    bring back; the model refused the merge as A3 on a common row. LakeUI merged the two updates by segment (A3);
+    since seed 176 it finds that `b2` holds the table as the base has it (`main`'s overwrite, taken by a merge after
+    its update), and takes `b1`'s version: the two updates are not set against each other at all."""
     run = Scripted(spark, mode="copy-on-write")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
     run.load("main", "append_only", 1, 2)
     run.branch("b1", "main")
@@ -424,7 +426,7 @@ def test_updates_of_a_row_an_overwrite_in_the_base_replaced_on_both_sides_merge_
     assert run.merge("main", "b1")
     assert run.merge("main", "b2")
     (diff,) = merge_diff(catalog=run.catalog, source="b1", target="b2").objects
-    assert [(pair.cell, pair.decided.verdict) for pair in diff.pairs] == [("A3", "ok")]
+    assert diff.target_unchanged and not diff.pairs
     assert run.merge("b1", "b2")
     assert run.rows_of("b2") == [(10, 10, 100)]
     assert run.merge("b2", "b1")
@@ -485,8 +487,9 @@ def test_a_revert_of_an_insert_against_a_target_that_compacted_its_segment_is_a_
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_a_reverted_compaction_does_not_bring_a_change_the_target_declined(spark, mode):
     """Found by the model (seed 121): `main` updated row 1, which `dev` had deleted; `dev` merged `main` with
-    `target_wins` and kept its table, without the update. `main` compacted and reverted the compaction, merged `dev`
-    with `target_wins` in turn (keeping its table), and appended row 3. The revert's undo brings back the segments the
+    `target_wins` and kept its table, without the update. `main` compacted and reverted the compaction, appended row
+    3 and merged `dev` with `target_wins` in turn (keeping its table; before row 3, `main` held the table as the base
+    has it, files and all, and would take `dev`'s, since seed 176). The revert's undo brings back the segments the
     compaction took out, among them the one the update wrote, which `dev` never had. The check for segments the target
     lacks counted them as `main`'s own, as a source operation wrote them (after the compaction had addressed them),
     and the merge into `dev` brought the update with it: row 1 was back on `dev`. Now the compaction addresses
@@ -507,8 +510,8 @@ def test_a_reverted_compaction_does_not_bring_a_change_the_target_declined(spark
     keeps_its_table("dev", "main")
     compact(catalog, "main")
     commits_pick(catalog=catalog, kind="revert", branch="main", commits=[head(catalog, "main")])
-    keeps_its_table("main", "dev")
     insert(catalog, rows(3), branch="main")
+    keeps_its_table("main", "dev")
     insert(catalog, rows(4), branch="dev")
     assert table(spark, catalog, "main") == expect(1, 2, 3, _1=11)
     before = head(catalog, "dev")
@@ -568,18 +571,21 @@ def test_a_restore_replaces_the_deletes_the_target_put_on_the_segments_it_kept(s
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_a_target_restore_keeps_the_rows_of_the_segments_it_kept_against_a_source_delete(spark, mode):
     """Found by the model (keyless seed 1): `b2` restored the table to a point whose segments it still had (the
-    restore keeps them by reference) and `b1` deleted row 3 since the base. A restore's result is its own, as any
+    restore keeps them by reference; not the base, which holds row 4 too: a table restored to the base's files takes
+    the source's version, since seed 176) and `b1` deleted row 3 since the base. A restore's result is its own, as any
     overwrite's: the source's deletes of its rows are discarded (A5, docs/merge-semantics.md#restore). The delete was
     replayed, as against rows the restore had not replaced, and row 3 was lost: merge-on-read by its delete file on
     the kept segment, copy-on-write (and a revert's undo of an insert) by taking the kept segment out."""
     run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
     run.load("main", "append_only", 1, 2)
     run.load("main", "append_only", 3)
-    for name in ("point", "b1", "b2"):
+    run.branch("point", "main")
+    run.load("main", "append_only", 4)
+    for name in ("b1", "b2"):
         run.branch(name, "main")
     run.delete("b1", 3)
     run.update("b2", 1)
-    run.restore("b2", "point")  # keeps the segments of rows 1 and 2 and of row 3, takes out the update's files
+    run.restore("b2", "point")  # keeps the segments of rows 1 and 2 and of row 3, takes out row 4's and the update's
     assert run.merge("b1", "b2")  # checked against the model
     assert table(spark, run.catalog, "b2") == expect(1, 2, 3)
 
@@ -922,3 +928,51 @@ def test_a_source_overwrite_older_than_rows_it_took_back_against_a_target_proper
     assert "the source took back segment(s)" in str(refused.value.details)
     assert head(run.catalog, "b1") == before
     assert table(spark, run.catalog, "b1") == expect(1, 2)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_target_that_took_the_bases_table_back_after_its_overwrite_takes_the_sources_delete(spark, mode):
+    """Found by the model (unkeyed seed 176 with restores weighted 8, merge-on-read), the product's error: `b3`
+    restored the table to a point without row 24 (an overwrite that takes its segment out), then took `main`'s restore
+    of rows 1 and 24 in a merge, and so holds the table as the next merge base has it, segments and delete files
+    alike; `main` then deleted row 24. Merging `main` into `b3`, `b3`'s first-parent chain leads back to its own
+    restore, not to the base, and A5 discarded the delete against that restore, which had replaced row 24's segment
+    before `b3` took it back: row 24 stayed. A target that holds the table as the base has it changed nothing, and
+    takes the source's version (docs/merge-semantics.md#which-changes-a-merge-replays): row 24 goes."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("point", "main")
+    run.load("main", "append_only", 24)
+    run.branch("b3", "main")
+    run.branch("restored", "main")
+    run.restore("b3", "point")  # takes out the segment of row 24
+    run.load("main", "append_only", 5)
+    run.restore("main", "restored")  # the segments of rows 1 and 24, by reference
+    assert run.merge("main", "b3")  # main's restore replaces b3's rows: b3 holds rows 1 and 24 again
+    run.delete("main", 24)
+    assert run.merge("main", "b3")  # checked against the model
+    assert table(spark, run.catalog, "b3") == expect(1)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_source_delete_of_a_row_the_target_took_back_after_its_overwrite_merges(spark, mode):
+    """Seed 176's history where `b3` also deleted row 2 after taking the base's table back: its table is not the
+    base's, so the merge replays `main`'s delete of row 24, against `b3`'s restore. The restore had taken out row 24's
+    segment, but the merge that followed brought it back: its rows are `b3`'s after its overwrite, and A5 discards
+    only changes of rows the overwrite replaced (docs/merge-semantics.md, A5). It discarded the delete, and row 24
+    stayed."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("point", "main")
+    run.load("main", "append_only", 24)
+    run.load("main", "append_only", 2)
+    run.branch("b3", "main")
+    run.branch("restored", "main")
+    run.restore("b3", "point")  # takes out the segments of rows 24 and 2
+    run.load("main", "append_only", 5)
+    run.restore("main", "restored")  # the segments of rows 1, 24 and 2, by reference
+    assert run.merge("main", "b3")  # main's restore replaces b3's rows: b3 holds rows 1, 24 and 2 again
+    run.delete("b3", 2)
+    run.delete("main", 24)
+    assert run.merge("main", "b3")  # checked against the model
+    assert table(spark, run.catalog, "b3") == expect(1)

@@ -97,6 +97,9 @@ class MCommit:
     # Of its operations (and `held`), the compactions LakeUI may have dropped (C*) rather than replayed: they change
     # no row, so the model cannot tell, and the target may or may not hold them afterwards (seed 94).
     unsure: frozenset[int] = frozenset()
+    # A merge whose target holds the base's rows after changing the table: the merge commit that takes the source's
+    # rows, which LakeUI makes instead where the target's files are the base's too (`Run.outcome`).
+    instead: "MCommit | None" = None
     took: bool = False  # a merge that took the source's rows: its files are the source's, older rows among them
 
     @property
@@ -294,22 +297,29 @@ class Model:
         number = next(self.commits)
         chain, src_chain = first_parents(dest, since), first_parents(src, since)
         touched = src_ops or any(c.changed for c in src_chain)
-        if touched and not any(c.changed for c in chain) and (chain[-1].parent if chain else dest) is base:
-            # The target holds the table as the base has it (its first-parent history leads back to the base and
-            # changed nothing): the merge takes the source's rows, whatever merges on the source declined (4.7).
-            # It holds what those rows carry: the operations the source's first-parent history holds and the base's
-            # does not (LakeUI's `_carried`).
+
+        def taken() -> MCommit:
+            """The merge commit that takes the source's rows, whatever merges on the source declined (4.7). It holds
+            what those rows carry: the operations the source's first-parent history holds and the base's does not
+            (LakeUI's `_carried`)."""
             carried, unsure_carried = carried_ops(src, base)
             carried = frozenset(carried - {op.uid for op in src_ops})
-            if merge_parent is None:
-                src_ops = [replace(op, commit=number) for op in src_ops]
-            outcome = "maybe" if MAYBE in verdicts else "merged"
-            unsure_ops = (unsure_carried & carried) | {op.uid for op in src_ops if op.uid in src_unsure}
-            return outcome, MCommit(number, dest, merge_parent, dict(src.rows), src_ops, held=carried,
-                                    unsure=frozenset(unsure_ops), took=True)  # fmt: skip
+            ops = [replace(op, commit=number) for op in src_ops] if merge_parent is None else src_ops
+            unsure_ops = (unsure_carried & carried) | {op.uid for op in ops if op.uid in src_unsure}
+            return MCommit(number, dest, merge_parent, dict(src.rows), ops, held=carried, unsure=frozenset(unsure_ops),
+                           took=True)  # fmt: skip
+
+        if touched and not any(c.changed for c in chain) and (chain[-1].parent if chain else dest) is base:
+            # The target holds the table as the base has it (its first-parent history leads back to the base and
+            # changed nothing): the merge takes the source's rows.
+            return ("maybe" if MAYBE in verdicts else "merged"), taken()
+        # A target that changed the table since the base and holds the base's rows again may hold its files too (an
+        # overwrite, then the base's table taken back by a merge: seed 176): LakeUI tells by the files, which the model
+        # does not know, and takes the source's rows (`instead`) where they are the base's; else it replays.
+        instead = taken() if touched and dest.rows == base.rows else None
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
-            return outcome, MCommit(number, dest, merge_parent, dict(dest.rows))
+            return outcome, MCommit(number, dest, merge_parent, dict(dest.rows), instead=instead)
         # The rows a common row of two positional operations must be one of to be a certain conflict: those the base
         # or either side holds a version of (seed 84: an overwrite in the base replaced it on both lines); after a
         # later source overwrite, those the source holds (seed 103: the overwrite replaces the target's version too),
@@ -338,7 +348,7 @@ class Model:
         self.last = f"base {sorted(base.rows)}, source {sorted(src.rows)}, target {sorted(dest.rows)}, "
         self.last += f"source ops {[(op.kind, sorted(op.rids)) for op in src_ops]}, target ops {[(op.kind, sorted(op.rids)) for op in dest_ops]}"
         if MUST in verdicts:
-            return "refused", None
+            return ("refused", None) if instead is None else ("maybe", instead)
         overwritten = any(d.kind == "overwrite" for d in dest_ops)
         own = own_rows(src_ops, set(base.rows))
         # A target restore's rows are its own result, older rows among them: they did not reach it after its
@@ -375,7 +385,7 @@ class Model:
         unsure = {
             op.uid for op in applied if op.uid in src_unsure or (op.kind == "compaction" and (dest_ops or declined))
         }
-        commit = MCommit(number, dest, merge_parent, rows, applied, partial, unsure=frozenset(unsure))
+        commit = MCommit(number, dest, merge_parent, rows, applied, partial, unsure=frozenset(unsure), instead=instead)
         return ("maybe" if MAYBE in verdicts else "merged"), commit
 
     def pick(self, commit: MCommit, target: str) -> tuple[str, dict[int, Row] | None]:
@@ -597,6 +607,9 @@ class Run:
         self.count(expected)
         wanted = "up_to_date" if expected.startswith("up_to_date") else "merged"
         assert result.status == wanted, self.failure(f"{result.status}, the model: {expected}")
+        made = self.model.heads[branch]
+        if made.instead is not None and any(o.get("how") == "rows_taken" for o in result.log.get("objects", [])):
+            self.model.heads[branch] = made.instead  # the target's files were the base's: it took the source's
         self.check(branch)
         return True
 
@@ -947,3 +960,19 @@ def test_model_a_revert_of_a_compaction_changes_the_table():
     assert model.revert(compacted, "b2") == ("merged", {1: Row(1, 1, 10), 2: Row(2, 2, 20)})
     assert model.heads["b2"].changed
     assert model.merge("b1", "b2") == ("maybe", {7000002: Row(7000002, 2, 21)})
+
+
+def test_model_a_target_that_holds_the_base_rows_again_may_take_the_sources_rows():
+    """Beside seed 176's history (a target that took the base's table back after its overwrite): b3 inserts row 7 and
+    restores the table to the base (its files are the base's again); main updates row 1. Replayed, main's update
+    meets b3's insert (a refusal); LakeUI finds b3's table the base's by its files and takes main's
+    (`MCommit.instead`), which the model cannot tell from rows alone: either may happen, and taken, the rows are
+    main's."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10),))
+    model.heads["b3"] = base = model.heads["main"]
+    model.commit("b3", "insert", rows=(Row(7, 7, 70),))
+    model.commit("b3", "overwrite", rows=tuple(base.rows.values()), restore=True)
+    model.commit("main", "update", rids=frozenset({1}), step=9)
+    assert model.merge("main", "b3") == ("maybe", {9000001: Row(9000001, 1, 11)})

@@ -56,7 +56,8 @@ LIVE = {"s1": None, "s2": None, "s3": None, "s4": None}  # the segments both sid
 
 def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None, live: dict | None = None):
     """The plan of one object of `kind` that the source changed by `src` (one operation, or several in order) and
-    the target by `dest` (the three sides hold `state`; `live`: each side's live files, else `LIVE` on both)."""
+    the target by `dest` (the three sides hold `state`; `live`: each side's live files, else `LIVE` on both, less
+    those `dest` removed on the target)."""
     src = src if isinstance(src, list) else [src]
     object_id = TABLE_ID if kind == "table" else DATABASE_ID
     state = state or (TABLE_STATE if kind == "table" else DATABASE_STATE)
@@ -66,6 +67,7 @@ def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None,
     def version(seq: int, dropped: bool = False) -> Version:
         return Version(seq, CATALOG, object_id, kind, parent, name, seq, dropped, state)
 
+    target_live = {fid: segment for fid, segment in LIVE.items() if fid not in dest.removed}  # as its operation left
     versions = {
         "base": {object_id: version(1)},
         "source": {object_id: version(2, dropped=src[-1].op == "drop")},
@@ -74,7 +76,7 @@ def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None,
     inputs = PlanInputs(
         versions=versions, source_operations={object_id: src}, target_operations={object_id: [dest]},
         object_ids=frozenset({object_id}), keyed_changes={}, taken={("table" if kind == "table" else kind,
-        parent, name): object_id}, live_files={object_id: live or {"source": dict(LIVE), "target": dict(LIVE)}},
+        parent, name): object_id}, live_files={object_id: live or {"source": dict(LIVE), "target": target_live}},
         target_children={object_id: []}, segment_stats={},
     )  # fmt: skip
     (obj,) = decide(inputs, resolution={}, compared={})
@@ -149,6 +151,35 @@ def test_a_table_the_target_holds_as_the_base_has_it_takes_the_sources_version_a
     assert obj.change == "changed_in_source" and obj.target_unchanged
     assert object_writes([obj])[TABLE_ID].how == "rows_taken"
     assert obj.held == [("c-declined", 3)]  # the source's own insert is recorded as replayed, not as held
+
+
+def test_a_table_the_target_changed_and_holds_as_the_base_has_it_again_takes_the_sources_version():
+    """Unkeyed model seed 176: the target overwrote the table (a restore that took out segment s1) and took the base's
+    files back by a merge, so the diff finds its definition and live files the base's (`_held_as_at_base`). Its
+    operations since the base changed nothing: the source's delete in s1 is not set against its overwrite (A5
+    discarded it, and the row stayed); the merge takes the source's version."""
+    restore = op("target", "overwrite", segments_removed=["s1"], segments_kept=["s2"], restore=True)
+    obj = plan_one("table", op("source", "delete"), restore)
+    assert [pair.decided.verdict for pair in obj.pairs] == [DISCARDED]  # replayed against the restore: A5
+    versions = {side: {TABLE_ID: Version(seq, CATALOG, TABLE_ID, "table", DATABASE_ID, "t", seq, False, TABLE_STATE)}
+                for seq, side in enumerate(("base", "source", "target"), start=1)}  # fmt: skip
+    inputs = PlanInputs(
+        versions=versions, source_operations={TABLE_ID: [op("source", "delete")]},
+        target_operations={TABLE_ID: [restore]}, object_ids=frozenset({TABLE_ID}), keyed_changes={}, taken={},
+        live_files={}, target_children={}, segment_stats={}, target_unchanged=frozenset({TABLE_ID}),
+    )  # fmt: skip
+    (obj,) = decide(inputs, resolution={}, compared={})
+    assert obj.change == "changed_in_source" and obj.target_unchanged and not obj.pairs and not obj.discarded
+    assert object_writes([obj])[TABLE_ID].how == "rows_taken"
+
+
+def test_a_source_delete_in_a_segment_the_target_holds_again_after_its_overwrite_merges():
+    """Unkeyed model seed 176's class: the target's overwrite (a restore) took out s1, and a later merge brought s1
+    back to it. A5 discards the source's changes of rows the overwrite replaced; s1's rows are the target's again,
+    after its overwrite: the delete merges (discarded, the row stayed)."""
+    restore = op("target", "overwrite", segments_removed=["s1"], segments_kept=["s2"], restore=True)
+    obj = plan_one("table", op("source", "delete"), restore, live={"source": dict(LIVE), "target": dict(LIVE)})
+    assert [(pair.decided.note, pair.decided.verdict) for pair in obj.pairs] == [("A5", OK)]
 
 
 def rewrite(position: int, kind: str, touched: list[str], added: dict[str, str | None]) -> Op:
