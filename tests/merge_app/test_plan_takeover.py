@@ -6,7 +6,7 @@ source's versions the audit log lists as kept invisible or discarded (`schema_ta
 it names, and nothing else."""
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -80,13 +80,9 @@ class V:
 
 
 @dataclass(frozen=True)
-class TF:
+class TF(F):
     """A file read with the schema version it reads with (`FileRow`)."""
 
-    id: str
-    kind: str = "segment"
-    segment_id: str | None = None
-    partition_values: dict = field(default_factory=dict, hash=False, compare=False)
     schema_version: V | None = None
 
 
