@@ -323,8 +323,12 @@ def merge_diff_of(
     # and changed it back (an overwrite, then the base's files taken back by a merge) holds it as the base has it.
     # Only for a merge: a cherry-pick or a revert applies its commit's operations, and one the target holds (picked,
     # then restored to before it) is up to date, not its table taken again.
+    # Asked only where the target overwrote the table since the base (a restore is one): without an overwrite its
+    # operations replay to the same rows, and the base's and the target's files of a table both sides appended to
+    # are not read (the table's size does not count, only the change).
     if explicit is None:
-        unchanged |= _held_as_at_base(versions, files, (set(src_ops) | src_touched) & dest_touched)
+        overwrote = {t for t, ops in dest_ops.items() if any(op.op == "overwrite" for op in ops)}
+        unchanged |= _held_as_at_base(versions, files, (set(src_ops) | src_touched) & dest_touched & overwrote)
     # Taking the source's version, the target holds what that version holds (a later pick of one of those
     # operations finds it held, as the rows are).
     if unchanged and (explicit is None or explicit.kind != REVERT):

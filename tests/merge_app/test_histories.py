@@ -410,10 +410,10 @@ def test_a_pick_of_a_compaction_the_targets_overwrite_discards_changes_no_row(sp
 def test_updates_of_a_row_an_overwrite_in_the_base_replaced_on_both_sides_merge_by_segment(spark):
     """Found by the model (seed 84, copy-on-write), run beside it: `b1` and `b2` each updated row 1 since their merge
     base, `b1` in the segment the load wrote, `b2` in the one its delete of row 2 rewrote; the base holds `main`'s
-    overwrite, which replaced row 1 on both lines after the updates. No version of row 1 is left to lose, double or
-    bring back; the model refused the merge as A3 on a common row. LakeUI merged the two updates by segment (A3);
-    since seed 176 it finds that `b2` holds the table as the base has it (`main`'s overwrite, taken by a merge after
-    its update), and takes `b1`'s version: the two updates are not set against each other at all."""
+    overwrite, which replaced row 1 on both lines after the updates. A3 merges the two (different segments) and no
+    version of row 1 is left to lose, double or bring back; the model refused the merge as A3 on a common row. `b2`
+    holds the table as the base has it, but did not overwrite it itself: its updates replay (the seed-176 rule asks
+    only a target that overwrote the table)."""
     run = Scripted(spark, mode="copy-on-write")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
     run.load("main", "append_only", 1, 2)
     run.branch("b1", "main")
@@ -426,7 +426,7 @@ def test_updates_of_a_row_an_overwrite_in_the_base_replaced_on_both_sides_merge_
     assert run.merge("main", "b1")
     assert run.merge("main", "b2")
     (diff,) = merge_diff(catalog=run.catalog, source="b1", target="b2").objects
-    assert diff.target_unchanged and not diff.pairs
+    assert [(pair.cell, pair.decided.verdict) for pair in diff.pairs] == [("A3", "ok")]
     assert run.merge("b1", "b2")
     assert run.rows_of("b2") == [(10, 10, 100)]
     assert run.merge("b2", "b1")
