@@ -455,7 +455,8 @@ def _held_as_at_base(versions: dict, files: FilesRead, table_ids: set[uuid.UUID]
         base, dest = versions["base"].get(table_id), versions["target"].get(table_id)
         if base is None or dest is None or base.kind != ObjectKind.TABLE or base.state.get("primary_key"):
             continue
-        if (dest.name, dest.parent_id, dest.dropped, dest.state) == (base.name, base.parent_id, False, base.state):
+        defined = (dest.name, dest.parent_id, dest.state) == (base.name, base.parent_id, base.state)
+        if defined and not base.dropped and not dest.dropped:
             same.append(table_id)
     if not same:
         return set()
