@@ -4,8 +4,11 @@ double, int -> decimal wide enough, decimal precision up). The merge plan decide
 Spark; `types.py` adds each type's Spark and Arrow type and its values, and re-exports these names.
 """
 
+import base64
 import datetime
 import decimal
+import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +79,40 @@ def is_widening(old: ColumnType, new: ColumnType) -> bool:
     if old.name == new.name == DECIMAL_TYPE:
         return new.scale == old.scale and new.precision > old.precision
     return False
+
+
+def utc_naive(value: Any) -> Any:
+    """Timestamps come tz-aware (UTC) from footers and Arrow; the catalog keeps them naive, in UTC, as Spark gives
+    them."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
+
+
+def stat_json(value: Any) -> Any:
+    """A statistic (min or max) or partition value as the catalog keeps it in JSON: dates and naive UTC timestamps
+    in ISO 8601, decimals as strings, NaN and infinities named. The inverse of `stat_value`."""
+    if isinstance(value, datetime.date | datetime.datetime):
+        return utc_naive(value).isoformat()  # an instant from Arrow or a footer: in UTC, without the offset
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or infinities: named as Spark does
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def json_value(value: Any) -> Any:
+    """A value as JSON: dates and times in ISO 8601, decimals as strings, bytes as base64 (the rest as `stat_json`
+    gives it)."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    return stat_json(value)
+
+
+def key_id(key: tuple) -> str:
+    """A primary key's values as one id, a compact JSON list: how merge reports, resolutions, cell picks and blame
+    name a key."""
+    return json.dumps([json_value(v) for v in key], separators=(",", ":"))
 
 
 def stat_value(value: Any, type_name: str) -> Any:

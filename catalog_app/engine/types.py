@@ -14,7 +14,6 @@ engine.
 import base64
 import datetime
 import decimal
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +31,12 @@ from catalog_app.engine.type_names import (  # noqa: F401 (the names, plain Pyth
     decimal_digits,
     is_decimal,
     is_widening,
+    json_value,
     parse_type,
+    stat_json,
     stat_value,
     type_family,
+    utc_naive,
 )
 from lakeui.errors import ApplicationError
 
@@ -232,31 +234,3 @@ def has_statistics(type_name: str) -> bool:
 
 def is_pruned(type_name: str) -> bool:
     return type_name in PRUNED_TYPES or is_decimal(type_name)
-
-
-def utc_naive(value: Any) -> Any:
-    """Timestamps come tz-aware (UTC) from footers and Arrow; the catalog keeps them naive, in UTC, as Spark gives
-    them."""
-    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
-        return value.astimezone(datetime.UTC).replace(tzinfo=None)
-    return value
-
-
-def stat_json(value: Any) -> Any:
-    """A statistic (min or max) or partition value as the catalog keeps it in JSON: dates and naive UTC timestamps
-    in ISO 8601, decimals as strings, NaN and infinities named. The inverse of `stat_value`."""
-    if isinstance(value, datetime.date | datetime.datetime):
-        return utc_naive(value).isoformat()  # an instant from Arrow or a footer: in UTC, without the offset
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or infinities: named as Spark does
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
-def json_value(value: Any) -> Any:
-    """A value as JSON: dates and times in ISO 8601, decimals as strings, bytes as base64 (the rest as `stat_json`
-    gives it)."""
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode()
-    return stat_json(value)

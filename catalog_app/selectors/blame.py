@@ -48,6 +48,7 @@ from catalog_app.engine import row_diff
 from catalog_app.engine.pruning import Bounds, segment_bounds
 from catalog_app.engine.reads import READ_ERRORS, projected_arrow
 from catalog_app.engine.segments import DELTA_POSITIONS, INLINE_VALUES, Column, SegmentRead
+from catalog_app.engine.type_names import key_id
 from catalog_app.engine.types import arrow_type, json_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 from catalog_app.models import Commit, DataFile, FileEntry, ObjectKind, ObjectVersion, Operation, SchemaVersion
@@ -247,11 +248,6 @@ def _settled_of(commit_ids: Iterable[str], table_id: uuid.UUID) -> dict[str, dic
         for reader in _SETTLED_READERS:
             found |= reader(wanted, str(table_id))
     return found
-
-
-def key_id(key: tuple) -> str:
-    """A key as merges' reports name it (`merge_app.services.keys`): its values as a compact JSON list."""
-    return json.dumps([json_value(v) for v in key], separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -3,25 +3,30 @@
 `merge_app/selectors/diff.py` reads the three sides (each side's operations since the base, the objects' versions,
 the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `decide` decides every object
 (rule cells, verdicts, conflicts, discarded operations, the merged state: `objects`, by `rules`, `semantics` and
-`states`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it writes each object and which
-files it reads (`object_writes`, `writes`), reads them, and takes the exact files of each table whose files change,
-with the target's segments whose rows of overwritten partitions it deletes (`table_plans`, `files`), the schema
-version each file it takes over reads with and the source's versions it copies or discards (`schema_takeovers`),
-and what the merge commit records of each object (`records`); it then only applies (reads, writes the delete files
-and schema copies it is told to), and the audit log reports what the plan decided.
+`states`). Each key of a primary-key table that both sides changed, as the engine's comparison on Spark found it, is
+decided by `key_verdicts` (`keys`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it
+writes each object and which files it reads (`object_writes`, `writes`), reads them, and takes the exact files of
+each table whose files change, with the target's segments whose rows of overwritten partitions it deletes
+(`table_plans`, `files`), the schema version each file it takes over reads with and the source's versions it copies
+or discards (`schema_takeovers`), the rows a table merged by key writes for the keys both sides changed
+(`key_rows`), and what the merge commit records of each object (`records`); it then only applies (reads, writes the
+rows, delete files and schema copies it is told to), and the audit log reports what the plan decided.
 """
 
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from merge_app.plan import keys
 from merge_app.plan.files import File, FilePlan, Schema, TakeOver, object_file_plan, schema_takeover, taken_plan
 from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
 from merge_app.plan.records import Record, Records, declined, object_records
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["commit_records", "decide", "object_writes", "schema_takeovers", "table_plans"]
+__all__ = ["commit_records", "decide", "key_rows", "key_verdicts", "object_writes", "schema_takeovers", "table_plans"]
+
+key_verdicts = keys.key_verdicts
 
 
 class TableFiles(Protocol):
@@ -35,6 +40,12 @@ def decide(inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[
     merged by key takes its key comparison from `compared` (table id -> counts and conflicts); without one it is
     pending."""
     return plan_objects(inputs, resolution=resolution, compared=compared)
+
+
+def key_rows(obj: ObjectDiff, result: keys.KeyResult, types: Mapping[str, str]) -> list[keys.Row]:
+    """The rows a table merged by key writes for the keys both sides changed (`keys.key_rows`), as the decided
+    object's resolution settled its conflicts (`keys.key_choices`); `types`: its columns' types by name."""
+    return keys.key_rows(result, *keys.key_choices(obj.keys), types)
 
 
 def object_writes(objects: Iterable[ObjectDiff]) -> dict[uuid.UUID, Write]:

@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from catalog_app.engine import predicate_parser, predicate_values
-from catalog_app.engine.type_names import parse_type, stat_value
+from catalog_app.engine.type_names import json_value, parse_type, stat_value
 from lakeui.errors import ApplicationError
 from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
 
@@ -407,10 +407,10 @@ def _expression_result(value: Any, type_name: str) -> Any:
             if abs(number) >= 3.4e38:
                 raise predicate_values.EvaluationError(f"{value} does not fit a float")
             number = struct.unpack("f", struct.pack("f", number))[0]
-        return cell_json(number)
+        return json_value(number)
     if type_name == "timestamp" and not isinstance(value, datetime.datetime):
         value = datetime.datetime.combine(value, datetime.time())
-    return cell_json(value)
+    return json_value(value)
 
 
 def expression_settle(expr: predicate_parser.Expr, type_name: str, rows: dict[str, dict | None],
@@ -435,19 +435,6 @@ def cell_value(value: Any, type_name: str) -> Any:
     if type_name in ("float", "double") and isinstance(value, str):
         return float(value)
     return stat_value(value, type_name)
-
-
-def cell_json(value: Any) -> Any:
-    """A cell's Python value as JSON (as `engine.types.json_value` gives it)."""
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, datetime.date | datetime.datetime):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
 
 
 def _order(value: Any) -> tuple:
@@ -476,7 +463,7 @@ def cell_settle(rule: Any, type_name: str, base: Any, source: Any, target: Any, 
         if not present:
             return True, None
         pick = max(present, key=_order) if name == GREATEST else min(present, key=_order)
-        return True, cell_json(pick)
+        return True, json_value(pick)
     if name == CONCAT:
         present = [v for v in (theirs, mine) if v is not None]
         return True, (separator.join(present) if present else None)
@@ -496,7 +483,7 @@ def cell_settle(rule: Any, type_name: str, base: Any, source: Any, target: Any, 
         return (low <= total < high), (total if low <= total < high else None)
     if type_name == "float" and math.isfinite(total) and abs(total) < 3.4e38:  # 32 bits: the value written
         total = struct.unpack("f", struct.pack("f", total))[0]
-    return True, cell_json(float(total))
+    return True, json_value(float(total))
 
 
 # --- cell picks: a reviewer's value for one conflicting cell (docs/merge-semantics.md#cell-picks) ---------------
@@ -549,7 +536,7 @@ def cell_pick_value(value: Any, type_name: str, *, not_null: bool) -> Any:
         if type_name == "string" and len(value) > MAX_PICKED_TEXT:
             raise ValueError(f"the value is longer than {MAX_PICKED_TEXT} characters")
         if type_name in ("date", "timestamp", "binary"):
-            return cell_json(cell_value(value, type_name))
+            return json_value(cell_value(value, type_name))
         return value
     except (predicate_values.EvaluationError, ArithmeticError, ValueError, TypeError) as bad:
         raise ValueError(str(bad) or f"{json.dumps(value)[:40]} is not a {type_name}") from None

@@ -10,15 +10,15 @@ makes every key changed on both sides a conflict. A target overwrite discards th
 existed at the ancestor in what it replaced (the whole table, or its partitions). Resolutions (`source_wins`,
 `target_wins`) settle conflicts per key or per table.
 
-Here: which segments each side changed (from the catalog), each key both changed decided with
-`semantics.row_merge`, and the comparison stored (`KeyComparison`) so the diff report, merge requests and the
-merge share it. The reading and writing of rows is the engine's (`catalog_app.engine.keys`): the merge writes
-delete files on the target's segments for the keys it replaces and one new segment with their merged rows.
+Here: which segments each side changed (from the catalog), the engine's comparison of them, and the comparison
+stored (`KeyComparison`) so the diff report, merge requests and the merge share it. Each key both changed is decided
+by the plan (`plan.key_verdicts`), and so are the rows the merge writes for them. The reading and writing of rows
+is the engine's (`catalog_app.engine.keys`): the merge writes delete files on the target's segments for the keys it
+replaces and one new segment with their merged rows.
 """
 
-import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -36,10 +36,10 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.selectors.table_files import NO_FILES, FileRow, TableFiles
 from lakeui.errors import ApplicationError
 from lakeui.fields import json_dumps
+from merge_app import plan
 from merge_app.job_specs import KeysSpec
 from merge_app.models import KeyComparison, KeyConflict, Merge, MergeRequest
-from merge_app.plan import semantics
-from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS
+from merge_app.plan.keys import KeyResult, Row
 from merge_app.selectors.diff import overwritten_partitions
 
 KEYS_JOB = KeysSpec.KIND
@@ -68,78 +68,25 @@ class Sides:
         return engine.SideReads(tuple(before), tuple(after)), len(touched) + len(written)
 
 
-@dataclass
-class KeyResult:
-    counts: dict[str, Any] = field(default_factory=dict)
-    conflicts: list[dict] = field(default_factory=list)  # each: key, key_id, changes, base, source, target, cells
-    # For the merge in this process: rows as Spark gave them, by key id (None: the key is deleted).
-    merged: dict[str, tuple[tuple, tuple | None]] = field(default_factory=dict)
-    source_rows: dict[str, tuple[tuple, tuple | None]] = field(default_factory=dict)
-    # The three rows of each conflicting key as Spark gave them (base, source, target; None where there is none):
-    # a key column rules settle is written from them (`replay`).
-    conflict_rows: dict[str, tuple[tuple, dict | None, dict | None, dict | None]] = field(default_factory=dict)
-    value_columns: list[str] = field(default_factory=list)
-
-
-def _json(values: dict | None) -> dict | None:
-    return None if values is None else {k: json_value(v) for k, v in values.items()}
-
-
 def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: list[list[dict] | None]) -> tuple:
     """The comparison, and the source's changes of keys the target did not change (the engine's frame of keys
     and `_after`). `target_overwrites` holds what each of the target's overwrites since the ancestor replaced
     (see `overwritten_partitions`)."""
     (src, src_read), (dest, dest_read) = sides.changes(sides.source), sides.changes(sides.target)
     changes = engine.key_changes(spark, sides.table, src, dest, target_overwrites=target_overwrites)
-    keys = sides.table.keys
-    value_columns = [c.name for c in sides.table.data.columns if c.name not in keys]
-    result = KeyResult(value_columns=value_columns)
-    for both in sorted(changes.both, key=lambda both: both.key):  # in key order: the order the conflicts are paged
-        key_id = json.dumps([json_value(v) for v in both.key], separators=(",", ":"))
-        cells, merged = semantics.row_merge(
-            both.source_change, both.target_change, both.base, both.source, both.target, value_columns,
-            row_granularity=row_granularity,
-        )  # fmt: skip
-        if merged is None:
-            result.source_rows[key_id] = (both.key, None if both.source is None else tuple(both.source.values()))
-            result.conflict_rows[key_id] = (both.key, both.base, both.source, both.target)
-            result.conflicts.append(
-                {"key": dict(zip(keys, [json_value(v) for v in both.key], strict=True)), "key_id": key_id,
-                 "source_change": both.source_change, "target_change": both.target_change,
-                 "base": _json(both.base), "source": _json(both.source), "target": _json(both.target),
-                 "cells": cells}
-            )  # fmt: skip
-        elif (merged or None) != both.target:  # the target does not hold the merged row yet
-            result.merged[key_id] = (both.key, tuple(merged.values()) if merged else None)
-    merged_cells = sum(1 for _, row in result.merged.values() if row is not None)
-    result.counts = {
-        **changes.counts, "both": len(changes.both), "merged_cell_by_cell": merged_cells,
-        "conflicts": len(result.conflicts), "discarded_by_overwrite": changes.discarded,
-        "segments_read": src_read + dest_read,
-    }  # fmt: skip
+    value_columns = [c.name for c in sides.table.data.columns if c.name not in sides.table.keys]
+    result = plan.key_verdicts(changes.both, sides.table.keys, value_columns, row_granularity=row_granularity)
+    result.counts = {**changes.counts, **result.counts, "discarded_by_overwrite": changes.discarded,
+                     "segments_read": src_read + dest_read}  # fmt: skip
     return result, changes.only
 
 
 def replay(
-    spark, sides: Sides, result: KeyResult, only, choices: dict[str, str], *, tag: str,
-    cells: dict[str, dict[str, Any]] | None = None,
-) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[FileRow]]:  # fmt: skip
+    spark, sides: Sides, only, rows: list[Row], *, tag: str
+) -> tuple[list[WrittenFile], list[WrittenFile], dict[str, int], list[FileRow]]:
     """Write the merge on the target: delete files for the keys whose row changes, and one segment with their new
-    rows. `choices` maps a conflicting key (its `key_id`) to source_wins, target_wins, columns (settled cell by cell
-    by column rules: `cells` holds each such key's settled cells, column -> value as the plan made it, which the
-    preview showed) or (the bases of a virtual base) leave_out: the key is deleted."""
-    rows = list(result.merged.values())
-    types = {c.name: c.type for c in sides.table.data.columns}
-    for key_id, settled in (cells or {}).items():
-        if choices.get(key_id) != semantics.COLUMNS:
-            continue
-        key, base, source, target = result.conflict_rows[key_id]
-        values = {column: semantics.cell_value(value, types[column]) for column, value in settled.items()}
-        merged = semantics.row_settled(base, source, target, result.value_columns, values)
-        if merged != target:
-            rows.append((key, tuple(merged.values())))
-    rows += [row for key_id, row in result.source_rows.items() if choices.get(key_id) == SOURCE_WINS]
-    rows += [(key, None) for key_id, (key, _) in result.source_rows.items() if choices.get(key_id) == LEAVE_OUT]
+    rows: those of the keys only the source changed (`only`), and `rows`, the plan's for the keys both changed
+    (`plan.keys.key_rows`)."""
     # Where the target's rows of these keys can be: the ancestor's segments the source changed (a key it changed
     # is where the ancestor had it, unless the target changed it too), and every segment the target touched or
     # wrote. A touched one is not only where the target deleted rows: a restore, or a merge that took the other

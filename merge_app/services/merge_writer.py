@@ -93,17 +93,10 @@ class MergeWriter:
         for obj in tables:
             if self.writes[obj.object_id].how == "merged_by_key":
                 run = self.key_runs[obj.object_id]
-                choices = {c["key_id"]: c["choice"] for c in obj.keys["choices"] if "key_id" in c}
-                cells = {c["key_id"]: {column: cell["result"] for column, cell in c["cells"].items()}
-                         for c in obj.keys["choices"] if "cells" in c}  # fmt: skip
+                types = {c.name: c.type for c in run.sides.table.data.columns}
+                rows = plan.key_rows(obj, run.result, types)
                 self.wrote[obj.object_id] = keys.replay(
-                    spark_session(),
-                    run.sides,
-                    run.result,
-                    run.only,
-                    choices,
-                    tag=f"merge-{uuid.uuid4().hex}",
-                    cells=cells,
+                    spark_session(), run.sides, run.only, rows, tag=f"merge-{uuid.uuid4().hex}"
                 )
             elif self.writes[obj.object_id].by_file:
                 found = self.file_plans[obj.object_id]
