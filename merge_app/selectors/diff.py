@@ -52,12 +52,12 @@ from merge_app.plan.objects import (
 )
 from merge_app.plan.records import REVERT
 from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
+from merge_app.plan.undo import undo_operations
 from merge_app.selectors.graph import CommitGraph, Sides
 
 # Conflicting keys a plan made from a stored comparison reads, in order (the diff's; a merge compares its keys anew,
 # a request's plan too, and a request's preview pages through all of them); the counts are complete.
 MAX_LISTED = 10_000
-REVERTED = frozenset({"insert", "delete", "update", "overwrite", "compaction"})  # operations a revert undoes
 MESSAGE_CRISS_CROSS = (
     "{source!r} and {target!r} have {count} merge bases ({bases}): each side merged the other after both moved "
     "(a criss-cross history). The bases are merged into one virtual base first, on a worker."
@@ -477,18 +477,6 @@ def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], 
     return {identity for identity in picked if identity[0] in held}
 
 
-def _inverse_kind(kinds: list[str], undone: dict[str, Any]) -> str:
-    """The operation an undo of operations of these `kinds` is, by what it does to files (so that a later merge
-    replaying it applies the rule cells and positional checks of what it does): a compaction's undo is a
-    compaction; one that takes segments out or brings rows of segments back by position rewrites (an `update`, a
-    `delete` if it adds nothing); one that only puts files back is an `insert`."""
-    if all(kind == "compaction" for kind in kinds):
-        return "compaction"
-    if undone["segments_removed"] or undone["segments_touched"]:
-        return "update" if undone["segments_added"] or undone["segments_touched"] else "delete"
-    return "insert"
-
-
 def _carried(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID]) -> set[tuple]:
     """The operations the source's state holds and the base's may not: those of the source's first-parent chain
     down to where it meets the base's, less those of the base's chain down to there. A merge that takes the
@@ -527,45 +515,10 @@ def _by_object(ordered: list[tuple[uuid.UUID, Op]]) -> dict[uuid.UUID, list[Op]]
 
 
 def _inverse_operations(commit: Commit) -> dict[uuid.UUID, list[Op]]:
-    """What a revert of `commit` changes, as operations of the revert (docs/merge-semantics.md#revert-and-cherry-pick):
-    per table, one undo of the commit's data operations (own or replayed by a merge), by what the commit did to its
-    first parent's files (`commit_file_changes`): the files it added taken out, those it removed put back, the rows
-    it deleted by position brought back. Not by its operations' details: a merge that replayed an overwrite replaced
-    the target's files, while the operation names the source's. A commit that changed a definition (created,
-    dropped, renamed or altered an object) is not reverted: its definitions are left to the user."""
+    """What a revert of `commit` changes, as operations of the revert (`plan.undo.undo_operations`): from the
+    commit's operations and what it did to its first parent's files (`commit_file_changes`)."""
     rows = commit_operation_rows(commit_id=commit.id)
-    ddl = sorted({op for _, _, op, _ in rows if op not in REVERTED and op != Operation.Op.RESOLVE})
-    if ddl:
-        raise ApplicationError(
-            "revert_unsupported",
-            f"Commit {commit.id[:12]} changed definitions ({', '.join(ddl)}): only commits that changed rows (loads, "
-            "deletes, updates, compactions, merges of those) can be reverted; change the definitions back by hand.",
-            details={"operations": ddl},
-        )
-    by_table: dict[uuid.UUID, list[tuple[int, str, dict]]] = {}
-    for position, object_id, kind, details in rows:
-        if kind != Operation.Op.RESOLVE:
-            by_table.setdefault(object_id, []).append((position, kind, details))
-    changes = commit_file_changes(commit.id)
-    inverse = []
-    for object_id, ops in by_table.items():
-        files = changes.get(object_id, {})
-        position, kind, _ = ops[-1]  # the first of them
-        undone = {
-            "segments_added": files.get("segments_removed", []), "segments_removed": files.get("segments_added", []),
-            "deltas_added": files.get("deltas_removed", []), "deltas_removed": files.get("deltas_added", []),
-            # the segments whose rows it deleted or updated by position: their rows come back
-            "segments_touched": sorted({s for _, _, details in ops for s in details.get("segments_touched", [])}),
-            # which segment each segment it wrote by rewriting came from (copy-on-write): `plan.files.puts_back`
-            "segments_from": {k: v for _, _, details in ops for k, v in details.get("segments_from", {}).items()},
-            "rows_inserted": sum(details.get("rows_deleted", 0) for _, _, details in ops),
-            "rows_deleted": sum(details.get("rows_inserted", 0) for _, _, details in ops),
-            "rows_updated": sum(details.get("rows_updated", 0) for _, _, details in ops),
-            "reverts": [commit.id, position, kind],
-        }  # fmt: skip
-        kind_of_undo = _inverse_kind([op_kind for _, op_kind, _ in ops], undone)
-        inverse.append((object_id, Op(commit.id, position, kind_of_undo, undone)))
-    return _by_object(inverse)
+    return _by_object(undo_operations(commit.id, rows, commit_file_changes(commit.id)))
 
 
 def _versions(
