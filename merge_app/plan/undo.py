@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lakeui.errors import ApplicationError
+from merge_app.plan.operations import RESOLVE
 from merge_app.plan.rules import Op
 
 REVERTED = frozenset({"insert", "delete", "update", "overwrite", "compaction"})  # operations a revert undoes
-RESOLVE = "resolve"  # what a merge recorded of its choices: neither undone nor refused
 
 
 def undo_operations(

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 
-from catalog_app.models import Catalog, Commit, ObjectKind, Operation
+from catalog_app.models import Catalog, Commit, ObjectKind
 from catalog_app.selectors.commits import commit_operation_rows, operation_rows
 from catalog_app.selectors.objects import (
     object_by_id,
@@ -50,6 +50,7 @@ from merge_app.plan.objects import (
     resolution_check,
     segments_written,
 )
+from merge_app.plan.operations import held_by_object, not_held, side_changes
 from merge_app.plan.records import REVERT
 from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.plan.undo import undo_operations
@@ -305,7 +306,7 @@ def merge_diff_of(
     # no change of either. A revert's undoing operations are new: the target holds the operations they undo.
     if explicit is None or explicit.kind != REVERT:
         in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
-        src_ops, dest_ops = _not_held(src_ops, dest_held | in_base), _not_held(dest_ops, src_held | in_base)
+        src_ops, dest_ops = not_held(src_ops, dest_held | in_base), not_held(dest_ops, src_held | in_base)
     # A table without a key the source changed and the target holds as the base has it: the merge takes the
     # source's version (the three-way merge of a side that did not change; after A merged into B, B merged back
     # into A leaves A as B, whatever B's merge declined: docs/merge-semantics.md#merges-converge).
@@ -348,7 +349,7 @@ def merge_diff_of(
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
         reverting=explicit is not None and explicit.kind == REVERT, target_unchanged=frozenset(unchanged),
-        source_held=_held_by_object(carried, unchanged),
+        source_held=held_by_object(carried, unchanged),
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -395,46 +396,14 @@ def merge_diff_again(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None = N
 def _operations(
     graph: CommitGraph, head: str, commits: list[str], object_ids: set[uuid.UUID] | None = None
 ) -> tuple[dict[uuid.UUID, list[Op]], set[uuid.UUID], set[tuple]]:
-    """A side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays), per object in commit
-    order: each original operation of the side's commits once, as the side has it. The side's state was built along
-    its head's first-parent chain, so that chain says what the side holds: its commits' own operations, and of each
-    merge commit on it the operations it made itself (key merges, deletes in mixed segments) and those it replayed,
-    each under the operation it came from. An operation a merge replayed whose origin the base already holds is not
-    a change since the base; one that no merge on the chain replayed (discarded, or settled by `target_wins`) is not
-    part of the side's state. Also returns every object an operation on that chain touched (a primary-key table
-    among them is compared by state, `_keyed_data_changes`, whatever the operations say) and the identity
-    (`Op.identity`) of every operation the chain holds, so that one both sides hold, cherry-picked, counts on
-    neither."""
+    """A side's changes since the base, per object in commit order (`plan.operations.side_changes`, from the
+    operations its head's first-parent chain recorded), every object an operation on that chain touched, and the
+    identity of every operation the chain holds."""
     since = set(commits)
     chain = graph.first_parents(head, since)
-    picked: dict[tuple[str, int, uuid.UUID], tuple[uuid.UUID, Op]] = {}
-    rows = operation_rows(commit_ids=chain, object_ids=object_ids)
-    rows = sorted(rows, key=lambda r: (graph.node(r[0]).seq, r[1]))
-    # What a merge's `source_wins` superseded on this side is no change of it: the merge took the other side's
-    # version of those files instead (rules.source_wins_scope), and it is that side's change.
-    superseded = {
-        (commit, position, object_id)
-        for _, _, object_id, kind, details in rows if kind == Operation.Op.RESOLVE
-        for commit, position in details.get("superseded", [])
-    }  # fmt: skip
-    held = set()
-    for commit_id, position, object_id, kind, details in rows:
-        if kind == Operation.Op.RESOLVE:
-            # A merge that took the other side's version of a table holds what that version holds.
-            held |= {(commit, position, object_id) for commit, position in details.get("held", [])}
-            continue
-        origin, origin_position = details.pop("merged_from", None), details.pop("origin_position", None)
-        if origin is None or origin_position is None:  # the commit's own (merges made before 4.0 count as own)
-            origin, origin_position = commit_id, position
-        op = Op(origin, origin_position, kind, details)
-        held.add((*op.identity, object_id))
-        if origin not in since:
-            continue  # replayed from the base's history: both sides hold it
-        if (origin, origin_position, object_id) in superseded:
-            continue
-        picked.setdefault((origin, origin_position, object_id), (object_id, op))
-    touched = {object_id for _, _, object_id, _, _ in rows}
-    ordered = sorted(picked.values(), key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
+    rows = sorted(operation_rows(commit_ids=chain, object_ids=object_ids), key=lambda r: (graph.node(r[0]).seq, r[1]))
+    picked, touched, held = side_changes(rows, since)
+    ordered = sorted(picked, key=lambda entry: (graph.node(entry[1].commit).seq, entry[1].position))
     return _by_object(ordered), touched, held
 
 
@@ -486,20 +455,6 @@ def _carried(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID])
     read: the chains may be long (a branch merged into `main` meets it where it forked), their operations need not."""
     source_chain, base_chain = graph.first_parents_apart(source, base)
     return _operations(graph, source, source_chain, tables)[2] - _operations(graph, base, base_chain, tables)[2]
-
-
-def _held_by_object(held: set[tuple], object_ids: set[uuid.UUID]) -> dict[uuid.UUID, frozenset[tuple[str, int]]]:
-    """The identities of the operations a side holds, for each of these objects."""
-    by_object: dict[uuid.UUID, set[tuple[str, int]]] = {}
-    for commit, position, object_id in held:
-        if object_id in object_ids:
-            by_object.setdefault(object_id, set()).add((commit, position))
-    return {object_id: frozenset(ids) for object_id, ids in by_object.items()}
-
-
-def _not_held(ops: dict[uuid.UUID, list[Op]], held: set[tuple]) -> dict[uuid.UUID, list[Op]]:
-    kept = {object_id: [op for op in side if (*op.identity, object_id) not in held] for object_id, side in ops.items()}
-    return {object_id: side for object_id, side in kept.items() if side}
 
 
 def _by_object(ordered: list[tuple[uuid.UUID, Op]]) -> dict[uuid.UUID, list[Op]]:
