@@ -1,30 +1,34 @@
 """The merge plan, a function of plain values (docs/architecture.md#the-path-of-a-merge): no ORM, no Spark.
 
 `merge_app/selectors/diff.py` reads the three sides (each side's operations since the base, the objects' versions,
-the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `decide` decides every object
-(rule cells, verdicts, conflicts, discarded operations, the merged state: `objects`, by `rules`, `semantics` and
-`states`). Each key of a primary-key table that both sides changed, as the engine's comparison on Spark found it, is
-decided by `key_verdicts` (`keys`). The writer (`merge_app/services/merge_writer.py`) takes from the plan how it
-writes each object and which files it reads (`object_writes`, `writes`), reads them, and takes the exact files of
-each table whose files change, with the target's segments whose rows of overwritten partitions it deletes
+the files where they matter, a keyed table's key comparison) into a `PlanInputs`; `merge`, the plan's one entry,
+makes of them a `Plan`: every object decided (`decide`: rule cells, verdicts, conflicts, discarded operations, the
+merged state: `objects`, by `rules`, `semantics` and `states`), how each is written and what the merge commit
+records of it. Each key of a primary-key table that both sides changed, as the engine's comparison on Spark found
+it, is decided by `key_verdicts` (`keys`). The writer (`merge_app/services/merge_writer.py`) takes from the `Plan`
+how it writes each object and which files it reads (`Plan.writes`, `writes`), reads them, and takes the exact files
+of each table whose files change, with the target's segments whose rows of overwritten partitions it deletes
 (`table_plans`, `files`), the schema version each file it takes over reads with and the source's versions it copies
 or discards (`schema_takeovers`), the rows a table merged by key writes for the keys both sides changed
-(`key_rows`), and what the merge commit records of each object (`records`); it then only applies (reads, writes the
-rows, delete files and schema copies it is told to), and the audit log reports what the plan decided.
+(`key_rows`), and what the merge commit records of each object (`Plan.records`, `records`); it then only applies
+(reads, writes the rows, delete files and schema copies it is told to), and the audit log reports what the plan
+decided.
 """
 
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 from merge_app.plan import keys
 from merge_app.plan.files import File, FilePlan, Schema, TakeOver, object_file_plan, schema_takeover, taken_plan
 from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
-from merge_app.plan.records import Record, Records, declined, object_records
+from merge_app.plan.records import MERGE, Record, Records, declined, object_records
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["commit_records", "decide", "key_rows", "key_verdicts", "object_writes", "schema_takeovers", "table_plans"]
+__all__ = ["Plan", "key_rows", "key_verdicts", "merge", "schema_takeovers", "table_plans"]
 
 key_verdicts = keys.key_verdicts
 
@@ -33,6 +37,44 @@ class TableFiles(Protocol):
     """A table's live files on one side (as `catalog_app.selectors.table_files.TableFiles` holds them)."""
 
     def by_id(self) -> Mapping[str, File]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the plan decides of a merge before any file is read: every object either side changed, decided, in
+    report order; how the merge writes each object it writes (`writes`); what the merge commit records of them
+    (`records`) and of each declined table (`declined`). `kind`: how the source's operations come to be replayed
+    (`records.MERGE`, `REVERT` or `CHERRY_PICK`). The writes and records are worked out when first asked (a diff
+    page asks for neither), once."""
+
+    objects: list[ObjectDiff]
+    kind: str = MERGE
+
+    @cached_property
+    def writes(self) -> dict[uuid.UUID, Write]:
+        return object_writes(self.objects)
+
+    @cached_property
+    def _records(self) -> tuple[dict[uuid.UUID, Records], list[Record]]:
+        return commit_records(self.objects, self.writes, self.kind)
+
+    @property
+    def records(self) -> dict[uuid.UUID, Records]:
+        return self._records[0]
+
+    @property
+    def declined(self) -> list[Record]:
+        return self._records[1]
+
+
+def merge(
+    inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict], kind: str = MERGE
+) -> Plan:
+    """The plan of a merge (a revert, a cherry-pick: `kind`), the one entry from the diff selector: every object
+    decided (`decide`), with its writes and records (`Plan`). The writer then asks the plan, on the files it read,
+    for the exact files of each table (`table_plans`), how those taken over read (`schema_takeovers`) and the rows of
+    the keys both sides changed (`key_rows`)."""
+    return Plan(decide(inputs, resolution=resolution, compared=compared), kind)
 
 
 def decide(inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]) -> list[ObjectDiff]:

@@ -36,8 +36,9 @@ from catalog_app.selectors.table_files import (
 )
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
+from merge_app import plan
 from merge_app.models import KeyComparison, KeyConflict, VirtualBase
-from merge_app.plan import decide, rules, semantics, states
+from merge_app.plan import Plan, rules, semantics, states
 from merge_app.plan import objects as plan_objects
 from merge_app.plan.objects import (
     MERGED_KINDS,
@@ -51,7 +52,7 @@ from merge_app.plan.objects import (
     segments_written,
 )
 from merge_app.plan.operations import held_by_object, not_held, side_changes
-from merge_app.plan.records import REVERT
+from merge_app.plan.records import MERGE, REVERT
 from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.plan.undo import undo_operations
 from merge_app.selectors.graph import CommitGraph, Sides
@@ -145,12 +146,17 @@ class MergeDiff:
     target_head: Commit
     base: Commit
     source_commits: list[str]  # the commits reachable from the source head and not from the target's (4.0)
-    objects: list[ObjectDiff]
+    plan: Plan
     resolution: dict[str, Any] = field(default_factory=dict)
     bases: list[str] = field(default_factory=list)  # the merge bases; with several, `base` is their virtual base
     explicit: ExplicitBase | None = None  # a revert or a cherry-pick: the base was given
     inputs: PlanInputs | None = None  # what the plan was made from: planned again with key comparisons, no read
     files: FilesRead | None = None  # the tables' files read so far, for the key comparison and the writer
+
+    @property
+    def objects(self) -> list[ObjectDiff]:
+        """Every object either side changed, decided by the plan, in report order."""
+        return self.plan.objects
 
     # Computed once: the objects are decided when the diff is made (planned again, it is a new diff), and a merge of
     # 10,000 tables asks these several times.
@@ -353,7 +359,7 @@ def merge_diff_of(
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
-        source_commits=sides.source, objects=[], resolution=resolution, bases=sides.bases, explicit=explicit,
+        source_commits=sides.source, plan=Plan([]), resolution=resolution, bases=sides.bases, explicit=explicit,
         inputs=inputs, files=files,
     )  # fmt: skip
     return _planned(diff, compared)
@@ -371,7 +377,8 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
         first = KeyConflict.objects.filter(position__lt=MAX_LISTED).order_by("position")
         for row in stored.prefetch_related(Prefetch("conflict_rows", queryset=first, to_attr="first")):
             results[row.table_id] = {"counts": row.counts, "conflicts": [kept.conflict for kept in row.first]}
-    return replace(diff, objects=decide(diff.inputs, resolution=diff.resolution, compared=results))
+    kind = diff.explicit.kind if diff.explicit is not None else MERGE
+    return replace(diff, plan=plan.merge(diff.inputs, resolution=diff.resolution, compared=results, kind=kind))
 
 
 def _base(catalog: Catalog, bases: list[str], *, source: str, target: str) -> Commit:

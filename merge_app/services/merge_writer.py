@@ -67,7 +67,7 @@ class MergeWriter:
         the schema versions the source's commits made; from the plan, the exact files of the tables whose files
         change (`plan.table_plans`) and the schema version each file taken over reads with (`plan.schema_takeovers`);
         then the data work."""
-        self.writes = plan.object_writes(self.diff.objects)
+        self.writes = self.diff.plan.writes
         self.merging = [obj for obj in self.diff.objects if obj.object_id in self.writes]
         tables, named, whole, overwrites = [], {}, [], {}
         for obj in self.merging:  # one pass: a merge of 10,000 tables asks each of these of every table
@@ -116,8 +116,7 @@ class MergeWriter:
                     {"kind": obj.kind, "object_id": str(obj.object_id), "name": obj.name, "how": "kept_target",
                      "verdict": self.diff.verdicts[obj.object_id], "operations": []}
                 )  # fmt: skip
-        kind = self.diff.explicit.kind if self.diff.explicit is not None else records.MERGE
-        written, declined = plan.commit_records(self.diff.objects, self.writes, kind)
+        written, declined = self.diff.plan.records, self.diff.plan.declined
         for obj in self.merging:
             self._object(obj, written[obj.object_id])
         for record in declined:

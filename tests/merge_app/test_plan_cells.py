@@ -8,8 +8,10 @@ import uuid
 
 import pytest
 
+from merge_app import plan
 from merge_app.plan import decide, object_writes
 from merge_app.plan.objects import PlanInputs, Version
+from merge_app.plan.records import CHERRY_PICK, MERGE
 from merge_app.plan.rules import CONFLICT, DISCARDED, OK, RULE_TABLES, Op
 
 CATALOG, DATABASE_ID, TABLE_ID = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -151,6 +153,25 @@ def test_a_table_the_target_holds_as_the_base_has_it_takes_the_sources_version_a
     assert obj.change == "changed_in_source" and obj.target_unchanged
     assert object_writes([obj])[TABLE_ID].how == "rows_taken"
     assert obj.held == [("c-declined", 3)]  # the source's own insert is recorded as replayed, not as held
+
+
+def test_the_plan_of_a_merge_holds_each_objects_writes_and_records_of_its_kind():
+    """`plan.merge`, the one entry: the decided objects, how each is written and what the commit records of them,
+    the records as the kind of replay names their origin."""
+    versions = {side: {TABLE_ID: Version(seq, CATALOG, TABLE_ID, "table", DATABASE_ID, "t", seq, False, TABLE_STATE)}
+                for seq, side in enumerate(("base", "source", "target"), start=1)}  # fmt: skip
+    inputs = PlanInputs(
+        versions=versions, source_operations={TABLE_ID: [op("source", "insert")]}, target_operations={},
+        object_ids=frozenset({TABLE_ID}), keyed_changes={}, taken={}, live_files={}, target_children={},
+        segment_stats={},
+    )  # fmt: skip
+    merged, picked = (plan.merge(inputs, resolution={}, compared={}, kind=kind) for kind in (MERGE, CHERRY_PICK))
+    assert [obj.object_id for obj in merged.objects] == [TABLE_ID] and merged.declined == []
+    assert merged.writes == object_writes(merged.objects) and merged.writes[TABLE_ID].how == "replayed"
+    [replayed] = merged.records[TABLE_ID].operations
+    assert (replayed.op, replayed.details["merged_from"], replayed.details["origin_position"]) == ("insert", "c-src", 0)
+    [pick] = picked.records[TABLE_ID].operations
+    assert pick.details["picked_from"] == ["c-src", 0]
 
 
 def test_a_table_the_target_changed_and_holds_as_the_base_has_it_again_takes_the_sources_version():
