@@ -41,8 +41,8 @@ class MergeWriter:
     """Writes a planned merge: `write_files` reads the three sides' files and does the Spark work (key merges,
     deletes in the segments the file plan names as mixing overwritten partitions), writing files only; `apply` stages
     the commit on a draft whose parent is the planned target head (the same files, so the files written hold), with
-    the files and schema version copies the plan gives (`plan.table_plans`, `plan.schema_takeovers`), the records it
-    gives (`plan.commit_records`) and the ids of the files it wrote."""
+    the files and schema version copies the plan gives (`plan.table_plans`, `plan.schema_takeovers`), the records of
+    the diff's `Plan` (`Plan.records`, `Plan.declined`) and the ids of the files it wrote."""
 
     diff: MergeDiff
     key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
@@ -62,7 +62,7 @@ class MergeWriter:
 
     @gc_paused()
     def write_files(self) -> None:
-        """How each object is written and which files of its tables to read, from the plan (`plan.object_writes`);
+        """How each object is written and which files of its tables to read, from the diff's plan (`Plan.writes`);
         those files, as the diff read them or read now (plain values: `FileRow`), the target's schema history and
         the schema versions the source's commits made; from the plan, the exact files of the tables whose files
         change (`plan.table_plans`) and the schema version each file taken over reads with (`plan.schema_takeovers`);
