@@ -1,31 +1,21 @@
 """A primary-key table's merge by key, decided on plain values (docs/merge-semantics.md#primary-key-tables).
 
 The engine compares the two sides on Spark and hands over each key both sides changed since the ancestor, with its
-three rows (`KeyChange`). Here, each such key's verdict (`key_verdicts`: merged cell by cell, or a conflict with its
-cells), and, once the resolution settled the conflicts (`key_choices`, from the decided object), the rows the merge
-writes for them (`key_rows`). The service around it (`merge_app/services/keys.py`) only reads and writes rows.
+three rows (`catalog_app.engine.keys.BothChanged`). Here, each such key's verdict (`key_verdicts`: merged cell by
+cell, or a conflict with its cells), and, once the resolution settled the conflicts (`key_choices`, from the decided
+object), the rows the merge writes for them (`key_rows`). The service around it (`merge_app/services/keys.py`) only
+reads and writes rows.
 """
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import merge_app.plan.semantics as semantics
 from catalog_app.engine.type_names import json_value, key_id
 from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS
 
 Row = tuple[tuple, tuple | None]  # a key's values and its merged row's (None: the key is deleted)
-
-
-class KeyChange(Protocol):
-    """One key both sides changed (as `catalog_app.engine.keys.BothChanged` holds it)."""
-
-    key: tuple
-    source_change: str
-    target_change: str
-    base: dict | None
-    source: dict | None
-    target: dict | None
 
 
 @dataclass
@@ -46,11 +36,12 @@ def _json(values: dict | None) -> dict | None:
 
 
 def key_verdicts(
-    both: Iterable[KeyChange], keys: Sequence[str], value_columns: list[str], *, row_granularity: bool
+    both: Iterable[Any], keys: Sequence[str], value_columns: list[str], *, row_granularity: bool
 ) -> KeyResult:
-    """Each key both sides changed, decided by `semantics.row_merge`: merged (kept in `merged` when the target does
-    not hold the merged row yet) or a conflict (listed in key order, the order they are paged in, with its three
-    rows). `counts` holds how many keys both changed, merged cell by cell and conflict."""
+    """Each key both sides changed (`both`: its values, each side's change and the three rows, as
+    `catalog_app.engine.keys.BothChanged` holds them), decided by `semantics.row_merge`: merged (kept in `merged`
+    when the target does not hold the merged row yet) or a conflict (listed in key order, the order they are paged
+    in, with its three rows). `counts` holds how many keys both changed, merged cell by cell and conflict."""
     result, changed = KeyResult(value_columns=value_columns), 0
     for change in sorted(both, key=lambda change: change.key):
         changed += 1

@@ -4,8 +4,8 @@ key order), and the rows the merge writes for them follow the resolution's choic
 
 import datetime
 import decimal
-from dataclasses import dataclass
 
+from catalog_app.engine.keys import BothChanged as Changed
 from merge_app.plan import key_rows, key_verdicts
 from merge_app.plan.keys import key_choices
 from merge_app.plan.objects import ObjectDiff
@@ -15,16 +15,6 @@ pytestmark = []  # no database
 
 COLUMNS = ["amount", "region"]
 TYPES = {"id": "long", "amount": "decimal(10,2)", "region": "string"}
-
-
-@dataclass(frozen=True)
-class Changed:
-    key: tuple
-    source_change: str
-    target_change: str
-    base: dict | None
-    source: dict | None
-    target: dict | None
 
 
 def row(key, amount, region="eu"):
