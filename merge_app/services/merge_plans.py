@@ -25,9 +25,10 @@ MESSAGE_BASES_CONFLICT = "The merge bases ({bases}) of this criss-cross history 
 
 @dataclass(frozen=True)
 class MergePlan:
-    """Everything a merge decides, made once by `merge_plan`: the base, each side's changes, the verdicts, the key
-    comparison of primary-key tables changed on both sides and so the files (`diff`); in a worker, also the
-    comparisons' rows, which the merge writes (`key_runs`). Nothing changes it once made."""
+    """What the plan step gives, made once by `merge_plan`: the diff, with the base, each side's changes and the
+    decisions of the plan (`diff.plan`: verdicts, writes, records, from the key comparisons of primary-key tables
+    changed on both sides); in a worker, also the comparisons' rows, which the merge writes (`key_runs`). Nothing
+    changes it once made."""
 
     diff: MergeDiff
     key_runs: Mapping[uuid.UUID, keys.KeyRun] = field(default_factory=dict)
