@@ -323,5 +323,5 @@ def derived(file: File, files: frozenset[str]) -> bool:
 
 def in_scope(file: File, partitions: list[dict[str, Any]] | None) -> bool:
     """Whether a segment is among those a source overwrite replaced: the whole table (None), or its partitions
-    (values by column id, see `merge_app.selectors.diff.overwritten_partitions`)."""
+    (values by column id, as `merge_app.selectors.diff.FilesRead.overwritten` reads them)."""
     return file.kind == SEGMENT and (partitions is None or file_in_partitions(file.partition_values, partitions))

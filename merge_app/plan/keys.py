@@ -13,7 +13,7 @@ from typing import Any
 
 import merge_app.plan.semantics as semantics
 from catalog_app.engine.type_names import json_value, key_id
-from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS
+from merge_app.plan.rules import LEAVE_OUT, SOURCE_WINS, Op
 
 Row = tuple[tuple, tuple | None]  # a key's values and its merged row's (None: the key is deleted)
 
@@ -66,6 +66,13 @@ def key_verdicts(
         "conflicts": len(result.conflicts),
     }  # fmt: skip
     return result
+
+
+def discarding_overwrites(obj: Any) -> list[Op]:
+    """The target's overwrites since the ancestor that discard the source's changes of the keys they replaced (A4/A5
+    by key): a load's. A restore is recorded as an overwrite of the table's files, but it is a change of state like
+    any other (docs/merge-semantics.md#restore), compared key by key."""
+    return [op for op in obj.target_operations if op.op == "overwrite" and not op.details.get("restore")]
 
 
 def key_choices(keys: dict) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:

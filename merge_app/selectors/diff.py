@@ -130,6 +130,18 @@ class FilesRead:
             answer[side] |= {t: files for t, files in found.get(side, {}).items() if t in unread[side]}
         return answer
 
+    def overwritten(self, overwrite: Op, object_id: uuid.UUID) -> list[dict[str, Any]] | None:
+        """The partitions a table's `overwrite` replaced, values by column id, or None for the whole table: what the
+        plan's file plans and the key comparison are told. The operation names the partition columns; the names are
+        read in the table's schema at the overwrite's commit, since a rename later would mislead."""
+        partitions = overwrite.details.get("partitions")
+        if not partitions:
+            return None
+        chain = commit_chain(commit_by_id(overwrite.commit))
+        version = object_by_id(chain, object_id=object_id)
+        ids = {column["name"]: str(column["id"]) for column in version.state["columns"]}
+        return [{ids.get(name, f"gone:{name}"): value for name, value in partition.items()} for partition in partitions]
+
 
 def _only(files: TableFiles, ids: set[str]) -> TableFiles:
     """A table's files restricted to these ids."""
@@ -654,16 +666,3 @@ def _object_as_dict(obj: ObjectDiff, verdict: str) -> dict[str, Any]:
         "resolution": obj.resolution,
         "keys": obj.keys,
     }
-
-
-def overwritten_partitions(overwrite: Op, object_id: uuid.UUID) -> list[dict[str, Any]] | None:
-    """The partitions a table's `overwrite` replaced, values by column id, or None for the whole table. The
-    operation names the partition columns; the names are read in the table's schema at the overwrite's commit,
-    since a rename later would mislead."""
-    partitions = overwrite.details.get("partitions")
-    if not partitions:
-        return None
-    chain = commit_chain(commit_by_id(overwrite.commit))
-    version = object_by_id(chain, object_id=object_id)
-    ids = {column["name"]: str(column["id"]) for column in version.state["columns"]}
-    return [{ids.get(name, f"gone:{name}"): value for name, value in partition.items()} for partition in partitions]

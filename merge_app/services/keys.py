@@ -39,8 +39,7 @@ from lakeui.fields import json_dumps
 from merge_app import plan
 from merge_app.job_specs import KeysSpec
 from merge_app.models import KeyComparison, KeyConflict, Merge, MergeRequest
-from merge_app.plan.keys import KeyResult, Row
-from merge_app.selectors.diff import overwritten_partitions
+from merge_app.plan.keys import KeyResult, Row, discarding_overwrites
 
 KEYS_JOB = KeysSpec.KIND
 GRANULARITY = "merge.granularity"
@@ -71,7 +70,7 @@ class Sides:
 def compare(spark, sides: Sides, *, row_granularity: bool, target_overwrites: list[list[dict] | None]) -> tuple:
     """The comparison, and the source's changes of keys the target did not change (the engine's frame of keys
     and `_after`). `target_overwrites` holds what each of the target's overwrites since the ancestor replaced
-    (see `overwritten_partitions`)."""
+    (`FilesRead.overwritten`)."""
     (src, src_read), (dest, dest_read) = sides.changes(sides.source), sides.changes(sides.target)
     changes = engine.key_changes(spark, sides.table, src, dest, target_overwrites=target_overwrites)
     value_columns = [c.name for c in sides.table.data.columns if c.name not in sides.table.keys]
@@ -159,12 +158,7 @@ def key_runs(spark, diff) -> dict:
         )  # fmt: skip
         result, only = compare(
             spark, sides, row_granularity=state["properties"].get(GRANULARITY) == "row",
-            # A restore is recorded as an overwrite of the table's files, but it is a change of state like any
-            # other (docs/merge-semantics.md#restore): only a load's overwrite discards the source's changes.
-            target_overwrites=[
-                overwritten_partitions(op, obj.object_id) for op in obj.target_operations
-                if op.op == "overwrite" and not op.details.get("restore")
-            ],
+            target_overwrites=[diff.files.overwritten(op, obj.object_id) for op in discarding_overwrites(obj)],
         )  # fmt: skip
         _stored(diff, obj.object_id, result)
         runs[obj.object_id] = KeyRun(sides, result, only)

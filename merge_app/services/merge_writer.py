@@ -32,7 +32,7 @@ from merge_app import plan
 from merge_app.plan import records
 from merge_app.plan.files import FilePlan, PutBack, replayed_overwrites
 from merge_app.plan.rules import TARGET_WINS
-from merge_app.selectors.diff import MergeDiff, ObjectDiff, overwritten_partitions
+from merge_app.selectors.diff import MergeDiff, ObjectDiff
 from merge_app.services import keys
 
 
@@ -81,7 +81,7 @@ class MergeWriter:
                 whole.append(obj.object_id)
             if write.by_file and any(op.op == "overwrite" for op in obj.source_operations):
                 replaced = replayed_overwrites(obj)
-                overwrites[obj.object_id] = [overwritten_partitions(op, obj.object_id) for op in replaced]
+                overwrites[obj.object_id] = [self.diff.files.overwritten(op, obj.object_id) for op in replaced]
         read = self.diff.files
         found = read.named(named)
         self.files = {side: read.of(side, whole) | found[side] for side in ("base", "source", "target")}

@@ -7,8 +7,9 @@ import decimal
 
 from catalog_app.engine.keys import BothChanged as Changed
 from merge_app.plan import key_rows, key_verdicts
-from merge_app.plan.keys import key_choices
+from merge_app.plan.keys import discarding_overwrites, key_choices
 from merge_app.plan.objects import ObjectDiff
+from merge_app.plan.rules import Op
 from tests.merge_app.test_plan_writes import table
 
 pytestmark = []  # no database
@@ -98,3 +99,11 @@ def test_choices_and_settled_cells_are_read_from_the_keys_report():
         {"key_id": "[4]", "choice": "target_wins"},
     ]}  # fmt: skip
     assert key_choices(report) == ({"[1]": "columns", "[4]": "target_wins"}, {"[1]": {"amount": "1"}})
+
+
+def test_a_loads_overwrite_discards_the_sources_changes_of_keys_a_restore_does_not():
+    load = Op("c1", 0, "overwrite", {"partitions": [{"region": "eu"}]})
+    restore = Op("c2", 0, "overwrite", {"restore": {"to": "c0"}})
+    obj = table("changed_in_both", keyed=True, key_mode=True,
+                target_operations=[load, restore, Op("c3", 0, "update", {})])  # fmt: skip
+    assert discarding_overwrites(obj) == [load]
