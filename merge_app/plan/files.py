@@ -86,10 +86,12 @@ def file_plan(
     source took out is taken out of the target's files wherever the target got them: from the base, or by a
     cherry-pick of the source's (a revert of the picked commit takes out the picked copy:
     docs/merge-semantics.md#a-revert-after-a-pick)."""
-    added_by, removed_by = set(), set()
+    added_by, removed_by, removed_otherwise = set(), set(), set()  # removed_otherwise: by an operation not an overwrite
     for op in operations:
         added_by |= op.added
         removed_by |= op.removed | set(op.details.get("deltas_removed", []))
+        if op.op != "overwrite":
+            removed_otherwise |= op.removed | set(op.details.get("deltas_removed", []))
     not_taken = {file for pair in discarded for file in pair.decided.discarded}
     # An operation discarded whole (a dropped compaction, an A4/A5 update or delete of older rows) is not replayed, so
     # the target keeps the files it would have replaced, wherever the target got them; the audit log lists it as
@@ -112,8 +114,24 @@ def file_plan(
         for found in puts_back(op, base=base, source=source, target=target)
         if str(found.segment.id) not in not_taken | restored
     ]  # fmt: skip
+    # A segment both sides hold that a replayed source overwrite replaced: the source holds it again, since (a
+    # merge took it back with another side's version of the table, which no operation since the base records). Its
+    # rows there are the source's rows after the overwrite, and the target keeps those of them it holds too, as it
+    # keeps any other rows both sides have: the segment with both sides' delete files. Without the source's, rows
+    # the source had deleted stayed; and the base's delete files, which the overwrite took out with the segment, went
+    # and brought older rows back (unkeyed model seed 2: `main` overwrote, then took `b2`'s table, which held the
+    # base's segments with every row deleted; merged into `b1`, three of those rows came back, two as second
+    # versions of a row).
+    again = {
+        fid for fid, f in target.items()
+        if fid in source and fid not in restored and any(in_scope(f, partitions) for partitions in overwrites)
+    }  # fmt: skip
     held = set(base) | set(target)
-    removed = {fid for fid in held if fid in removed_by and fid not in source and fid not in not_removed}
+    removed = {
+        fid for fid in held
+        if fid in removed_by and fid not in source and fid not in not_removed
+        and not (fid in target and str(target[fid].segment_id) in again and fid not in removed_otherwise)
+    }  # fmt: skip
     if contested:
         removed |= {fid for fid, f in target.items() if fid not in source and derived(f, contested)}
     kept_rows = set(source_rows)
@@ -149,6 +167,7 @@ def file_plan(
     added = [
         f for fid, f in source.items()
         if ((fid in added_by and fid not in base and fid not in held) or fid in restored
+            or (f.kind == DELTA and str(f.segment_id) in again)
             or (contested and derived(f, contested)))
         and fid not in target
         and fid not in not_taken and fid not in put_back_ids

@@ -10,7 +10,7 @@ import pytest
 
 from merge_app import plan
 from merge_app.plan import decide, object_writes
-from merge_app.plan.objects import PlanInputs, Version
+from merge_app.plan.objects import PlanInputs, Version, rewrites_of_source_rows
 from merge_app.plan.records import CHERRY_PICK, MERGE
 from merge_app.plan.rules import CONFLICT, DISCARDED, OK, RULE_TABLES, Op
 
@@ -232,6 +232,17 @@ def test_a_source_segment_holding_rows_the_target_overwrote_and_rows_of_its_own_
     obj = plan_one("table", [insert, compaction, delete], op("target", "overwrite", segments_removed=["s1", "s2"]))
     (verdict,) = [p.decided for p in obj.pairs if p.source == 2]
     assert (verdict.note, verdict.verdict) == ("A5", CONFLICT) and "cannot be split" in verdict.reason
+
+
+def test_a_source_overwrite_keeps_the_target_rewrite_of_rows_the_source_has_only_from_their_segment():
+    """Unkeyed model seed 193: the target deleted, copy-on-write and in one delete, a row of s1 and one of s2 (k1
+    holds s1's other rows, k2 s2's); the source overwrote the table and then took s1 back with another side's
+    version. The overwrite replaces the target's rows but those the source still has: k1's, not k2's."""
+    overwrite = Op("c-src", 0, "overwrite", {"segments_removed": ["s1", "s2"], "segments_added": ["o1"]})
+    delete = Op("c-dest", 0, "delete", {"segments_removed": ["s1", "s2"], "segments_touched": ["s1", "s2"],
+                                        "segments_added": ["k1", "k2"], "segments_from": {"k1": "s1", "k2": "s2"}})  # fmt: skip
+    obj = plan_one("table", overwrite, delete, live={"source": {"s1": None}, "target": {"k1": None, "k2": None}})
+    assert rewrites_of_source_rows(obj, {"s1"}) == ({"k1"}, [])
 
 
 def test_a_compaction_the_targets_overwrite_discards_is_not_looked_for_on_the_target():

@@ -97,6 +97,16 @@ CASES = {
         [op("overwrite", removed=["s1"], added=["s5"])],
         (["s1", "t1"], [], ["s5"]),
     ),
+    # unkeyed model seed 2: the source overwrote the table, then took back the base's segment s1 with another
+    # side's version of the table (no operation records that), its rows deleted there (d1); the target deleted one
+    # too (d2). The rows of s1 both sides hold stay: the segment with both sides' delete files, the base's (d0) too.
+    "a segment a source overwrite replaced and the source holds again keeps both sides' deletes": (
+        ["s1", "d0@s1"],
+        ["s1", "d1@s1"],
+        ["s1", "d0@s1", "d2@s1"],
+        [op("overwrite", removed=["s1"], added=["s5"], deltas_removed=["d0"])],
+        ([], ["d0", "d2"], ["d1"]),
+    ),
 }
 
 
