@@ -6,11 +6,12 @@ makes of them a `Plan`: every object decided (`decide`: rule cells, verdicts, co
 merged state: `objects`, by `rules`, `semantics` and `states`), how each is written and what the merge commit
 records of it. Each key of a primary-key table that both sides changed, as the engine's comparison on Spark found
 it, is decided by `key_verdicts` (`keys`). The writer (`merge_app/services/merge_writer.py`) takes from the `Plan`
-how it writes each object and which files it reads (`Plan.writes`, `writes`), reads them, and takes the exact files
-of each table whose files change, with the target's segments whose rows of overwritten partitions it deletes
-(`table_plans`, `files`), the schema version each file it takes over reads with and the source's versions it copies
-or discards (`schema_takeovers`), the rows a table merged by key writes for the keys both sides changed
-(`key_rows`), and what the merge commit records of each object (`Plan.records`, `records`); it then only applies
+how it writes each object and which files it reads (`Plan.writes`, `writes`), reads them, and asks the plan once on
+what it read (`Plan.on_files`) for the exact files of each table whose files change, with the target's segments whose
+rows of overwritten partitions it deletes (`table_plans`, `files`), the schema version each file it takes over reads
+with and the source's versions it copies or discards (`schema_takeovers`), and the rows a table merged by key writes
+for the keys both sides changed (`key_rows`); what the merge commit records of each object is the `Plan`'s too
+(`Plan.records`, `records`). It then only applies
 (reads, writes the rows, delete files and schema copies it is told to), and the audit log reports what the plan
 decided.
 """
@@ -28,7 +29,7 @@ from merge_app.plan.records import MERGE, Record, Records, declined, object_reco
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["Plan", "key_rows", "key_verdicts", "merge", "schema_takeovers", "table_plans"]
+__all__ = ["FileFacts", "FileWork", "Plan", "key_rows", "key_verdicts", "merge", "schema_takeovers", "table_plans"]
 
 key_verdicts = keys.key_verdicts
 
@@ -66,14 +67,56 @@ class Plan:
     def declined(self) -> list[Record]:
         return self._records[1]
 
+    def on_files(self, read: "FileFacts") -> "FileWork":
+        """What the writer does on the files it read (`read`), the plan's second and last step: the exact files of
+        each table whose files change (`table_plans`), how the files taken over read (`schema_takeovers`), the rows
+        of the keys both sides changed in each table merged by key (`key_rows`)."""
+        by_id = {obj.object_id: obj for obj in self.objects}
+        found = table_plans(self.objects, self.writes, read.files, read.overwrites)
+        return FileWork(
+            files=found,
+            takeovers=schema_takeovers(found, read.history, read.made, read.commits),
+            key_rows={
+                table_id: key_rows(by_id[table_id], result, types)
+                for table_id, (result, types) in read.key_results.items()
+            },
+        )
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the writer read for the plan's second step (`Plan.on_files`): `files`, side -> table id -> the table's
+    live files there (as `Plan.writes` named them); `overwrites`, of each table replayed by file, the partitions each
+    of its replayed source overwrites replaced (`Write.overwrites`; None: the whole table); the target's schema
+    version ids of each table (`history`) and the versions the source's commits (`commits`) made of it (`made`);
+    `key_results`, of each table merged by key, the engine's comparison of the keys both sides changed and its
+    columns' types by name."""
+
+    files: Mapping[str, Mapping[uuid.UUID, TableFiles]]
+    overwrites: Mapping[uuid.UUID, Sequence[list[dict[str, Any]] | None]]
+    history: Mapping[uuid.UUID, Collection[int]]
+    made: Mapping[uuid.UUID, Sequence[Schema]]
+    commits: Collection[str]
+    key_results: Mapping[uuid.UUID, tuple[keys.KeyResult, Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class FileWork:
+    """The plan on the files read (`Plan.on_files`): each changed table's file plan (`FilePlan`), how the files it
+    takes over read (`TakeOver`), and each key-merged table's rows for the keys both sides changed."""
+
+    files: dict[uuid.UUID, FilePlan]
+    takeovers: dict[uuid.UUID, TakeOver]
+    key_rows: dict[uuid.UUID, list[keys.Row]]
+
 
 def merge(
     inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict], kind: str = MERGE
 ) -> Plan:
     """The plan of a merge (a revert, a cherry-pick: `kind`), the one entry from the diff selector: every object
-    decided (`decide`), with its writes and records (`Plan`). The writer then asks the plan, on the files it read,
-    for the exact files of each table (`table_plans`), how those taken over read (`schema_takeovers`) and the rows of
-    the keys both sides changed (`key_rows`)."""
+    decided (`decide`), with its writes and records (`Plan`). The writer then asks the plan once more, on the files
+    it read (`Plan.on_files`), for the exact files of each table, how those taken over read and the rows of the keys
+    both sides changed."""
     return Plan(decide(inputs, resolution=resolution, compared=compared), kind)
 
 

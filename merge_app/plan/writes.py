@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import merge_app.plan.states as states
-from merge_app.plan.files import files_named
+from merge_app.plan.files import files_named, replayed_overwrites
 from merge_app.plan.objects import TABLE, ObjectDiff
-from merge_app.plan.rules import SOURCE_WINS
+from merge_app.plan.rules import SOURCE_WINS, Op
 
 BY_FILE = frozenset({"created", "replayed"})  # a table without a key: the source's operations replayed by file
 TAKEN = frozenset({"taken_from_source", "rows_taken"})  # the target's files become the source's
@@ -22,7 +22,8 @@ TAKEN = frozenset({"taken_from_source", "rows_taken"})  # the target's files bec
 class Write:
     """How the merge writes one object (`how`) and what it is after the merge. `reads`: a table whose files the
     writer reads (one the source did not drop); `named`: of such a table, the only files it reads on each side
-    (`files.files_named`), None for all of them."""
+    (`files.files_named`), None for all of them; `overwrites`: of a table written by file, the source's overwrites
+    the merge replays (`files.replayed_overwrites`), whose partitions the writer reads."""
 
     how: str
     state: dict[str, Any]
@@ -30,6 +31,7 @@ class Write:
     parent_id: uuid.UUID | None
     reads: bool = False
     named: set[str] | None = None
+    overwrites: tuple[Op, ...] = ()
 
     @property
     def by_file(self) -> bool:
@@ -47,12 +49,13 @@ def object_write(obj: ObjectDiff) -> Write:
     src, chosen = obj.source, how(obj)
     reads = obj.kind == TABLE and not src.dropped
     named = files_named(obj, chosen) if reads else None
+    replayed = tuple(replayed_overwrites(obj)) if reads and chosen in BY_FILE else ()
     if chosen == "dropped":
         return Write(chosen, obj.target.state, obj.target.name, obj.target.parent_id, reads, named)
     if chosen in ("created", "taken_from_source"):
-        return Write(chosen, dict(src.state), src.name, src.parent_id, reads, named)
+        return Write(chosen, dict(src.state), src.name, src.parent_id, reads, named, replayed)
     name = states.name_merge(obj.base.name, src.name, obj.target.name)
-    return Write(chosen, dict(obj.merged_state), name, obj.target.parent_id, reads, named)
+    return Write(chosen, dict(obj.merged_state), name, obj.target.parent_id, reads, named, replayed)
 
 
 def how(obj: ObjectDiff) -> str:

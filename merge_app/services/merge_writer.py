@@ -30,7 +30,7 @@ from lakeui.errors import ApplicationError
 from lakeui.memory import gc_paused
 from merge_app import plan
 from merge_app.plan import records
-from merge_app.plan.files import FilePlan, PutBack, replayed_overwrites
+from merge_app.plan.files import FilePlan, PutBack
 from merge_app.plan.rules import TARGET_WINS
 from merge_app.selectors.diff import MergeDiff, ObjectDiff
 from merge_app.services import keys
@@ -41,8 +41,8 @@ class MergeWriter:
     """Writes a planned merge: `write_files` reads the three sides' files and does the Spark work (key merges,
     deletes in the segments the file plan names as mixing overwritten partitions), writing files only; `apply` stages
     the commit on a draft whose parent is the planned target head (the same files, so the files written hold), with
-    the files and schema version copies the plan gives (`plan.table_plans`, `plan.schema_takeovers`), the records of
-    the diff's `Plan` (`Plan.records`, `Plan.declined`) and the ids of the files it wrote."""
+    the files and schema version copies the plan gives on the files read (`Plan.on_files`), the records of the
+    diff's `Plan` (`Plan.records`, `Plan.declined`) and the ids of the files it wrote."""
 
     diff: MergeDiff
     key_runs: Mapping = field(default_factory=dict)  # primary-key tables: their key comparison (services/keys.py)
@@ -63,13 +63,14 @@ class MergeWriter:
     @gc_paused()
     def write_files(self) -> None:
         """How each object is written and which files of its tables to read, from the diff's plan (`Plan.writes`);
-        those files, as the diff read them or read now (plain values: `FileRow`), the target's schema history and
-        the schema versions the source's commits made; from the plan, the exact files of the tables whose files
-        change (`plan.table_plans`) and the schema version each file taken over reads with (`plan.schema_takeovers`);
-        then the data work."""
+        those files, as the diff read them or read now (plain values: `FileRow`), the partitions its replayed
+        overwrites replaced, the target's schema history, the schema versions the source's commits made and each
+        key-merged table's key comparison; from the plan, on what was read (`Plan.on_files`, once), the exact files
+        of the tables whose files change, the schema version each file taken over reads with and the rows of the
+        keys both sides changed; then the data work."""
         self.writes = self.diff.plan.writes
         self.merging = [obj for obj in self.diff.objects if obj.object_id in self.writes]
-        tables, named, whole, overwrites = [], {}, [], {}
+        tables, named, whole, overwrites, key_results = [], {}, [], {}, {}
         for obj in self.merging:  # one pass: a merge of 10,000 tables asks each of these of every table
             write = self.writes[obj.object_id]
             if not write.reads:
@@ -79,27 +80,32 @@ class MergeWriter:
                 named[obj.object_id] = write.named
             else:
                 whole.append(obj.object_id)
-            if write.by_file and any(op.op == "overwrite" for op in obj.source_operations):
-                replaced = replayed_overwrites(obj)
-                overwrites[obj.object_id] = [self.diff.files.overwritten(op, obj.object_id) for op in replaced]
+            if write.overwrites:
+                overwrites[obj.object_id] = [self.diff.files.overwritten(op, obj.object_id) for op in write.overwrites]
+            if write.how == "merged_by_key":
+                run = self.key_runs[obj.object_id]
+                key_results[obj.object_id] = (run.result, {c.name: c.type for c in run.sides.table.data.columns})
         read = self.diff.files
         found = read.named(named)
         self.files = {side: read.of(side, whole) | found[side] for side in ("base", "source", "target")}
         table_ids = [obj.object_id for obj in tables]
-        history = schema_version_ids(read.chains["target"], table_ids=table_ids)
-        made = schema_histories(read.chains["source"], table_ids=table_ids, commit_ids=self.diff.source_commits)
-        self.file_plans = plan.table_plans(tables, self.writes, self.files, overwrites)
-        self.takeovers = plan.schema_takeovers(self.file_plans, history, made, set(self.diff.source_commits))
+        self.work = self.diff.plan.on_files(
+            plan.FileFacts(
+                files=self.files, overwrites=overwrites, key_results=key_results,
+                history=schema_version_ids(read.chains["target"], table_ids=table_ids),
+                made=schema_histories(read.chains["source"], table_ids=table_ids, commit_ids=self.diff.source_commits),
+                commits=set(self.diff.source_commits),
+            )
+        )  # fmt: skip
         for obj in tables:
-            if self.writes[obj.object_id].how == "merged_by_key":
+            if obj.object_id in key_results:
                 run = self.key_runs[obj.object_id]
-                types = {c.name: c.type for c in run.sides.table.data.columns}
-                rows = plan.key_rows(obj, run.result, types)
                 self.wrote[obj.object_id] = keys.replay(
-                    spark_session(), run.sides, run.only, rows, tag=f"merge-{uuid.uuid4().hex}"
-                )
+                    spark_session(), run.sides, run.only, self.work.key_rows[obj.object_id],
+                    tag=f"merge-{uuid.uuid4().hex}",
+                )  # fmt: skip
             elif self.writes[obj.object_id].by_file:
-                found = self.file_plans[obj.object_id]
+                found = self.work.files[obj.object_id]
                 self.wrote[obj.object_id] = (self._mixed_deletes(obj, found), self._put_back(obj, found.put_back))
 
     def written(self) -> list[str]:
@@ -163,7 +169,7 @@ class MergeWriter:
         """The target's files of the table become the source's, by reference (`plan.files.taken_plan`):
         `source_wins` for a whole table without a key, or a primary-key table whose rows only the source changed
         since the base (its state is the merge's rows, whatever operations made it)."""
-        self._remove(obj, self.file_plans[obj.object_id].removed)
+        self._remove(obj, self.work.files[obj.object_id].removed)
         self._take_over(obj)
 
     def _remove(self, obj: ObjectDiff, removed: list[FileRow]) -> None:
@@ -175,7 +181,7 @@ class MergeWriter:
             )
 
     def _table_files(self, obj: ObjectDiff) -> None:
-        found = self.file_plans[obj.object_id]  # planned on the same files before the commit lock
+        found = self.work.files[obj.object_id]  # planned on the same files before the commit lock
         written, put_back = self.wrote[obj.object_id]
         deltas = self._add_written(obj, written, DataFile.Kind.DELTA)
         if deltas:  # the target's rows of overwritten partitions in its segments that mix partitions
@@ -268,7 +274,7 @@ class MergeWriter:
         """Make the files the table's plan takes over live on the target by reference, each with the schema version
         the plan says it reads with there: its own, or an invisible copy made here (`plan.files.schema_takeover`);
         and log the source's schema versions as the plan lists them."""
-        takeover = self.takeovers[obj.object_id]
+        takeover = self.work.takeovers[obj.object_id]
         copies = {version.id: self.draft.schema_copy(version) for version in takeover.copies}
         for taken in takeover.files:
             file, version = taken.file, copies[taken.version.id] if taken.copy else taken.version

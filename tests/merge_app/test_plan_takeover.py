@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from catalog_app.selectors.table_files import TableFiles
+from merge_app import plan
 from merge_app.plan import object_writes, schema_takeovers, table_plans
 from merge_app.plan.files import FilePlan, PutBack, file_plan, mixed_segments, schema_takeover
 from tests.merge_app.test_plan_files import F, files, op
@@ -137,3 +138,20 @@ def test_each_table_takes_over_its_plans_files_with_the_segments_a_revert_puts_b
                                       ("s7", 1, True, False)]  # fmt: skip
     assert (takeovers[first].copies, takeovers[first].invisible) == ([version], [version])
     assert (told(takeovers[second]), takeovers[second].invisible) == ([("s5", 7, False, True)], [])
+
+
+def test_the_plan_on_the_files_read_is_one_call_the_writer_makes():
+    """The writer reads the partitions of the overwrites the table's write names (`Write.overwrites`), then asks the
+    plan once (`Plan.on_files`): the file plan and how the files it takes over read."""
+    obj = table(ops=[op("overwrite", added=["s5"])])
+    version = V(7)
+    source = {**files("s1:us"), "s5": TF("s5", partition_values={"2": "eu"}, schema_version=version)}
+    sides = {"base": files("s1:us"), "source": source, "target": files("s1:us", "t1", "t3:eu")}
+    read = {side: {obj.object_id: Files(list(found.values()))} for side, found in sides.items()}
+    planned = plan.Plan([obj])
+    assert planned.writes[obj.object_id].overwrites == tuple(obj.source_operations)
+    facts = plan.FileFacts(files=read, overwrites={obj.object_id: [EU]}, history={obj.object_id: {7}}, made={},
+                           commits=set(), key_results={})  # fmt: skip
+    work = planned.on_files(facts)
+    assert (work.files[obj.object_id].mixed, [str(f.id) for f in work.files[obj.object_id].removed]) == (["t1"], ["t3"])
+    assert told(work.takeovers[obj.object_id]) == [("s5", 7, True, False)] and work.key_rows == {}
