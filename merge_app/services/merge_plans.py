@@ -24,11 +24,11 @@ MESSAGE_BASES_CONFLICT = "The merge bases ({bases}) of this criss-cross history 
 
 
 @dataclass(frozen=True)
-class MergePlan:
+class Planned:
     """What the plan step gives, made once by `merge_plan`: the diff, with the base, each side's changes and the
-    decisions of the plan (`diff.plan`: verdicts, writes, records, from the key comparisons of primary-key tables
-    changed on both sides); in a worker, also the comparisons' rows, which the merge writes (`key_runs`). Nothing
-    changes it once made."""
+    decisions of the plan (`diff.plan`, the one `merge_app.plan.Plan`: verdicts, writes, records, from the key
+    comparisons of primary-key tables changed on both sides); in a worker, also the comparisons' rows, which the
+    merge writes (`key_runs`). Not a plan of its own: the step's result, which nothing changes once made."""
 
     diff: MergeDiff
     key_runs: Mapping[uuid.UUID, keys.KeyRun] = field(default_factory=dict)
@@ -42,7 +42,7 @@ def merge_plan(
     resolution: dict | None = None,
     expected_heads: dict[str, str] | None = None,
     in_worker: bool = False,
-) -> MergePlan:
+) -> Planned:
     """The one plan step of merge-request plans, dry runs and merges (and, through `merge_diff_read`, of the diff
     page and the API diff). Primary-key tables changed on both sides are compared by key: here on Spark when this
     process is a worker (`in_worker`: the merge needs the rows). Elsewhere nothing waits for a worker: a table whose
@@ -54,15 +54,15 @@ def merge_plan(
     _check_heads(diff, expected_heads)
     if in_worker:
         return keys_compared(diff)
-    return MergePlan(diff)
+    return Planned(diff)
 
 
-def keys_compared(diff: MergeDiff) -> MergePlan:
+def keys_compared(diff: MergeDiff) -> Planned:
     """In a worker: the plan of a diff, its primary-key tables changed on both sides compared by key on Spark."""
     if not any(obj.key_mode for obj in diff.objects):
-        return MergePlan(diff)
+        return Planned(diff)
     runs = keys.key_runs(spark_session(), diff)
-    return MergePlan(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
+    return Planned(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
 
 
 def merge_diff_with_bases(
@@ -94,14 +94,14 @@ def bases_merge(*, catalog: Catalog, bases: list[str]) -> Commit:
     current = commit_by_id(bases[0])
     run = MergeRun()
     for other in bases[1:]:
-        plan = merge_plan(catalog=catalog, source=other, target=current.id, resolution={"default": LEAVE_OUT},
+        planned = merge_plan(catalog=catalog, source=other, target=current.id, resolution={"default": LEAVE_OUT},
                           in_worker=True)  # fmt: skip
-        if not plan.diff.mergeable:
-            error = run.refused(plan.diff, dry_run=True, log={"virtual_base_of": bases})
+        if not planned.diff.mergeable:
+            error = run.refused(planned.diff, dry_run=True, log={"virtual_base_of": bases})
             error.message = MESSAGE_BASES_CONFLICT.format(bases=", ".join(b[:12] for b in bases)) + error.message
             raise error
         message = f"Virtual merge base: {other[:12]} merged into {current.id[:12]}"
-        current = run.result(plan.diff, run.writer(plan.diff, plan.key_runs), parent=current, message=message)
+        current = run.result(planned.diff, run.writer(planned.diff, planned.key_runs), parent=current, message=message)
     virtual, _ = VirtualBase.objects.get_or_create(catalog=catalog, bases=key, defaults={"commit": current})
     return virtual.commit
 

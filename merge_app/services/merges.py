@@ -122,10 +122,10 @@ def branch_merge(
     refs = {"catalog": catalog, "source": source, "target": target, "resolution": resolution}
     guards = checks_guarding(catalog=catalog, branch=target)
     if dry_run:
-        plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
-        diff = plan.diff
+        planned = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
+        diff = planned.diff
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
-        writer = run.writer(diff, plan.key_runs) if guards else None
+        writer = run.writer(diff, planned.key_runs) if guards else None
         if writer is not None:  # what the checks would say of this merge's result
             _checked(run, diff, writer, guards, override=None, dry_run=True)
         return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=run.timings(), log=run.extra)
@@ -142,21 +142,21 @@ def branch_merge(
     if resumed is not None:
         return resumed
     for _ in range(ATTEMPTS):
-        plan = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
-        planned, prepared = plan.diff, None
-        writer = run.writer(planned, plan.key_runs)
-        if writer is not None and (guards or plan.key_runs or writer.written()):  # work a later run need not redo
-            result = _checked(run, planned, writer, guards, override=override) if guards else None
-            prepared = run.prepared(planned, writer, result or run.result(planned, writer))
+        planned = merge_plan(**refs, expected_heads=expected_heads, in_worker=True)
+        diff, prepared = planned.diff, None
+        writer = run.writer(diff, planned.key_runs)
+        if writer is not None and (guards or planned.key_runs or writer.written()):  # work a later run need not redo
+            result = _checked(run, diff, writer, guards, override=override) if guards else None
+            prepared = run.prepared(diff, writer, result or run.result(diff, writer))
         try:
             if prepared is not None:
                 return run.publish(prepared, via_merge_request=via_merge_request, on_merged=on_merged)
             with transaction.atomic():
                 draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
                 src = ref_resolve(catalog=catalog, ref=source)
-                if (src.commit.id, draft.parent.id) != (planned.source_head.id, planned.target_head.id):
+                if (src.commit.id, draft.parent.id) != (diff.source_head.id, diff.target_head.id):
                     raise MergeMoved
-                merge = run.commit(planned, writer, draft)
+                merge = run.commit(diff, writer, draft)
                 if on_merged is not None:
                     on_merged(merge)
                 return merge
@@ -239,12 +239,12 @@ def merge_result_checked(
     plan (a dry run naming the judged commit, `log.checked_result`), which the queue publishes with
     `merge_published`; raises `merge_conflict` or `checks_failed` (logged), or `nothing_to_merge`."""
     run = MergeRun(user=user, job=job, extra=dict(audit))
-    plan = merge_plan(catalog=catalog, source=source, target=onto.id, resolution=resolution, in_worker=True)
-    diff = dataclasses.replace(plan.diff, target=target)  # named by the branch it will move
+    planned = merge_plan(catalog=catalog, source=source, target=onto.id, resolution=resolution, in_worker=True)
+    diff = dataclasses.replace(planned.diff, target=target)  # named by the branch it will move
     if not diff.mergeable:
         raise run.refused(diff)
     if diff.up_to_date:
         raise ConflictError("nothing_to_merge", f"{source!r} has nothing to merge into {target!r}.")
-    writer = run.writer(diff, plan.key_runs)
+    writer = run.writer(diff, planned.key_runs)
     result = _checked(run, diff, writer, checks_guarding(catalog=catalog, branch=target), override=None)
     return run.prepared(diff, writer, result, checkpoint=False).merge

@@ -141,7 +141,7 @@ def commits_pick(
 
 
 @dataclass(frozen=True)
-class _Planned:
+class _PickPrepared:
     """One commit of a range on its way through the merge pipeline: its diff and run, and its result committed
     where no branch points with its plan logged (None if up to date)."""
 
@@ -150,7 +150,7 @@ class _Planned:
     prepared: Prepared | None
 
 
-def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolution) -> list[_Planned]:
+def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolution) -> list[_PickPrepared]:
     """Plan, prepare and commit each commit of the range on the result of the one before, outside the commit lock,
     each result's plan logged. A conflict refuses the lot (logged, 409 `merge_conflict`)."""
     head = ref_resolve(catalog=catalog, ref=branch).commit
@@ -164,18 +164,19 @@ def _picks_planned(catalog: Catalog, *, kind, branch, commits, user, job, resolu
             source_chain=commit_chain(source_head), target_chain=commit_chain(head), resolution=resolution,
             explicit=explicit,
         )  # fmt: skip
-        plan = keys_compared(diff)
-        if not plan.diff.mergeable:
-            raise run.refused(plan.diff, log={"range": commits})
-        writer, prepared = run.writer(plan.diff, plan.key_runs), None
+        compared = keys_compared(diff)
+        diff = compared.diff
+        if not diff.mergeable:
+            raise run.refused(diff, log={"range": commits})
+        writer, prepared = run.writer(diff, compared.key_runs), None
         if writer is not None:
-            head = run.result(plan.diff, writer, parent=head)
-            prepared = run.prepared(plan.diff, writer, head, checkpoint=False)
-        planned.append(_Planned(plan.diff, run, prepared))
+            head = run.result(diff, writer, parent=head)
+            prepared = run.prepared(diff, writer, head, checkpoint=False)
+        planned.append(_PickPrepared(diff, run, prepared))
     return planned
 
 
-def _picks_published(catalog: Catalog, planned: list[_Planned], *, branch, job) -> list[Merge]:
+def _picks_published(catalog: Catalog, planned: list[_PickPrepared], *, branch, job) -> list[Merge]:
     """Under the commit lock: move the branch along the planned results, each published as any merge is
     (`MergeRun.publish`), and log the picks that were up to date; `MergeMoved` (nothing changed) if the branch is no
     longer at the head the range was planned on. Each publish is fenced by the job's claim; the job's one commit is
