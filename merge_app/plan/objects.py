@@ -146,9 +146,9 @@ class PlanInputs:
     target_children: Mapping[uuid.UUID, list[tuple[uuid.UUID, str]]]  # databases the source dropped: target's
     segment_stats: Mapping[str, dict]  # column statistics of the segments either side wrote (NOT NULL checks)
     reverting: bool = False  # the source's operations undo a commit's (a revert)
-    # tables the source changed that the target holds as the base has them: its first-parent chain since the base
-    # leads back to the base and touched them not (`selectors.diff._target_is_base_plus`), or its definition and
-    # live files are the base's (`selectors.diff._held_as_at_base`)
+    # tables the source changed that the target holds as the base has them (`operations.target_unchanged`): its
+    # first-parent chain since the base leads back to the base and touched them not, or its definition and live
+    # files are the base's (`operations.held_as_at_base`)
     target_unchanged: frozenset[uuid.UUID] = frozenset()
     # per object: the identity (`Op.identity`) of every operation the source's first-parent chain since the base holds
     source_held: Mapping[uuid.UUID, frozenset[tuple[str, int]]] = field(default_factory=dict)

@@ -1,12 +1,15 @@
 """Which operations count as a side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays),
 decided on plain values: no ORM, no Spark. `merge_app/selectors/diff.py` reads the operations recorded on a side's
-first-parent chain, in commit order, for `side_changes`; and drops those the other side holds with `not_held`.
+first-parent chain, in commit order, for `side_changes`; and drops those the other side holds with `not_held`. Which
+tables a merge takes the source's version of, as the target holds them as the base has them, is decided here too
+(`target_unchanged`, on the tables the selector compared with the base: `compared_with_base`, `held_as_at_base`).
 """
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from merge_app.plan.objects import TABLE
 from merge_app.plan.rules import Op
 
 RESOLVE = "resolve"  # what a merge recorded of its choices: `held`, `superseded`, `declined`
@@ -67,3 +70,48 @@ def held_by_object(held: set[Identity], object_ids: set[uuid.UUID]) -> dict[uuid
         if object_id in object_ids:
             by_object.setdefault(object_id, set()).add((commit, position))
     return {object_id: frozenset(ids) for object_id, ids in by_object.items()}
+
+
+def compared_with_base(
+    source_changed: set[uuid.UUID], target_operations: dict[uuid.UUID, list[Op]], target_touched: set[uuid.UUID]
+) -> set[uuid.UUID]:
+    """The tables whose target state a merge compares with the base's (`held_as_at_base`): those the source changed
+    that the target overwrote since the base (a restore is one). Without an overwrite the target's operations replay
+    to the same rows, and the files of a table both sides appended to are not read (the table's size does not count,
+    only the change)."""
+    overwrote = {t for t, ops in target_operations.items() if any(op.op == "overwrite" for op in ops)}
+    return source_changed & target_touched & overwrote
+
+
+def held_as_at_base(
+    table_ids: set[uuid.UUID],
+    versions: Mapping[str, Mapping[uuid.UUID, Any]],
+    files: Mapping[str, Mapping[uuid.UUID, frozenset[str]]],
+) -> set[uuid.UUID]:
+    """Of these tables without a key (`compared_with_base`), those the target holds as the base has them: the same
+    definition (name, database, state) and the same live files, segments and delete files alike, whatever the
+    target's commits since the base did to them in between (docs/merge-semantics.md#which-changes-a-merge-replays).
+    `versions`: side -> table id -> its version; `files`: "base" and "target" -> table id -> its live files' ids (a
+    table with none may be left out)."""
+    same = set()
+    for table_id in table_ids:
+        base, dest = versions["base"].get(table_id), versions["target"].get(table_id)
+        if base is None or dest is None or base.kind != TABLE or base.state.get("primary_key"):
+            continue
+        defined = (dest.name, dest.parent_id, dest.state) == (base.name, base.parent_id, base.state)
+        held = files["base"].get(table_id, frozenset()) == files["target"].get(table_id, frozenset())
+        if defined and held and not base.dropped and not dest.dropped:
+            same.add(table_id)
+    return same
+
+
+def target_unchanged(
+    *, from_base: bool, source_changed: set[uuid.UUID], target_touched: set[uuid.UUID], held: set[uuid.UUID]
+) -> set[uuid.UUID]:
+    """The tables the source changed whose source version the merge takes, as the target holds them as the base
+    has them (the three-way merge of a side that did not change; docs/merge-semantics.md#merges-converge): where the
+    target's first-parent chain since the base leads back to the base itself (`from_base`), those no operation on it
+    touched; and those held as at the base by state (`held`, `held_as_at_base`: a target that overwrote the table and
+    took the base's files back)."""
+    untouched = source_changed - target_touched if from_base else set()
+    return untouched | (held & source_changed)

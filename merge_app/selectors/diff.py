@@ -51,7 +51,14 @@ from merge_app.plan.objects import (
     resolution_check,
     segments_written,
 )
-from merge_app.plan.operations import held_by_object, not_held, side_changes
+from merge_app.plan.operations import (
+    compared_with_base,
+    held_as_at_base,
+    held_by_object,
+    not_held,
+    side_changes,
+    target_unchanged,
+)
 from merge_app.plan.records import MERGE, REVERT
 from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.plan.undo import undo_operations
@@ -325,31 +332,26 @@ def merge_diff_of(
     if explicit is None or explicit.kind != REVERT:
         in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
         src_ops, dest_ops = not_held(src_ops, dest_held | in_base), not_held(dest_ops, src_held | in_base)
-    # A table without a key the source changed and the target holds as the base has it: the merge takes the
-    # source's version (the three-way merge of a side that did not change; after A merged into B, B merged back
-    # into A leaves A as B, whatever B's merge declined: docs/merge-semantics.md#merges-converge).
-    # A table only a merge on the source's chain touched, declining changes, counts: its state is that decision.
-    unchanged, carried = set(), set()
-    if _target_is_base_plus(graph, target_head.id, sides.target, base.id):
-        unchanged = (set(src_ops) | src_touched) - dest_touched
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
     object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
     decoded: dict[str, Any] = {}  # object states by their JSON text
     versions = {side: _versions(chain, object_ids, decoded) for side, chain in chains.items()}
     keyed_changes = plan_objects.keyed_changes(_keyed_files(versions, files))
-    # Told by state too, as a primary-key table's rows are: a target whose commits since the base changed the table
-    # and changed it back (an overwrite, then the base's files taken back by a merge) holds it as the base has it.
-    # Only for a merge: a cherry-pick or a revert applies its commit's operations, and one the target holds (picked,
-    # then restored to before it) is up to date, not its table taken again.
-    # Asked only where the target overwrote the table since the base (a restore is one): without an overwrite its
-    # operations replay to the same rows, and the base's and the target's files of a table both sides appended to
-    # are not read (the table's size does not count, only the change).
-    if explicit is None:
-        overwrote = {t for t, ops in dest_ops.items() if any(op.op == "overwrite" for op in ops)}
-        unchanged |= _held_as_at_base(versions, files, (set(src_ops) | src_touched) & dest_touched & overwrote)
+    # The tables whose source version the merge takes, as the target holds them as the base has them (the plan's
+    # `target_unchanged`; a table only a merge on the source's chain touched, declining changes, counts: its state is
+    # that decision): by the target's chain, and by state, as a primary-key table's rows are told, for a merge only
+    # (a cherry-pick or a revert applies its commit's operations, and one the target holds, picked, then restored to
+    # before it, is up to date, not its table taken again): the files of the tables the plan names are read.
+    source_changed = set(src_ops) | src_touched
+    compared = compared_with_base(source_changed, dest_ops, dest_touched) if explicit is None else set()
+    unchanged = target_unchanged(
+        from_base=_target_is_base_plus(graph, target_head.id, sides.target, base.id), source_changed=source_changed,
+        target_touched=dest_touched, held=held_as_at_base(compared, versions, _file_ids(files, compared)),
+    )  # fmt: skip
     # Taking the source's version, the target holds what that version holds (a later pick of one of those
     # operations finds it held, as the rows are).
+    carried = set()
     if unchanged and (explicit is None or explicit.kind != REVERT):
         carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id, unchanged)
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
@@ -434,26 +436,12 @@ def _target_is_base_plus(graph: CommitGraph, head: str, commits: list[str], base
     return (graph.node(chain[0]).parent if chain else head) == base
 
 
-def _held_as_at_base(versions: dict, files: FilesRead, table_ids: set[uuid.UUID]) -> set[uuid.UUID]:
-    """Of these tables without a key, those the target holds as the base has them: the same definition (name,
-    database, state) and the same live files, segments and delete files alike, whatever the target's commits since
-    the base did to them in between (docs/merge-semantics.md#which-changes-a-merge-replays)."""
-    same = []
-    for table_id in table_ids:
-        base, dest = versions["base"].get(table_id), versions["target"].get(table_id)
-        if base is None or dest is None or base.kind != ObjectKind.TABLE or base.state.get("primary_key"):
-            continue
-        defined = (dest.name, dest.parent_id, dest.state) == (base.name, base.parent_id, base.state)
-        if defined and not base.dropped and not dest.dropped:
-            same.append(table_id)
-    if not same:
-        return set()
-    live = {side: files.of(side, same) for side in ("base", "target")}
-    return {t for t in same if _file_ids(live["base"].get(t)) == _file_ids(live["target"].get(t))}
-
-
-def _file_ids(files: TableFiles | None) -> set[str]:
-    return set((files or NO_FILES).by_id())
+def _file_ids(files: FilesRead, table_ids: set[uuid.UUID]) -> dict[str, dict[uuid.UUID, frozenset[str]]]:
+    """The ids of these tables' live files (segments and delete files) on the base and the target."""
+    if not table_ids:
+        return {"base": {}, "target": {}}
+    live = {side: files.of(side, table_ids) for side in ("base", "target")}
+    return {side: {t: frozenset(found.by_id()) for t, found in tables.items()} for side, tables in live.items()}
 
 
 def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], base: str) -> set[tuple]:

@@ -176,7 +176,7 @@ def test_the_plan_of_a_merge_holds_each_objects_writes_and_records_of_its_kind()
 
 def test_a_table_the_target_changed_and_holds_as_the_base_has_it_again_takes_the_sources_version():
     """Unkeyed model seed 176: the target overwrote the table (a restore that took out segment s1) and took the base's
-    files back by a merge, so the diff finds its definition and live files the base's (`_held_as_at_base`). Its
+    files back by a merge, so the diff finds its definition and live files the base's (`plan.operations.held_as_at_base`). Its
     operations since the base changed nothing: the source's delete in s1 is not set against its overwrite (A5
     discarded it, and the row stayed); the merge takes the source's version."""
     restore = op("target", "overwrite", segments_removed=["s1"], segments_kept=["s2"], restore=True)

@@ -2,8 +2,16 @@
 on plain values: no database, no Spark."""
 
 import uuid
+from dataclasses import dataclass, field
 
-from merge_app.plan.operations import held_by_object, not_held, side_changes
+from merge_app.plan.operations import (
+    compared_with_base,
+    held_as_at_base,
+    held_by_object,
+    not_held,
+    side_changes,
+    target_unchanged,
+)
 from merge_app.plan.rules import Op
 
 pytestmark = []  # no database
@@ -35,3 +43,43 @@ def test_what_the_other_side_holds_is_no_change_of_either():
     ops = {T: [Op("c1", 0, "insert", {}), Op("c2", 0, "delete", {})], K: [Op("c3", 0, "insert", {})]}
     assert not_held(ops, {("c1", 0, T), ("c3", 0, K)}) == {T: [Op("c2", 0, "delete", {})]}
     assert held_by_object({("c1", 0, T), ("c2", 1, T), ("c3", 0, K)}, {T}) == {T: frozenset({("c1", 0), ("c2", 1)})}
+
+
+@dataclass(frozen=True)
+class V:
+    """A table's version as the selector reads it (`objects.Version`'s fields the comparison looks at)."""
+
+    name: str = "t"
+    parent_id: str = "db"
+    state: dict = field(default_factory=lambda: {"columns": ["a"]})
+    kind: str = "table"
+    dropped: bool = False
+
+
+def test_a_table_the_target_overwrote_is_compared_with_the_base_only_if_the_source_changed_it():
+    """Only a target overwrite can have taken the base's files back; the files of other tables are not read."""
+    target = {T: [Op("c1", 0, "overwrite", {})], K: [Op("c2", 0, "insert", {})]}
+    assert compared_with_base({T, K}, target, {T, K}) == {T}
+    assert compared_with_base({K}, target, {T, K}) == set()
+
+
+def test_a_table_held_as_at_base_has_the_bases_definition_and_files():
+    """Unkeyed model seed 176: the target overwrote the table, then took the base's files back by a merge. A table
+    without files on either side compares as held; another definition, other files, a key or a drop do not."""
+    ids = [uuid.uuid4() for _ in range(6)]
+    same, other_files, renamed, keyed, dropped, empty = ids
+    base = {i: V() for i in ids} | {keyed: V(state={"primary_key": ["a"]})}
+    target = {i: V() for i in ids} | {renamed: V(name="t2"), keyed: V(state={"primary_key": ["a"]}),
+                                      dropped: V(dropped=True)}  # fmt: skip
+    files = {
+        "base": {i: frozenset({"s1", "d1"}) for i in ids if i != empty},
+        "target": {i: frozenset({"s1", "d1"}) for i in ids if i != empty} | {other_files: frozenset({"s1"})},
+    }
+    assert held_as_at_base(set(ids), {"base": base, "target": target}, files) == {same, empty}
+
+
+def test_the_merge_takes_the_sources_version_of_a_table_the_target_holds_as_the_base_has_it():
+    """By the target's chain (it leads back to the base: a table it touched not) or by state (`held`)."""
+    assert target_unchanged(from_base=True, source_changed={T, K}, target_touched={K}, held=set()) == {T}
+    assert target_unchanged(from_base=False, source_changed={T, K}, target_touched={K}, held=set()) == set()
+    assert target_unchanged(from_base=False, source_changed={T}, target_touched={T, K}, held={T, K}) == {T}
