@@ -976,3 +976,31 @@ def test_a_source_delete_of_a_row_the_target_took_back_after_its_overwrite_merge
     run.delete("main", 24)
     assert run.merge("main", "b3")  # checked against the model
     assert table(spark, run.catalog, "b3") == expect(1)
+
+
+def test_a_source_overwrite_of_segments_it_took_back_with_other_deletes_brings_no_row_back(spark):
+    """Found by the model (keyless seed 2 with resets, merge-on-read): `main` overwrote the table, then took `b2`'s
+    version of it (`b2` had kept its own against that overwrite), which holds the first segment again with `b2`'s
+    delete files, not the base's; those came before the base, so no operation since it adds them. Merging `main`
+    into `b1` replayed the overwrite: the base's delete files went with the segment it replaced, but the segment
+    stayed (both sides hold it), and rows 1 and 2, deleted and updated long before, came back. Of a segment the
+    source holds again, the merge keeps the rows both sides still have: both sides' delete files."""
+    run = Scripted(spark, mode="merge-on-read")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2, 3)
+    run.branch("b2", "main")
+    run.delete("b2", 1)
+    run.update("b2", 2)
+    run.update("main", 2)
+    assert not run.merge("b2", "main")  # both updated row 2
+    assert run.merge("b2", "main", target_wins=True)  # main keeps its table: b2's delete and update declined
+    run.delete("main", 1)
+    run.branch("b1", "main")  # the base: the segment of rows 1-3 with main's delete files
+    run.load("main", "full_refresh", 10)
+    run.load("b2", "append_only", 20)
+    assert not run.merge("main", "b2")  # main's update and delete since, against b2's insert (4.3)
+    assert run.merge("main", "b2", target_wins=True)
+    assert run.merge("b2", "main")  # main changed nothing since: it takes b2's table, the segment with b2's deletes
+    assert table(spark, run.catalog, "main") == expect(2, 3, 20, _2=21)
+    run.delete("b1", 3)
+    assert run.merge("main", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == expect(20)
