@@ -344,10 +344,11 @@ def merge_diff_of(
     # (a cherry-pick or a revert applies its commit's operations, and one the target holds, picked, then restored to
     # before it, is up to date, not its table taken again): the files of the tables the plan names are read.
     source_changed = set(src_ops) | src_touched
-    compared = compared_with_base(source_changed, dest_ops, dest_touched) if explicit is None else set()
+    with_base = compared_with_base(source_changed, dest_ops, dest_touched) if explicit is None else set()
+    held = held_as_at_base(with_base, versions, _file_ids(files, with_base))
     unchanged = target_unchanged(
         from_base=_target_is_base_plus(graph, target_head.id, sides.target, base.id), source_changed=source_changed,
-        target_touched=dest_touched, held=held_as_at_base(compared, versions, _file_ids(files, compared)),
+        target_touched=dest_touched, held=held,
     )  # fmt: skip
     # Taking the source's version, the target holds what that version holds (a later pick of one of those
     # operations finds it held, as the rows are).
