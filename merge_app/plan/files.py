@@ -114,8 +114,9 @@ def file_plan(
         for found in puts_back(op, base=base, source=source, target=target)
         if str(found.segment.id) not in not_taken | restored
     ]  # fmt: skip
-    # A segment both sides hold that a replayed source overwrite replaced: the source holds it again, since (a
-    # merge took it back with another side's version of the table, which no operation since the base records). Its
+    # A segment both sides hold that a replayed source overwrite replaced: the source holds it again since the
+    # overwrite (a merge took it back with another side's version of the table, which no operation since the base
+    # records). Its
     # rows there are the source's rows after the overwrite, and the target keeps those of them it holds too, as it
     # keeps any other rows both sides have: the segment with both sides' delete files. Without the source's, rows
     # the source had deleted stayed; and the base's delete files, which the overwrite took out with the segment, went
