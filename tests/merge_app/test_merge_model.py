@@ -325,6 +325,14 @@ class Model:
         if not src_ops:  # the target holds every operation but not the head: a merge commit that changes nothing
             outcome = "maybe" if MAYBE in verdicts else "merged"
             return outcome, MCommit(number, dest, merge_parent, dict(dest.rows), instead=instead)
+        if merge_parent is None:
+            # A cherry-pick's base is the picked commit's parent, which the target's history need not hold: a source
+            # delete or update of rows of that base the target holds in no version is refused by file (R*: the
+            # target lacks their segment), as a three-way merge sets it against the target's delete of them, or
+            # replayed where the target holds the segment (seed 201: `b3` updated rows its overwrite wrote, and the
+            # update was picked onto `b1`, which never had them; the model replayed it and added the new versions).
+            lacked = {rid % 10**6 for rid in base.rows} - {rid % 10**6 for rid in dest.rows}
+            verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL and {r % 10**6 for r in op.rids} & lacked]
         # The rows a common row of two positional operations must be one of to be a certain conflict: those the base
         # or either side holds a version of (seed 84: an overwrite in the base replaced it on both lines); after a
         # later source overwrite, those the source holds (seed 103: the overwrite replaces the target's version too),
