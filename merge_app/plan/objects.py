@@ -574,12 +574,11 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
     lineage, kept, mixed = set(source_files) - restored, set(), []
     for op in obj.target_operations:
         if op.op in rules.REWRITES and op.removed & lineage:
-            # Of a delete that rewrote several segments, only the rewrites of those the source has (`segments_from`;
-            # unkeyed model seed 193: `b3` deleted a row of a segment the source has and one of a segment its
-            # overwrite replaced, in one delete, and the second rewrite's rows stayed).
-            origins = op.details.get("segments_from", {})
-            added = op.details.get("segments_added", [])
-            written = {new for new in added if new not in origins or origins[new] in lineage}
+            # Of a delete that rewrote several segments, only the rewrites of those the source has (by the segments
+            # each came from, `rules.segment_origins`; unkeyed model seed 193: `b3` deleted a row of a segment the
+            # source has and one of a segment its overwrite replaced, in one delete, and the second rewrite's rows
+            # stayed).
+            written = {new for new, came in rules.segment_origins([op]).items() if came & lineage}
             if op.op == "delete":
                 kept |= written
                 lineage |= written
