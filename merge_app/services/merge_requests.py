@@ -15,7 +15,7 @@ run with the plan's heads as `expected_heads`, so a branch that moves after the 
 """
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -268,15 +268,21 @@ def _close_as_merged(merge_request: MergeRequest, commit_id: str) -> MergeReques
     return locked
 
 
+def _asked_at(merge: Merge) -> datetime:
+    """When a plan was asked for: its job's creation (the request's resolutions and heads then), not when the dry
+    run began, which a job asked for later may do first."""
+    return merge.job.created_at if merge.job_id is not None else merge.created_at
+
+
 @transaction.atomic
 def merge_request_plan_store(*, merge_request_id: int, merge: Merge, resolution: dict[str, Any]) -> MergeRequest:
-    """Record a dry run's plan on the request, unless a newer plan is already there (plan jobs may finish out of
-    order) or it is this very plan (the job delivered again)."""
+    """Record a dry run's plan on the request, unless the plan there was asked for later (plan jobs run side by side
+    and may start and finish in any order) or it is this very plan (the job delivered again)."""
     merge_request = (
-        MergeRequest.objects.select_for_update(of=("self",)).select_related("plan_merge").get(id=merge_request_id)
+        MergeRequest.objects.select_for_update(of=("self",)).select_related("plan_merge__job").get(id=merge_request_id)
     )
     current = merge_request.plan_merge
-    if current is not None and (current.id == merge.id or current.created_at > merge.created_at):
+    if current is not None and (current.id == merge.id or _asked_at(current) > _asked_at(merge)):
         return merge_request
     plan = report_plan(merge.report)
     plan["merge"], plan["resolution"] = str(merge.id), resolution

@@ -395,6 +395,34 @@ def test_a_failed_plan_is_asked_for_again_by_the_upkeep_never_by_a_read(team):
     assert str(MergeRequest.objects.get().plan_job_id) != second
 
 
+def test_a_plan_asked_for_earlier_never_replaces_one_asked_for_later(team):
+    """Two choices saved in a row ask for two plans, which the workers run side by side: the first may finish last.
+    Its plan (of the resolutions before the second choice) must not replace the second's, or the request shows a plan
+    of old resolutions with no job left to plan the new ones (it waited for a plan that never came)."""
+    from merge_app.job_specs import MergeRequestPlanSpec
+    from merge_app.services.merge_requests import merge_request_plan_store
+    from merge_app.services.merges import branch_merge
+
+    people, clients = team
+    catalog = lake(people, protect=None)
+    open_request(clients["bob"], catalog)
+    planned(clients["bob"], catalog, 1)
+    request = MergeRequest.objects.get()
+    choices = [{}, {"tables": {"sales.orders": "source_wins"}}]
+    earlier, later = (
+        Job.objects.create(kind=MergeRequestPlanSpec.KIND, params=MergeRequestPlanSpec(
+            catalog_id=str(catalog.id), merge_request_id=request.id, resolution=choice).to_params())
+        for choice in choices
+    )  # fmt: skip
+    made = {}
+    for job, choice in ((later, choices[1]), (earlier, choices[0])):  # the later job finishes first
+        made[job.id] = branch_merge(catalog=catalog, source="dev", target="main", dry_run=True, job=job,
+                                    resolution=choice)  # fmt: skip
+        merge_request_plan_store(merge_request_id=request.id, merge=made[job.id], resolution=choice)
+    stored = MergeRequest.objects.get()
+    assert (stored.plan_merge_id, stored.plan["resolution"]) == (made[later.id].id, choices[1])
+
+
 def test_a_moved_branch_is_planned_again_without_a_read_and_its_key_comparison_is_stored(spark, team):
     """Issue 40: the key comparison of a request's heads is made when a head moves (the workers' upkeep plans the
     request again), not when a page first asks: after a commit on the source, nobody reads the request, and the
