@@ -372,8 +372,8 @@ class Model:
         for d in dest_ops:
             if d.kind == "overwrite":
                 holds = {row.rid for row in d.rows} if d.restore else set()
-        applied, partial, undone = [], False, set()
-        for op in src_ops:
+        applied, partial, undone, superseded = [], False, set(), set()
+        for i, op in enumerate(src_ops):
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
                 # those the target holds (they reached it after the overwrite, by a later merge: seed 57) are
@@ -381,6 +381,10 @@ class Model:
                 partial = partial or kept != op.rids
                 undone |= op.rids - kept
                 if not kept:
+                    # What it wrote a later source overwrite replaced anyway: LakeUI finds no file of it to discard
+                    # and may replay it, changing no row, so the merge may hold it (seed 203: a later pick of it
+                    # is up to date there, refused as against the target's overwrite here).
+                    superseded |= {op.uid} if replaced[i] else set()
                     continue
                 op = MOp(op.uid, op.commit, op.kind, rids=frozenset(kept), step=op.step)
             if op.kind == "insert" and any(row.rid in holds for row in op.rows):
@@ -398,7 +402,8 @@ class Model:
         unsure = {
             op.uid for op in applied if op.uid in src_unsure or (op.kind == "compaction" and (dest_ops or declined))
         }
-        commit = MCommit(number, dest, merge_parent, rows, applied, partial, unsure=frozenset(unsure), instead=instead)
+        commit = MCommit(number, dest, merge_parent, rows, applied, partial, held=frozenset(superseded),
+                         unsure=frozenset(unsure | superseded), instead=instead)  # fmt: skip
         return ("maybe" if MAYBE in verdicts else "merged"), commit
 
     def pick(self, commit: MCommit, target: str) -> tuple[str, dict[int, Row] | None]:
