@@ -269,8 +269,8 @@ def _close_as_merged(merge_request: MergeRequest, commit_id: str) -> MergeReques
 
 
 def _asked_at(merge: Merge) -> datetime:
-    """When a plan was asked for: its job's creation (the request's resolutions and heads then), not when the dry
-    run began, which a job asked for later may do first."""
+    """When a plan was asked for: its job's creation (the request's resolutions and heads then), not when its dry
+    run was recorded (at its end), which a job asked for later may do first."""
     return merge.job.created_at if merge.job_id is not None else merge.created_at
 
 

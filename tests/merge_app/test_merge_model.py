@@ -98,7 +98,9 @@ class MCommit:
     rows: dict[int, Row]
     ops: list[MOp] = field(default_factory=list)  # a plain commit's operations; a merge's, those it replayed
     partial: bool = False  # a merge that replayed less than the source's changes (target_wins, A4/A5 discards)
-    held: frozenset[int] = frozenset()  # a merge that took the source's rows: the operations those rows carry
+    # A merge that took the source's rows: the operations those rows carry; or, in one that replayed, the operations
+    # it discarded whose files a later source overwrite had replaced anyway (LakeUI may replay them: seed 203).
+    held: frozenset[int] = frozenset()
     # Of its operations (and `held`), the compactions LakeUI may have dropped (C*) rather than replayed: they change
     # no row, so the model cannot tell, and the target may or may not hold them afterwards (seed 94).
     unsure: frozenset[int] = frozenset()
