@@ -1004,3 +1004,23 @@ def test_model_a_target_that_holds_the_base_rows_again_may_take_the_sources_rows
     model.commit("b3", "overwrite", rows=tuple(base.rows.values()), restore=True)
     model.commit("main", "update", rids=frozenset({1}), step=9)
     assert model.merge("main", "b3") == ("maybe", {9000001: Row(9000001, 1, 11)})
+
+
+def test_model_a_discarded_update_a_later_source_overwrite_replaced_may_be_held():
+    """Seed 203 (294 steps, merge-on-read) cut down: b1 updates row 1, then overwrites the table; main overwrites it
+    too; b1 is merged into main. A4/A5 discards the update against main's overwrite, but LakeUI finds no file of it
+    to discard (b1's own overwrite replaced them) and replays it, changing no row: the merge may hold it. A later pick
+    of the update onto main is then up to date in LakeUI, or refused as the update against main's overwrite."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["main"]
+    model.commit("b1", "update", rids=frozenset({1}), step=3)
+    updated = model.heads["b1"]
+    model.commit("b1", "overwrite", rows=(Row(5, 5, 50),))
+    model.commit("main", "overwrite", rows=(Row(6, 6, 60),))
+    outcome, rows = model.merge("b1", "main")
+    assert outcome in ("merged", "maybe") and rows == {5: Row(5, 5, 50)}
+    [update] = updated.ops
+    assert update.uid in model.heads["main"].held and update.uid in model.heads["main"].unsure
+    assert model.pick(updated, "main")[0] == "held_maybe"
