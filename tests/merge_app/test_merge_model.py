@@ -386,7 +386,8 @@ class Model:
                     # What it wrote a later source overwrite replaced anyway: LakeUI finds no file of it to discard
                     # and may replay it, changing no row, so the merge may hold it (seed 203: a later pick of it
                     # is up to date there, refused as against the target's overwrite here).
-                    superseded |= {op.uid} if replaced[i] else set()
+                    if replaced[i]:
+                        superseded.add(op.uid)
                     continue
                 op = MOp(op.uid, op.commit, op.kind, rids=frozenset(kept), step=op.step)
             if op.kind == "insert" and any(row.rid in holds for row in op.rows):
