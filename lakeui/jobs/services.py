@@ -282,11 +282,10 @@ def _claim(*, job_id: str, worker: str) -> _Claim | None:
     return _Claim(job_id=job_id, token=token)
 
 
-def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = None) -> JobOutcome:
-    """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction, with the
-    task's soft time limit if it has one: an error raised once that has passed is the limit striking (py4j turns
+def job_execute(*, job_id: str, worker: str, limit_struck: Callable[[], bool] = lambda: False) -> JobOutcome:
+    """Run the job if this delivery can claim it. Called by the Celery task, never inside a transaction, with
+    whether the task's soft time limit has struck: an error raised once it has is the limit striking (py4j turns
     the SoftTimeLimitExceeded raised inside a call into the JVM into an error of its own)."""
-    started = time.monotonic()
     claim = _claim(job_id=job_id, worker=worker)
     if claim is None:
         job = Job.objects.filter(id=job_id).first()
@@ -321,8 +320,7 @@ def job_execute(*, job_id: str, worker: str, soft_time_limit: float | None = Non
     except SoftTimeLimitExceeded:
         claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT, error_status=504)
     except Exception as exc:
-        timed_out = soft_time_limit is not None and time.monotonic() - started >= soft_time_limit
-        if timed_out or _caused_by(exc, SoftTimeLimitExceeded):  # struck inside a library that wrapped it (py4j)
+        if limit_struck() or _caused_by(exc, SoftTimeLimitExceeded):  # struck inside a library that wrapped it (py4j)
             logger.warning("Job %s (%s) stopped at its time limit", job_id, job.kind, exc_info=True)
             claim.finish(Job.Status.FAILED, error_code="time_limit", error_message=MESSAGE_TIME_LIMIT, error_status=504)
             return JobOutcome.RAN

@@ -2,11 +2,14 @@
 
 import functools
 import logging
+import signal
+import threading
 import uuid
 from dataclasses import dataclass
 
 import billiard
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
@@ -27,11 +30,24 @@ logger = logging.getLogger(__name__)
 _DUPLICATE_RETRIES = settings.CELERY_TASK_TIME_LIMIT // max(1, settings.LAKEUI_JOB_STALE_AFTER) + 5
 
 
+# Set when the task's soft time limit strikes. Billiard raises SoftTimeLimitExceeded from its SIGUSR1 handler wherever
+# the task is; inside a call into the JVM, py4j turns it into an error of its own that names it nowhere (raised after
+# its handler, no cause), so the strike itself is remembered.
+_limit_struck = threading.Event()
+
+
+def _soft_limit_strike(signum: int, frame: object) -> None:
+    _limit_struck.set()
+    raise SoftTimeLimitExceeded()
+
+
 @shared_task(name=RUN_JOB_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=_DUPLICATE_RETRIES)
 def run_job(self, job_id: str) -> str:
-    _, soft_time_limit = self.request.timelimit or (None, None)
     worker = f"{self.request.hostname or 'worker'}/{RUN}"
-    outcome = job_execute(job_id=job_id, worker=worker, soft_time_limit=soft_time_limit)
+    _limit_struck.clear()
+    if threading.current_thread() is threading.main_thread():  # a pool process's task; billiard set its handler
+        signal.signal(signal.SIGUSR1, _soft_limit_strike)
+    outcome = job_execute(job_id=job_id, worker=worker, limit_struck=_limit_struck.is_set)
     if outcome is JobOutcome.BUSY:
         raise self.retry(countdown=settings.LAKEUI_JOB_STALE_AFTER)
     return outcome.value

@@ -1,9 +1,12 @@
 """Job kinds that exist only for the tests. The worker the suite starts loads this module (`--include`)."""
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
 
 from lakeui.errors import ApplicationError
 from lakeui.jobs.registry import Progress, job_kind, job_upkeep
@@ -39,6 +42,21 @@ def fail(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 @job_kind("test.crash")
 def crash(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {"value": 1 / params.get("divisor", 0)}
+
+
+@job_kind("test.limit_swallowed")
+def limit_swallowed(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Its soft time limit strikes (the signal billiard sends, at once) inside a call that answers with an error of
+    its own, raised after its handler and naming the limit nowhere: as py4j answers a call into the JVM."""
+    struck = False
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(5)
+    except SoftTimeLimitExceeded:
+        struck = True
+    if struck:
+        raise RuntimeError("An error occurred while calling o42.collectToPython")
+    return {"struck": False}
 
 
 @job_kind("test.until_cancelled")

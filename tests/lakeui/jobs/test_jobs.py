@@ -54,6 +54,16 @@ def test_crashing_job_ends_failed_as_internal_error(celery_worker):
 
 
 @worker_db
+def test_an_error_raised_once_the_time_limit_struck_ends_the_job_time_limit(celery_worker):
+    """Also when it names the limit nowhere and comes long before the limit's seconds have passed since the job
+    began (py4j's answer to a call the limit interrupted; CI saw a stopped read fail `internal_error`)."""
+    job = wait_for_job(job_create(kind="test.limit_swallowed", params={}).id)
+    assert (job.status, job.error_code, job.error_status) == (Job.Status.FAILED, "time_limit", 504)
+    followed = wait_for_job(job_create(kind="test.echo", params={"x": 1}).id)  # the next job: no strike of its own
+    assert (followed.status, followed.result) == (Job.Status.SUCCEEDED, {"echo": {"x": 1}})
+
+
+@worker_db
 def test_job_whose_spark_work_throws_ends_failed_with_spark_s_first_line_only(celery_worker):
     job = wait_for_job(job_create(kind="test.spark", params={"sql": "SELECT assert_true(1 = 2, 'no way')"}).id, 180)
     assert job.status == Job.Status.FAILED
