@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from catalog_app.models import Catalog, Commit, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.refs import commit_get
@@ -79,6 +79,16 @@ def operation_rows(*, commit_ids: Iterable[str], object_ids: Iterable | None = N
     if object_ids is not None:
         rows = rows.filter(object_id__any=object_ids)
     return rows.values_list("commit_id", "position", "object_id", "op", "details")
+
+
+def operations_adding(*, object_id: uuid.UUID, segment_ids: Iterable[str], ops: Iterable[str]) -> QuerySet:
+    """The operations of these kinds on this object, on any line, that added any of these segments, as plain (commit
+    id, position, op, details) rows in no order, one query."""
+    added = Q()
+    for segment_id in segment_ids:
+        added |= Q(details__segments_added__contains=[segment_id])
+    rows = Operation.objects.filter(added, object_id=object_id, op__in=list(ops))
+    return rows.values_list("commit_id", "position", "op", "details")
 
 
 def commit_operation_rows(*, commit_id: str) -> QuerySet:

@@ -613,7 +613,7 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
                 )
             )  # fmt: skip
             continue
-        taken_back, older = overwrite_taken_back(obj, files["source"], files["target"])
+        taken_back, older = overwrite_taken_back(obj, files["source"], files["target"], files.get("origins", {}))
         if taken_back and older:
             obj.data_issues.append(
                 Verdict(
@@ -627,7 +627,10 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
 
 
 def overwrite_taken_back(
-    obj: ObjectDiff, source_files: Iterable[str], target_files: Mapping[str, str | None]
+    obj: ObjectDiff,
+    source_files: Mapping[str, str | None],
+    target_files: Mapping[str, str | None],
+    origins: Mapping[str, frozenset[str]],
 ) -> tuple[set[str], set[str]]:
     """The segments a replayed source overwrite removed that the source holds again (a later merge brought them
     back: rows the source still has), where the target holds them in no version; and the target's segments the
@@ -638,20 +641,27 @@ def overwrite_taken_back(
     segment's history from before the base, and whatever the target did since, be it a delete, an update by delete
     file or a change of the table's properties only (unkeyed model seed 95: `main` overwrote, took back by a merge
     the uncompacted segment of row 1, which `b1`'s line held compacted since before the base; by file the overwrite
-    took out `b1`'s compacted segment with row 1). A target that changed nothing since the base takes the source's
-    table instead (`ObjectDiff.target_unchanged`)."""
+    took out `b1`'s compacted segment with row 1). Also, as taken back, the segments that reached the source after
+    its overwrite by operations the base holds, which the target holds rewritten (`origins`: of the target's
+    segments the source lacks, the older segments whose rows each holds). A target that changed nothing since the
+    base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
     source = set(source_files)
     restored = set().union(*(op.restored for op in obj.source_operations))
     discarded = {pair.source for pair in obj.discarded}
-    removed = set().union(
-        *(
-            op.removed
-            for index, op in enumerate(obj.source_operations)
-            if op.op == "overwrite" and index not in discarded
-        )
-    )
+    overwrites = [
+        op for index, op in enumerate(obj.source_operations) if op.op == "overwrite" and index not in discarded
+    ]  # fmt: skip
+    removed = set().union(*(op.removed for op in overwrites))
     own = set().union(*(op.removed for op in obj.target_operations))
     taken_back = {fid for fid in removed & source if fid not in target_files and fid not in own and fid not in restored}
+    if overwrites:
+        # Or reached the source after the overwrite by an operation the base holds, and the target holds them
+        # rewritten, by an update or a compaction older than the base (`origins`; unkeyed model seed 205: `b1`
+        # overwrote, then merged `b2`, which replayed `b2`'s insert of rows 2 and 3; `main` held their segment
+        # rewritten by its update of row 3, and the overwrite took row 2 out with it).
+        rewritten = set().union(*origins.values())
+        brought = brought_after_overwrite(obj.source_operations, source_files, target_files)
+        taken_back |= {fid for fid in brought & rewritten if fid not in own and fid not in restored}
     kept, _ = rewrites_of_source_rows(obj, source)
     new = _new_rows_written(obj.target_operations)
     older = {
@@ -659,6 +669,18 @@ def overwrite_taken_back(
         if segment is None and fid not in source and fid not in kept and fid not in new
     }  # fmt: skip
     return taken_back, older
+
+
+def brought_after_overwrite(
+    operations: Sequence[Op], source_files: Mapping[str, str | None], target_files: Mapping[str, str | None]
+) -> set[str]:
+    """After a source overwrite, the segments the source holds that none of its operations since the base wrote
+    (a merge brought them by operations the base holds, after the overwrite or back from before it) and the target
+    lacks."""
+    if not any(op.op == "overwrite" for op in operations):
+        return set()
+    written = set().union(*(op.added for op in operations))
+    return {fid for fid, segment in source_files.items() if segment is None} - written - set(target_files)
 
 
 def _new_rows_written(operations: Sequence[Op]) -> set[str]:

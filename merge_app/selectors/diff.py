@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Prefetch
 
 from catalog_app.models import Catalog, Commit, ObjectKind
-from catalog_app.selectors.commits import commit_operation_rows, operation_rows
+from catalog_app.selectors.commits import commit_operation_rows, operation_rows, operations_adding
 from catalog_app.selectors.objects import (
     object_by_id,
     object_children,
@@ -535,7 +535,9 @@ def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[st
     """The source's and target's live files of each table whose source operations rewrote rows by position or
     overwrote it (whatever the target did since the base: the source may have taken back segments its overwrite
     removed, `plan.objects.overwrite_taken_back`): file id -> the segment a delete file deletes from (None for a
-    segment). A replayed overwrite's file plan reads both sides' files anyway."""
+    segment). A replayed overwrite's file plan reads both sides' files anyway. Where segments reached the source
+    after its overwrite by operations the base holds, also `origins`: of the target's segments the source lacks,
+    the older segments whose rows each holds."""
     wanted = [
         table_id for table_id, ops in src_ops.items()
         if any(op.op in rules.REWRITES or op.op == "overwrite" for op in ops)
@@ -543,11 +545,43 @@ def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[st
     if not wanted:
         return {}
     live = {side: files.of(side, wanted) for side in ("source", "target")}
-    return {
+    answer = {
         t: {side: {fid: f.segment_id and str(f.segment_id) for fid, f in live[side].get(t, NO_FILES).by_id().items()}
             for side in live}
         for t in wanted
     }  # fmt: skip
+    for t, sides in answer.items():
+        if plan_objects.brought_after_overwrite(src_ops[t], sides["source"], sides["target"]):
+            older = {fid for fid, segment in sides["target"].items() if segment is None and fid not in sides["source"]}
+            sides["origins"] = _rewrite_origins(t, older)
+    return answer
+
+
+def _rewrite_origins(table_id: uuid.UUID, segments: set[str]) -> dict[str, frozenset[str]]:
+    """The older segments whose rows each of these holds, followed back through the rewrites that wrote them on any
+    line (an update's, a copy-on-write delete's, a compaction's: `rules.segment_origins` of their operations)."""
+    parents: dict[str, frozenset[str]] = {}
+    asked, frontier = set(), set(segments)
+    while frontier:
+        asked |= frontier
+        for commit_id, position, op, details in operations_adding(
+            object_id=table_id, segment_ids=frontier, ops=rules.REWRITES
+        ):
+            for new, came in rules.segment_origins([Op(str(commit_id), position, op, details)]).items():
+                if new in frontier:
+                    parents[new] = parents.get(new, frozenset()) | came
+        frontier = set().union(*(parents.get(fid, ()) for fid in frontier)) - asked
+
+    def older(fid: str) -> frozenset[str]:
+        seen, todo = set(), [fid]
+        while todo:
+            for parent in parents.get(todo.pop(), ()):
+                if parent not in seen:
+                    seen.add(parent)
+                    todo.append(parent)
+        return frozenset(seen)
+
+    return {fid: older(fid) for fid in segments}
 
 
 def _dropped_children(versions: dict, object_ids: set, chains: dict[str, Chain]) -> dict[uuid.UUID, list]:

@@ -853,6 +853,36 @@ def test_a_source_restore_after_its_update_of_a_row_the_target_deleted_merges_as
     assert table(spark, run.catalog, "b1") == expect(1, 2)
 
 
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_source_overwrite_then_rows_a_merge_brought_back_that_the_target_rewrote_before_the_base(spark, mode):
+    """Found by the model (unkeyed seed 205, copy-on-write), the product's error: `b2` inserted rows 2 and 3 (one
+    segment, D), `main` took them and updated row 3, copy-on-write rewriting D into D' (row 2 and the new row 3);
+    `b2` declined that update (`target_wins`). `b1` overwrote the table and then merged `b2`, which replayed the
+    insert: `b1` holds D after its overwrite. Merging `b1` into `main`, the insert is no change since the base (the
+    base holds it), so nothing adds D, and the replayed overwrite took out `main`'s D', a rewrite older than the
+    base: row 2, which all three hold, was lost. Which of `main`'s rows `b1` still has cannot be told by file: R*,
+    which the model allows. Merge-on-read `main` holds D itself, with a delete file: the merge keeps row 2."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.load("b2", "append_only", 2, 3)
+    assert run.merge("b2", "main")
+    run.update("main", 3)
+    run.load("b2", "append_only", 4)
+    assert not run.merge("main", "b2")  # update x insert
+    assert run.merge("main", "b2", target_wins=True)
+    run.load("b1", "full_refresh", 9)
+    assert run.merge("b2", "b1")  # b1 holds rows 2 and 3 (D) after its overwrite
+    run.load("main", "append_only", 6)
+    if mode == "copy-on-write":
+        assert "the source took back segment(s)" in refusal(run, "b1", "main")
+        assert table(spark, run.catalog, "main") == sorted([*expect(1, 2, 6), (3, 31)])
+    else:
+        assert run.merge("b1", "main")  # checked against the model
+        assert (2, 20) in table(spark, run.catalog, "main")
+
+
 def taken_back_uncompacted(spark, mode: str, *, together: bool = False) -> Scripted:
     """Seed 95's history up to the merge base of `main` and `b1`: `b1` compacted the segments of rows 1 and 2;
     `main` overwrote the table and updated row 9, took the uncompacted segments back by taking `b2`'s table (which
