@@ -141,8 +141,9 @@ class PlanInputs:
     keyed_changes: Mapping[uuid.UUID, Mapping[str, bool]]  # primary-key tables: whether each side's files differ
     taken: Mapping[tuple, uuid.UUID]  # the target's live names the source's objects have: namespace -> id
     # Tables the source rewrote by position: each side's live files, file id -> the segment a delete file deletes
-    # from (None for a segment).
-    live_files: Mapping[uuid.UUID, Mapping[str, Mapping[str, str | None]]]
+    # from (None for a segment); where segments reached the source after its overwrite by operations the base holds,
+    # also `origins`, the target's segments' older ones (`overwrite_taken_back`).
+    live_files: Mapping[uuid.UUID, Mapping[str, Mapping[str, str | frozenset[str] | None]]]
     target_children: Mapping[uuid.UUID, list[tuple[uuid.UUID, str]]]  # databases the source dropped: target's
     segment_stats: Mapping[str, dict]  # column statistics of the segments either side wrote (NOT NULL checks)
     reverting: bool = False  # the source's operations undo a commit's (a revert)

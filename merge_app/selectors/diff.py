@@ -531,7 +531,7 @@ def _keyed_live(version: Version | None) -> bool:
     return version is not None and not version.dropped and bool(version.state.get("primary_key"))
 
 
-def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[str, dict[str, str | None]]]:
+def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[str, dict]]:
     """The source's and target's live files of each table whose source operations rewrote rows by position or
     overwrote it (whatever the target did since the base: the source may have taken back segments its overwrite
     removed, `plan.objects.overwrite_taken_back`): file id -> the segment a delete file deletes from (None for a

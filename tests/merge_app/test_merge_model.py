@@ -1037,3 +1037,19 @@ def test_model_a_discarded_update_a_later_source_overwrite_replaced_may_be_held(
     [update] = updated.ops
     assert update.uid in model.heads["main"].held and update.uid in model.heads["main"].unsure
     assert model.pick(updated, "main")[0] == "held_maybe"
+
+
+def test_model_an_update_discarded_against_a_target_restore_the_source_overwrote_since_keeps_no_row():
+    """Seed 210 (149 steps, copy-on-write) cut down: b1 updates row 1, then overwrites the table; main restores it
+    (to the base: row 1 as it was, among its own result). A4/A5 discards the update against the restore, but undone
+    it would not leave the row on b1, whose own later overwrite replaced it: the overwrite takes row 1 out of main,
+    as LakeUI's merge does (the model kept it)."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = base = model.heads["main"]
+    model.commit("main", "overwrite", rows=tuple(base.rows.values()), restore=True)
+    model.commit("b1", "update", rids=frozenset({1}), step=3)
+    model.commit("b1", "overwrite", rows=(Row(5, 5, 50),))
+    outcome, rows = model.merge("b1", "main")
+    assert outcome in ("merged", "maybe") and rows == {5: Row(5, 5, 50)}

@@ -305,3 +305,21 @@ def test_a_reverted_compaction_of_segments_the_target_never_had_is_a_conflict():
     obj = plan_one("table", [wrote, compaction, undo, append], op("target", "update"),
                    live={"source": source, "target": {"s1": None, "s2": None, "m1": None}})  # fmt: skip
     assert obj.conflicts == [] and obj.verdict == OK
+
+
+def test_rows_a_merge_brought_to_the_source_after_its_overwrite_the_target_holds_rewritten_are_a_conflict():
+    """Unkeyed model seed 205 (`test_histories.py` has it on real data): the source overwrote (n1) and a merge then
+    brought it segment D by an operation the base holds, which no source operation wrote; the target holds D
+    rewritten before the base, as D2 (an update's copy-on-write rewrite: `origins`, which the diff reads from the
+    rewrites' operations). The overwrite would take D2 out with rows the source still has: R*. A target segment made
+    from another, or no `origins`, is no such rewrite, and the overwrite replays."""
+    overwrite = op("source", "overwrite")
+    source = {"n1": None, "D": None}
+    obj = plan_one("table", overwrite, op("target", "insert"),
+                   live={"source": source, "target": {"D2": None, "m1": None}, "origins": {"D2": frozenset({"D"})}})  # fmt: skip
+    assert [(c.verdict, c.note) for c in obj.conflicts] == [(CONFLICT, "R*")], obj.conflicts
+    assert "the source took back segment(s) D after it" in obj.conflicts[0].reason
+    for origins in ({"D2": frozenset({"s2"})}, {}):
+        obj = plan_one("table", overwrite, op("target", "insert"),
+                       live={"source": source, "target": {"D2": None, "m1": None}, "origins": origins})  # fmt: skip
+        assert obj.conflicts == [] and obj.verdict == OK, obj.conflicts
