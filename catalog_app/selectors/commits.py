@@ -4,9 +4,9 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
-from catalog_app.models import Catalog, Commit, ObjectKind, ObjectVersion, Operation
+from catalog_app.models import Catalog, Commit, FileEntry, ObjectKind, ObjectVersion, Operation
 from catalog_app.selectors.refs import commit_get
 
 ROW_COUNTS = ("rows_inserted", "rows_updated", "rows_deleted")
@@ -82,12 +82,11 @@ def operation_rows(*, commit_ids: Iterable[str], object_ids: Iterable | None = N
 
 
 def operations_adding(*, object_id: uuid.UUID, segment_ids: Iterable[str], ops: Iterable[str]) -> QuerySet:
-    """The operations of these kinds on this object, on any line, that added any of these segments, as plain (commit
-    id, position, op, details) rows in no order, one query."""
-    added = Q()
-    for segment_id in segment_ids:
-        added |= Q(details__segments_added__contains=[segment_id])
-    rows = Operation.objects.filter(added, object_id=object_id, op__in=list(ops))
+    """The operations of these kinds on this object in the commits, on any line, that made any of these segments live
+    (their file entries, by the files' index), as plain (commit id, position, op, details) rows in no order, one
+    query. A commit's other operations come too: the caller reads which segments each one added."""
+    commits = FileEntry.objects.filter(file_id__any=list(segment_ids), removed=False).values("commit_id")
+    rows = Operation.objects.filter(commit_id__in=commits, object_id=object_id, op__in=list(ops))
     return rows.values_list("commit_id", "position", "op", "details")
 
 
