@@ -7,6 +7,7 @@ tables a merge takes the source's version of, as the target holds them as the ba
 
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from merge_app.plan.objects import TABLE
@@ -20,18 +21,17 @@ def side_changes(
     rows: Iterable[tuple[str, int, uuid.UUID, str, dict[str, Any]]], since: set[str]
 ) -> tuple[list[tuple[uuid.UUID, Op]], set[uuid.UUID], set[Identity]]:
     """A side's changes since the base, from the operations its head's first-parent chain recorded (`rows`: commit,
-    position, object id, kind, details, in commit order; `since`: the side's commits since the base): each
-    original operation once, as the side has it, first where it was first recorded. The side's state was built
-    along that chain, so it says what the side holds: its commits' own operations, and of each merge commit on it
-    the operations it made itself (key merges, deletes in mixed segments) and those it replayed, each under the
-    operation it came from (`merged_from`, `origin_position`). An operation a merge replayed whose origin the base
+    position, object id, kind, details, in commit order; `since`: the side's commits since the base): each original
+    operation once, as the side has it, first where it was first recorded (`Op.applied`: where it was last). The side's
+    state was built along that chain, so it says what the side holds: its commits' own operations, and of each merge
+    commit on it the operations it made itself (key merges, deletes in mixed segments) and those it replayed, each under
+    the operation it came from (`merged_from`, `origin_position`). An operation a merge replayed whose origin the base
     already holds is not a change since the base; one that no merge on the chain replayed (discarded, or settled by
-    `target_wins`) is not part of the side's state; what a merge's `source_wins` superseded on this side is no
-    change of it (the merge took the other side's version of those files instead, `rules.source_wins_scope`: that
-    side's change). Also returns every object an operation on the chain touched (a primary-key table among them is
-    compared by state, whatever the operations say) and the identity of every operation the chain holds (what a
-    merge that took the other side's version of a table `held` among them), so that one both sides hold,
-    cherry-picked, counts on neither."""
+    `target_wins`) is not part of the side's state; what a merge's `source_wins` superseded on this side is no change of
+    it (the merge took the other side's version of those files instead, `rules.source_wins_scope`: that side's change).
+    Also returns every object an operation on the chain touched (a primary-key table among them is compared by state,
+    whatever the operations say) and the identity of every operation the chain holds (what a merge that took the other
+    side's version of a table `held` among them), so that one both sides hold, cherry-picked, counts on neither."""
     rows = list(rows)
     superseded = {
         (commit, position, object_id)
@@ -39,8 +39,9 @@ def side_changes(
         for commit, position in details.get("superseded", [])
     }  # fmt: skip
     picked: dict[Identity, tuple[uuid.UUID, Op]] = {}
+    applied: dict[Identity, int] = {}  # where the chain last recorded each (`Op.applied`)
     held: set[Identity] = set()
-    for commit_id, position, object_id, kind, details in rows:
+    for index, (commit_id, position, object_id, kind, details) in enumerate(rows):
         if kind == RESOLVE:
             held |= {(commit, at, object_id) for commit, at in details.get("held", [])}
             continue
@@ -52,8 +53,10 @@ def side_changes(
         held.add((*op.identity, object_id))
         if origin in since and (origin, origin_position, object_id) not in superseded:
             picked.setdefault((origin, origin_position, object_id), (object_id, op))
+            applied[origin, origin_position, object_id] = index
     touched = {object_id for _, _, object_id, _, _ in rows}
-    return list(picked.values()), touched, held
+    changes = [(object_id, replace(op, applied=applied[key])) for key, (object_id, op) in picked.items()]
+    return changes, touched, held
 
 
 def not_held(ops: dict[uuid.UUID, list[Op]], held: set[Identity]) -> dict[uuid.UUID, list[Op]]:

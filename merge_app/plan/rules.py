@@ -104,12 +104,15 @@ NOTES = {
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One operation of one side, as recorded in its commit."""
+    """One operation of one side, as recorded in its commit. A side's operations are listed in the order of the
+    commits that first made them; `applied` is where the side last applied it (its place on the side's first-parent
+    chain, `operations.side_changes`): a merge replays an older operation after the side's own later ones."""
 
     commit: str
     position: int
     op: str
     details: dict[str, Any]
+    applied: int = field(default=0, compare=False)
 
     @property
     def touched(self) -> set[str]:

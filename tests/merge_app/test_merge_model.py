@@ -151,6 +151,13 @@ def side_ops(head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
     return sorted(picked.values(), key=lambda op: (op.commit, op.uid))
 
 
+def applied_order(ops: list[MOp], head: MCommit, since: dict[int, MCommit]) -> list[MOp]:
+    """A side's operations (`side_ops`, listed by the commits that made them) in the order the side applied them:
+    where its first-parent history last recorded each (a merge replays an older operation after the side's own)."""
+    at = {op.uid: n for n, commit in enumerate(reversed(first_parents(head, since))) for op in commit.ops}
+    return sorted(ops, key=lambda op: at.get(op.uid, -1))
+
+
 def chain_held(head: MCommit, since: dict[int, MCommit], *, sure: bool = False) -> set[int]:
     """The operations the head's first-parent history since the base holds: those its commits made or replayed, and
     those a merge that took another side's rows holds with them (`sure`: only those no merge may have dropped)."""
@@ -382,7 +389,7 @@ class Model:
         # other overwrite).
         restored = {row.rid for d in dest_ops if d.restore for row in d.rows}
         holds: set[int] = set()  # the rows of the target's last overwrite since the base, if a restore made it
-        for d in dest_ops:
+        for d in applied_order(dest_ops, dest, since):  # seed 228: a merge replayed an older overwrite after it
             if d.kind == "overwrite":
                 holds = {row.rid for row in d.rows} if d.restore else set()
         applied, partial, undone, superseded = [], False, set(), set()

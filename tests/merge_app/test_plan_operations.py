@@ -4,6 +4,7 @@ on plain values: no database, no Spark."""
 import uuid
 from dataclasses import dataclass, field
 
+from merge_app.plan.files import restored_by_target
 from merge_app.plan.operations import (
     compared_with_base,
     held_as_at_base,
@@ -43,6 +44,25 @@ def test_what_the_other_side_holds_is_no_change_of_either():
     ops = {T: [Op("c1", 0, "insert", {}), Op("c2", 0, "delete", {})], K: [Op("c3", 0, "insert", {})]}
     assert not_held(ops, {("c1", 0, T), ("c3", 0, K)}) == {T: [Op("c2", 0, "delete", {})]}
     assert held_by_object({("c1", 0, T), ("c2", 1, T), ("c3", 0, K)}, {T}) == {T: frozenset({("c1", 0), ("c2", 1)})}
+
+
+def test_the_targets_last_overwrite_is_the_last_it_applied_not_the_last_listed():
+    """A side's operations are listed by the commits that made them (the selector sorts them so); a merge may
+    replay an overwrite older than the side's restore after it. The restore's result is then not the target's
+    (unkeyed model seed 228: a pick of an insert whose segment `s2` the restore held added nothing, and its row was
+    lost, though the older overwrite had replaced the restore's files)."""
+    restore = ("r1", 0, T, "overwrite", {"restore": True, "segments_added": ["s2"], "segments_kept": ["s1"]})
+    replay = ("m1", 0, T, "overwrite", {"merged_from": "o1", "origin_position": 0, "segments_added": ["s9"]})
+    made = {"o1": 1, "r1": 2, "m1": 3}  # the commits' order: main's overwrite o1 before the restore
+
+    def last_restored(rows):
+        picked, _, _ = side_changes(rows, since=set(made))
+        listed = sorted((op for _, op in picked), key=lambda op: (made[op.commit], op.position))
+        assert [op.commit for op in listed] == ["o1", "r1"]
+        return restored_by_target(listed)
+
+    assert last_restored([restore, replay]) == set()
+    assert last_restored([replay, restore]) == {"s1", "s2"}
 
 
 @dataclass(frozen=True)
