@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions, partitioned_by
 from merge_app.plan.objects import ObjectDiff, Pair, discarded_whole, rewrites_of_source_rows
-from merge_app.plan.rules import Op, segment_origins
+from merge_app.plan.rules import Op, restored_by_target, segment_origins
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 
@@ -295,17 +295,6 @@ def object_file_plan(
         source_rows=rewrites_of_source_rows(obj, source)[0] if overwrites else (),
         restored_on_target=restored_by_target(obj.target_operations),
     )  # fmt: skip
-
-
-def restored_by_target(operations: Sequence[Op]) -> set[str]:
-    """The files of the result of the target's last overwrite (`operations`: the target's since the base), where a
-    restore made it (`Op.restored`): the target holds their rows, or what its later operations made of them. Empty
-    where its last overwrite is a load's (it replaced them) or it made none. Last as the target applied them
-    (`Op.applied`), not as they are listed: a merge into the target may replay an overwrite older than its restore
-    after it (unkeyed model seed 228: `b2` restored the table, then took `main`'s older overwrite by a merge; a pick of
-    an insert whose segment the restore had held added nothing, and its row was lost)."""
-    overwrites = [(op.applied, index, op) for index, op in enumerate(operations) if op.op == "overwrite"]
-    return max(overwrites, key=lambda found: found[:2])[2].restored if overwrites else set()
 
 
 def taken_plan(*, source: Mapping[str, File], target: Mapping[str, File]) -> FilePlan:

@@ -12,7 +12,7 @@ positions no longer exist and replaying would lose that change, so the pair is a
 design's own F* is that check for dest compactions; R* applies it to the other rewrites.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +216,17 @@ def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
             origin = recorded.get(new)
             origins[new] = origins.get(origin, frozenset({origin})) if origin is not None else rewritten
     return origins
+
+
+def restored_by_target(operations: Sequence[Op]) -> set[str]:
+    """The files of the result of the target's last overwrite (`operations`: the target's since the base), where a
+    restore made it (`Op.restored`): the target holds their rows, or what its later operations made of them. Empty
+    where its last overwrite is a load's (it replaced them) or it made none. Last as the target applied them
+    (`Op.applied`), not as they are listed: a merge into the target may replay an overwrite older than its restore
+    after it (unkeyed model seed 228: `b2` restored the table, then took `main`'s older overwrite by a merge; a pick of
+    an insert whose segment the restore had held added nothing, and its row was lost)."""
+    overwrites = [(op.applied, index, op) for index, op in enumerate(operations) if op.op == "overwrite"]
+    return max(overwrites, key=lambda found: found[:2])[2].restored if overwrites else set()
 
 
 def _replaced_by_overwrite(note: str) -> Condition:

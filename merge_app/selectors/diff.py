@@ -370,7 +370,7 @@ def merge_diff_of(
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
         reverting=explicit is not None and explicit.kind == REVERT, target_unchanged=frozenset(unchanged),
-        source_held=held_by_object(carried, unchanged),
+        source_held=held_by_object(carried, unchanged), restored_origins=_restored_origins(src_ops, dest_ops),
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -555,6 +555,18 @@ def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[st
             older = {fid for fid, segment in sides["target"].items() if segment is None and fid not in sides["source"]}
             sides["origins"] = _rewrite_origins(t, older)
     return answer
+
+
+def _restored_origins(src_ops: dict, dest_ops: dict) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
+    """Of each table the source inserted segments into that the target's last overwrite, a restore, does not hold
+    (`rules.restored_by_target`), the older segments whose rows each file of the restore's result holds
+    (`plan.objects.restored_rewrites`)."""
+    found = {}
+    for table_id, ops in src_ops.items():
+        restored = rules.restored_by_target(dest_ops.get(table_id, []))
+        if restored and plan_objects.inserted_segments(ops) - restored:
+            found[table_id] = _rewrite_origins(table_id, restored)
+    return found
 
 
 def _rewrite_origins(table_id: uuid.UUID, segments: set[str]) -> dict[str, frozenset[str]]:

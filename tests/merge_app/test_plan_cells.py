@@ -56,10 +56,13 @@ TARGET_DETAILS = {
 LIVE = {"s1": None, "s2": None, "s3": None, "s4": None}  # the segments both sides hold
 
 
-def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None, live: dict | None = None):
+def plan_one(
+    kind: str, src: Op | list[Op], dest: Op, state: dict | None = None, live: dict | None = None,
+    restored: dict | None = None,
+):  # fmt: skip
     """The plan of one object of `kind` that the source changed by `src` (one operation, or several in order) and
     the target by `dest` (the three sides hold `state`; `live`: each side's live files, else `LIVE` on both, less
-    those `dest` removed on the target)."""
+    those `dest` removed on the target; `restored`: the older segments of each file of the target's restore)."""
     src = src if isinstance(src, list) else [src]
     object_id = TABLE_ID if kind == "table" else DATABASE_ID
     state = state or (TABLE_STATE if kind == "table" else DATABASE_STATE)
@@ -79,7 +82,7 @@ def plan_one(kind: str, src: Op | list[Op], dest: Op, state: dict | None = None,
         versions=versions, source_operations={object_id: src}, target_operations={object_id: [dest]},
         object_ids=frozenset({object_id}), keyed_changes={}, taken={("table" if kind == "table" else kind,
         parent, name): object_id}, live_files={object_id: live or {"source": dict(LIVE), "target": target_live}},
-        target_children={object_id: []}, segment_stats={},
+        target_children={object_id: []}, segment_stats={}, restored_origins={object_id: restored or {}},
     )  # fmt: skip
     (obj,) = decide(inputs, resolution={}, compared={})
     return obj
@@ -322,4 +325,21 @@ def test_rows_a_merge_brought_to_the_source_after_its_overwrite_the_target_holds
     for origins in ({"D2": frozenset({"s2"})}, {}):
         obj = plan_one("table", overwrite, op("target", "insert"),
                        live={"source": source, "target": {"D2": None, "m1": None}, "origins": origins})  # fmt: skip
+        assert obj.conflicts == [] and obj.verdict == OK, obj.conflicts
+
+
+def test_a_source_insert_whose_rows_the_targets_restore_holds_rewritten_is_a_conflict():
+    """Unkeyed model seed 235: a pick of an insert (segment n1) onto a target whose restore holds some of its rows in
+    r1, a copy-on-write rewrite of n1 (`origins`, which the diff reads from the rewrites' operations). Taken again, n1
+    would hold those rows twice; not taken, the rows the rewrite had dropped would be lost: R*. Held by reference (the
+    restore kept n1 itself), or without such a rewrite, the insert merges (the file plan takes n1 not again)."""
+    insert = op("source", "insert", segments_added=["n1"])
+    restore = op("target", "overwrite", restore=True, segments_added=["r1"], segments_removed=["s2"])
+    obj = plan_one("table", insert, restore, restored={"r1": frozenset({"n1"})})
+    assert [(c.verdict, c.note) for c in obj.conflicts] == [(CONFLICT, "R*")], obj.conflicts
+    assert "inserted segment(s) n1, and the target's restore holds rows of them rewritten" in obj.conflicts[0].reason
+    kept = op("target", "overwrite", restore=True, segments_added=["r1"], segments_kept=["n1"])
+    load = op("target", "overwrite", segments_added=["r1"])  # a load's overwrite: its result is new rows
+    for dest, restored in ((kept, {"r1": frozenset({"n1"})}), (restore, {"r1": frozenset({"s1"})}), (load, {})):
+        obj = plan_one("table", insert, dest, restored=restored)
         assert obj.conflicts == [] and obj.verdict == OK, obj.conflicts

@@ -4,7 +4,6 @@ on plain values: no database, no Spark."""
 import uuid
 from dataclasses import dataclass, field
 
-from merge_app.plan.files import restored_by_target
 from merge_app.plan.operations import (
     compared_with_base,
     held_as_at_base,
@@ -13,7 +12,7 @@ from merge_app.plan.operations import (
     side_changes,
     target_unchanged,
 )
-from merge_app.plan.rules import Op
+from merge_app.plan.rules import Op, restored_by_target
 
 pytestmark = []  # no database
 
