@@ -205,10 +205,12 @@ def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
     copy-on-write rewrite's kept rows, a compaction's), the segments they did not write whose rows each holds:
     followed back through the side's own rewrites (`segments_from` where it was recorded, else every segment the
     operation rewrote). A segment the source wrote from an older one holds the older one's rows: a target overwrite
-    that replaced the older one replaced them too (A4/A5)."""
+    that replaced the older one replaced them too (A4/A5). The undo of a commit that rewrote no rows (an overwrite's,
+    `undo.undo_operations`) puts back segments that hold their own rows, not those of the files it takes out
+    (unkeyed model seed 248)."""
     origins: dict[str, frozenset[str]] = {}
     for op in ops:
-        if op.op not in REWRITES:
+        if op.op not in REWRITES or op.details.get("rewrote") is False:
             continue
         recorded = op.details.get("segments_from", {})
         rewritten = frozenset().union(*(origins.get(s, {s}) for s in op.touched | op.removed))
@@ -263,9 +265,20 @@ def _replaced_by_overwrite(note: str) -> Condition:
                 f"The source's {src.op} took out segment(s) {segments_named(replaced & src.removed & dest.restored)}, "
                 "which the target's restore kept, together with rows it did not: it cannot be split.",
             )  # fmt: skip
-        files = _files_on(src, replaced) if kept else tuple(sorted(src.added))
+        # The segments the undo of an overwrite puts back that hold no row the target's overwrite replaced come back,
+        # with their delete files (unkeyed model seed 248: `b3` reverted its overwrite, which the base holds, and
+        # updated a row it put back; against `b1`'s overwrite of the base's rows the undo was discarded whole, the
+        # segments it put back with it, and the update with them: three of the source's rows were lost).
+        back = _put_back_apart(src, facts, overwritten)
+        if back and (kept or not back >= set(src.details.get("deltas_added", []))):
+            return Verdict(
+                CONFLICT, note,
+                f"The source's {src.op} puts back segment(s) {segments_named(back)} and changes rows the target's "
+                f"overwrite replaced (of {segments_named(replaced)}) in the same operation: it cannot be split.",
+            )  # fmt: skip
+        files = _files_on(src, replaced) if kept else tuple(sorted(src.added - back))
         if files is not None:
-            why = "rows the target's overwrite replaced" + (" (the rest merges)" if kept else "")
+            why = "rows the target's overwrite replaced" + (" (the rest merges)" if kept or back else "")
             return Verdict(DISCARDED, note, f"The source's {src.op} of {why} is discarded.", files)
         return Verdict(
             CONFLICT, note,
@@ -274,6 +287,17 @@ def _replaced_by_overwrite(note: str) -> Condition:
         )  # fmt: skip
 
     return decide
+
+
+def _put_back_apart(src: Op, facts: Facts, overwritten: set[str]) -> set[str]:
+    """The files the undo of a commit that rewrote no rows (`undo.undo_operations`: an overwrite's) puts back that hold
+    no row of `overwritten`: its segments, and its delete files where every segment it puts back is such (a delete
+    file is of the segment it puts back with; which one is not recorded). Empty for any other operation."""
+    if src.details.get("rewrote") is not False:
+        return set()
+    segments = set(src.details.get("segments_added", []))
+    apart = {segment for segment in segments if not facts.src_origins.get(segment, {segment}) & overwritten}
+    return apart | set(src.details.get("deltas_added", [])) if apart == segments else apart
 
 
 def _files_on(src: Op, segments: set[str]) -> tuple[str, ...] | None:

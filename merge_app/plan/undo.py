@@ -14,7 +14,7 @@ from typing import Any
 
 from lakeui.errors import ApplicationError
 from merge_app.plan.operations import RESOLVE
-from merge_app.plan.rules import Op
+from merge_app.plan.rules import REWRITES, Op
 
 REVERTED = frozenset({"insert", "delete", "update", "overwrite", "compaction"})  # operations a revert undoes
 
@@ -55,6 +55,9 @@ def undo_operations(
             "rows_deleted": sum(done.get("rows_inserted", 0) for _, _, done in ops),
             "rows_updated": sum(done.get("rows_updated", 0) for _, _, done in ops),
             "reverts": [commit_id, position, kind],
+            # whether the commit rewrote rows (a delete, an update, a compaction): else the segments the undo puts
+            # back hold rows of their own, not those of the files it takes out (`rules.segment_origins`)
+            "rewrote": any(k in REWRITES for _, k, _ in ops),
         }  # fmt: skip
         undone.append((object_id, Op(commit_id, position, undo_kind([k for _, k, _ in ops], details), details)))
     return undone

@@ -1060,3 +1060,26 @@ def test_a_source_overwrite_of_segments_it_took_back_with_other_deletes_brings_n
     run.delete("b1", 3)
     assert run.merge("main", "b1")  # checked against the model
     assert table(spark, run.catalog, "b1") == expect(20)
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_the_rows_a_revert_of_an_overwrite_puts_back_merge_against_a_target_overwrite_of_the_base(spark, mode):
+    """Found by the model (keyless seed 248, copy-on-write): `b3` overwrote the table, `b1` took that (the base), then
+    overwrote it and restored it to `main`'s first load; `b3` reverted its overwrite (rows 1 and 4-6 back, 7-9 out)
+    and updated row 4. Against `b1`'s overwrite the undo was discarded whole (A4: it takes out rows the overwrite
+    replaced), the segments it put back with it, and so was the update of row 4, written from one of them: rows 4-6
+    were lost. The rows the undo puts back are not rows `b1`'s overwrite replaced: they merge, and row 1, which
+    `b1`'s restore holds, is there once."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.branch("b3", "main")
+    run.load("b3", "append_only", 4, 5, 6)
+    run.load("b3", "full_refresh", 7, 8, 9)
+    assert run.merge("b3", "b1")  # b1 changed nothing: it takes b3's table, the base
+    run.load("b1", "full_refresh", 10)
+    run.restore("b1", "main")  # row 1's segment, by reference
+    run.revert("b3")  # rows 1 and 4-6 back, 7-9 out
+    run.update("b3", 4)
+    assert run.merge("b3", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == expect(1, 4, 5, 6, _4=41)

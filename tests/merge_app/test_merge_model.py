@@ -107,6 +107,8 @@ class MCommit:
     # A merge whose target holds the base's rows after changing the table: the merge commit that takes the source's
     # rows, which LakeUI makes instead where the target's files are the base's too (`Run.outcome`).
     instead: "MCommit | None" = None
+    # A merge whose rows LakeUI tells by file and the model cannot: the other rows it may make (`Run.outcome`).
+    other: "MCommit | None" = None
     took: bool = False  # a merge that took the source's rows: its files are the source's, older rows among them
 
     @property
@@ -392,7 +394,7 @@ class Model:
         for d in applied_order(dest_ops, dest, since):  # seed 228: a merge replayed an older overwrite after it
             if d.kind == "overwrite":
                 holds = {row.id for row in d.rows} if d.restore else set()
-        applied, partial, undone, superseded = [], False, set(), set()
+        applied, partial, undone, superseded, apart = [], False, set(), set(), {}
         for i, op in enumerate(src_ops):
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
@@ -417,12 +419,19 @@ class Model:
                 # one of; bringing the old version back would hold that row twice). Where the restore holds the
                 # segment rewritten (a copy-on-write change or a compaction made its files), LakeUI cannot tell by
                 # file which rows it holds and refuses (R*; seed 235: it had appended the segment again).
+                # A revert's undo may put back several segments (an overwrite's undo), and those the restore does not
+                # hold come back (seed 248): it may add the rows the restore does not hold.
+                if op.uncertain and any(row.id not in holds for row in op.rows):
+                    apart[len(applied)] = replace(op, rows=tuple(row for row in op.rows if row.id not in holds))
                 op = replace(op, rows=())
                 verdicts.append(MAYBE)
             applied.append(op)
         rows = replay(base.rows, src.rows, dest.rows, applied, undone)
+        others = [apart.get(i, op) for i, op in enumerate(applied)]
+        other_rows = replay(base.rows, src.rows, dest.rows, others, undone) if apart else None
         if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
             applied = [replace(op, commit=number) for op in applied]
+            others = [replace(op, commit=number) for op in others]
         # A compaction against the target's changes, or on a history that declined some (C*: LakeUI drops one whose
         # segments the target changed or holds in no version), may be dropped rather than replayed.
         unsure = {
@@ -430,6 +439,8 @@ class Model:
         }
         commit = MCommit(number, dest, merge_parent, rows, applied, partial, held=frozenset(superseded),
                          unsure=frozenset(unsure | superseded), instead=instead)  # fmt: skip
+        if other_rows is not None and other_rows != rows:
+            commit.other = replace(commit, rows=other_rows, ops=others)
         return ("maybe" if MAYBE in verdicts else "merged"), commit
 
     def pick(self, commit: MCommit, target: str) -> tuple[str, dict[int, Row] | None]:
@@ -531,6 +542,11 @@ def replay(
     gone = {rid for rid in addressed if rid not in src}
     kept = {rid: row for rid, row in dest.items() if rid not in gone and (rid in src or rid in undone or not overwrote)}
     return kept | {rid: row for rid, row in src.items() if (rid not in base and rid in created) or rid in restored}
+
+
+def listed(rows: dict[int, Row]) -> list[tuple]:
+    """The rows as `Run.rows_of` reads them from LakeUI."""
+    return sorted((row.rid, row.id, row.amount) for row in rows.values())
 
 
 def apply(rows: dict[int, Row], op: MOp) -> dict[int, Row]:
@@ -654,6 +670,8 @@ class Run:
         made = self.model.heads[branch]
         if made.instead is not None and any(o.get("how") == "rows_taken" for o in result.log.get("objects", [])):
             self.model.heads[branch] = made.instead  # the target's files were the base's: it took the source's
+        if made.other is not None and self.rows_of(branch) == listed(made.other.rows):
+            self.model.heads[branch] = made.other
         self.check(branch)
         return True
 
@@ -765,7 +783,7 @@ class Run:
 
     def check(self, branch: str) -> None:
         actual = self.rows_of(branch)
-        expected = sorted((r.rid, r.id, r.amount) for r in self.model.heads[branch].rows.values())
+        expected = listed(self.model.heads[branch].rows)
         assert actual == expected, self.failure(
             f"rows on {branch}: only in LakeUI {sorted(set(actual) - set(expected))}, "
             f"only in the model {sorted(set(expected) - set(actual))}, {len(actual)} vs {len(expected)} rows"

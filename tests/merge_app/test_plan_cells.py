@@ -226,6 +226,26 @@ def test_a_source_rewrite_of_rows_the_target_overwrote_is_discarded_through_the_
     assert {f for p in obj.pairs for f in p.decided.discarded} == {"n1", "n2"}
 
 
+def test_the_segments_a_revert_of_an_overwrite_puts_back_merge_against_a_target_overwrite_of_what_it_wrote():
+    """Unkeyed model seed 248: the source reverted an overwrite the base holds (its undo takes out s1, the overwrite's
+    rows, and puts back p1 and p2, the rows before it) and updated a row of p2; the target overwrote s1. The undo's
+    taking out of s1 is discarded (A4), but p1 and p2 hold rows of their own, not s1's: they come back, and the update
+    of p2 merges. The undo of an update puts back older versions of the rows the overwrite replaced (those of s1):
+    discarded with them, and so is the update of p2."""
+    undo = {"segments_removed": ["s1"], "segments_added": ["p1", "p2"], "segments_from": {}, "reverts": ["c0", 0]}
+    update = rewrite(1, "update", ["p2"], {"n2": "p2"})
+    dest = op("target", "overwrite", segments_removed=["s1"])
+    obj = plan_one("table", [Op("c-src", 0, "update", {**undo, "rewrote": False}), update], dest)
+    assert [(p.decided.note, p.decided.verdict, p.decided.discarded) for p in obj.pairs] == [
+        ("A4", DISCARDED, ()), ("A4", OK, ()),
+    ]  # fmt: skip
+    undo_of_update = {**undo, "segments_from": {"s1": "p1"}, "rewrote": True}
+    obj = plan_one("table", [Op("c-src", 0, "update", undo_of_update), update], dest)
+    assert [(p.decided.verdict, p.decided.discarded) for p in obj.pairs] == [
+        (DISCARDED, ("p1", "p2")), (DISCARDED, ("n2",)),
+    ]  # fmt: skip
+
+
 def test_a_source_segment_holding_rows_the_target_overwrote_and_rows_of_its_own_is_a_conflict():
     """The source compacted s1 with a segment of its own (i1: its insert), and then deleted a row of the
     compaction's output: those rows cannot be split into the replaced ones and the source's own (A5)."""
