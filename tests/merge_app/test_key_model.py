@@ -39,7 +39,7 @@ from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
-from tests.support.merges import CONVERGE, change, converges
+from tests.support.merges import CONVERGE, ancestors_of, change, converges
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,19 +96,13 @@ class MCommit:
 
 
 def ancestors(commit: MCommit) -> dict[int, MCommit]:
-    seen, stack = {}, [commit]
-    while stack:
-        current = stack.pop()
-        if current.id not in seen:
-            seen[current.id] = current
-            stack += current.parents
-    return seen
+    return ancestors_of([commit])
 
 
 def merge_bases(source: MCommit, target: MCommit) -> list[MCommit]:
     src, dest = ancestors(source), ancestors(target)
     common = {i: c for i, c in src.items() if i in dest}
-    below = {i for c in common.values() for p in c.parents for i in ancestors(p)}
+    below = set(ancestors_of([p for c in common.values() for p in c.parents]))
     return sorted((c for i, c in common.items() if i not in below), key=lambda c: -c.id)  # newest first
 
 

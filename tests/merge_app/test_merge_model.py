@@ -38,7 +38,7 @@ from merge_app.services.picks import commits_pick
 from merge_app.services.restores import branch_restore
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import read
-from tests.support.merges import CONVERGE, change, converges
+from tests.support.merges import CONVERGE, ancestors_of, change, converges
 
 SEEDS = [int(seed) for seed in os.environ.get("LAKEUI_MODEL_SEED", "11,12").split(",")]
 STEPS = int(os.environ.get("LAKEUI_MODEL_STEPS", "100"))
@@ -124,13 +124,7 @@ class MCommit:
 
 
 def ancestors(commit: MCommit) -> dict[int, MCommit]:
-    seen, stack = {}, [commit]
-    while stack:
-        current = stack.pop()
-        if current.id not in seen:
-            seen[current.id] = current
-            stack += current.parents
-    return seen
+    return ancestors_of([commit])
 
 
 def first_parents(head: MCommit, since: dict[int, MCommit]) -> list[MCommit]:
@@ -263,7 +257,8 @@ class Model:
         """The merge base, or the virtual base of several, with the outcome of merging the bases."""
         src_anc, dest_anc = ancestors(src), ancestors(dest)
         common = set(src_anc) & set(dest_anc)
-        bases = [src_anc[c] for c in common if not any(c in ancestors(src_anc[o]) and o != c for o in common)]
+        below = set(ancestors_of([p for c in common for p in src_anc[c].parents]))  # ancestors of another common one
+        bases = [src_anc[c] for c in common if c not in below]
         bases.sort(key=lambda c: -c.id)  # newest first, as the real graph walk finds them: the first is the target
         worst, base = "merged", bases[0]
         for other in bases[1:]:

@@ -89,3 +89,15 @@ def keyed_merged(rows: list[dict]) -> list[tuple]:
     """The (id, amount, region) rows of the merge of `keyed_both_changed`, by id."""
     return sorted((r["id"], r["amount"] + (1000 if r["id"] % 2 == 0 else 0), "m" if r["id"] % 3 == 0 else r["region"])
                   for r in rows)  # fmt: skip
+
+
+def ancestors_of(commits) -> dict:
+    """The models' commit graphs (`test_merge_model`, `test_key_model`): these commits and all their ancestors, by
+    id (each has `id` and `parents`)."""
+    seen, stack = {}, list(commits)
+    while stack:
+        current = stack.pop()
+        if current.id not in seen:
+            seen[current.id] = current
+            stack += current.parents
+    return seen
