@@ -390,11 +390,17 @@ class Model:
             if d.kind == "overwrite":
                 holds = {row.id for row in d.rows} if d.restore else set()
         applied, partial, undone, superseded, apart = [], False, set(), set(), {}
+        # The rows the target holds that reached it after its overwrite (by a later merge: seed 57), and the new
+        # versions the replayed updates make of them (seed 22: a second update of a row whose first update merged was
+        # discarded, and the row was lost).
+        reached = set(dest.rows) - restored
         for i, op in enumerate(src_ops):
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
-                # those the target holds (they reached it after the overwrite, by a later merge: seed 57) are
-                kept = op.rids & (own | (set(dest.rows) - restored))
+                # those that reached the target after it are
+                kept = op.rids & (own | reached)
+                if op.kind == "update":
+                    reached |= op.versions_of(kept & reached)
                 partial = partial or kept != op.rids
                 if not replaced[i]:  # undone, the source would still have them; not past its own later overwrite
                     undone |= op.rids - kept  # (seed 210: an update discarded against the target's restore)
@@ -1077,3 +1083,22 @@ def test_model_an_update_discarded_against_a_target_restore_the_source_overwrote
     model.commit("b1", "overwrite", rows=(Row(5, 5, 50),))
     outcome, rows = model.merge("b1", "main")
     assert outcome in ("merged", "maybe") and rows == {5: Row(5, 5, 50)}
+
+
+def test_model_a_second_update_of_a_row_that_reached_the_target_after_its_overwrite_merges():
+    """Seed 22 with restores weighted 8 and picks 10 (258 steps, merge-on-read) cut down: b1 overwrites the table, then
+    takes main's version back (main kept its own against the overwrite): b1 holds rows 1 and 2 after its overwrite,
+    in the base's segment. b2 updates row 1 twice. A4 replays the first update (its row reached the target after the
+    overwrite); the model discarded the second, whose row the first made, as an older row's, and lost row 1 (LakeUI
+    follows the new segment back to the base's, which the target holds, and replays both)."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b1", "overwrite", rows=(Row(9, 9, 90),))
+    assert model.merge("b1", "main", keep_target=True)[0] == "kept_target"
+    assert model.merge("main", "b1") == ("merged", {1: Row(1, 1, 10), 2: Row(2, 2, 20)})
+    model.commit("b2", "update", rids=frozenset({1}), step=5)
+    model.commit("b2", "update", rids=frozenset({5000001}), step=6)
+    outcome, rows = model.merge("b2", "b1")
+    assert outcome in ("merged", "maybe") and rows == {2: Row(2, 2, 20), 6000001: Row(6000001, 1, 12)}
