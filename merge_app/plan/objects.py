@@ -633,8 +633,12 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
 
 def inserted_segments(operations: Sequence[Op]) -> set[str]:
     """The segments these operations (a side's since the base) inserted: an insert's (a load's append, or one a
-    merge or a pick replayed)."""
-    return {segment for op in operations if op.op == "insert" for segment in op.details.get("segments_added", [])}
+    merge or a pick replayed), and those the undo of a commit that rewrote no rows (an overwrite's) puts back, which
+    hold rows of their own as an insert's do (`rules.segment_origins`)."""
+    return {
+        segment for op in operations if op.op == "insert" or op.details.get("rewrote") is False
+        for segment in op.details.get("segments_added", [])
+    }  # fmt: skip
 
 
 def restored_rewrites(obj: ObjectDiff, origins: Mapping[str, frozenset[str]]) -> set[str]:

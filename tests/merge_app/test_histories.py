@@ -1103,3 +1103,27 @@ def test_two_updates_of_a_row_that_reached_the_target_after_its_overwrite_merge(
     run.update("b2", 8000001)
     assert run.merge("b2", "b1")  # checked against the model
     assert table(spark, run.catalog, "b1") == expect(1, 2, _1=12)
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_revert_of_an_overwrite_whose_rows_the_targets_restore_holds_rewritten_takes_none_twice(spark, mode):
+    """Beside seed 248: `b1` took `b3`'s overwrite (the base) and then restored the table to `main`'s head, where
+    `main` had updated row 1 of the first load. `b3` reverts its overwrite: the undo puts the first load's segment
+    back. `b1`'s restore holds its rows (merge-on-read: the segment itself, with a delete file; copy-on-write: the
+    segment the update rewrote it into). Put back again, rows 1 and 2 would be there twice: copy-on-write, which of
+    them the restore holds cannot be told by file (R*, as a source insert's: seed 235); merge-on-read, the segment
+    is the restore's already, and `b1` keeps its rows."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2)
+    run.branch("b1", "main")
+    run.branch("b3", "main")
+    run.update("main", 1)  # step 4: row 1 is now (4000001, 1, 11)
+    run.load("b3", "full_refresh", 7)
+    assert run.merge("b3", "b1")  # b1 changed nothing: it takes b3's table, the base
+    run.restore("b1", "main")
+    run.revert("b3")  # rows 1 and 2 back, in the first load's segment; row 7 out
+    if mode == "copy-on-write":
+        assert "R*" in refusal(run, "b3", "b1")
+    else:
+        assert run.merge("b3", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == expect(1, 2, _1=11)

@@ -363,3 +363,12 @@ def test_a_source_insert_whose_rows_the_targets_restore_holds_rewritten_is_a_con
     for dest, restored in ((kept, {"r1": frozenset({"n1"})}), (restore, {"r1": frozenset({"s1"})}), (load, {})):
         obj = plan_one("table", insert, dest, restored=restored)
         assert obj.conflicts == [] and obj.verdict == OK, obj.conflicts
+
+
+def test_the_segments_a_revert_of_an_overwrite_puts_back_whose_rows_the_targets_restore_holds_rewritten_conflict():
+    """The segments the undo of an overwrite puts back hold rows of their own, as an insert's do: where the target's
+    restore holds them rewritten (r1 from p1), they are R* as an insert's would be (taken again, rows twice)."""
+    undo = Op("c-src", 0, "update", {"segments_removed": ["s1"], "segments_added": ["p1"], "rewrote": False})
+    restore = op("target", "overwrite", restore=True, segments_added=["r1"], segments_removed=["s1"])
+    obj = plan_one("table", undo, restore, restored={"r1": frozenset({"p1"})})
+    assert [(c.verdict, c.note) for c in obj.conflicts] == [(CONFLICT, "R*")], obj.conflicts
