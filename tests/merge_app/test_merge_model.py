@@ -380,7 +380,6 @@ class Model:
         if MUST in verdicts:
             return ("refused", None) if instead is None else ("maybe", instead)
         overwritten = any(d.kind == "overwrite" for d in dest_ops)
-        own = own_rows(src_ops, set(base.rows))
         # A target restore's rows are its own result, older rows among them: they did not reach it after its
         # overwrite (seed 11 with restores: an update of a row the target restored is discarded, as against any
         # other overwrite).
@@ -396,9 +395,11 @@ class Model:
         reached = set(dest.rows) - restored
         for i, op in enumerate(src_ops):
             if overwritten and op.kind in POSITIONAL:
-                # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows and
-                # those that reached the target after it are
-                kept = op.rids & (own | reached)
+                # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows (made
+                # by the operations before it: seed 267, a revert's undo deleted rows that a later revert of that
+                # revert put back, and the model kept the delete as one of own rows) and those that reached the
+                # target after it are
+                kept = op.rids & (own_rows(src_ops[:i], set(base.rows)) | reached)
                 if op.kind == "update":
                     reached |= op.versions_of(kept & reached)
                 partial = partial or kept != op.rids
@@ -1102,3 +1103,27 @@ def test_model_a_second_update_of_a_row_that_reached_the_target_after_its_overwr
     model.commit("b2", "update", rids=frozenset({5000001}), step=6)
     outcome, rows = model.merge("b2", "b1")
     assert outcome in ("merged", "maybe") and rows == {2: Row(2, 2, 20), 6000001: Row(6000001, 1, 12)}
+
+
+def test_model_a_delete_of_rows_a_later_source_operation_put_back_is_no_delete_of_own_rows():
+    """Seed 267 with restores and picks weighted (25 steps, merge-on-read) cut down: b1 reverts main's update of rows
+    1 and 2 (its undo deletes the new versions and puts the old ones back), then reverts that revert (the new versions
+    back), then takes main's restore of the table to before the update (the base). main inserts row 4, restores the
+    table to the update's commit and inserts row 5. Against main's restore, A4/A5 discards the first undo's delete: the
+    rows it deletes are the restore's, not the source's own, though the second undo puts them back later. The model
+    counted them as the source's own over all its operations, kept the delete and lost the two rows."""
+    model = Model()
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20), Row(3, 3, 30)))
+    loaded = model.heads["main"]
+    model.commit("main", "update", rids=frozenset({1, 2}), step=3)
+    updated = model.heads["b1"] = model.heads["main"]
+    assert model.revert(updated, "b1")[0] == "merged"
+    assert model.revert(model.heads["b1"], "b1")[0] == "merged"
+    model.commit("main", "overwrite", rows=tuple(loaded.rows.values()), restore=True)
+    assert model.merge("main", "b1")[1] == loaded.rows
+    model.commit("main", "insert", rows=(Row(4, 4, 40),))
+    model.commit("main", "overwrite", rows=tuple(updated.rows.values()), restore=True)
+    model.commit("main", "insert", rows=(Row(5, 5, 50),))
+    outcome, rows = model.merge("b1", "main")
+    assert outcome == "maybe" and sorted(rows) == [3, 5, 3000001, 3000002]
