@@ -687,8 +687,8 @@ def overwrite_taken_back(
     the uncompacted segment of row 1, which `b1`'s line held compacted since before the base; by file the overwrite
     took out `b1`'s compacted segment with row 1). Also, as taken back, the segments that reached the source after
     its overwrite by operations the base holds, which the target holds rewritten (`origins`: of the target's
-    segments the source lacks, the older segments whose rows each holds). A target that changed nothing since the
-    base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
+    segments the source lacks, and of those segments, the older segments whose rows each holds). A target that changed
+    nothing since the base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
     source = set(source_files)
     restored = set().union(*(op.restored for op in obj.source_operations))
     discarded = {pair.source for pair in obj.discarded}
@@ -703,9 +703,14 @@ def overwrite_taken_back(
         # rewritten, by an update or a compaction older than the base (`origins`; unkeyed model seed 205: `b1`
         # overwrote, then merged `b2`, which replayed `b2`'s insert of rows 2 and 3; `main` held their segment
         # rewritten by its update of row 3, and the overwrite took row 2 out with it).
-        rewritten = set().union(*origins.values())
+        # Or holds rows of a segment the target holds rewritten too: both rewrote one older segment (unkeyed model
+        # seed 264: the source took the base's table back after its restore, with a segment a copy-on-write delete had
+        # written of row 5's; the target's restore held another rewrite of it, with row 5 and a row the target had
+        # updated since, and the overwrite took both out).
+        rewritten = set().union(*(older for fid, older in origins.items() if fid in target_files))
         brought = brought_after_overwrite(obj.source_operations, source_files, target_files)
-        taken_back |= {fid for fid in brought & rewritten if fid not in own and fid not in restored}
+        sibling = {fid for fid in brought if origins.get(fid, frozenset()) & rewritten}
+        taken_back |= {fid for fid in brought & rewritten | sibling if fid not in own and fid not in restored}
     kept, _ = rewrites_of_source_rows(obj, source)
     new = _new_rows_written(obj.target_operations)
     older = {

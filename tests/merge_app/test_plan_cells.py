@@ -348,6 +348,21 @@ def test_rows_a_merge_brought_to_the_source_after_its_overwrite_the_target_holds
         assert obj.conflicts == [] and obj.verdict == OK, obj.conflicts
 
 
+def test_rows_a_merge_brought_to_the_source_after_its_overwrite_that_the_target_holds_in_a_sibling_are_a_conflict():
+    """Unkeyed model seed 264: as above, but D and the target's D2 are both rewrites of one older segment S (two
+    copy-on-write changes of S on two lines): D2 may hold D's rows in another version, and the overwrite would take
+    them out with it (the merge left the target empty, and the model kept row 5): R*. Unrelated, the overwrite
+    replays."""
+    overwrite = op("source", "overwrite")
+    source = {"n1": None, "D": None}
+    target = {"D2": None, "m1": None}
+    for older, refused in ((frozenset({"S"}), True), (frozenset({"s9"}), False)):
+        origins = {"D2": frozenset({"S"}), "D": older}
+        obj = plan_one("table", overwrite, op("target", "insert"),
+                       live={"source": source, "target": target, "origins": origins})  # fmt: skip
+        assert [(c.verdict, c.note) for c in obj.conflicts] == ([(CONFLICT, "R*")] if refused else []), obj.conflicts
+
+
 def test_a_source_insert_whose_rows_the_targets_restore_holds_rewritten_is_a_conflict():
     """Unkeyed model seed 235: a pick of an insert (segment n1) onto a target whose restore holds some of its rows in
     r1, a copy-on-write rewrite of n1 (`origins`, which the diff reads from the rewrites' operations). Taken again, n1
