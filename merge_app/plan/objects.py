@@ -709,8 +709,11 @@ def overwrite_taken_back(
         # updated since, and the overwrite took both out).
         rewritten = set().union(*(older for fid, older in origins.items() if fid in target_files))
         brought = brought_after_overwrite(obj.source_operations, source_files, target_files)
+        # One the target's own rewrite removed is for `rewrites_of_source_rows`; one its overwrite (a restore) took
+        # out, with a rewrite of its rows in the overwrite's result (seed 264), is taken back all the same.
+        rewrote = set().union(*(op.removed for op in obj.target_operations if op.op in rules.REWRITES))
         sibling = {fid for fid in brought if origins.get(fid, frozenset()) & rewritten}
-        taken_back |= {fid for fid in brought & rewritten | sibling if fid not in own and fid not in restored}
+        taken_back |= {fid for fid in brought & rewritten | sibling if fid not in rewrote and fid not in restored}
     kept, _ = rewrites_of_source_rows(obj, source)
     new = _new_rows_written(obj.target_operations)
     older = {
