@@ -687,8 +687,8 @@ def overwrite_taken_back(
     the uncompacted segment of row 1, which `b1`'s line held compacted since before the base; by file the overwrite
     took out `b1`'s compacted segment with row 1). Also, as taken back, the segments that reached the source after
     its overwrite by operations the base holds, which the target holds rewritten (`origins`: of the target's
-    segments the source lacks, and of those segments, the older segments whose rows each holds). A target that changed
-    nothing since the base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
+    segments the source lacks and of the taken-back ones, the older segments whose rows each holds). A target that
+    changed nothing since the base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
     source = set(source_files)
     restored = set().union(*(op.restored for op in obj.source_operations))
     discarded = {pair.source for pair in obj.discarded}

@@ -536,8 +536,8 @@ def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[st
     overwrote it (whatever the target did since the base: the source may have taken back segments its overwrite
     removed, `plan.objects.overwrite_taken_back`): file id -> the segment a delete file deletes from (None for a
     segment). A replayed overwrite's file plan reads both sides' files anyway. Where segments reached the source
-    after its overwrite by operations the base holds, also `origins`: of the target's segments the source lacks, and
-    of those segments, the older segments whose rows each holds."""
+    after its overwrite by operations the base holds, also `origins`: of the target's segments the source lacks and
+    of those that reached the source so, the older segments whose rows each holds."""
     wanted = [
         table_id for table_id, ops in src_ops.items()
         if any(op.op in rules.REWRITES or op.op == "overwrite" for op in ops)
