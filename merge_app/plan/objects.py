@@ -636,7 +636,7 @@ def inserted_segments(operations: Sequence[Op]) -> set[str]:
     merge or a pick replayed), and those the undo of a commit that rewrote no rows (an overwrite's) puts back, which
     hold rows of their own as an insert's do (`rules.segment_origins`)."""
     return {
-        segment for op in operations if op.op == "insert" or op.details.get("rewrote") is False
+        segment for op in operations if op.op == "insert" or op.puts_back_own
         for segment in op.details.get("segments_added", [])
     }  # fmt: skip
 

@@ -137,6 +137,13 @@ class Op:
         return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
 
     @property
+    def puts_back_own(self) -> bool:
+        """A revert's undo of a commit that rewrote no rows (an overwrite's: `undo.undo_operations` records `rewrote`):
+        the segments it puts back hold rows of their own, as an insert's do, not those of the files it takes out.
+        False for an undo recorded without the mark, and for any other operation."""
+        return self.details.get("rewrote") is False
+
+    @property
     def restored(self) -> set[str]:
         """A restore's result: the files of the table at its point, those it added and those it kept (a restore is
         recorded as an overwrite of the whole table). Its own result, even where a file is as old as the merge base;
@@ -210,7 +217,7 @@ def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
     (unkeyed model seed 248)."""
     origins: dict[str, frozenset[str]] = {}
     for op in ops:
-        if op.op not in REWRITES or op.details.get("rewrote") is False:
+        if op.op not in REWRITES or op.puts_back_own:
             continue
         recorded = op.details.get("segments_from", {})
         rewritten = frozenset().union(*(origins.get(s, {s}) for s in op.touched | op.removed))
@@ -293,7 +300,7 @@ def _put_back_apart(src: Op, facts: Facts, overwritten: set[str]) -> set[str]:
     """The files the undo of a commit that rewrote no rows (`undo.undo_operations`: an overwrite's) puts back that hold
     no row of `overwritten`: its segments, and its delete files where every segment it puts back is such (a delete
     file is of the segment it puts back with; which one is not recorded). Empty for any other operation."""
-    if src.details.get("rewrote") is not False:
+    if not src.puts_back_own:
         return set()
     segments = set(src.details.get("segments_added", []))
     apart = {segment for segment in segments if not facts.src_origins.get(segment, {segment}) & overwritten}
