@@ -163,7 +163,7 @@ class Operation(models.Model):
         OVERWRITE = "overwrite"
         COMPACTION = "compaction"
         # A merge's table choice `source_wins`: the target operations it superseded by taking the source's version
-        # of the files they changed (merge_app.plan.rules.source_wins_scope); never replayed itself.
+        # of the files they changed (merge_app.plan.resolutions.source_wins_scope); never replayed itself.
         RESOLVE = "resolve"
 
     # Without a database constraint, as ObjectVersion's: written only with its commit.

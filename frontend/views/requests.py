@@ -25,7 +25,8 @@ from frontend.views.diff import key_rows, object_view
 from frontend.views.queue import queue_context
 from lakeui.errors import ApplicationError
 from merge_app.models import MergeRequest, MergeRequestReview
-from merge_app.plan.objects import KEYS_IN_REPORT, SIDES
+from merge_app.plan.objects import SIDES
+from merge_app.plan.resolutions import KEYS_IN_REPORT
 from merge_app.plan.rules import CHOICES, CONFLICT
 from merge_app.selectors.merge_requests import (
     merge_request_events,

@@ -23,13 +23,21 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from merge_app.plan import keys
+from merge_app.plan.conflicts import object_conflicts
 from merge_app.plan.files import File, FilePlan, Schema, TakeOver, object_file_plan, schema_takeover, taken_plan
-from merge_app.plan.objects import ObjectDiff, PlanInputs, plan_objects
+from merge_app.plan.lineage import lineage_check
+from merge_app.plan.objects import KIND_ORDER, ObjectDiff, PlanInputs, object_diffs
+from merge_app.plan.pairs import pairs_decide
 from merge_app.plan.records import MERGE, Record, Records, declined, object_records
+from merge_app.plan.resolutions import resolutions_settle
 from merge_app.plan.rules import TARGET_WINS
+from merge_app.plan.states import merged_states
 from merge_app.plan.writes import Write, object_write
 
-__all__ = ["FileFacts", "FileWork", "Plan", "key_rows", "key_verdicts", "merge", "schema_takeovers", "table_plans"]
+__all__ = [
+    "FileFacts", "FileWork", "Plan", "key_merged", "key_rows", "key_verdicts", "merge", "schema_takeovers",
+    "table_plans",
+]  # fmt: skip
 
 key_verdicts = keys.key_verdicts
 
@@ -110,6 +118,15 @@ class FileWork:
     key_rows: dict[uuid.UUID, list[keys.Row]]
 
 
+def key_merged(inputs: PlanInputs) -> list[uuid.UUID]:
+    """The primary-key tables the plan merges by key (both sides changed their rows): the key comparisons `merge`
+    needs (`compared`), the first step of a plan that has tables merged by key."""
+    return [
+        table_id for table_id, changed in inputs.keyed_changes.items()
+        if table_id in inputs.object_ids and all(changed.values()) and inputs.versions["base"].get(table_id)
+    ]  # fmt: skip
+
+
 def merge(
     inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict], kind: str = MERGE
 ) -> Plan:
@@ -121,10 +138,21 @@ def merge(
 
 
 def decide(inputs: PlanInputs, *, resolution: dict[str, Any], compared: Mapping[uuid.UUID, dict]) -> list[ObjectDiff]:
-    """Every object either side changed, decided, in report order (`objects.plan_objects`). A primary-key table
-    merged by key takes its key comparison from `compared` (table id -> counts and conflicts); without one it is
-    pending."""
-    return plan_objects(inputs, resolution=resolution, compared=compared)
+    """Every object either side changed, decided, in report order (databases, then tables, by name), stage by stage,
+    each a module of its own: the objects and their changes (`objects`), the conflicts of their names and places
+    (`conflicts`), the verdict of every pair of operations by the rule tables (`pairs`), each object's merged state
+    (`states`), what the lineage of a table's segments shows (`lineage`; a revert's own check is its pairs',
+    `rules.revert_verdict`), and what the resolution settles (`resolutions`). A primary-key table merged by key
+    takes its key comparison from `compared` (table id -> counts and conflicts); without one it is pending."""
+    objects = object_diffs(inputs, (resolution or {}).get("schema", {}))
+    object_conflicts(objects, inputs.versions, inputs.taken, inputs.target_children)
+    pairs_decide(objects, inputs.live_files)
+    merged_states(objects, inputs.segment_stats)
+    if not inputs.reverting:
+        lineage_check(objects, inputs.live_files, inputs.restored_origins)
+    objects.sort(key=lambda obj: (KIND_ORDER.get(obj.kind, 2), obj.name))
+    resolutions_settle(objects, resolution, compared, inputs.segment_stats)
+    return objects
 
 
 def key_rows(obj: ObjectDiff, result: keys.KeyResult, types: Mapping[str, str]) -> list[keys.Row]:

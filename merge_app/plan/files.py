@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions, partitioned_by
-from merge_app.plan.objects import ObjectDiff, Pair, discarded_whole, rewrites_of_source_rows
-from merge_app.plan.rules import Op, restored_by_target, segment_origins
+from merge_app.plan.lineage import discarded_whole, restored_by_target, rewrites_of_source_rows
+from merge_app.plan.objects import ObjectDiff, Pair
+from merge_app.plan.rules import Op, segment_origins
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 

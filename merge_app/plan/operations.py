@@ -28,7 +28,8 @@ def side_changes(
     the operation it came from (`merged_from`, `origin_position`). An operation a merge replayed whose origin the base
     already holds is not a change since the base; one that no merge on the chain replayed (discarded, or settled by
     `target_wins`) is not part of the side's state; what a merge's `source_wins` superseded on this side is no change of
-    it (the merge took the other side's version of those files instead, `rules.source_wins_scope`: that side's change).
+    it (the merge took the other side's version of those files instead, `resolutions.source_wins_scope`: that side's
+    change).
     Also returns every object an operation on the chain touched (a primary-key table among them is compared by state,
     whatever the operations say) and the identity of every operation the chain holds (what a merge that took the other
     side's version of a table `held` among them), so that one both sides hold, cherry-picked, counts on neither."""

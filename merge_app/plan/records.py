@@ -10,7 +10,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from merge_app.plan.objects import TABLE, ObjectDiff, discarded_whole
+from merge_app.plan.lineage import discarded_whole
+from merge_app.plan.objects import TABLE, ObjectDiff
 from merge_app.plan.rules import DML, SOURCE_WINS, TARGET_WINS, Op
 from merge_app.plan.writes import Write
 

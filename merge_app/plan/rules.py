@@ -12,7 +12,7 @@ positions no longer exist and replaying would lose that change, so the pair is a
 design's own F* is that check for dest compactions; R* applies it to the other rewrites.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +144,20 @@ class Op:
         return self.details.get("rewrote") is False
 
     @property
+    def origins(self) -> dict[str, frozenset[str]]:
+        """Of the segments it wrote by rewriting rows (an update's new rows, a copy-on-write rewrite's kept rows, a
+        compaction's), the segments whose rows each holds: the one recorded (`segments_from`), else every segment it
+        rewrote. Empty for an operation that rewrote none, and for the undo of a commit that rewrote none
+        (`puts_back_own`). Followed back through a side's earlier rewrites by `segment_origins`."""
+        if self.op not in REWRITES or self.puts_back_own:
+            return {}
+        recorded, rewritten = self.details.get("segments_from", {}), frozenset(self.touched | self.removed)
+        return {
+            new: frozenset({recorded[new]}) if recorded.get(new) is not None else rewritten
+            for new in self.details.get("segments_added", [])
+        }
+
+    @property
     def restored(self) -> set[str]:
         """A restore's result: the files of the table at its point, those it added and those it kept (a restore is
         recorded as an overwrite of the whole table). Its own result, even where a file is as old as the merge base;
@@ -168,7 +182,6 @@ class Facts:
     src_changed_rows: bool = False  # src inserted, deleted, updated or overwrote rows of the table (not compaction)
     key_mode: bool = False  # a primary-key table with data changes on both sides (4.4)
     keyed: bool = False  # a primary-key table: its data operations are compared by key, never by file (4.4)
-    keys: dict | None = None  # the key comparison's counts, with `unresolved` conflicts; None: not run yet
     reverting: bool = False  # the source's operations undo a commit's (a revert): `revert_verdict` decides
     # The segments the source wrote by rewriting others' rows, each with the segments it did not write whose rows it
     # holds (`segment_origins`); any other segment holds its own.
@@ -190,6 +203,8 @@ class Verdict:
 
 
 Condition = Callable[[Op, Op, Facts], Verdict]
+# A pair of data operations of a table merged by key, until its key comparison is known
+KEYS_PENDING = Verdict(PENDING, "4.4", "The key-by-key comparison has not run yet.")
 
 
 def segments_named(ids: set[str]) -> str:
@@ -217,25 +232,9 @@ def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
     (unkeyed model seed 248)."""
     origins: dict[str, frozenset[str]] = {}
     for op in ops:
-        if op.op not in REWRITES or op.puts_back_own:
-            continue
-        recorded = op.details.get("segments_from", {})
-        rewritten = frozenset().union(*(origins.get(s, {s}) for s in op.touched | op.removed))
-        for new in op.details.get("segments_added", []):
-            origin = recorded.get(new)
-            origins[new] = origins.get(origin, frozenset({origin})) if origin is not None else rewritten
+        for new, came in op.origins.items():
+            origins[new] = frozenset().union(*(origins.get(segment, {segment}) for segment in came))
     return origins
-
-
-def restored_by_target(operations: Sequence[Op]) -> set[str]:
-    """The files of the result of the target's last overwrite (`operations`: the target's since the base), where a
-    restore made it (`Op.restored`): the target holds their rows, or what its later operations made of them. Empty
-    where its last overwrite is a load's (it replaced them) or it made none. Last as the target applied them
-    (`Op.applied`), not as they are listed: a merge into the target may replay an overwrite older than its restore
-    after it (unkeyed model seed 228: `b2` restored the table, then took `main`'s older overwrite by a merge; a pick of
-    an insert whose segment the restore had held added nothing, and its row was lost)."""
-    overwrites = [(op.applied, index, op) for index, op in enumerate(operations) if op.op == "overwrite"]
-    return max(overwrites, key=lambda found: found[:2])[2].restored if overwrites else set()
 
 
 def _replaced_by_overwrite(note: str) -> Condition:
@@ -424,58 +423,13 @@ def _rewritten_positions(src: Op, dest: Op) -> set[str]:
     return common
 
 
-def _by_key(facts: Facts) -> Verdict:
-    return key_verdict(facts.keys)
-
-
-def key_verdict(keys: dict | None) -> Verdict:
-    """A primary-key table merged by key: its comparison's verdict (pending until it ran)."""
-    if keys is None:
-        return Verdict(PENDING, "4.4", "The key-by-key comparison has not run yet.")
-    counts, unresolved = keys, keys.get("unresolved", 0)
-    summary = (
-        f"{counts['both']} key(s) changed on both sides, {counts['merged_cell_by_cell']} merged cell by cell, "
-        f"{counts['conflicts']} conflicting ({unresolved} unresolved)."
-    )
-    return Verdict(CONFLICT if unresolved else OK, "4.4", summary)
-
-
 @dataclass(frozen=True)
 class SourceWins:
-    """What a table's `source_wins` settles on a table without a primary key (`source_wins_scope`)."""
+    """What a table's `source_wins` settles on a table without a primary key (`resolutions.source_wins_scope`)."""
 
     files: frozenset[str]  # the contested segments and every file either side derived from them
     superseded: tuple[int, ...]  # indexes of the target operations the source's version of those files replaces
     mixed: tuple[int, ...]  # of those, target inserts: rows of the target's own that would be lost
-
-
-def source_wins_scope(src_ops: list[Op], dest_ops: list[Op], conflicting: list[tuple[int, int]]) -> SourceWins:
-    """The segments the conflicting pairs changed (both operations' inputs), grown to a fixpoint by every operation
-    of either side that read or wrote one of them (rewrites, compactions, delete files, an update's new rows): the
-    target takes the source's version of all of those files and keeps every other change of its own. Positions are
-    the only row identity of a table without a key, so a conflict is settled a segment at a time."""
-    files: set[str] = set()
-    for i, j in conflicting:
-        files |= _inputs(src_ops[i]) | _inputs(dest_ops[j])
-    sides = [(False, i, op) for i, op in enumerate(src_ops)] + [(True, j, op) for j, op in enumerate(dest_ops)]
-    inside: set[tuple[bool, int]] = set()
-    grown = True
-    while grown:
-        grown = False
-        for side in sides:
-            target, index, op = side
-            if (target, index) in inside or op.op not in DML or not (_inputs(op) | op.added) & files:
-                continue
-            files |= _inputs(op) | op.added
-            inside.add((target, index))
-            grown = True
-    superseded = tuple(sorted(index for target, index in inside if target))
-    mixed = tuple(index for index in superseded if dest_ops[index].op == "insert")
-    return SourceWins(frozenset(files), superseded, mixed)
-
-
-def _inputs(op: Op) -> set[str]:
-    return op.touched | op.removed | set(op.details.get("deltas_removed", []))
 
 
 def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Verdict]:
@@ -483,7 +437,7 @@ def verdict(table: RuleTable, src: Op, dest: Op, facts: Facts) -> tuple[str, Ver
     if facts.keyed and src.op in DML and dest.op in DML:
         if not facts.key_mode:
             return "4.4", Verdict(OK, "4.4", "Merged by key: only one side's rows differ from the base's.")
-        return "4.4", _by_key(facts)
+        return "4.4", KEYS_PENDING  # until the key comparison is known (`resolutions.keys_settle`)
     if facts.reverting and src.op in DML and dest.op in DML:
         return "V*", revert_verdict(src, dest)
     cell = table.cell(src.op, dest.op)

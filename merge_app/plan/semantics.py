@@ -1,8 +1,6 @@
 """What a merge decides beyond the rule tables, as pure functions of plain values (docs/merge-semantics.md#new-objects
 and #primary-key-tables).
 
-- Names (4.1): an object the source adds or renames must not take a name another object of its kind holds on the
-  target, and a table the source adds needs its database on the target.
 - Resolutions (4.4): which choice settles which conflict. A table's own choice settles any conflict of the table;
   the default only conflicts of data. A primary-key table's keys each take their own choice, else the table's,
   else the default; a key's own `fail` stands whatever the table or the default chose.
@@ -21,54 +19,17 @@ import json
 import math
 import re
 import struct
-from collections.abc import Hashable
 from functools import lru_cache
 from typing import Any
 
 from catalog_app.engine import predicate_parser, predicate_values
 from catalog_app.engine.type_names import json_value, parse_type, stat_value
 from lakeui.errors import ApplicationError
-from merge_app.plan.rules import CONFLICT, DML, FAIL, Verdict
+from merge_app.plan.rules import DML, FAIL
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"  # a key's change on one side (catalog_app.engine.keys)
 SETTLING = frozenset({"source_wins", "target_wins"})  # the choices that settle a conflict (`fail` does not)
 COLUMNS = "columns"  # a key settled cell by cell by its table's column rules (`key_settle`)
-
-# --- names (4.1) -----------------------------------------------------------------------------------------
-
-
-def taken_by_another(taken: dict[Hashable, Any], namespace: Hashable, object_id: Any) -> bool:
-    """Whether another object holds `namespace` (kind, parent, lower-case name) on the target."""
-    other = taken.get(namespace)
-    return other is not None and other != object_id
-
-
-def new_object_conflicts(
-    *, kind: str, name: str, taken_by_other: bool, parent_in_base: bool, parent_on_target: bool
-) -> list[Verdict]:
-    """An object the source added is taken over with its id, unless the target has another object of its kind
-    and name, or dropped the (older) database the table is in."""
-    conflicts = []
-    if taken_by_other:
-        conflicts.append(Verdict(CONFLICT, "4.1", f"The target already has a {kind} named {name!r} (another object)."))
-    if parent_in_base and not parent_on_target:
-        conflicts.append(Verdict(CONFLICT, "4.1", "The target dropped the database this table is in."))
-    return conflicts
-
-
-def rename_conflict(*, base_name: str, source_name: str, taken_by_other: bool) -> Verdict | None:
-    """A source rename onto a name another object holds on the target."""
-    if source_name == base_name or not taken_by_other:
-        return None
-    return Verdict(CONFLICT, "name", f"The source renamed it to {source_name!r}, a name the target uses.")
-
-
-def emptied_database_conflict(kept: list[str]) -> Verdict | None:
-    """A database the source dropped that still holds objects on the target the source did not drop."""
-    if not kept:
-        return None
-    return Verdict(CONFLICT, "4.2", f"The source dropped the database; the target has objects in it: {sorted(kept)}.")
-
 
 # --- resolutions (4.4) -----------------------------------------------------------------------------------
 

@@ -1,12 +1,20 @@
-"""Three-way merges of object states: what the target looks like once the source's changes are replayed on it.
+"""The merge plan's fourth stage (docs/architecture.md#the-path-of-a-merge): the merged state of each object, by
+three-way merges of object states: what the target looks like once the source's changes are replayed on it, with
+the checks of the result (two columns of one name, a NOT NULL column rows lack a value for).
 
 Plain data in and out. Wherever the source changed a value since the ancestor, its value wins (it is the change
 being replayed); elsewhere the target's stays. Columns are matched by id, so renames on either side never clash
 with other changes; the rule tables have already refused the combinations that cannot merge (A6, S*, P*, U*).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import merge_app.plan.semantics as semantics
+from catalog_app.engine.type_names import is_widening, parse_type
+from lakeui.errors import ApplicationError
+from merge_app.plan.objects import DATABASE, MERGED_KINDS, WRITES_DATA, ObjectDiff
+from merge_app.plan.rules import CONFLICT, PENDING, Op, Verdict
 
 MISSING = object()
 TABLE_FIELDS = ("partition_by", "primary_key", "comment")
@@ -126,3 +134,99 @@ def table_problems(
                     ))  # fmt: skip
                     break
     return problems
+
+
+def merged_states(objects: list[ObjectDiff], stats: Mapping[str, dict]) -> None:
+    """The merged state (`ObjectDiff.merged_state`) of each object the merge writes: a new one's is the source's;
+    one either side changed is merged three-way (`state_merge`), unless a side dropped it or its conflicts stand
+    (its pairs', `pairs.pairs_decide`, and its names', `conflicts.object_conflicts`). The pairs of a table merged by
+    key do not hold its state back: its key comparison settles cells in the merged columns
+    (`resolutions.keys_settle`). A table's choice `source_wins` merges it later (`resolutions`). `stats`: the column
+    statistics of the segments either side wrote."""
+    for obj in objects:
+        if obj.kind not in MERGED_KINDS or obj.change == "added_in_target":
+            continue
+        if obj.change == "added_in_source":
+            obj.merged_state = obj.source.state
+            continue
+        standing = [issue for issue in obj.issues if issue.verdict != PENDING] if obj.key_mode else obj.conflicts
+        if not obj.source.dropped and not standing and not (obj.target is not None and obj.target.dropped):
+            state_merge(obj, stats)
+
+
+def state_merge(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
+    """The merged state of an object both sides hold (`obj.merged_state`), with its schema settlements applied
+    (`_schema_applied`); the conflicts of the result are its issues (A6: two columns of one name; 4.0: the table's
+    problems, `table_problems`)."""
+    base, src, dest = obj.base.state, obj.source.state, obj.target.state
+    if obj.kind == DATABASE:
+        obj.merged_state = database_state_merge(base, src, dest)
+        return
+    merged = table_state_merge(base, src, dest)
+    if src == base and dest == base:  # the definition as it was: nothing of it for the checks below to find
+        obj.merged_state = merged
+        return
+    if obj.schema:
+        merged = _schema_applied(obj, merged)
+    duplicates = duplicate_column_names(merged["columns"])
+    if duplicates:
+        obj.issues.append(
+            Verdict(CONFLICT, "A6", f"After the merge two columns would be named {duplicates[0]!r}; rename one.")
+        )
+    if obj.change == "changed_in_both":
+        written = {side: segments_written(ops) for side, ops in (("source", obj.source_operations),
+                                                                  ("target", obj.target_operations))}  # fmt: skip
+
+        def nulls(side: str) -> set[int]:
+            written_stats = [stats.get(segment) for segment in written[side]]
+            return {c["id"] for c in merged["columns"] for s in written_stats if _may_be_null(s, c["id"])}
+
+        wrote = {side: bool(ids) for side, ids in written.items()}
+        for problem, column in table_problems(base, src, dest, merged, wrote=wrote, nulls=nulls):
+            settles = column and (column["name"], "fill", column["type"])
+            obj.issues.append(Verdict(CONFLICT, "4.0", problem, settles=settles))
+    obj.merged_state = merged
+
+
+def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
+    """The merged table with its schema settlements: a column's type set to one both sides' types widen to
+    (400 `schema_type_lossy` naming a side whose values it cannot all hold), a column's default to the fill (400
+    `invalid_fill` for a value that does not fit the column)."""
+    types = {side: {c["id"]: c["type"] for c in getattr(obj, side).state["columns"]} for side in ("source", "target")}
+    columns = []
+    for column in merged["columns"]:
+        settlement = obj.schema.get(column["id"])
+        if settlement is not None and "type" in settlement:
+            wanted = settlement["type"]
+            for side, held in types.items():
+                old = held.get(column["id"])
+                if old is not None and old != wanted and not is_widening(parse_type(old), parse_type(wanted)):
+                    raise ApplicationError(
+                        "schema_type_lossy",
+                        f"Column {column['name']!r} of {obj.name!r} cannot become {wanted}: the {side}'s {old} "
+                        f"values do not all fit it (a type both sides' types widen to: int to long or double, "
+                        f"float to double, a decimal to one of more precision and the same scale, an integer to a "
+                        f"decimal with enough digits).",
+                        details={"table": obj.name, "column": column["name"], "side": side, "type": old,
+                                 "wanted": wanted},
+                    )  # fmt: skip
+            column = {**column, "type": wanted}
+        if settlement is not None and "fill" in settlement:
+            try:
+                fill = semantics.cell_pick_value(settlement["fill"], column["type"], not_null=True)
+            except ValueError as wrong:
+                raise ApplicationError("invalid_fill", f"The fill of column {column['name']!r} of {obj.name!r} "
+                                       f"does not fit it: {wrong}.", details={"table": obj.name,
+                                       "column": column["name"], "type": column["type"]}) from None  # fmt: skip
+            column = {**column, "default": fill}
+        columns.append(column)
+    return {**merged, "columns": columns}
+
+
+def _may_be_null(stats: dict | None, column_id: int) -> bool:
+    return bool((stats or {}).get(str(column_id), {}).get("nulls", 1))
+
+
+def segments_written(operations: list[Op]) -> list[str]:
+    """The segments these operations (a side's) wrote of rows (an insert's, an update's, an overwrite's)."""
+    return [segment for op in operations if op.op in WRITES_DATA for segment in op.details.get("segments_added", [])]

@@ -38,8 +38,9 @@ from lakeui.errors import ApplicationError, ConflictError
 from lakeui.memory import gc_paused
 from merge_app import plan
 from merge_app.models import KeyComparison, KeyConflict, VirtualBase
-from merge_app.plan import Plan, rules, semantics, states
+from merge_app.plan import Plan, lineage, resolutions, rules, semantics, states
 from merge_app.plan import objects as plan_objects
+from merge_app.plan.conflicts import namespace
 from merge_app.plan.objects import (
     MERGED_KINDS,
     PENDING,
@@ -47,9 +48,6 @@ from merge_app.plan.objects import (
     ObjectDiff,
     PlanInputs,
     Version,
-    namespace,
-    resolution_check,
-    segments_written,
 )
 from merge_app.plan.operations import (
     compared_with_base,
@@ -60,6 +58,7 @@ from merge_app.plan.operations import (
     target_unchanged,
 )
 from merge_app.plan.records import MERGE, REVERT
+from merge_app.plan.resolutions import resolution_check
 from merge_app.plan.rules import CHOICES, CONFLICT, LEAVE_OUT, Op, Verdict
 from merge_app.plan.undo import undo_operations
 from merge_app.selectors.graph import CommitGraph, Sides
@@ -253,7 +252,7 @@ def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: d
     """A checked resolution's column rules and cell picks (`resolution_check`) against the tables they name as `refs`
     (the merge's source and target) hold them, where the merge is asked for: 400 `unknown_table` for a table
     neither holds, `column_rules_keyless` for one without a primary key, and `semantics.column_rules_check`'s (and
-    `plan_objects.cell_picks_check`'s) for the columns. A column the target has is checked with its type there, one
+    `resolutions.cell_picks_check`'s) for the columns. A column the target has is checked with its type there, one
     only the source has with the source's. The plan checks them again against the table it merges."""
     rules, picks = (resolution or {}).get("columns", {}), (resolution or {}).get("cells", {})
     if not rules and not picks:
@@ -281,7 +280,7 @@ def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: d
         if table in rules:
             semantics.column_rules_check(rules[table], table=table, columns=list(by_name.values()), keys=keys)
         if table in picks:
-            plan_objects.cell_picks_check(picks[table], table=table, columns=list(by_name.values()))
+            resolutions.cell_picks_check(picks[table], table=table, columns=list(by_name.values()))
 
 
 def merge_diff(*, catalog: Catalog, source: str, target: str, resolution: dict | None = None) -> MergeDiff:
@@ -384,7 +383,7 @@ def _planned(diff: MergeDiff, compared: dict[uuid.UUID, dict] | None) -> MergeDi
     """The diff with its objects decided by the planner: the key comparisons of the primary-key tables it merges by
     key from `compared` (made in this process) or as stored for these heads."""
     results = dict(compared or {})
-    unread = [table_id for table_id in plan_objects.key_merged(diff.inputs) if table_id not in results]
+    unread = [table_id for table_id in plan.key_merged(diff.inputs) if table_id not in results]
     if unread:
         stored = KeyComparison.objects.filter(
             table_id__any=unread, base=diff.base.id, source_head=diff.source_head.id, target_head=diff.target_head.id
@@ -534,7 +533,7 @@ def _keyed_live(version: Version | None) -> bool:
 def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[str, dict]]:
     """The source's and target's live files of each table whose source operations rewrote rows by position or
     overwrote it (whatever the target did since the base: the source may have taken back segments its overwrite
-    removed, `plan.objects.overwrite_taken_back`): file id -> the segment a delete file deletes from (None for a
+    removed, `plan.lineage.overwrite_taken_back`): file id -> the segment a delete file deletes from (None for a
     segment). A replayed overwrite's file plan reads both sides' files anyway. Where segments reached the source
     after its overwrite by operations the base holds, also `origins`: of the target's segments the source lacks and
     of those that reached the source so, the older segments whose rows each holds."""
@@ -551,7 +550,7 @@ def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[st
         for t in wanted
     }  # fmt: skip
     for t, sides in answer.items():
-        brought = plan_objects.brought_after_overwrite(src_ops[t], sides["source"], sides["target"])
+        brought = lineage.brought_after_overwrite(src_ops[t], sides["source"], sides["target"])
         if brought:
             older = {fid for fid, segment in sides["target"].items() if segment is None and fid not in sides["source"]}
             sides["origins"] = _rewrite_origins(t, older | brought)
@@ -560,19 +559,19 @@ def _rewritten_files(src_ops: dict, files: FilesRead) -> dict[uuid.UUID, dict[st
 
 def _restored_origins(src_ops: dict, dest_ops: dict) -> dict[uuid.UUID, dict[str, frozenset[str]]]:
     """Of each table the source inserted segments into that the target's last overwrite, a restore, does not hold
-    (`rules.restored_by_target`), the older segments whose rows each file of the restore's result holds
-    (`plan.objects.restored_rewrites`)."""
+    (`lineage.restored_by_target`), the older segments whose rows each file of the restore's result holds
+    (`plan.lineage.restored_rewrites`)."""
     found = {}
     for table_id, ops in src_ops.items():
-        restored = rules.restored_by_target(dest_ops.get(table_id, []))
-        if restored and plan_objects.inserted_segments(ops) - restored:
+        restored = lineage.restored_by_target(dest_ops.get(table_id, []))
+        if restored and lineage.inserted_segments(ops) - restored:
             found[table_id] = _rewrite_origins(table_id, restored)
     return found
 
 
 def _rewrite_origins(table_id: uuid.UUID, segments: set[str]) -> dict[str, frozenset[str]]:
     """The older segments whose rows each of these holds, followed back through the rewrites that wrote them on any
-    line (an update's, a copy-on-write delete's, a compaction's: `rules.segment_origins` of their operations)."""
+    line (an update's, a copy-on-write delete's, a compaction's: `Op.origins` of their operations)."""
     parents: dict[str, frozenset[str]] = {}
     asked, frontier = set(), set(segments)
     while frontier:
@@ -580,7 +579,7 @@ def _rewrite_origins(table_id: uuid.UUID, segments: set[str]) -> dict[str, froze
         for commit_id, position, op, details in operations_adding(
             object_id=table_id, segment_ids=frontier, ops=rules.REWRITES
         ):
-            for new, came in rules.segment_origins([Op(str(commit_id), position, op, details)]).items():
+            for new, came in Op(str(commit_id), position, op, details).origins.items():
                 if new in frontier:
                     parents[new] = parents.get(new, frozenset()) | came
         frontier = set().union(*(parents.get(fid, ()) for fid in frontier)) - asked
@@ -616,7 +615,7 @@ def _written_stats(src_ops: dict, dest_ops: dict, versions: dict) -> dict[str, d
     meanwhile that may hold NULL in it). A three-way merge of the columns makes no column NOT NULL that neither side
     made so."""
     both = {t for t in set(src_ops) & set(dest_ops) if _made_not_null(versions, t)}
-    segments = {s for side in (src_ops, dest_ops) for t in both for s in segments_written(side[t])}
+    segments = {s for side in (src_ops, dest_ops) for t in both for s in states.segments_written(side[t])}
     if not segments:
         return {}
     return {str(i): stats for i, stats in file_stats(segments).items()}

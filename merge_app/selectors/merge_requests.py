@@ -23,7 +23,7 @@ from checks_app.selectors import ChecksVerdict, check_run_dict, checks_verdict, 
 from lakeui.errors import NotFoundError
 from merge_app.models import KeyConflict, MergeRequest, MergeRequestEvent, MergeRequestReview
 from merge_app.plan import semantics
-from merge_app.plan.objects import resolution_check
+from merge_app.plan.resolutions import resolution_check
 from merge_app.selectors.merges import key_conflict_rows
 
 

@@ -36,7 +36,8 @@ from lakeui.jobs.selectors import job_by_id
 from lakeui.jobs.services import job_create
 from merge_app.job_specs import MergeRequestPlanSpec
 from merge_app.models import Merge, MergeRequest, MergeRequestEvent, MergeRequestReview
-from merge_app.plan.objects import SIDES, cell_picks_shape
+from merge_app.plan.objects import SIDES
+from merge_app.plan.resolutions import cell_picks_shape
 from merge_app.plan.rules import CHOICES
 from merge_app.selectors.diff import resolution_check, resolution_columns_check
 from merge_app.selectors.graph import CommitGraph

@@ -10,7 +10,8 @@ import pytest
 
 from merge_app import plan
 from merge_app.plan import decide, object_writes
-from merge_app.plan.objects import PlanInputs, Version, rewrites_of_source_rows
+from merge_app.plan.lineage import rewrites_of_source_rows
+from merge_app.plan.objects import PlanInputs, Version
 from merge_app.plan.records import CHERRY_PICK, MERGE
 from merge_app.plan.rules import CONFLICT, DISCARDED, OK, RULE_TABLES, Op
 

@@ -4,6 +4,7 @@ on plain values: no database, no Spark."""
 import uuid
 from dataclasses import dataclass, field
 
+from merge_app.plan.lineage import restored_by_target
 from merge_app.plan.operations import (
     compared_with_base,
     held_as_at_base,
@@ -12,7 +13,7 @@ from merge_app.plan.operations import (
     side_changes,
     target_unchanged,
 )
-from merge_app.plan.rules import Op, restored_by_target
+from merge_app.plan.rules import Op
 
 pytestmark = []  # no database
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from merge_app.plan import conflicts as names
 from merge_app.plan import semantics, states
 from merge_app.plan.rules import CONFLICT, FAIL, SOURCE_WINS, TARGET_WINS
 
@@ -17,33 +18,33 @@ def row(**changes):
 
 def test_a_name_is_taken_only_by_another_object():
     taken = {("table", "db", "t"): "id-1"}
-    assert semantics.taken_by_another(taken, ("table", "db", "t"), "id-2")
-    assert not semantics.taken_by_another(taken, ("table", "db", "t"), "id-1")  # its own name
-    assert not semantics.taken_by_another(taken, ("table", "db", "u"), "id-2")
+    assert names.taken_by_another(taken, ("table", "db", "t"), "id-2")
+    assert not names.taken_by_another(taken, ("table", "db", "t"), "id-1")  # its own name
+    assert not names.taken_by_another(taken, ("table", "db", "u"), "id-2")
 
 
 def test_a_new_object_conflicts_on_a_taken_name_and_on_a_dropped_database():
     args = {"kind": "table", "name": "db.t", "parent_in_base": True}
-    assert semantics.new_object_conflicts(taken_by_other=False, parent_on_target=True, **args) == []
-    [named] = semantics.new_object_conflicts(taken_by_other=True, parent_on_target=True, **args)
+    assert names.new_object_conflicts(taken_by_other=False, parent_on_target=True, **args) == []
+    [named] = names.new_object_conflicts(taken_by_other=True, parent_on_target=True, **args)
     assert (named.verdict, named.note) == (CONFLICT, "4.1") and "db.t" in named.reason
-    both = semantics.new_object_conflicts(taken_by_other=True, parent_on_target=False, **args)
+    both = names.new_object_conflicts(taken_by_other=True, parent_on_target=False, **args)
     assert [c.reason for c in both][1] == "The target dropped the database this table is in."
     # a table in a database the source added too: no database to miss on the target yet
-    assert semantics.new_object_conflicts(**{**args, "parent_in_base": False}, taken_by_other=False,
+    assert names.new_object_conflicts(**{**args, "parent_in_base": False}, taken_by_other=False,
                                           parent_on_target=False) == []  # fmt: skip
 
 
 def test_a_rename_conflicts_only_onto_a_name_another_object_holds():
-    assert semantics.rename_conflict(base_name="t", source_name="t", taken_by_other=True) is None  # not renamed
-    assert semantics.rename_conflict(base_name="t", source_name="u", taken_by_other=False) is None
-    conflict = semantics.rename_conflict(base_name="t", source_name="u", taken_by_other=True)
+    assert names.rename_conflict(base_name="t", source_name="t", taken_by_other=True) is None  # not renamed
+    assert names.rename_conflict(base_name="t", source_name="u", taken_by_other=False) is None
+    conflict = names.rename_conflict(base_name="t", source_name="u", taken_by_other=True)
     assert (conflict.verdict, conflict.note) == (CONFLICT, "name")
 
 
 def test_a_dropped_database_conflicts_while_the_target_keeps_objects_in_it():
-    assert semantics.emptied_database_conflict([]) is None
-    assert "['a', 'b']" in semantics.emptied_database_conflict(["b", "a"]).reason
+    assert names.emptied_database_conflict([]) is None
+    assert "['a', 'b']" in names.emptied_database_conflict(["b", "a"]).reason
 
 
 # --- resolutions ---

@@ -1,7 +1,8 @@
-"""rules.source_wins_scope, the pure part of a table's `source_wins`: which files the target takes from the source
+"""resolutions.source_wins_scope, the pure part of a table's `source_wins`: which files the target takes from the source
 and which of its own operations that supersedes. No database, no Spark."""
 
-from merge_app.plan.rules import Op, source_wins_scope
+from merge_app.plan.resolutions import source_wins_scope
+from merge_app.plan.rules import Op
 
 
 def op(kind, *, touched=(), removed=(), added=(), deltas_removed=()):
