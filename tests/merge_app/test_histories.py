@@ -2,8 +2,12 @@
 other side does not, every original operation once, on real Spark data. Each test checks the rows (as a multiset:
 a row held twice shows) on every branch after every merge."""
 
-import pytest
+import importlib
 
+import pytest
+from django.apps import apps as django_apps
+
+from catalog_app.models import Operation
 from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.refs import branch_create, branch_delete, tag_create
 from catalog_app.services.tables import table_update
@@ -1090,6 +1094,37 @@ def test_the_rows_a_revert_of_an_overwrite_puts_back_merge_against_a_target_over
     run.load("b1", "full_refresh", 10)
     run.restore("b1", "main")  # row 1's segment, by reference
     run.revert("b3")  # rows 1 and 4-6 back, 7-9 out
+    run.update("b3", 4)
+    assert run.merge("b3", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == expect(1, 4, 5, 6, _4=41)
+
+
+def test_a_revert_recorded_before_undos_carried_their_mark_merges_once_the_migration_marks_it(spark):
+    """The history above, with the undo as a revert recorded before undos carried `rewrote` left it: without the mark
+    a merge reads the put-back segments as rewrites of what the undo takes out (the loss of seed 248). The migration
+    `catalog_app/migrations/0017_undo_rewrote.py` marks each such undo, and the copies merges made of it, from the
+    commit it reverted: the undo of the overwrite rewrote nothing, that of an update did. Then the merge keeps the
+    rows."""
+    undo_marks = importlib.import_module("catalog_app.migrations.0017_undo_rewrote").undo_marks
+    run = Scripted(spark, mode="copy-on-write")  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.branch("b3", "main")
+    run.load("b3", "append_only", 4, 5, 6)
+    run.load("b3", "full_refresh", 7, 8, 9)
+    assert run.merge("b3", "b1")
+    run.load("b1", "full_refresh", 10)
+    run.restore("b1", "main")
+    run.revert("b3")  # the overwrite's undo
+    run.update("main", 1)
+    run.revert("main")  # an update's undo
+    undos = Operation.objects.filter(details__has_key="reverts")
+    for op in undos:  # as recorded before the mark
+        op.details = {key: value for key, value in op.details.items() if key != "rewrote"}
+        op.save(update_fields=["details"])
+    undo_marks(django_apps, None)
+    marks = {op.details["reverts"][2]: op.details.get("rewrote") for op in undos.all()}
+    assert marks == {"overwrite": False, "update": True}
     run.update("b3", 4)
     assert run.merge("b3", "b1")  # checked against the model
     assert table(spark, run.catalog, "b1") == expect(1, 4, 5, 6, _4=41)
