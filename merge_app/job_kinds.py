@@ -21,8 +21,9 @@ from merge_app.services.merge_requests import (
     merge_request_plan_store,
     merge_requests_follow_heads,
 )
-from merge_app.services.merges import branch_merge, checks_failed_error
+from merge_app.services.merges import branch_merge
 from merge_app.services.picks import commits_pick, pick_results
+from merge_app.services.pipeline import checks_failed_error
 from merge_app.services.queue import queue_run, queues_follow_heads
 from merge_app.services.restores import branch_restore, restore_result
 

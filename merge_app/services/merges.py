@@ -7,41 +7,35 @@ commit lock; under the lock it only checks that both heads are still the planned
 commits, so no commit can slip in between its decision and its commit and no Spark job runs while writers wait. It
 either refuses with its conflicts and changes nothing (the refusal is logged, `services/merge_logs.py`), or adds
 one commit whose second parent is the source head. When SQL checks guard the target, the result is first committed
-where no branch points and judged by them (the checks gate, `_checked`), and the target moves to that very commit.
-A merge that did data work (key comparison, merged rows, delete files) prepares its result so too, before the
-lock, and its job keeps it: a run of the job after its worker died publishes it with no Spark if neither head moved
-(`_resumed`), so what a crash costs does not grow with the merge's size (docs/operations.md#what-survives-a-crash).
+where no branch points and judged by them (the checks gate, `MergeRun.checked`), and the target moves to that very
+commit. A merge that did data work (key comparison, merged rows, delete files) prepares its result so too, before
+the lock, and its job keeps it: a run of the job after its worker died publishes it with no Spark if neither head
+moved (`MergeRun.resumed`), so what a crash costs does not grow with the merge's size
+(docs/operations.md#what-survives-a-crash). Each step is the pipeline's (`services/pipeline.py`).
 """
 
 import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 
 from catalog_app.engine.frames import cache_scope
-from catalog_app.engine.warehouse import Warehouse, files_missing
 from catalog_app.models import Catalog, Commit, Role
 from catalog_app.selectors.access import catalog_with_role, role_at_least
-from catalog_app.selectors.refs import commit_by_id, ref_resolve
+from catalog_app.selectors.refs import ref_resolve
 from catalog_app.services.access import branch_write_check
-from catalog_app.services.commits import commit_begin
-from catalog_app.spark import spark_session
-from checks_app.selectors import check_run_dict, checks_guarding, checks_verdict
-from checks_app.services.checks import checks_error, checks_run
+from checks_app.selectors import checks_guarding
 from lakeui.errors import ApplicationError, ConflictError
 from lakeui.jobs.models import Job
-from lakeui.jobs.services import job_checkpoint_save, job_create
+from lakeui.jobs.services import job_create
 from lakeui.memory import gc_paused
 from merge_app.job_specs import MergeSpec
 from merge_app.models import Merge
-from merge_app.selectors.diff import MergeDiff, resolution_check, resolution_columns_check
+from merge_app.selectors.diff import resolution_check, resolution_columns_check
 from merge_app.services.merge_logs import merge_log
 from merge_app.services.merge_plans import merge_plan
-from merge_app.services.merge_writer import MergeWriter
-from merge_app.services.pipeline import PREPARED, MergeMoved, MergeRefused, MergeRun, Prepared
+from merge_app.services.pipeline import MergeMoved, MergeRefused, MergeRun
 
 MERGE_JOB = MergeSpec.KIND
 MESSAGE_KEPT_MOVING = "{source!r} or {target!r} moved each time the merge was planned ({times} times); try again."
@@ -127,7 +121,7 @@ def branch_merge(
         status = Merge.Status.CONFLICT if not diff.mergeable else Merge.Status.PLANNED
         writer = run.writer(diff, planned.key_runs) if guards else None
         if writer is not None:  # what the checks would say of this merge's result
-            _checked(run, diff, writer, guards, override=None, dry_run=True)
+            run.checked(diff, writer, guards, override=None, dry_run=True)
         return merge_log(diff, status=status, user=user, job=job, dry_run=True, timings=run.timings(), log=run.extra)
     # Everything that reads or writes data runs before the commit lock is taken: the plan (with the key comparison
     # of primary-key tables, kept even if the merge is refused), the files the merge writes and, when it wrote
@@ -135,10 +129,10 @@ def branch_merge(
     # judged by the checks: write-audit-publish), which the job keeps for a later run should its worker die. Under
     # the lock the merge only checks that both heads are still the planned ones and commits (or publishes the
     # prepared result); if one moved, it plans again. A later run of the job publishes the prepared result as it
-    # is if nothing moved (`_resumed`).
+    # is if nothing moved (`MergeRun.resumed`).
     if override:  # an admin's override holds for every failed check, SQL or external (the request's re-check)
         run.extra["checks_overridden"] = {**override, "checks": []}
-    resumed = _resumed(run, via_merge_request=via_merge_request, on_merged=on_merged)
+    resumed = run.resumed(via_merge_request=via_merge_request, on_merged=on_merged)
     if resumed is not None:
         return resumed
     for _ in range(ATTEMPTS):
@@ -146,88 +140,19 @@ def branch_merge(
         diff, prepared = planned.diff, None
         writer = run.writer(diff, planned.key_runs)
         if writer is not None and (guards or planned.key_runs or writer.written()):  # work a later run need not redo
-            result = _checked(run, diff, writer, guards, override=override) if guards else None
+            result = run.checked(diff, writer, guards, override=override) if guards else None
             prepared = run.prepared(diff, writer, result or run.result(diff, writer))
         try:
             if prepared is not None:
                 return run.publish(prepared, via_merge_request=via_merge_request, on_merged=on_merged)
-            with transaction.atomic():
-                draft = commit_begin(catalog=catalog, branch=target, via_merge_request=via_merge_request)
-                src = ref_resolve(catalog=catalog, ref=source)
-                if (src.commit.id, draft.parent.id) != (diff.source_head.id, diff.target_head.id):
-                    raise MergeMoved
-                merge = run.commit(diff, writer, draft)
-                if on_merged is not None:
-                    on_merged(merge)
-                return merge
+            return run.committed(diff, writer, via_merge_request=via_merge_request, on_merged=on_merged)
         except MergeMoved:
             if prepared is not None:
-                _discarded(job)
+                run.discarded()
             continue  # files written for the old heads: orphans for GC, or kept by the prepared result naming them
         except MergeRefused as refused:
             raise run.refused(refused.diff) from None
     raise ConflictError("branch_moved", MESSAGE_KEPT_MOVING.format(source=source, target=target, times=ATTEMPTS))
-
-
-def _checked(run: MergeRun, diff: MergeDiff, writer: MergeWriter, guards: list, *, override, dry_run=False) -> Commit:
-    """The merge's result committed where no branch points (after the target head, with the source head as second
-    parent) and judged by the checks guarding the target (docs/merge-semantics.md#merge-checks); the runs go into
-    the audit log (`run.extra`). Refused with 409 `checks_failed` (logged, nothing merged) when a check that is not
-    advisory fails, unless an admin overrides it with a reason (`override`: reason and by, logged)."""
-    result = run.result(diff, writer)
-    runs = checks_run(spark_session, catalog=diff.catalog, checks=guards, commit=result,
-                      source_head=diff.source_head.id, target_head=diff.target_head.id, job=run.job,
-                      user=run.user)  # fmt: skip
-    verdict = checks_verdict(runs=runs)
-    run.extra["checks"] = [check_run_dict(one) for one in runs]
-    run.extra["checked_result"] = result.id
-    if override:  # the SQL checks this attempt overrode (none, if they passed)
-        run.extra["checks_overridden"] = {**override, "checks": verdict.failed}
-    elif verdict.failed and not dry_run:
-        raise checks_failed_error(
-            merge_log(
-                diff, status=Merge.Status.CHECKS_FAILED, user=run.user, job=run.job, log={**writer.log, **run.extra}
-            )
-        )
-    return result
-
-
-def _resumed(run: MergeRun, *, via_merge_request, on_merged) -> Merge | None:
-    """A run of a merge job whose earlier run died after it prepared its result (`MergeRun.prepared`): that result
-    published as it is, with no Spark and no plan, if neither head moved since it was planned and every file it
-    wrote is still there; otherwise it is discarded and None (the merge plans again), as when nothing was
-    prepared."""
-    job = run.job
-    found = ((job.checkpoint or {}) if job is not None else {}).get(PREPARED)
-    if found is None:
-        return None
-    merge = Merge.objects.filter(id=found["merge"], status=Merge.Status.PLANNED, job=None).first()
-    prepared = Prepared(merge, commit_by_id(found["result"]), found["written"]) if merge is not None else None
-    if prepared is None or files_missing(Warehouse(settings.LAKEUI_WAREHOUSE), prepared.written):
-        _discarded(job)
-        return None
-    timings = {**merge.timings, "resumed_ms": run.timings()["total_ms"]}
-    try:
-        return run.publish(prepared, via_merge_request=via_merge_request, on_merged=on_merged, timings=timings)
-    except MergeMoved:
-        _discarded(job)
-        return None
-
-
-def _discarded(job: Job | None) -> None:
-    """A prepared result that will not be published: the job forgets it. It stays what it is, a commit no branch
-    points to, logged by its plan (a planned dry run naming it), as a checked result whose target moved does."""
-    if job is not None and job.checkpoint is not None:
-        with transaction.atomic():
-            job_checkpoint_save(job=job, checkpoint=None)
-
-
-def checks_failed_error(merge: Merge) -> ConflictError:
-    """The refusal of a merge logged as `checks_failed` (again, for a job delivered twice)."""
-    runs = merge.log.get("checks", [])
-    failed = [run["name"] for run in runs if not run["advisory"] and run["state"] in ("failure", "error")]
-    details = {"merge": str(merge.id), "result": merge.log.get("checked_result")}
-    return checks_error(failed=failed, pending=[], runs=runs, target=merge.target, details=details)
 
 
 def merge_result_checked(
@@ -246,5 +171,5 @@ def merge_result_checked(
     if diff.up_to_date:
         raise ConflictError("nothing_to_merge", f"{source!r} has nothing to merge into {target!r}.")
     writer = run.writer(diff, planned.key_runs)
-    result = _checked(run, diff, writer, checks_guarding(catalog=catalog, branch=target), override=None)
+    result = run.checked(diff, writer, checks_guarding(catalog=catalog, branch=target), override=None)
     return run.prepared(diff, writer, result, checkpoint=False).merge

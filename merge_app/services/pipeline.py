@@ -16,12 +16,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from catalog_app.engine.warehouse import Warehouse, files_missing
 from catalog_app.models import Commit
-from catalog_app.selectors.refs import ref_resolve
-from catalog_app.services.commits import CommitDraft, commit_begin_detached, commit_publish
+from catalog_app.selectors.refs import commit_by_id, ref_resolve
+from catalog_app.services.commits import CommitDraft, commit_begin, commit_begin_detached, commit_publish
+from catalog_app.spark import spark_session
+from checks_app.selectors import check_run_dict, checks_verdict
+from checks_app.services.checks import checks_error, checks_run
 from lakeui.errors import ConflictError
 from lakeui.jobs.models import Job
 from lakeui.jobs.registry import ClaimLost
@@ -97,9 +102,32 @@ class MergeRun:
             draft = commit_begin_detached(catalog=diff.catalog, parent=parent or diff.target_head)
             return self.write(diff, writer, draft, message=message)
 
+    def checked(
+        self, diff: MergeDiff, writer: MergeWriter, guards: list, *, override: dict | None, dry_run: bool = False
+    ) -> Commit:
+        """The merge's result committed where no branch points (after the target head, with the source head as
+        second parent) and judged by the checks guarding the target (docs/merge-semantics.md#merge-checks); the runs
+        go into the audit log (`extra`). Refused with 409 `checks_failed` (logged, nothing merged) when a check that
+        is not advisory fails, unless an admin overrides it with a reason (`override`: reason and by, logged)."""
+        result = self.result(diff, writer)
+        runs = checks_run(spark_session, catalog=diff.catalog, checks=guards, commit=result,
+                          source_head=diff.source_head.id, target_head=diff.target_head.id, job=self.job,
+                          user=self.user)  # fmt: skip
+        verdict = checks_verdict(runs=runs)
+        self.extra["checks"] = [check_run_dict(one) for one in runs]
+        self.extra["checked_result"] = result.id
+        if override:  # the SQL checks this attempt overrode (none, if they passed)
+            self.extra["checks_overridden"] = {**override, "checks": verdict.failed}
+        elif verdict.failed and not dry_run:
+            log = {**writer.log, **self.extra}
+            raise checks_failed_error(
+                merge_log(diff, status=Merge.Status.CHECKS_FAILED, user=self.user, job=self.job, log=log)
+            )
+        return result
+
     def prepared(self, diff: MergeDiff, writer: MergeWriter, result: Commit, *, checkpoint: bool = True) -> Prepared:
         """The result's plan logged with what it will publish (a planned dry run naming it) and, for a job, kept as
-        its checkpoint (`checkpoint`), so that a later run of it publishes the result as it is (`merges._resumed`)."""
+        its checkpoint (`checkpoint`), so that a later run of it publishes the result as it is (`resumed`)."""
         with transaction.atomic():
             merge = merge_log(diff, status=Merge.Status.PLANNED, user=self.user, job=None, dry_run=True,
                               commit=result, log={**writer.log, **self.extra}, timings=self.timings())  # fmt: skip
@@ -121,6 +149,49 @@ class MergeRun:
         """The one publish of a merge: `merge_published`, fenced by this run's job's claim."""
         return merge_published(prepared, job=self.job, via_merge_request=via_merge_request, on_merged=on_merged,
                                timings=timings or self.timings(), log=log, commit_of_job=commit_of_job)  # fmt: skip
+
+    def resumed(self, *, via_merge_request: int | None, on_merged: Callable[[Merge], None] | None) -> Merge | None:
+        """A run of a merge job whose earlier run died after it prepared its result (`prepared`): that result
+        published as it is, with no Spark and no plan, if neither head moved since it was planned and every file it
+        wrote is still there; otherwise it is discarded and None (the merge plans again), as when nothing was
+        prepared."""
+        found = ((self.job.checkpoint or {}) if self.job is not None else {}).get(PREPARED)
+        if found is None:
+            return None
+        merge = Merge.objects.filter(id=found["merge"], status=Merge.Status.PLANNED, job=None).first()
+        prepared = Prepared(merge, commit_by_id(found["result"]), found["written"]) if merge is not None else None
+        if prepared is None or files_missing(Warehouse(settings.LAKEUI_WAREHOUSE), prepared.written):
+            self.discarded()
+            return None
+        timings = {**merge.timings, "resumed_ms": self.timings()["total_ms"]}
+        try:
+            return self.publish(prepared, via_merge_request=via_merge_request, on_merged=on_merged, timings=timings)
+        except MergeMoved:
+            self.discarded()
+            return None
+
+    def discarded(self) -> None:
+        """A prepared result that will not be published: the job forgets it. It stays what it is, a commit no branch
+        points to, logged by its plan (a planned dry run naming it), as a checked result whose target moved does."""
+        if self.job is not None and self.job.checkpoint is not None:
+            with transaction.atomic():
+                job_checkpoint_save(job=self.job, checkpoint=None)
+
+    def committed(
+        self, diff: MergeDiff, writer: MergeWriter | None, *, via_merge_request: int | None,
+        on_merged: Callable[[Merge], None] | None,
+    ) -> Merge:  # fmt: skip
+        """A merge with nothing prepared committed on the target itself, in one transaction under the commit lock, if
+        both heads are still the planned ones (else `MergeMoved`, nothing changed): `commit`, then `on_merged`."""
+        with transaction.atomic():
+            draft = commit_begin(catalog=diff.catalog, branch=diff.target, via_merge_request=via_merge_request)
+            src = ref_resolve(catalog=diff.catalog, ref=diff.source)
+            if (src.commit.id, draft.parent.id) != (diff.source_head.id, diff.target_head.id):
+                raise MergeMoved
+            merge = self.commit(diff, writer, draft)
+            if on_merged is not None:
+                on_merged(merge)
+            return merge
 
     def commit(self, diff: MergeDiff, writer: MergeWriter | None, draft: CommitDraft) -> Merge:
         """Under the commit lock, on the planned heads: refuse (`MergeRefused`), log an up-to-date merge, or stage
@@ -222,3 +293,11 @@ def _chosen(entry: dict, choices: list[dict] | None, merger: str | None) -> dict
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def checks_failed_error(merge: Merge) -> ConflictError:
+    """The refusal of a merge logged as `checks_failed` (again, for a job delivered twice)."""
+    runs = merge.log.get("checks", [])
+    failed = [run["name"] for run in runs if not run["advisory"] and run["state"] in ("failure", "error")]
+    details = {"merge": str(merge.id), "result": merge.log.get("checked_result")}
+    return checks_error(failed=failed, pending=[], runs=runs, target=merge.target, details=details)

@@ -55,7 +55,7 @@ def _died_after_preparing(catalog, job, monkeypatch) -> dict:
         patched.setattr(pipeline, "merge_published", die)
         with pytest.raises(Died):
             merges.branch_merge(catalog=catalog, source="dev", target="main", job=job)
-    return Job.objects.get(id=job.id).checkpoint[merges.PREPARED]
+    return Job.objects.get(id=job.id).checkpoint[pipeline.PREPARED]
 
 
 def _rows(spark, catalog) -> list[tuple]:

@@ -342,7 +342,8 @@ def test_a_keyed_merge_whose_worker_is_killed_ends_within_two_minutes(
     nothing was prepared: the new run merges again from the start, so the time is a whole merge's."""
 
     from merge_app.models import Merge
-    from merge_app.services.merges import PREPARED, merge_submit
+    from merge_app.services.merges import merge_submit
+    from merge_app.services.pipeline import PREPARED
     from tests.support.catalogs import head
     from tests.support.check import assert_consistent
     from tests.support.data import read
