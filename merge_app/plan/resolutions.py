@@ -158,7 +158,7 @@ def resolution_check(resolution: dict | None, *, choices: tuple[str, ...] = CHOI
     {column: rule}, "schema": {column: {"type": t} | {"fill": v}}}}, "keys": {"db.t": {key_id: choice}}, "cells":
     {"db.t": {key_id: {column: pick}}}}`; the default settles data conflicts only, a table's choice also its DDL
     conflicts; a table's column rules and cell picks settle the conflicting cells of its keys
-    (`semantics.key_settle`), its schema settlements its A6 conflicts (`_schema_applied`). Given back with the column
+    (`semantics.key_settle`), its schema settlements its A6 conflicts (`states.state_merge`). Given back with the column
     rules and the schema settlements apart (`"columns": {"db.t": {column: rule}}`, `"schema": {"db.t": ...}`, forms
     it also takes) and each table's choice a string. `choices`: the planner's own callers also pass LEAVE_OUT (a
     virtual base's)."""
