@@ -1198,3 +1198,29 @@ def test_a_source_overwrite_then_rows_of_a_segment_the_target_holds_a_sibling_re
         assert run.merge("b3", "main", target_wins=True)
     run.load("main", "append_only", 6)
     row_2_kept_or_refused(spark, run, mode)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_source_change_a_pick_of_an_overwrite_the_base_holds_took_out_is_refused_not_half_replayed(spark, mode):
+    """Keyless model seed 292 (155 steps, restores 6, picks 10; merge-on-read) cut down, the product's: `main` took
+    none of `b3`'s overwrite (`target_wins`), and `b1` branched from it, so the merge base holds the overwrite's commit.
+    `main` updates row 2 and then cherry-picks the overwrite: a pick of an operation the base holds is no change since
+    the base, and the update's files are gone from `main`. Merging `main` into `b1`, which deleted row 1, the update
+    was replayed by what its files left on `main`, nothing: merge-on-read, `b1` kept row 2's old version, which `main`
+    no longer has; copy-on-write, the update took out the segment of rows 2 and 3, and `b1` lost row 3 with it. What
+    is left of a change a later change took out that the merge does not replay cannot be told by file: R*."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b3", "main")
+    run.load("b3", "full_refresh", 10)
+    run.branch("b2", "b3")  # the overwrite's commit, to pick later
+    run.update("b3", 10)  # an update of b3's own row: against main's insert below, a conflict
+    run.load("main", "append_only", 2, 3)
+    assert not run.merge("b3", "main")
+    assert run.merge("b3", "main", target_wins=True)  # main keeps its table: rows 1, 2 and 3
+    run.branch("b1", "main")
+    run.update("main", 2)
+    run.pick("b2", "main")  # the overwrite again: main holds row 10 only
+    run.delete("b1", 1)
+    assert "R*" in refusal(run, "main", "b1")
+    assert table(spark, run.catalog, "b1") == expect(2, 3)

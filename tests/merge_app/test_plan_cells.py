@@ -331,6 +331,31 @@ def test_a_reverted_compaction_of_segments_the_target_never_had_is_a_conflict():
     assert obj.conflicts == [] and obj.verdict == OK
 
 
+def test_a_source_change_whose_files_a_change_the_merge_does_not_replay_took_out_is_a_conflict():
+    """Unkeyed model seed 292 (`test_histories.py` has it on real data): the source updated a row of s1 (d1 on s1,
+    the new row in n1), then cherry-picked an overwrite the merge base holds, which is no change since the base (o1
+    is the source's only file now). Replayed by what its files left on the source, nothing, the update left the
+    target's s1 as it was (merge-on-read: the row's old version stayed) or took s1 out with rows no rewrite brings
+    back (copy-on-write: a row was lost). Where a later source operation the merge replays took the files out, it
+    is that operation's to settle."""
+    update = op("source", "update")
+    live = {"source": {"o1": None}, "target": {**LIVE, "e1": "s2"}}
+    obj = plan_one("table", update, op("target", "delete"), live=live)
+    assert [(c.verdict, c.note) for c in obj.conflicts] == [(CONFLICT, "R*")], obj.conflicts
+    assert "segment(s) s1 by position, and later took that change's files out" in obj.conflicts[0].reason
+    rewrite = op("source", "update", segments_removed=["s1"], segments_added=["n1"])  # copy-on-write
+    obj = plan_one("table", rewrite, op("target", "delete"), live=live)
+    assert [(c.verdict, c.note) for c in obj.conflicts] == [(CONFLICT, "R*")], obj.conflicts
+    # the source's later overwrite is replayed: it took the update's files out, and no such conflict is raised
+    overwrite = Op("c-src", 1, "overwrite", {"segments_removed": ["s1", "s2", "s3", "s4", "n1"],
+                                            "deltas_removed": ["d1"], "segments_added": ["o1"]})  # fmt: skip
+    obj = plan_one("table", [update, overwrite], op("target", "delete"), live=live)
+    assert not any("later took" in c.reason for c in obj.conflicts), obj.conflicts
+    # the target holds no segment the update addressed: nothing of it is left to replay, and nothing is lost
+    obj = plan_one("table", update, op("target", "delete"), live={"source": {"o1": None}, "target": {"s2": None}})
+    assert not any("later took" in c.reason for c in obj.conflicts), obj.conflicts
+
+
 def test_rows_a_merge_brought_to_the_source_after_its_overwrite_the_target_holds_rewritten_are_a_conflict():
     """Unkeyed model seed 205 (`test_histories.py` has it on real data): the source overwrote (n1) and a merge then
     brought it segment D by an operation the base holds, which no source operation wrote; the target holds D
