@@ -1,6 +1,7 @@
 """Which operations count as a side's changes since the base (docs/merge-semantics.md#which-changes-a-merge-replays),
 decided on plain values: no ORM, no Spark. `merge_app/selectors/diff.py` reads the operations recorded on a side's
-first-parent chain, in commit order, for `side_changes`; and drops those the other side holds with `not_held`. Which
+first-parent chain, in commit order, for `side_changes`; and drops those the other side holds with `not_held`, and
+the picks of operations the base holds (`picked_in_base`). What a taken version carries is `carried`. Which
 tables a merge takes the source's version of, as the target holds them as the base has them, is decided here too
 (`target_unchanged`, on the tables the selector compared with the base: `compared_with_base`, `held_as_at_base`).
 """
@@ -65,6 +66,30 @@ def not_held(ops: dict[uuid.UUID, list[Op]], held: set[Identity]) -> dict[uuid.U
     left out."""
     kept = {object_id: [op for op in side if (*op.identity, object_id) not in held] for object_id, side in ops.items()}
     return {object_id: side for object_id, side in kept.items() if side}
+
+
+def picked_originals(sides: Iterable[Mapping[uuid.UUID, list[Op]]]) -> set[str]:
+    """The commits the cherry-picked operations of these sides were picked from: the facts `picked_in_base` needs of
+    the commit graph are which of them the merge base's history holds."""
+    return {op.identity[0] for ops in sides for side in ops.values() for op in side if op.details.get("picked_from")}
+
+
+def picked_in_base(sides: Iterable[Mapping[uuid.UUID, list[Op]]], base_holds: set[str]) -> set[Identity]:
+    """The identities of the cherry-picked operations of these sides whose original the merge base's history holds
+    (`base_holds`: those of `picked_originals` it does): no change of either side since the base, as an operation
+    both sides hold is not (docs/merge-semantics.md#revert-and-cherry-pick)."""
+    return {
+        (*op.identity, object_id) for ops in sides for object_id, side in ops.items() for op in side
+        if op.details.get("picked_from") and op.identity[0] in base_holds
+    }  # fmt: skip
+
+
+def carried(source_held: set[Identity], base_held: set[Identity]) -> set[Identity]:
+    """The operations a version of a table the merge takes from the source carries with it: those the source's
+    first-parent chain holds down to where it meets the base's (`source_held`), less those the base's chain holds
+    down to there (`base_held`). They include operations the base's history declined that the source's made, so
+    that a later cherry-pick of one of them onto the target finds it held, as its rows are."""
+    return source_held - base_held
 
 
 def held_by_object(held: set[Identity], object_ids: set[uuid.UUID]) -> dict[uuid.UUID, frozenset[tuple[str, int]]]:

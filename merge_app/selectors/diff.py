@@ -50,10 +50,13 @@ from merge_app.plan.objects import (
     Version,
 )
 from merge_app.plan.operations import (
+    carried,
     compared_with_base,
     held_as_at_base,
     held_by_object,
     not_held,
+    picked_in_base,
+    picked_originals,
     side_changes,
     target_unchanged,
 )
@@ -329,7 +332,8 @@ def merge_diff_of(
     # An operation both sides hold (one side cherry-picked it from the other), or a pick of one the base holds, is
     # no change of either. A revert's undoing operations are new: the target holds the operations they undo.
     if explicit is None or explicit.kind != REVERT:
-        in_base = _picked_in_base(graph, [src_ops, dest_ops], base.id)
+        originals = picked_originals([src_ops, dest_ops])
+        in_base = picked_in_base([src_ops, dest_ops], {c for c in originals if graph.reaches(base.id, c)})
         src_ops, dest_ops = not_held(src_ops, dest_held | in_base), not_held(dest_ops, src_held | in_base)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
@@ -351,9 +355,10 @@ def merge_diff_of(
     )  # fmt: skip
     # Taking the source's version, the target holds what that version holds (a later pick of one of those
     # operations finds it held, as the rows are).
-    carried = set()
+    source_carried = set()
     if unchanged and (explicit is None or explicit.kind != REVERT):
-        carried = _carried(graph, explicit.commit.id if explicit else source_head.id, base.id, unchanged)
+        taken_from = explicit.commit.id if explicit else source_head.id
+        source_carried = carried(*_held_apart(graph, taken_from, base.id, unchanged))
     # A table without a key is compared by the operations each side made since the base; one that only a merge's
     # replay of the base's own history touched is no change. A keyed table is compared by state.
     object_ids = set(src_ops) | set(dest_ops) | {i for i, changed in keyed_changes.items() if any(changed.values())}
@@ -369,7 +374,7 @@ def merge_diff_of(
         target_children=_dropped_children(versions, object_ids, chains),
         segment_stats=_written_stats(src_ops, dest_ops, versions),
         reverting=explicit is not None and explicit.kind == REVERT, target_unchanged=frozenset(unchanged),
-        source_held=held_by_object(carried, unchanged), restored_origins=_restored_origins(src_ops, dest_ops),
+        source_held=held_by_object(source_carried, unchanged), restored_origins=_restored_origins(src_ops, dest_ops),
     )  # fmt: skip
     diff = MergeDiff(
         catalog=catalog, source=source, target=target, source_head=source_head, target_head=target_head, base=base,
@@ -444,24 +449,13 @@ def _file_ids(files: FilesRead, table_ids: set[uuid.UUID]) -> dict[str, dict[uui
     return {side: {t: frozenset(found.by_id()) for t, found in tables.items()} for side, tables in live.items()}
 
 
-def _picked_in_base(graph: CommitGraph, sides: list[dict[uuid.UUID, list[Op]]], base: str) -> set[tuple]:
-    """The identities of cherry-picked operations whose original the base's history holds."""
-    picked = {(*op.identity, object_id) for ops in sides for object_id, side in ops.items() for op in side
-              if op.details.get("picked_from")}  # fmt: skip
-    originals = {commit for commit, _, _ in picked}
-    held = {commit for commit in originals if not graph.sides(commit, base).source}  # reachable from the base
-    return {identity for identity in picked if identity[0] in held}
-
-
-def _carried(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID]) -> set[tuple]:
-    """The operations the source's state holds and the base's may not: those of the source's first-parent chain
-    down to where it meets the base's, less those of the base's chain down to there. A merge that takes the
-    source's version of a table the target holds as the base has it holds these with it; they include operations
-    the base's history declined that the source's made (the source's commits that hold them may be the base's
-    second-parent ancestors: not among the source's commits since the base). Only the operations on `tables` are
-    read: the chains may be long (a branch merged into `main` meets it where it forked), their operations need not."""
+def _held_apart(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID]) -> tuple[set[tuple], set[tuple]]:
+    """The identities of the operations on `tables` the source's first-parent chain holds down to where it meets the
+    base's, and those the base's chain holds down to there (for `plan.operations.carried`). Only the operations on
+    `tables` are read: the chains may be long (a branch merged into `main` meets it where it forked), their
+    operations need not."""
     source_chain, base_chain = graph.first_parents_apart(source, base)
-    return _operations(graph, source, source_chain, tables)[2] - _operations(graph, base, base_chain, tables)[2]
+    return _operations(graph, source, source_chain, tables)[2], _operations(graph, base, base_chain, tables)[2]
 
 
 def _by_object(ordered: list[tuple[uuid.UUID, Op]]) -> dict[uuid.UUID, list[Op]]:

@@ -104,6 +104,10 @@ class CommitGraph:
         }
         return Sides(bases=bases, source=only[SOURCE], target=only[TARGET])
 
+    def reaches(self, head: str, commit_id: str) -> bool:
+        """Whether `head`'s history holds `commit_id` (it is `head` or one of its ancestors)."""
+        return not self.sides(commit_id, head).source
+
     def _seq(self, commit_id: str) -> int:
         return self.nodes[commit_id].seq
 

@@ -1224,3 +1224,29 @@ def test_a_source_change_a_pick_of_an_overwrite_the_base_holds_took_out_is_refus
     run.delete("b1", 1)
     assert "R*" in refusal(run, "main", "b1")
     assert table(spark, run.catalog, "b1") == expect(2, 3)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+@pytest.mark.parametrize("apart", ["compaction", "delete", "update"])
+def test_a_pick_of_a_change_of_rows_the_target_holds_in_other_segments_is_refused(spark, mode, apart):
+    """Keyless model seed 294 (17 steps, restores 8, picks 12; merge-on-read) cut down, where the model was wrong: `b1`
+    rewrites the load's segment (a compaction; a delete or an update, copy-on-write) and updates row 1; a pick of
+    that update onto `main`, which never took the rewrite, addresses a segment `main` lacks: refused, R*, as a change
+    by position is (docs/merge-semantics.md#tables-without-a-primary-key). The model demanded the merge, since `main`
+    holds row 1 as the pick's base does. Merge-on-read, a delete or an update keeps the segment and the pick merges."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1, 2, 3)
+    run.branch("b1", "main")
+    if apart == "compaction":
+        run.load("b1", "append_only", 4)
+        run.compact("b1")
+    else:
+        getattr(run, apart)("b1", 2)
+    run.update("b1", 1)
+    before = head(run.catalog, "main")
+    run.pick("b1", "main")  # checked against the model
+    if apart == "compaction" or mode == "copy-on-write":
+        assert run.outcomes == {"refused_maybe": 1} and head(run.catalog, "main") == before
+    else:
+        assert run.outcomes == {"merged": 1}
+        assert table(spark, run.catalog, "main") == expect(1, 2, 3, _1=11)

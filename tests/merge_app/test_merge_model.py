@@ -227,6 +227,7 @@ class Model:
     heads: dict[str, MCommit] = field(default_factory=dict)
     origin: dict[int, int] = field(default_factory=dict)  # an operation's uid -> the commit that made it
     unsure_pick: MCommit | None = None  # a pick that may be up to date: its commit, if LakeUI makes one
+    copy_on_write: bool = False  # the table's write mode: a delete or an update rewrites the segments it changes
 
     def commit(self, branch: str, op_kind: str, **fields) -> None:
         head = self.heads[branch]
@@ -319,7 +320,7 @@ class Model:
         def taken() -> MCommit:
             """The merge commit that takes the source's rows, whatever merges on the source declined (4.7). It holds
             what those rows carry: the operations the source's first-parent history holds and the base's does not
-            (LakeUI's `_carried`)."""
+            (LakeUI's `plan.operations.carried`)."""
             carried, unsure_carried = carried_ops(src, base)
             carried = frozenset(carried - {op.uid for op in src_ops})
             ops = [replace(op, commit=number) for op in src_ops] if merge_parent is None else src_ops
@@ -343,9 +344,17 @@ class Model:
             # delete or update of rows of that base the target holds in no version is refused by file (R*: the
             # target lacks their segment), as a three-way merge sets it against the target's delete of them, or
             # replayed where the target holds the segment (seed 201: `b3` updated rows its overwrite wrote, and the
-            # update was picked onto `b1`, which never had them; the model replayed it and added the new versions).
-            lacked = {rid % 10**6 for rid in base.rows} - {rid % 10**6 for rid in dest.rows}
-            verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL and {r % 10**6 for r in op.rids} & lacked]
+            # update was picked onto `b1`, which never had them; the model replayed it and added the new versions);
+            # so too where the target holds another version of the row (an update on the base's line wrote the one
+            # addressed into a segment of its own). The target may also hold the base's rows in other segments than
+            # the base: where the base's history holds a compaction, or a copy-on-write delete or update, that the
+            # target's does not, the pick's delete or update addresses a segment the target lacks, R* (seed 294: `b1`
+            # compacted the load's segment, and a pick onto `main`, which held it uncompacted, of `b2`'s update of a
+            # row of the compaction was refused).
+            in_dest = {uid for c in ancestors(dest).values() for uid in [*(op.uid for op in c.ops), *c.held]}
+            rewrites = {"compaction", *(POSITIONAL if self.copy_on_write else ())}
+            apart = any(op.kind in rewrites and op.uid not in in_dest for c in in_base.values() for op in c.ops)
+            verdicts += [MAYBE for op in src_ops if op.kind in POSITIONAL and (apart or op.rids - set(dest.rows))]
         # The rows a common row of two positional operations must be one of to be a certain conflict: those the base
         # or either side holds a version of (seed 84: an overwrite in the base replaced it on both lines); after a
         # later source overwrite, those the source holds (seed 103: the overwrite replaces the target's version too),
@@ -582,7 +591,7 @@ class Run:
         mode = mode or self.random.choice(["merge-on-read", "copy-on-write"])
         make_table(self.catalog, columns=COLUMNS, properties={"write.mode": mode})
         self.log.append(f"table write.mode={mode}")
-        self.model = Model()
+        self.model = Model(copy_on_write=mode == "copy-on-write")
         self.model.heads["main"] = MCommit(0, None, None, {})
         self.next_id = itertools.count(1)
         self.outcomes: dict[str, int] = {}

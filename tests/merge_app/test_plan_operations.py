@@ -6,10 +6,13 @@ from dataclasses import dataclass, field
 
 from merge_app.plan.lineage import restored_by_target
 from merge_app.plan.operations import (
+    carried,
     compared_with_base,
     held_as_at_base,
     held_by_object,
     not_held,
+    picked_in_base,
+    picked_originals,
     side_changes,
     target_unchanged,
 )
@@ -44,6 +47,16 @@ def test_what_the_other_side_holds_is_no_change_of_either():
     ops = {T: [Op("c1", 0, "insert", {}), Op("c2", 0, "delete", {})], K: [Op("c3", 0, "insert", {})]}
     assert not_held(ops, {("c1", 0, T), ("c3", 0, K)}) == {T: [Op("c2", 0, "delete", {})]}
     assert held_by_object({("c1", 0, T), ("c2", 1, T), ("c3", 0, K)}, {T}) == {T: frozenset({("c1", 0), ("c2", 1)})}
+
+
+def test_a_pick_of_an_operation_the_base_holds_is_no_change_and_a_taken_version_carries_what_the_base_lacks():
+    source = {T: [Op("p1", 0, "insert", {"picked_from": ["o1", 2]}), Op("s1", 0, "delete", {})]}
+    target = {K: [Op("p2", 1, "update", {"picked_from": ["o2", 0]})]}
+    assert picked_originals([source, target]) == {"o1", "o2"}  # which of them the base holds is the graph's
+    assert picked_in_base([source, target], {"o2"}) == {("o2", 0, K)}
+    assert not_held(target, picked_in_base([source, target], {"o2"})) == {}
+    assert picked_in_base([source, target], set()) == set()
+    assert carried({("a", 0, T), ("b", 1, T)}, {("b", 1, T), ("c", 0, T)}) == {("a", 0, T)}
 
 
 def test_the_targets_last_overwrite_is_the_last_it_applied_not_the_last_listed():
