@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from catalog_app.engine.segments import file_in_partitions, partitioned_by
 from merge_app.plan.lineage import discarded_whole, restored_by_target, rewrites_of_source_rows
 from merge_app.plan.objects import ObjectDiff, Pair
-from merge_app.plan.rules import Op, segment_origins
+from merge_app.plan.rules import Op, replaced_later, restored_results, segment_origins
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 
@@ -87,24 +87,27 @@ def file_plan(
     source took out is taken out of the target's files wherever the target got them: from the base, or by a
     cherry-pick of the source's (a revert of the picked commit takes out the picked copy:
     docs/merge-semantics.md#a-revert-after-a-pick)."""
-    added_by, removed_by, removed_otherwise = set(), set(), set()  # removed_otherwise: by an operation not an overwrite
-    for op in operations:
-        added_by |= op.added
-        removed_by |= op.removed | set(op.details.get("deltas_removed", []))
-        if op.op != "overwrite":
-            removed_otherwise |= op.removed | set(op.details.get("deltas_removed", []))
-    not_taken = {file for pair in discarded for file in pair.decided.discarded}
     # An operation discarded whole (a dropped compaction, an A4/A5 update or delete of older rows) is not replayed, so
     # the target keeps the files it would have replaced, wherever the target got them; the audit log lists it as
     # discarded and the writer records no operation for it.
     whole = discarded_whole(operations, discarded)
+    # What a later whole-table overwrite replaced is not added, where the source holds it again by an operation the
+    # merge does not replay (`replaced_later`).
+    replaced = replaced_later(operations, whole)
+    added_by, removed_by, removed_otherwise = set(), set(), set()  # removed_otherwise: by an operation not an overwrite
+    for index, op in enumerate(operations):
+        added_by |= op.added if index not in replaced else set()
+        removed_by |= op.taken_out
+        if op.op != "overwrite":
+            removed_otherwise |= op.taken_out
+    not_taken = {file for pair in discarded for file in pair.decided.discarded}
     not_removed = set()
     for index in whole:
-        not_removed |= operations[index].removed | set(operations[index].details.get("deltas_removed", []))
+        not_removed |= operations[index].taken_out
     # A restore replayed takes its whole result, files as old as the base among them (`Op.restored`), also those an
     # earlier source operation wrote that a pair discarded (a restore to a point after an update A4 discarded: its
     # files are rows of the restore's result, and were lost).
-    restored = set().union(*(op.restored for index, op in enumerate(operations) if index not in whole))
+    restored = restored_results(operations, whole)
     not_taken -= restored
     # A segment of a replayed restore's result is the target's by that restore, whole: a revert's undo of a later
     # source change of it is undone by file, not put back as on a target that holds the segment in no version (unkeyed

@@ -119,7 +119,7 @@ def _taken_out_unreplayed(operations: Sequence[Op], source: set[str], discarded:
         if op.op not in rules.TOUCHING or index in discarded:
             continue
         later = [o for j, o in enumerate(operations) if j > index and j not in discarded]
-        out = set().union(*(o.removed | set(o.details.get("deltas_removed", [])) for o in later))
+        out = set().union(*(o.taken_out for o in later))
         deltas_on = op.details.get("deltas_on", {})
         if any(deltas_on.get(f) not in out for f in op.added - source - out):
             found |= op.addressed
@@ -174,7 +174,7 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
     and the rewrites whose new segments may also hold rows the source never had (an update's new versions, a
     compaction's other segments) are returned (the second), which the planner refuses."""
     # A restore's result is its own, not rows the source kept from before an older overwrite (issue 53)
-    restored = set().union(*(op.restored for op in obj.source_operations))
+    restored = rules.restored_results(obj.source_operations)
     lineage, kept, mixed = set(source_files) - restored, set(), []
     for op in obj.target_operations:
         if op.op in rules.REWRITES and op.removed & lineage:
@@ -289,7 +289,7 @@ def overwrite_taken_back(
     segments the source lacks and of the taken-back ones, the older segments whose rows each holds). A target that
     changed nothing since the base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
     source = set(source_files)
-    restored = set().union(*(op.restored for op in obj.source_operations))
+    restored = rules.restored_results(obj.source_operations)
     discarded = {pair.source for pair in obj.discarded}
     overwrites = [
         op for index, op in enumerate(obj.source_operations) if op.op == "overwrite" and index not in discarded

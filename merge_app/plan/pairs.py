@@ -30,7 +30,7 @@ def pairs_decide(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mappi
             )
             facts.src_changed_rows = any(op.op in ROW_CHANGES for op in obj.source_operations)
             facts.src_origins = rules.segment_origins(obj.source_operations)
-            facts.src_restored = frozenset().union(*(op.restored for op in obj.source_operations))
+            facts.src_restored = frozenset(rules.restored_results(obj.source_operations))
             facts.schema_settled = obj.schema
         for i, src_op in enumerate(obj.source_operations):
             for j, dest_op in enumerate(obj.target_operations):

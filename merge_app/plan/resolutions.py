@@ -272,4 +272,4 @@ def source_wins_scope(src_ops: list[Op], dest_ops: list[Op], conflicting: list[t
 
 
 def _inputs(op: Op) -> set[str]:
-    return op.touched | op.removed | set(op.details.get("deltas_removed", []))
+    return op.touched | op.taken_out

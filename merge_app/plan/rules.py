@@ -12,7 +12,7 @@ positions no longer exist and replaying would lose that change, so the pair is a
 design's own F* is that check for dest compactions; R* applies it to the other rewrites.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,11 @@ class Op:
         return {*self.details.get("segments_added", []), *self.details.get("deltas_added", [])}
 
     @property
+    def taken_out(self) -> set[str]:
+        """The files it took out: segments and delete files."""
+        return {*self.details.get("segments_removed", []), *self.details.get("deltas_removed", [])}
+
+    @property
     def puts_back_own(self) -> bool:
         """A revert's undo of a commit that rewrote no rows (an overwrite's: `undo.undo_operations` records `rewrote`):
         the segments it puts back hold rows of their own, as an insert's do, not those of the files it takes out.
@@ -235,6 +240,27 @@ def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
         for new, came in op.origins.items():
             origins[new] = frozenset().union(*(origins.get(segment, {segment}) for segment in came))
     return origins
+
+
+def replaced_later(ops: Sequence[Op], skip: Collection[int] = ()) -> set[int]:
+    """The indices of these operations (one side's) whose files a later whole-table overwrite among them replaced,
+    later as the side applied them (`Op.applied`); `skip`: the indices of those not replayed. What such an operation
+    wrote is not the side's change, even where the side holds those files again: an operation the merge does not
+    replay brought them back (unkeyed model seed 303: `b2` restored the table, overwrote it, then cherry-picked
+    another branch's restore, which the merge base holds; the merge took the first restore's result back with it)."""
+    overwrites = [
+        (op.applied, index) for index, op in enumerate(ops)
+        if index not in skip and op.op == "overwrite" and op.details.get("whole_table")
+    ]  # fmt: skip
+    last = max(overwrites, default=None)
+    return {index for index, op in enumerate(ops) if last is not None and (op.applied, index) < last}
+
+
+def restored_results(ops: Sequence[Op], skip: Collection[int] = ()) -> set[str]:
+    """The files of these operations' restores' results that are still theirs (`Op.restored`): of the restores
+    replayed (not in `skip`), those no later whole-table overwrite replaced (`replaced_later`)."""
+    gone = set(skip) | replaced_later(ops, skip)
+    return set().union(*(op.restored for index, op in enumerate(ops) if index not in gone))
 
 
 def _replaced_by_overwrite(note: str) -> Condition:
@@ -459,8 +485,8 @@ def revert_verdict(undo: Op, later: Op) -> Verdict:
     """A revert's undo of a data operation against a change the target made after the reverted commit (V*): the
     undo takes out the files the reverted commit wrote, so a later change to them (rows deleted or updated in them
     by position, the files rewritten, compacted or overwritten) would be lost with them."""
-    wrote = undo.removed | set(undo.details.get("deltas_removed", []))
-    changed = (later.touched | later.removed | set(later.details.get("deltas_removed", []))) & wrote
+    wrote = undo.taken_out
+    changed = (later.touched | later.taken_out) & wrote
     if changed:
         why = f"A later {later.op} changed file(s) {segments_named(changed)} that the reverted commit wrote."
         return Verdict(CONFLICT, "V*", why)

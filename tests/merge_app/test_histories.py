@@ -1250,3 +1250,34 @@ def test_a_pick_of_a_change_of_rows_the_target_holds_in_other_segments_is_refuse
     else:
         assert run.outcomes == {"merged": 1}
         assert table(spark, run.catalog, "main") == expect(1, 2, 3, _1=11)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_restore_a_later_overwrite_replaced_is_not_brought_back_by_a_pick_the_base_holds(spark, mode):
+    """Keyless model seed 303 (152 steps, restores 8, picks 20; merge-on-read) cut down, the product's: `b2` declined
+    `main`'s restore to row 1's commit (`target_wins`) and `b1` branched from it, so the merge base holds the restore.
+    `b2` then restores the table to the same point itself, overwrites it, and cherry-picks `main`'s restore: no change
+    since the base, though it brings row 1's segment back onto `b2`. Merging `b2` into `b1`, which deleted row 1, the
+    first restore's result was counted as `b2`'s own change (a replayed restore takes its whole result), though the
+    overwrite after it replaced it: row 1 came back. Rows brought back by operations the base holds are not added
+    (docs/merge-semantics.md#tables-without-a-primary-key): `b1` keeps none."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("point", "main")
+    run.load("main", "append_only", 2)
+    run.branch("b2", "main")
+    run.restore("main", "point")  # main: row 1 again
+    run.branch("restored", "main")  # main's restore, to pick later
+    run.update("main", 1)  # an update of the restore's row: against b2's insert below, a conflict
+    run.load("b2", "append_only", 4)
+    assert not run.merge("main", "b2")
+    assert run.merge("main", "b2", target_wins=True)  # b2 keeps rows 1, 2 and 4
+    run.branch("b1", "b2")
+    run.load("b2", "append_only", 3)
+    run.restore("b2", "point")  # b2's own restore: row 1
+    run.load("b2", "full_refresh", 5, 6)
+    run.pick("restored", "b2")  # main's restore again: b2 holds row 1, by an operation the base holds
+    assert table(spark, run.catalog, "b2") == expect(1)
+    run.delete("b1", 1)
+    assert run.merge("b2", "b1")  # checked against the model
+    assert table(spark, run.catalog, "b1") == []

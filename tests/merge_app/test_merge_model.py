@@ -545,9 +545,13 @@ def replay(
     discarded change is as if not made, so the source would still have them (seed 83: the source overwrote, took
     rows 1 and 2 back by a merge and deleted row 2; against the target's restore of them the delete is discarded,
     and row 2 stays as the target has it). A restore's rows are its own, even those the base holds
-    (docs/merge-semantics.md#restore)."""
-    created = set().union(*(op.created for op in ops))
-    restored = {row.rid for op in ops if op.restore for row in op.rows}  # its own result, older rows too
+    (docs/merge-semantics.md#restore). What a later overwrite among them replaced is not added, though the source
+    holds it again: an operation the base holds brought it back (seed 303: a restore, an overwrite, then a pick of
+    another branch's restore to the same point that the base holds; LakeUI's `plan.rules.replaced_later`)."""
+    last = max((i for i, op in enumerate(ops) if op.kind == "overwrite"), default=-1)
+    standing = ops[last:] if last >= 0 else ops
+    created = set().union(*(op.created for op in standing))
+    restored = {row.rid for op in standing if op.restore for row in op.rows}  # its own result, older rows too
     addressed = set().union(*(op.rids for op in ops))
     overwrote = any(op.kind == "overwrite" for op in ops)
     gone = {rid for rid in addressed if rid not in src}

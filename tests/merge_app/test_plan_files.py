@@ -173,6 +173,20 @@ def test_a_restores_result_is_taken_over_where_a_pair_discarded_the_operation_th
     assert outcome(plan) == (["o1"], [], ["u1", "u2"])
 
 
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_restores_result_a_later_overwrite_replaced_is_not_taken_over_where_the_source_holds_it_again(mode):
+    """Unkeyed model seed 303: the source appended s3, restored the table to s1 and overwrote it with o5; a pick of
+    another branch's restore to the same point, which the merge base holds, brought s1 back. The target deleted row 1
+    of s1 (a delete file; copy-on-write, s1 taken out). The overwrite replaced the first restore's result: s1 is
+    not the source's change, and neither comes back nor takes the target's delete file out (`rules.replaced_later`)."""
+    restore = op("overwrite", removed=["s2", "s3"], segments_kept=["s1"], restore=True, whole_table=True)
+    load = op("overwrite", removed=["s1"], added=["o5"], whole_table=True)
+    target = files("s1", "d1@s1", "s2") if mode == "merge-on-read" else files("s2")
+    plan = file_plan(base=files("s1", "s2"), source=files("s1"), target=target,
+                     operations=[op("insert", added=["s3"]), restore, load], discarded=[], overwrites=[None, None])  # fmt: skip
+    assert outcome(plan) == ((["s2"], ["d1"], []) if mode == "merge-on-read" else (["s2"], [], []))
+
+
 def test_source_wins_takes_the_sources_version_of_the_contested_files():
     plan = file_plan(base=files("s1"), source=files("s1", "d1@s1"), target=files("s1", "d2@s1"),
                      operations=[op("delete", deltas=["d1"])], discarded=[], contested=frozenset({"s1"}))  # fmt: skip
