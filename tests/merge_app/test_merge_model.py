@@ -437,9 +437,13 @@ class Model:
                 op = replace(op, rows=())
                 verdicts.append(MAYBE)
             applied.append(op)
-        rows = replay(base.rows, src.rows, dest.rows, applied, undone)
+        # What a later source overwrite replaced, later as the source applied them (seed 303; `replay`)
+        order = applied_order(src_ops, src, since)
+        last = max((n for n, op in enumerate(order) if op.kind == "overwrite"), default=0)
+        replaced_ops = {op.uid for op in order[:last]}
+        rows = replay(base.rows, src.rows, dest.rows, applied, undone, replaced_ops)
         others = [apart.get(i, op) for i, op in enumerate(applied)]
-        other_rows = replay(base.rows, src.rows, dest.rows, others, undone) if apart else None
+        other_rows = replay(base.rows, src.rows, dest.rows, others, undone, replaced_ops) if apart else None
         if merge_parent is None:  # a cherry-pick: its operations are the picked ones, made in its own commit
             applied = [replace(op, commit=number) for op in applied]
             others = [replace(op, commit=number) for op in others]
@@ -536,7 +540,12 @@ def own_rows(ops: list[MOp], base: set[int]) -> set[int]:
 
 
 def replay(
-    base: dict[int, Row], src: dict[int, Row], dest: dict[int, Row], ops: list[MOp], undone: set[int] = frozenset()
+    base: dict[int, Row],
+    src: dict[int, Row],
+    dest: dict[int, Row],
+    ops: list[MOp],
+    undone: set[int] = frozenset(),
+    replaced: set[int] = frozenset(),
 ) -> dict[int, Row]:
     """The target's rows once the source's operations are replayed, each by what it left on the source (a later
     overwrite there may have replaced it): the rows they added that the source still has, less the rows they
@@ -545,11 +554,11 @@ def replay(
     discarded change is as if not made, so the source would still have them (seed 83: the source overwrote, took
     rows 1 and 2 back by a merge and deleted row 2; against the target's restore of them the delete is discarded,
     and row 2 stays as the target has it). A restore's rows are its own, even those the base holds
-    (docs/merge-semantics.md#restore). What a later overwrite among them replaced is not added, though the source
-    holds it again: an operation the base holds brought it back (seed 303: a restore, an overwrite, then a pick of
-    another branch's restore to the same point that the base holds; LakeUI's `plan.rules.replaced_later`)."""
-    last = max((i for i, op in enumerate(ops) if op.kind == "overwrite"), default=-1)
-    standing = ops[last:] if last >= 0 else ops
+    (docs/merge-semantics.md#restore). What a later overwrite replaced (`replaced`: the operations before the
+    source's last overwrite, as the source applied them) is not added, though the source holds it again: an
+    operation the base holds brought it back (seed 303: a restore, an overwrite, then a pick of another branch's
+    restore to the same point that the base holds; LakeUI's `plan.rules.replaced_later`)."""
+    standing = [op for op in ops if op.uid not in replaced]
     created = set().union(*(op.created for op in standing))
     restored = {row.rid for op in standing if op.restore for row in op.rows}  # its own result, older rows too
     addressed = set().union(*(op.rids for op in ops))
