@@ -104,9 +104,10 @@ def file_plan(
     not_removed = set()
     for index in whole:
         not_removed |= operations[index].taken_out
-    # A restore replayed takes its whole result, files as old as the base among them (`Op.restored`), also those an
-    # earlier source operation wrote that a pair discarded (a restore to a point after an update A4 discarded: its
-    # files are rows of the restore's result, and were lost).
+    # A restore replayed takes its whole result while it stands (`restored_results`: no later whole-table overwrite
+    # replaced it), files as old as the base among them (`Op.restored`), also those an earlier source operation wrote
+    # that a pair discarded (a restore to a point after an update A4 discarded: its files are rows of the restore's
+    # result, and were lost).
     restored = restored_results(operations, whole)
     not_taken -= restored
     # A segment of a replayed restore's result is the target's by that restore, whole: a revert's undo of a later
