@@ -116,22 +116,45 @@ def held_as_at_base(
     table_ids: set[uuid.UUID],
     versions: Mapping[str, Mapping[uuid.UUID, Any]],
     files: Mapping[str, Mapping[uuid.UUID, frozenset[str]]],
+    side: str = "target",
 ) -> set[uuid.UUID]:
     """Of these tables without a key (`compared_with_base`), those the target holds as the base has them: the same
     definition (name, database, state) and the same live files, segments and delete files alike, whatever the
     target's commits since the base did to them in between (docs/merge-semantics.md#which-changes-a-merge-replays).
-    `versions`: side -> table id -> its version; `files`: "base" and "target" -> table id -> its live files' ids (a
-    table with none may be left out)."""
+    `versions`: side -> table id -> its version; `files`: "base" and `side` -> table id -> its live files' ids (a
+    table with none may be left out); `side`: the side compared with the base, the target unless said."""
     same = set()
     for table_id in table_ids:
-        base, dest = versions["base"].get(table_id), versions["target"].get(table_id)
+        base, dest = versions["base"].get(table_id), versions[side].get(table_id)
         if base is None or dest is None or base.kind != TABLE or base.state.get("primary_key"):
             continue
         defined = (dest.name, dest.parent_id, dest.state) == (base.name, base.parent_id, base.state)
-        held = files["base"].get(table_id, frozenset()) == files["target"].get(table_id, frozenset())
+        held = files["base"].get(table_id, frozenset()) == files[side].get(table_id, frozenset())
         if defined and held and not base.dropped and not dest.dropped:
             same.add(table_id)
     return same
+
+
+def held_otherwise(
+    table_ids: set[uuid.UUID],
+    versions: Mapping[str, Mapping[uuid.UUID, Any]],
+    files: Mapping[str, Mapping[uuid.UUID, frozenset[str]]],
+) -> set[uuid.UUID]:
+    """Of these tables without a key, those the source holds otherwise than the base (another definition or other
+    live files), where the target's head is the base: the source's version is the merge's, whatever records say (a
+    fast-forward, as git's). The tables are those an operation touched on the two heads' first-parent chains down to
+    where they meet (the selector's): a state differs from the base's only by what those chains recorded. Counted
+    as the source's changes (`target_unchanged`), they make merging back converge where the source's first-parent
+    chain holds a version the base declined and recorded nothing since (unkeyed model seed 306: `b3` had kept its
+    rows against `b1`'s empty table, `target_wins`; merged into `b1` from a virtual base, nothing was replayed and
+    nothing recorded, and merging `b1` back into `b3` took nothing)."""
+    live = {
+        t for t in table_ids
+        if all(versions[side].get(t) is not None and versions[side][t].kind == TABLE for side in ("base", "source"))
+        and not versions["base"][t].state.get("primary_key")
+        and not versions["base"][t].dropped and not versions["source"][t].dropped
+    }  # fmt: skip
+    return live - held_as_at_base(live, versions, files, side="source")
 
 
 def target_unchanged(

@@ -54,6 +54,7 @@ from merge_app.plan.operations import (
     compared_with_base,
     held_as_at_base,
     held_by_object,
+    held_otherwise,
     not_held,
     picked_in_base,
     picked_originals,
@@ -337,7 +338,10 @@ def merge_diff_of(
         src_ops, dest_ops = not_held(src_ops, dest_held | in_base), not_held(dest_ops, src_held | in_base)
     chains = {"base": commit_chain(base), "source": source_chain, "target": target_chain}
     files = FilesRead(chains)
-    object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched
+    # Where the target's head is the base, the tables whose state the source may hold otherwise than the base with no
+    # record since (`plan.operations.held_otherwise`)
+    apart = _touched_apart(graph, source_head.id, base.id) if explicit is None and base.id == target_head.id else set()
+    object_ids = set(src_ops) | set(dest_ops) | src_touched | dest_touched | apart
     decoded: dict[str, Any] = {}  # object states by their JSON text
     versions = {side: _versions(chain, object_ids, decoded) for side, chain in chains.items()}
     keyed_changes = plan_objects.keyed_changes(_keyed_files(versions, files))
@@ -347,6 +351,8 @@ def merge_diff_of(
     # (a cherry-pick or a revert applies its commit's operations, and one the target holds, picked, then restored to
     # before it, is up to date, not its table taken again): the files of the tables the plan names are read.
     source_changed = set(src_ops) | src_touched
+    apart -= source_changed
+    source_changed |= held_otherwise(apart, versions, _file_ids(files, apart, ("base", "source")))
     with_base = compared_with_base(source_changed, dest_ops, dest_touched) if explicit is None else set()
     held = held_as_at_base(with_base, versions, _file_ids(files, with_base))
     unchanged = target_unchanged(
@@ -441,12 +447,21 @@ def _target_is_base_plus(graph: CommitGraph, head: str, commits: list[str], base
     return (graph.node(chain[0]).parent if chain else head) == base
 
 
-def _file_ids(files: FilesRead, table_ids: set[uuid.UUID]) -> dict[str, dict[uuid.UUID, frozenset[str]]]:
-    """The ids of these tables' live files (segments and delete files) on the base and the target."""
+def _file_ids(
+    files: FilesRead, table_ids: set[uuid.UUID], sides: tuple[str, str] = ("base", "target")
+) -> dict[str, dict[uuid.UUID, frozenset[str]]]:
+    """The ids of these tables' live files (segments and delete files) on two sides: the base and the target."""
     if not table_ids:
-        return {"base": {}, "target": {}}
-    live = {side: files.of(side, table_ids) for side in ("base", "target")}
+        return {side: {} for side in sides}
+    live = {side: files.of(side, list(table_ids)) for side in sides}
     return {side: {t: frozenset(found.by_id()) for t, found in tables.items()} for side, tables in live.items()}
+
+
+def _touched_apart(graph: CommitGraph, source: str, base: str) -> set[uuid.UUID]:
+    """The objects an operation touched on the source's and the base's first-parent chains down to where they meet:
+    the only ones whose state can differ between the two."""
+    commits = [commit for chain in graph.first_parents_apart(source, base) for commit in chain]
+    return {object_id for _, _, object_id, _, _ in operation_rows(commit_ids=commits)} if commits else set()
 
 
 def _held_apart(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID]) -> tuple[set[tuple], set[tuple]]:

@@ -315,7 +315,9 @@ class Model:
         verdicts += [MAYBE] * bool(unsure or unsure_dest)
         number = next(self.commits)
         chain, src_chain = first_parents(dest, since), first_parents(src, since)
-        touched = src_ops or any(c.changed for c in src_chain)
+        # Where the target's head is the base, the source's rows if they differ, whatever it recorded (seed 306: LakeUI
+        # takes the version of a table whose files differ from the base's, `plan.operations.held_otherwise`)
+        touched = src_ops or any(c.changed for c in src_chain) or (dest is base and src.rows != base.rows)
 
         def taken() -> MCommit:
             """The merge commit that takes the source's rows, whatever merges on the source declined (4.7). It holds

@@ -10,6 +10,7 @@ from merge_app.plan.operations import (
     compared_with_base,
     held_as_at_base,
     held_by_object,
+    held_otherwise,
     not_held,
     picked_in_base,
     picked_originals,
@@ -109,6 +110,23 @@ def test_a_table_held_as_at_base_has_the_bases_definition_and_files():
         "target": {i: frozenset({"s1", "d1"}) for i in ids if i != empty} | {other_files: frozenset({"s1"})},
     }
     assert held_as_at_base(set(ids), {"base": base, "target": target}, files) == {same, empty}
+
+
+def test_a_table_the_source_holds_otherwise_than_the_base_is_its_change_where_the_target_is_the_base():
+    """Unkeyed model seed 306: merging back into a branch whose head is the base, the source's first-parent chain held
+    the table as a version the base had declined, with no record since. Other files or another definition count;
+    a key (compared by state elsewhere), a drop on either side, or a table one side lacks do not."""
+    ids = [uuid.uuid4() for _ in range(7)]
+    same, other_files, renamed, keyed, dropped, missing, empty = ids
+    base = {i: V() for i in ids if i != missing} | {keyed: V(state={"primary_key": ["a"]})}
+    source = {i: V() for i in ids} | {renamed: V(name="t2"), keyed: V(state={"primary_key": ["a"]}),
+                                      dropped: V(dropped=True)}  # fmt: skip
+    files = {
+        "base": {i: frozenset({"s1", "d1"}) for i in ids if i != empty},
+        "source": {i: frozenset({"s2"}) for i in (other_files, keyed, dropped, missing)},
+    }
+    files["source"] |= {i: files["base"][i] for i in (same, renamed)}
+    assert held_otherwise(set(ids), {"base": base, "source": source}, files) == {other_files, renamed}
 
 
 def test_the_merge_takes_the_sources_version_of_a_table_the_target_holds_as_the_base_has_it():
