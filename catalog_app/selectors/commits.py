@@ -81,6 +81,11 @@ def operation_rows(*, commit_ids: Iterable[str], object_ids: Iterable | None = N
     return rows.values_list("commit_id", "position", "object_id", "op", "details")
 
 
+def objects_touched(*, commit_ids: Iterable[str]) -> set[uuid.UUID]:
+    """The ids of the objects an operation of these commits touched, in one query."""
+    return set(Operation.objects.filter(commit_id__any=list(commit_ids)).values_list("object_id", flat=True).distinct())
+
+
 def operations_adding(*, object_id: uuid.UUID, segment_ids: Iterable[str], ops: Iterable[str]) -> QuerySet:
     """The operations of these kinds on this object in the commits, on any line, that made any of these segments live
     (their file entries, by the files' index), as plain (commit id, position, op, details) rows in no order, one

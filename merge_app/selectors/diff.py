@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Prefetch
 
 from catalog_app.models import Catalog, Commit, ObjectKind
-from catalog_app.selectors.commits import commit_operation_rows, operation_rows, operations_adding
+from catalog_app.selectors.commits import commit_operation_rows, objects_touched, operation_rows, operations_adding
 from catalog_app.selectors.objects import (
     object_by_id,
     object_children,
@@ -461,7 +461,7 @@ def _touched_apart(graph: CommitGraph, source: str, base: str) -> set[uuid.UUID]
     """The objects an operation touched on the source's and the base's first-parent chains down to where they meet:
     the only ones whose state can differ between the two."""
     commits = [commit for chain in graph.first_parents_apart(source, base) for commit in chain]
-    return {object_id for _, _, object_id, _, _ in operation_rows(commit_ids=commits)} if commits else set()
+    return objects_touched(commit_ids=commits) if commits else set()
 
 
 def _held_apart(graph: CommitGraph, source: str, base: str, tables: set[uuid.UUID]) -> tuple[set[tuple], set[tuple]]:

@@ -6,9 +6,10 @@ import pytest
 from catalog_app.services.refs import branch_create
 from lakeui.errors import ConflictError
 from merge_app.services.picks import commits_pick
+from tests.merge_app import test_merge_model as model
 from tests.support.catalogs import head, make_catalog, make_table
 from tests.support.data import files_at, read
-from tests.support.merges import change, insert, merge
+from tests.support.merges import change, converges, insert, merge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,3 +120,19 @@ def test_a_commit_declined_then_taken_with_the_other_version_is_not_picked_again
     (picked,) = commits_pick(catalog=catalog, kind="cherry_pick", branch="b2", commits=[declined])
     assert table(spark, catalog, "b2") == table(spark, catalog, "b1") == [(1, 11), (2, 20), (3, 30), (4, 40)]
     assert picked.status == "up_to_date"
+
+
+def test_a_criss_cross_merge_that_replayed_nothing_converges_when_merged_back(spark, monkeypatch):
+    """Unkeyed model seed 306 (65 steps, restores 6, picks 12; copy-on-write), replayed: `b3` kept its rows against
+    `b1`'s empty table (`target_wins`); step 65 merges `b3` into `b1` from a virtual base and replays nothing, so
+    `b1` stays empty and its merge commit records nothing. Merging `b1` back into `b3`, whose head is the base, took
+    nothing before (the table's version on `b1` was its first parent's, which `b3` had declined): now it takes every
+    table `b1` holds otherwise than the base (docs/merge-semantics.md#merges-converge)."""
+    monkeypatch.setattr(model, "RESTORES", 6)
+    monkeypatch.setattr(model, "PICKS", 12)
+    monkeypatch.setattr(model, "CONVERGE", 0)  # checked once, below
+    run = model.Run(306, spark)
+    for number in range(1, 66):
+        run.step(number)
+    assert run.log[-1].startswith("65: merge b3 into b1")
+    assert converges(run.catalog, source="b3", target="b1", rows=run.rows_of) is None
