@@ -148,12 +148,13 @@ def held_otherwise(
     chain holds a version the base declined and recorded nothing since (unkeyed model seed 306: `b3` had kept its
     rows against `b1`'s empty table, `target_wins`; merged into `b1` from a virtual base, nothing was replayed and
     nothing recorded, and merging `b1` back into `b3` took nothing)."""
-    live = {
-        t for t in table_ids
-        if all(versions[side].get(t) is not None and versions[side][t].kind == TABLE for side in ("base", "source"))
-        and not versions["base"][t].state.get("primary_key")
-        and not versions["base"][t].dropped and not versions["source"][t].dropped
-    }  # fmt: skip
+    live = set()
+    for table_id in table_ids:
+        base, source = versions["base"].get(table_id), versions["source"].get(table_id)
+        if base is None or source is None or base.kind != TABLE or base.state.get("primary_key"):
+            continue
+        if not base.dropped and not source.dropped:
+            live.add(table_id)
     return live - held_as_at_base(live, versions, files, side="source")
 
 
