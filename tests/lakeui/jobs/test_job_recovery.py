@@ -28,11 +28,13 @@ def _stale(settings) -> timezone.datetime:
 
 def _sent_again(job: Job) -> bool:
     """Whether a recovery sends the job again: this call, or the session workers' own recovery loop (every
-    LAKEUI_JOB_RECOVER_EVERY seconds) just before it, which leaves it fresh. The callers check that it ran once."""
+    LAKEUI_JOB_RECOVER_EVERY seconds) just before it, which leaves it fresh, or has already run it again (another
+    attempt: under load the loop's run can finish before this call). The callers check that it ran once."""
     if str(job.id) in job_recover():
         return True
     job.refresh_from_db()
-    return job.heartbeat_at is not None and job.heartbeat_at > _stale(settings) + timedelta(seconds=5)
+    fresh = job.heartbeat_at is not None and job.heartbeat_at > _stale(settings) + timedelta(seconds=5)
+    return fresh or job.attempts > 1
 
 
 @worker_db
