@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from catalog_app.engine.segments import file_in_partitions, partitioned_by
-from merge_app.plan.lineage import discarded_whole, restored_by_target, rewrites_of_source_rows
+from merge_app.plan.lineage import (
+    discarded_whole,
+    restored_by_target,
+    rewrites_of_source_rows,
+    rewritten_by_target,
+)
 from merge_app.plan.objects import ObjectDiff, Pair
 from merge_app.plan.rules import Op, replaced_later, restored_results, segment_origins
 
@@ -71,15 +76,15 @@ def file_plan(
     contested: frozenset[str] = frozenset(),
     overwrites: Sequence[list[dict[str, Any]] | None] = (),
     source_rows: Iterable[str] = (),
-    restored_on_target: Iterable[str] = (),
+    held_by_target: Iterable[str] = (),
 ) -> FilePlan:
     """Which files the target drops, keeps and takes over for a table replayed by file. `base`, `source`, `target`:
     each side's live files by id (as text); `operations`: the source's since the base, `discarded` the pairs that
     discarded (some of) their files; `contested`: the files a table's `source_wins` takes the source's version of;
     `overwrites`: the partitions each source overwrite that is replayed replaced (None: the whole table);
     `source_rows`: the target's segments a copy-on-write delete wrote of rows the source still has;
-    `restored_on_target`: the result of the target's last overwrite since the base where a restore made it
-    (`restored_by_target`).
+    `held_by_target`: the files whose rows the target holds by its operations since the base, in them or in others
+    (`restored_by_target`, `rewritten_by_target`: `files_named` names the target's rewrites of the files it names).
 
     The source's changes are its operations since the base (docs/merge-semantics.md#which-changes-a-merge-replays),
     not the difference of its files from the base's: where a merge on the source kept its own side (target_wins, a
@@ -114,10 +119,18 @@ def file_plan(
     # source change of it is undone by file, not put back as on a target that holds the segment in no version (unkeyed
     # model seed 63: the undo of a copy-on-write delete of a segment the source's restore held, replayed onto a
     # target whose overwrite had replaced it, put the segment back with every row masked, and its rows were lost).
+    # A file the source added or puts back whose rows the target holds is the target's already, whatever the target
+    # did to its rows since: taken again, it would hold them twice. The target holds them by a restore to a point
+    # after the source's insert, by reference (unkeyed model seed 91: a pick of an insert onto a target that had
+    # restored its segment and then updated one of its rows copy-on-write appended the segment again), or by a
+    # rewrite of the file into one it still holds (unkeyed model seed 322: `main` had merged an insert and compacted
+    # its segment; a pick of a revert of a restore that had taken the segment out put it back beside the compacted
+    # copy).
+    target_holds = set(held_by_target)
     put_back = [
         found for index, op in enumerate(operations) if index not in whole
         for found in puts_back(op, base=base, source=source, target=target)
-        if str(found.segment.id) not in not_taken | restored
+        if str(found.segment.id) not in not_taken | restored | target_holds
     ]  # fmt: skip
     # A segment both sides hold that a replayed source overwrite replaced: the source holds it again since the
     # overwrite (a merge took it back with another side's version of the table, which no operation since the base
@@ -165,15 +178,15 @@ def file_plan(
     }
     kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
     put_back_ids = {str(p.segment.id) for p in put_back}
-    # A file the source added that the target's restore holds (a restore to a point after the source's insert, by
-    # reference) is the target's already, whatever the target did to its rows since: taken again, it would hold them
-    # twice (unkeyed model seed 91: a pick of an insert onto a target that had restored its segment and then updated
-    # one of its rows copy-on-write appended the segment again).
-    held = set(restored_on_target)
+    # A segment a replayed restore brings back that the target lacks comes with the source's delete files on it, the
+    # restore's and those the source put since by operations the merge does not replay (the base holds them): its
+    # rows are the source's as the source holds them (unkeyed model seed 316: two updates the base holds had deleted
+    # rows of the restored segments; without their delete files the old versions came back beside the new).
+    brought = {fid for fid in restored if fid not in target}
     added = [
         f for fid, f in source.items()
-        if ((fid in added_by and fid not in base and fid not in held) or fid in restored
-            or (f.kind == DELTA and str(f.segment_id) in again)
+        if ((fid in added_by and fid not in base and fid not in target_holds) or fid in restored
+            or (f.kind == DELTA and str(f.segment_id) in again | brought)
             or (contested and derived(f, contested)))
         and fid not in target
         and fid not in not_taken and fid not in put_back_ids
@@ -298,7 +311,7 @@ def object_file_plan(
         base=base, source=source, target=target, operations=obj.source_operations, discarded=obj.discarded,
         contested=obj.source_wins.files if obj.source_wins else frozenset(), overwrites=overwrites,
         source_rows=rewrites_of_source_rows(obj, source)[0] if overwrites else (),
-        restored_on_target=restored_by_target(obj.target_operations),
+        held_by_target=restored_by_target(obj.target_operations) | rewritten_by_target(obj.target_operations, target),
     )  # fmt: skip
 
 
@@ -330,7 +343,8 @@ def files_named(obj: ObjectDiff, how: str) -> set[str] | None:
         if op.op == "overwrite" or op.removed or op.details.get("deltas_removed"):
             return None
         named |= op.added | {segment for segment in op.details.get("deltas_on", {}).values() if segment}
-    return named
+    # The target's rewrites of those files: where it still holds one, it holds their rows (`rewritten_by_target`).
+    return named | {new for new, came in segment_origins(obj.target_operations).items() if came & named}
 
 
 def derived(file: File, files: frozenset[str]) -> bool:

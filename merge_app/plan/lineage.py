@@ -354,5 +354,13 @@ def restored_by_target(operations: Sequence[Op]) -> set[str]:
     (`Op.applied`), not as they are listed: a merge into the target may replay an overwrite older than its restore
     after it (unkeyed model seed 228: `b2` restored the table, then took `main`'s older overwrite by a merge; a pick of
     an insert whose segment the restore had held added nothing, and its row was lost)."""
-    overwrites = [(op.applied, index, op) for index, op in enumerate(operations) if op.op == "overwrite"]
-    return max(overwrites, key=lambda found: found[:2])[2].restored if overwrites else set()
+    last = rules.last_overwrite(operations)
+    return operations[last].restored if last is not None else set()
+
+
+def rewritten_by_target(operations: Sequence[Op], target: Iterable[str]) -> set[str]:
+    """The segments the target's operations since the base (`operations`) rewrote into segments it still holds
+    (`target`: its live files' ids): a compaction's inputs, a copy-on-write rewrite's source
+    (`rules.segment_origins`). Their rows are the target's, in those segments."""
+    origins = rules.segment_origins(list(operations))
+    return {origin for fid in target if fid in origins for origin in origins[fid]}

@@ -124,15 +124,26 @@ def held_as_at_base(
     `versions`: side -> table id -> its version; `files`: "base" and `side` -> table id -> its live files' ids (a
     table with none may be left out); `side`: the side compared with the base, the target unless said."""
     same = set()
-    for table_id in table_ids:
-        base, dest = versions["base"].get(table_id), versions[side].get(table_id)
-        if base is None or dest is None or base.kind != TABLE or base.state.get("primary_key"):
-            continue
+    for table_id in _keyless_live(table_ids, versions, side):
+        base, dest = versions["base"][table_id], versions[side][table_id]
         defined = (dest.name, dest.parent_id, dest.state) == (base.name, base.parent_id, base.state)
-        held = files["base"].get(table_id, frozenset()) == files[side].get(table_id, frozenset())
-        if defined and held and not base.dropped and not dest.dropped:
+        if defined and files["base"].get(table_id, frozenset()) == files[side].get(table_id, frozenset()):
             same.add(table_id)
     return same
+
+
+def _keyless_live(
+    table_ids: set[uuid.UUID], versions: Mapping[str, Mapping[uuid.UUID, Any]], side: str
+) -> set[uuid.UUID]:
+    """Of these tables, those without a key that both the base and `side` hold, dropped by neither."""
+    live = set()
+    for table_id in table_ids:
+        base, other = versions["base"].get(table_id), versions[side].get(table_id)
+        if base is None or other is None or base.kind != TABLE or base.state.get("primary_key"):
+            continue
+        if not base.dropped and not other.dropped:
+            live.add(table_id)
+    return live
 
 
 def held_otherwise(
@@ -148,13 +159,7 @@ def held_otherwise(
     chain holds a version the base declined and recorded nothing since (unkeyed model seed 306: `b3` had kept its
     rows against `b1`'s empty table, `target_wins`; merged into `b1` from a virtual base, nothing was replayed and
     nothing recorded, and merging `b1` back into `b3` took nothing)."""
-    live = set()
-    for table_id in table_ids:
-        base, source = versions["base"].get(table_id), versions["source"].get(table_id)
-        if base is None or source is None or base.kind != TABLE or base.state.get("primary_key"):
-            continue
-        if not base.dropped and not source.dropped:
-            live.add(table_id)
+    live = _keyless_live(table_ids, versions, "source")
     return live - held_as_at_base(live, versions, files, side="source")
 
 

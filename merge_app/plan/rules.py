@@ -248,12 +248,21 @@ def replaced_later(ops: Sequence[Op], skip: Collection[int] = ()) -> set[int]:
     wrote is not the side's change, even where the side holds those files again: an operation the merge does not
     replay brought them back (unkeyed model seed 303: `b2` restored the table, overwrote it, then cherry-picked
     another branch's restore, which the merge base holds; the merge took the first restore's result back with it)."""
+    last = last_overwrite(ops, skip, whole_table=True)
+    if last is None:
+        return set()
+    return {index for index, op in enumerate(ops) if (op.applied, index) < (ops[last].applied, last)}
+
+
+def last_overwrite(ops: Sequence[Op], skip: Collection[int] = (), *, whole_table: bool = False) -> int | None:
+    """The index of the last of these operations' overwrites (of the whole table only, with `whole_table`), not
+    counting those in `skip`; last as the side applied them (`Op.applied`), not as they are listed: a merge may replay
+    an overwrite older than the side's own after it. None where there is none."""
     overwrites = [
         (op.applied, index) for index, op in enumerate(ops)
-        if index not in skip and op.op == "overwrite" and op.details.get("whole_table")
+        if index not in skip and op.op == "overwrite" and (op.details.get("whole_table") or not whole_table)
     ]  # fmt: skip
-    last = max(overwrites, default=None)
-    return {index for index, op in enumerate(ops) if last is not None and (op.applied, index) < last}
+    return max(overwrites)[1] if overwrites else None
 
 
 def restored_results(ops: Sequence[Op], skip: Collection[int] = ()) -> set[str]:

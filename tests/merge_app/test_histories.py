@@ -1281,3 +1281,25 @@ def test_a_restore_a_later_overwrite_replaced_is_not_brought_back_by_a_pick_the_
     run.delete("b1", 1)
     assert run.merge("b2", "b1")  # checked against the model
     assert table(spark, run.catalog, "b1") == []
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_pick_that_puts_back_a_segment_the_target_compacted_holds_its_rows_once(spark, mode):
+    """Unkeyed model seed 322 (step 38, cut down): `b1` appended row 4 (segment S), picked onto `b2` and merged into
+    `main`; `b2` restored the table to before the pick (S out) and reverted the restore (S back); `main` compacted S
+    with row 1's segment. Picking the revert onto `main` puts S back: `main` holds its rows already, in the compacted
+    segment, and row 4 was there twice (`files.rewritten_by_target`)."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.branch("before", "b2")  # the point b2 restores to
+    run.load("b1", "append_only", 4)
+    run.pick("b1", "b2")
+    assert run.merge("b1", "main")
+    run.restore("b2", "before")
+    run.revert("b2")
+    run.branch("reverted", "b2")
+    run.compact("main")
+    run.pick("reverted", "main")  # checked against the model: row 4 once
+    assert table(spark, run.catalog, "main") == expect(1, 4)

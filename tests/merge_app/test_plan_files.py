@@ -187,6 +187,17 @@ def test_a_restores_result_a_later_overwrite_replaced_is_not_taken_over_where_th
     assert outcome(plan) == ((["s2"], ["d1"], []) if mode == "merge-on-read" else (["s2"], [], []))
 
 
+def test_a_restored_segment_the_target_lacks_comes_with_the_sources_later_delete_files_on_it():
+    """Unkeyed model seed 316 (merge-on-read): the source's only change since the merge base is a restore that kept
+    s1 by reference; two updates the base holds (no change of the source) then deleted rows of s1 (d1) and wrote
+    their new versions (u1). The target, which lacks s1, takes it with d1: without it, the old versions of the
+    updated rows came back beside the new ones (`brought` in `file_plan`)."""
+    restore = op("overwrite", removed=["s2"], segments_kept=["s1"], restore=True, whole_table=True)
+    plan = file_plan(base=files("s2", "u1"), source=files("s1", "d1@s1", "u1"), target=files("s2", "t1", "u1"),
+                     operations=[restore], discarded=[], overwrites=[None])  # fmt: skip
+    assert outcome(plan) == (["s2", "t1"], [], ["d1", "s1"])
+
+
 def test_source_wins_takes_the_sources_version_of_the_contested_files():
     plan = file_plan(base=files("s1"), source=files("s1", "d1@s1"), target=files("s1", "d2@s1"),
                      operations=[op("delete", deltas=["d1"])], discarded=[], contested=frozenset({"s1"}))  # fmt: skip
