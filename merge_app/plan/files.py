@@ -76,15 +76,17 @@ def file_plan(
     contested: frozenset[str] = frozenset(),
     overwrites: Sequence[list[dict[str, Any]] | None] = (),
     source_rows: Iterable[str] = (),
-    held_by_target: Iterable[str] = (),
+    restored_on_target: Iterable[str] = (),
+    rewritten_on_target: Mapping[str, frozenset[str]] | None = None,
 ) -> FilePlan:
     """Which files the target drops, keeps and takes over for a table replayed by file. `base`, `source`, `target`:
     each side's live files by id (as text); `operations`: the source's since the base, `discarded` the pairs that
     discarded (some of) their files; `contested`: the files a table's `source_wins` takes the source's version of;
     `overwrites`: the partitions each source overwrite that is replayed replaced (None: the whole table);
     `source_rows`: the target's segments a copy-on-write delete wrote of rows the source still has;
-    `held_by_target`: the files whose rows the target holds by its operations since the base, in them or in others
-    (`restored_by_target`, `rewritten_by_target`: `files_named` names the target's rewrites of the files it names).
+    `restored_on_target`: the result of the target's last overwrite since the base where a restore made it
+    (`restored_by_target`); `rewritten_on_target`: the target's live segments its operations since the base wrote by
+    rewriting others, with the segments whose rows each holds (`rewritten_by_target`; `files_named` names them).
 
     The source's changes are its operations since the base (docs/merge-semantics.md#which-changes-a-merge-replays),
     not the difference of its files from the base's: where a merge on the source kept its own side (target_wins, a
@@ -115,23 +117,6 @@ def file_plan(
     # result, and were lost).
     restored = restored_results(operations, whole)
     not_taken -= restored
-    # A segment of a replayed restore's result is the target's by that restore, whole: a revert's undo of a later
-    # source change of it is undone by file, not put back as on a target that holds the segment in no version (unkeyed
-    # model seed 63: the undo of a copy-on-write delete of a segment the source's restore held, replayed onto a
-    # target whose overwrite had replaced it, put the segment back with every row masked, and its rows were lost).
-    # A file the source added or puts back whose rows the target holds is the target's already, whatever the target
-    # did to its rows since: taken again, it would hold them twice. The target holds them by a restore to a point
-    # after the source's insert, by reference (unkeyed model seed 91: a pick of an insert onto a target that had
-    # restored its segment and then updated one of its rows copy-on-write appended the segment again), or by a
-    # rewrite of the file into one it still holds (unkeyed model seed 322: `main` had merged an insert and compacted
-    # its segment; a pick of a revert of a restore that had taken the segment out put it back beside the compacted
-    # copy).
-    target_holds = set(held_by_target)
-    put_back = [
-        found for index, op in enumerate(operations) if index not in whole
-        for found in puts_back(op, base=base, source=source, target=target)
-        if str(found.segment.id) not in not_taken | restored | target_holds
-    ]  # fmt: skip
     # A segment both sides hold that a replayed source overwrite replaced: the source holds it again since the
     # overwrite (a merge took it back with another side's version of the table, which no operation since the base
     # records). Its
@@ -177,6 +162,26 @@ def file_plan(
         fid for fid, f in target.items() if f.kind == DELTA and fid not in source and str(f.segment_id) in restored
     }
     kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
+    # A file the source added or puts back whose rows the target holds is the target's already, whatever the target
+    # did to its rows since: taken again, it would hold them twice. The target holds them by a restore to a point
+    # after the source's insert, by reference (unkeyed model seed 91: a pick of an insert onto a target that had
+    # restored its segment and then updated one of its rows copy-on-write appended the segment again), or by a
+    # rewrite of the file into segments it keeps (unkeyed model seed 322: `main` had merged an insert and compacted
+    # its segment; a pick of a revert of a restore that had taken the segment out put it back beside the compacted
+    # copy). Not where the merge takes those segments out: a replayed source overwrite replaces them, and the
+    # source's own file of the rows comes in (seed 324: an overwrite whose rows the target had updated since).
+    target_holds = set(restored_on_target)
+    for fid, came in (rewritten_on_target or {}).items():
+        target_holds |= came if fid in target and fid not in removed else set()
+    # A segment of a replayed restore's result is the target's by that restore, whole: a revert's undo of a later
+    # source change of it is undone by file, not put back as on a target that holds the segment in no version (unkeyed
+    # model seed 63: the undo of a copy-on-write delete of a segment the source's restore held, replayed onto a
+    # target whose overwrite had replaced it, put the segment back with every row masked, and its rows were lost).
+    put_back = [
+        found for index, op in enumerate(operations) if index not in whole
+        for found in puts_back(op, base=base, source=source, target=target)
+        if str(found.segment.id) not in not_taken | restored | target_holds
+    ]  # fmt: skip
     put_back_ids = {str(p.segment.id) for p in put_back}
     # A segment a replayed restore brings back that the target lacks comes with the source's delete files on it, the
     # restore's and those the source put since by operations the merge does not replay (the base holds them): its
@@ -311,7 +316,8 @@ def object_file_plan(
         base=base, source=source, target=target, operations=obj.source_operations, discarded=obj.discarded,
         contested=obj.source_wins.files if obj.source_wins else frozenset(), overwrites=overwrites,
         source_rows=rewrites_of_source_rows(obj, source)[0] if overwrites else (),
-        held_by_target=restored_by_target(obj.target_operations) | rewritten_by_target(obj.target_operations, target),
+        restored_on_target=restored_by_target(obj.target_operations),
+        rewritten_on_target=rewritten_by_target(obj.target_operations, target),
     )  # fmt: skip
 
 

@@ -358,9 +358,9 @@ def restored_by_target(operations: Sequence[Op]) -> set[str]:
     return operations[last].restored if last is not None else set()
 
 
-def rewritten_by_target(operations: Sequence[Op], target: Iterable[str]) -> set[str]:
-    """The segments the target's operations since the base (`operations`) rewrote into segments it still holds
-    (`target`: its live files' ids): a compaction's inputs, a copy-on-write rewrite's source
-    (`rules.segment_origins`). Their rows are the target's, in those segments."""
+def rewritten_by_target(operations: Sequence[Op], target: Iterable[str]) -> dict[str, frozenset[str]]:
+    """The target's live segments (`target`: its live files' ids) that its operations since the base (`operations`)
+    wrote by rewriting others (a compaction's, a copy-on-write change's), with the segments whose rows each holds
+    (`rules.segment_origins`)."""
     origins = rules.segment_origins(list(operations))
-    return {origin for fid in target if fid in origins for origin in origins[fid]}
+    return {fid: origins[fid] for fid in target if fid in origins}

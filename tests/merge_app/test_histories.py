@@ -1303,3 +1303,26 @@ def test_a_pick_that_puts_back_a_segment_the_target_compacted_holds_its_rows_onc
     run.compact("main")
     run.pick("reverted", "main")  # checked against the model: row 4 once
     assert table(spark, run.catalog, "main") == expect(1, 4)
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+@pytest.mark.parametrize("change", ["update", "delete"])
+def test_a_pick_that_puts_back_rows_the_target_changed_since_adds_none_of_them_again(spark, mode, change):
+    """As above, but `main` updated or deleted row 4 (of rows 4 and 5) instead of compacting: the segment is live on
+    `main` with a delete file (merge-on-read), or rewritten into segments `main` holds (copy-on-write). Rows 4 and 5
+    are `main`'s already: neither the old version of row 4 nor a second row 5 comes back (copy-on-write put the segment
+    back whole before, and held row 5 twice)."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.branch("b2", "main")
+    run.branch("before", "b2")
+    run.load("b1", "append_only", 4, 5)
+    run.pick("b1", "b2")
+    assert run.merge("b1", "main")
+    run.restore("b2", "before")
+    run.revert("b2")
+    run.branch("reverted", "b2")
+    getattr(run, change)("main", 4)
+    run.pick("reverted", "main")  # checked against the model
+    assert table(spark, run.catalog, "main") == (expect(1, 4, 5, _4=41) if change == "update" else expect(1, 5))

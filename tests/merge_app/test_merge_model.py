@@ -404,6 +404,10 @@ class Model:
         # versions the replayed updates make of them (seed 22: a second update of a row whose first update merged was
         # discarded, and the row was lost).
         reached = set(dest.rows) - restored
+        # The rows the target's own inserts since the base made (a source insert of the same rows is a revert's undo
+        # putting back a segment the target got by a pick or a merge: seed 322), and the rows it holds in any version.
+        inserted = {row.rid for d in dest_ops if d.kind == "insert" for row in d.rows}
+        dest_ids = {rid % 10**6 for rid in dest.rows}
         for i, op in enumerate(src_ops):
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows (made
@@ -438,6 +442,15 @@ class Model:
                     apart[len(applied)] = replace(op, rows=tuple(row for row in op.rows if row.id not in holds))
                 op = replace(op, rows=())
                 verdicts.append(MAYBE)
+            elif op.kind == "insert" and (again := [row for row in op.rows if row.rid in inserted]):
+                # Rows the target inserted too since the base are the target's already, whatever it did to them
+                # since: they are not added again (LakeUI: their segment is live on the target, or rewritten into
+                # segments it holds, `plan.lineage.rewritten_by_target`; seed 322: `main` had compacted the segment,
+                # and a pick of a revert that put it back held row 4 twice). Copy-on-write, a target that deleted
+                # every one of them holds no file of them, and LakeUI adds them again (`other`).
+                if self.copy_on_write and not any(row.id in dest_ids for row in again):
+                    apart[len(applied)] = op
+                op = replace(op, rows=tuple(row for row in op.rows if row.rid not in inserted))
             applied.append(op)
         # What a later source overwrite replaced, later as the source applied them (seed 303; `replay`)
         order = applied_order(src_ops, src, since)

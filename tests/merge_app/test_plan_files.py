@@ -198,6 +198,26 @@ def test_a_restored_segment_the_target_lacks_comes_with_the_sources_later_delete
     assert outcome(plan) == (["s2", "t1"], [], ["d1", "s1"])
 
 
+def test_a_file_the_source_puts_back_that_the_target_rewrote_into_segments_it_keeps_is_not_taken_again():
+    """Unkeyed model seed 322: the target got s4 (a merge) and compacted it with s1 into c1; the source's revert of a
+    restore puts s4 back. Its rows are in c1: taken again, they were held twice (`lineage.rewritten_by_target`)."""
+    undo = op("insert", added=["s4"], reverts=["c", 0, "overwrite"], rewrote=False)
+    plan = file_plan(base=files("s1"), source=files("s1", "s4"), target=files("c1"), operations=[undo], discarded=[],
+                     rewritten_on_target={"c1": frozenset({"s1", "s4"})})  # fmt: skip
+    assert outcome(plan) == ([], ["c1"], [])
+    assert plan.put_back == []
+
+
+def test_a_file_a_source_overwrite_adds_comes_in_where_the_overwrite_replaces_the_targets_rewrite_of_it():
+    """Unkeyed model seed 324: the source overwrote the table with s4, which the target also got and then updated
+    copy-on-write (u1 holds its rows). The replayed overwrite replaces u1: the rows of s4 are not the target's any
+    more, and s4 comes in (they were lost when any rewrite of a file counted as holding its rows)."""
+    load = op("overwrite", removed=["s1"], added=["s4"], whole_table=True)
+    plan = file_plan(base=files("s1"), source=files("s4"), target=files("s1", "u1"), operations=[load], discarded=[],
+                     overwrites=[None], rewritten_on_target={"u1": frozenset({"s4"})})  # fmt: skip
+    assert outcome(plan) == (["s1", "u1"], [], ["s4"])
+
+
 def test_source_wins_takes_the_sources_version_of_the_contested_files():
     plan = file_plan(base=files("s1"), source=files("s1", "d1@s1"), target=files("s1", "d2@s1"),
                      operations=[op("delete", deltas=["d1"])], discarded=[], contested=frozenset({"s1"}))  # fmt: skip
