@@ -126,9 +126,15 @@ def file_plan(
     # and brought older rows back (unkeyed model seed 2: `main` overwrote, then took `b2`'s table, which held the
     # base's segments with every row deleted; merged into `b1`, three of those rows came back, two as second
     # versions of a row).
+    # A replayed overwrite's result that stands (a restore's, `restored`, or the files another overwrite wrote) is its
+    # own, not a segment it replaced.
+    results = restored | {
+        fid for index, op in enumerate(operations) if op.op == "overwrite" and index not in whole | replaced
+        for fid in op.added
+    }  # fmt: skip
     again = {
         fid for fid, f in target.items()
-        if fid in source and fid not in restored and any(in_scope(f, partitions) for partitions in overwrites)
+        if fid in source and fid not in results and any(in_scope(f, partitions) for partitions in overwrites)
     }  # fmt: skip
     held = set(base) | set(target)
     removed = {
@@ -155,11 +161,13 @@ def file_plan(
             if fid not in source and fid not in kept_rows and in_scope(f, partitions)
         }  # fmt: skip
     removed |= {fid for fid, f in target.items() if f.kind == DELTA and str(f.segment_id) in removed}
-    # The deletes the target put since on a segment a replayed restore holds go with the rest of the target's rows:
-    # the restore's result is its own, delete files included (as a copy-on-write delete's rewrite of the segment is
-    # replaced and the segment comes back). Kept, they deleted rows of the restore's result (unkeyed model seed 46).
+    # The deletes the target put since on a segment of a replayed overwrite's result go with the rest of the target's
+    # rows: the result is the overwrite's own, delete files included (as a copy-on-write delete's rewrite of the
+    # segment is replaced and the segment comes back). Kept, they deleted rows of a restore's result (unkeyed model
+    # seed 46), or of the overwrite's, whose new versions the overwrite replaced (seed 324: a pick of an overwrite
+    # onto a target that had restored the table to it and updated two of its rows since lost both).
     removed |= {
-        fid for fid, f in target.items() if f.kind == DELTA and fid not in source and str(f.segment_id) in restored
+        fid for fid, f in target.items() if f.kind == DELTA and fid not in source and str(f.segment_id) in results
     }
     kept = [f for fid, f in target.items() if fid not in source and fid not in removed]
     # A file the source added or puts back whose rows the target holds is the target's already, whatever the target

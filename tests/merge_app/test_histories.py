@@ -1326,3 +1326,23 @@ def test_a_pick_that_puts_back_rows_the_target_changed_since_adds_none_of_them_a
     getattr(run, change)("main", 4)
     run.pick("reverted", "main")  # checked against the model
     assert table(spark, run.catalog, "main") == (expect(1, 4, 5, _4=41) if change == "update" else expect(1, 5))
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_pick_of_an_overwrite_onto_a_target_that_restored_to_it_and_updated_its_rows_loses_none(spark, mode):
+    """Unkeyed model seed 324 (138 steps, cut down): `b1` restored the table to `b3`'s overwrite (its segment S kept
+    by reference) and updated both of S's rows; then `b3`'s overwrite is picked onto `b1`. Merge-on-read, `b1` holds S
+    with a delete file of the two rows: the replayed overwrite took the new versions out and kept the delete file, and
+    both rows were lost. The overwrite's result is its own, delete files included: `b1` gets S's rows. Copy-on-write,
+    the update rewrote S and the pick is refused (R*), as the model allows."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b1", "main")
+    run.branch("b3", "main")
+    run.load("b3", "full_refresh", 37, 38)
+    run.branch("overwritten", "b3")
+    run.restore("b1", "overwritten")
+    run.update("b1", 37, 38)
+    run.pick("overwritten", "b1")  # checked against the model
+    updated = expect(37, 38, _37=371, _38=381)
+    assert table(spark, run.catalog, "b1") == (expect(37, 38) if mode == "merge-on-read" else updated)

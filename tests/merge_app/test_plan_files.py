@@ -90,6 +90,15 @@ CASES = {
         [op("delete", removed=["s9"], reverts=["c", 0, "insert"])],
         (["s9"], [], []),
     ),
+    # unkeyed model seed 324: the target restored the table to the source's overwrite (s4) and updated its rows (d1,
+    # n1); the overwrite picked onto it is its own result, delete files included: the rows of s4 come back.
+    "a replayed overwrite's result takes the target's delete files on it out": (
+        ["s1"],
+        ["s4"],
+        ["s4", "d1@s4", "n1"],
+        [op("overwrite", removed=["s1"], added=["s4"], whole_table=True)],
+        (["d1", "n1"], [], []),
+    ),
     "a whole overwrite replaces the target's own rows": (
         ["s1"],
         ["s5"],
