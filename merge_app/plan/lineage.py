@@ -228,6 +228,17 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
                     f"hold their rows in another version, and the rows to keep cannot be told apart.",
                 )
             )  # fmt: skip
+            continue
+        brought = restore_replaced(obj, files["source"], files["target"])
+        if brought:
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source's restore replaces the target's rows, but its result is gone from the source by no "
+                    f"change the merge replays: segment(s) {rules.segments_named(brought)} reached the source after "
+                    f"it and hold rows of it now, beside others: the rows to take cannot be told apart.",
+                )
+            )  # fmt: skip
 
 
 def _check_restored_rewrites(objects: list[ObjectDiff], restored_origins: Mapping[uuid.UUID, Mapping]) -> None:
@@ -320,6 +331,20 @@ def overwrite_taken_back(
         if segment is None and fid not in source and fid not in kept and fid not in new
     }  # fmt: skip
     return taken_back, older
+
+
+def restore_replaced(
+    obj: ObjectDiff, source_files: Mapping[str, str | None], target_files: Mapping[str, str | None]
+) -> set[str]:
+    """The segments that reached the source after its overwrite (`brought_after_overwrite`), where files of the
+    result of a restore it replays are gone from the source by no operation it recorded: one the merge base holds
+    replaced them, and those segments may hold the restore's rows, its change, beside rows that are not (unkeyed model
+    seed 323: `main` restored the table and later held the base's segments again instead of the restore's file; the
+    merge took neither, and four rows of the restore's result were lost)."""
+    operations = obj.source_operations
+    restored = rules.restored_results(operations, discarded_whole(operations, obj.discarded))
+    gone = restored - set(source_files) - set().union(*(op.taken_out for op in operations))
+    return brought_after_overwrite(operations, source_files, target_files) - restored if gone else set()
 
 
 def brought_after_overwrite(

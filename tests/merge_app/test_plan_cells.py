@@ -389,6 +389,20 @@ def test_rows_a_merge_brought_to_the_source_after_its_overwrite_that_the_target_
         assert [(c.verdict, c.note) for c in obj.conflicts] == ([(CONFLICT, "R*")] if refused else []), obj.conflicts
 
 
+def test_a_source_restore_whose_result_segments_the_base_holds_replaced_is_a_conflict():
+    """Unkeyed model seed 323: the source restored the table (result r1) and then held the base's segment b1 again
+    instead of r1, by an operation the merge base holds (no record); b1 holds some of r1's rows beside others. The
+    merge took neither (r1 is gone, b1 is no change), and the restore's rows were lost: R*. With r1 still live, the
+    restore replays."""
+    restore = op("source", "overwrite", restore=True, whole_table=True, segments_added=["r1"], segments_removed=["s1"])
+    target = op("target", "overwrite", restore=True, segments_added=["t1"], segments_removed=["s1"])
+    for source, refused in (({"b1": None, "n1": None}, True), ({"b1": None, "r1": None}, False)):
+        obj = plan_one("table", [restore, op("source", "insert", segments_added=["n1"])], target,
+                       live={"source": source, "target": {"t1": None}})  # fmt: skip
+        assert [(c.verdict, c.note) for c in obj.conflicts] == ([(CONFLICT, "R*")] if refused else []), obj.conflicts
+        assert not refused or "its result is gone from the source" in obj.conflicts[0].reason
+
+
 def test_a_source_insert_whose_rows_the_targets_restore_holds_rewritten_is_a_conflict():
     """Unkeyed model seed 235: a pick of an insert (segment n1) onto a target whose restore holds some of its rows in
     r1, a copy-on-write rewrite of n1 (`origins`, which the diff reads from the rewrites' operations). Taken again, n1
