@@ -195,11 +195,11 @@ def file_plan(
     # restore's and those the source put since by operations the merge does not replay (the base holds them): its
     # rows are the source's as the source holds them (unkeyed model seed 316: two updates the base holds had deleted
     # rows of the restored segments; without their delete files the old versions came back beside the new).
-    brought = {fid for fid in restored if fid not in target}
+    restored_anew = {fid for fid in restored if fid not in target}
     added = [
         f for fid, f in source.items()
         if ((fid in added_by and fid not in base and fid not in target_holds) or fid in restored
-            or (f.kind == DELTA and str(f.segment_id) in again | brought)
+            or (f.kind == DELTA and str(f.segment_id) in again | restored_anew)
             or (contested and derived(f, contested)))
         and fid not in target
         and fid not in not_taken and fid not in put_back_ids
