@@ -396,18 +396,21 @@ class Model:
         # other overwrite).
         restored = {row.rid for d in dest_ops if d.restore for row in d.rows}
         holds: set[int] = set()  # the rows (ids) of the target's last overwrite since the base, if a restore made it
+        # The rows the target's own inserts since its last overwrite made (a source insert of the same rows is a
+        # revert's undo putting back a segment the target got by a pick or a merge: seed 322).
+        inserted: set[int] = set()
         for d in applied_order(dest_ops, dest, since):  # seed 228: a merge replayed an older overwrite after it
             if d.kind == "overwrite":
                 holds = {row.id for row in d.rows} if d.restore else set()
+                inserted = set()
+            elif d.kind == "insert":
+                inserted |= {row.rid for row in d.rows}
         applied, partial, undone, superseded, apart = [], False, set(), set(), {}
         # The rows the target holds that reached it after its overwrite (by a later merge: seed 57), and the new
         # versions the replayed updates make of them (seed 22: a second update of a row whose first update merged was
         # discarded, and the row was lost).
         reached = set(dest.rows) - restored
-        # The rows the target's own inserts since the base made (a source insert of the same rows is a revert's undo
-        # putting back a segment the target got by a pick or a merge: seed 322), and the rows it holds in any version.
-        inserted = {row.rid for d in dest_ops if d.kind == "insert" for row in d.rows}
-        dest_ids = {rid % 10**6 for rid in dest.rows}
+        dest_ids = {rid % 10**6 for rid in dest.rows}  # the rows the target holds, in any version
         for i, op in enumerate(src_ops):
             if overwritten and op.kind in POSITIONAL:
                 # A4/A5: the rows the target's overwrite replaced are not changed again; the source's own rows (made
