@@ -1284,48 +1284,29 @@ def test_a_restore_a_later_overwrite_replaced_is_not_brought_back_by_a_pick_the_
 
 
 @pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
-def test_a_pick_that_puts_back_a_segment_the_target_compacted_holds_its_rows_once(spark, mode):
-    """Unkeyed model seed 322 (step 38, cut down): `b1` appended row 4 (segment S), picked onto `b2` and merged into
-    `main`; `b2` restored the table to before the pick (S out) and reverted the restore (S back); `main` compacted S
-    with row 1's segment. Picking the revert onto `main` puts S back: `main` holds its rows already, in the compacted
-    segment, and row 4 was there twice (`files.rewritten_by_target`)."""
+@pytest.mark.parametrize("change", ["compact", "update", "delete"])
+def test_a_pick_that_puts_back_a_segment_the_target_changed_since_holds_its_rows_once(spark, mode, change):
+    """Unkeyed model seed 322 (step 38, cut down): `b1` appended rows 4 and 5 (segment S), picked onto `b2` and merged
+    into `main`; `b2` restored the table to before the pick (S out) and reverted the restore (S back). `main` then
+    compacted S with row 1's segment, updated row 4 or deleted it: S is live on `main` with a delete file
+    (merge-on-read), or rewritten into segments `main` holds. Picking the revert onto `main` puts S back, and its rows
+    are `main`'s already (`lineage.rewritten_by_target`): the compacted rows were there twice, and copy-on-write a
+    second row 5 came back beside the update or the delete."""
     run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
     run.load("main", "append_only", 1)
     run.branch("b1", "main")
     run.branch("b2", "main")
     run.branch("before", "b2")  # the point b2 restores to
-    run.load("b1", "append_only", 4)
-    run.pick("b1", "b2")
-    assert run.merge("b1", "main")
-    run.restore("b2", "before")
-    run.revert("b2")
-    run.branch("reverted", "b2")
-    run.compact("main")
-    run.pick("reverted", "main")  # checked against the model: row 4 once
-    assert table(spark, run.catalog, "main") == expect(1, 4)
-
-
-@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
-@pytest.mark.parametrize("change", ["update", "delete"])
-def test_a_pick_that_puts_back_rows_the_target_changed_since_adds_none_of_them_again(spark, mode, change):
-    """As above, but `main` updated or deleted row 4 (of rows 4 and 5) instead of compacting: the segment is live on
-    `main` with a delete file (merge-on-read), or rewritten into segments `main` holds (copy-on-write). Rows 4 and 5
-    are `main`'s already: neither the old version of row 4 nor a second row 5 comes back (copy-on-write put the segment
-    back whole before, and held row 5 twice)."""
-    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
-    run.load("main", "append_only", 1)
-    run.branch("b1", "main")
-    run.branch("b2", "main")
-    run.branch("before", "b2")
     run.load("b1", "append_only", 4, 5)
     run.pick("b1", "b2")
     assert run.merge("b1", "main")
     run.restore("b2", "before")
     run.revert("b2")
     run.branch("reverted", "b2")
-    getattr(run, change)("main", 4)
+    getattr(run, change)("main", *([] if change == "compact" else [4]))
     run.pick("reverted", "main")  # checked against the model
-    assert table(spark, run.catalog, "main") == (expect(1, 4, 5, _4=41) if change == "update" else expect(1, 5))
+    after = {"compact": expect(1, 4, 5), "update": expect(1, 4, 5, _4=41), "delete": expect(1, 5)}
+    assert table(spark, run.catalog, "main") == after[change]
 
 
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
