@@ -200,7 +200,7 @@ def test_a_restored_segment_the_target_lacks_comes_with_the_sources_later_delete
     """Unkeyed model seed 316 (merge-on-read): the source's only change since the merge base is a restore that kept
     s1 by reference; two updates the base holds (no change of the source) then deleted rows of s1 (d1) and wrote
     their new versions (u1). The target, which lacks s1, takes it with d1: without it, the old versions of the
-    updated rows came back beside the new ones (`brought` in `file_plan`)."""
+    updated rows came back beside the new ones (`restored_anew` in `file_plan`)."""
     restore = op("overwrite", removed=["s2"], segments_kept=["s1"], restore=True, whole_table=True)
     plan = file_plan(base=files("s2", "u1"), source=files("s1", "d1@s1", "u1"), target=files("s2", "t1", "u1"),
                      operations=[restore], discarded=[], overwrites=[None])  # fmt: skip
@@ -218,9 +218,9 @@ def test_a_file_the_source_puts_back_that_the_target_rewrote_into_segments_it_ke
 
 
 def test_a_file_a_source_overwrite_adds_comes_in_where_the_overwrite_replaces_the_targets_rewrite_of_it():
-    """Unkeyed model seed 324: the source overwrote the table with s4, which the target also got and then updated
-    copy-on-write (u1 holds its rows). The replayed overwrite replaces u1: the rows of s4 are not the target's any
-    more, and s4 comes in (they were lost when any rewrite of a file counted as holding its rows)."""
+    """The limit of the seed-322 rule: only a rewrite the merge keeps holds a file's rows. The source overwrote the
+    table with s4, which the target also got and then updated copy-on-write (u1 holds its rows). The replayed
+    overwrite replaces u1, so s4 comes in: counted as the target's, its rows would be lost."""
     load = op("overwrite", removed=["s1"], added=["s4"], whole_table=True)
     plan = file_plan(base=files("s1"), source=files("s4"), target=files("s1", "u1"), operations=[load], discarded=[],
                      overwrites=[None], rewritten_on_target={"u1": frozenset({"s4"})})  # fmt: skip
