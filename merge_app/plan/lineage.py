@@ -387,5 +387,5 @@ def rewritten_by_target(operations: Sequence[Op], target: Iterable[str]) -> dict
     """The target's live segments (`target`: its live files' ids) that its operations since the base (`operations`)
     wrote by rewriting others (a compaction's, a copy-on-write change's), with the segments whose rows each holds
     (`rules.segment_origins`)."""
-    origins = rules.segment_origins(list(operations))
+    origins = rules.segment_origins(operations)
     return {fid: origins[fid] for fid in target if fid in origins}

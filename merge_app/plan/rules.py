@@ -12,7 +12,7 @@ positions no longer exist and replaying would lose that change, so the pair is a
 design's own F* is that check for dest compactions; R* applies it to the other rewrites.
 """
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,7 +227,7 @@ def _common_segment(note: str) -> Condition:
     return decide
 
 
-def segment_origins(ops: list[Op]) -> dict[str, frozenset[str]]:
+def segment_origins(ops: Iterable[Op]) -> dict[str, frozenset[str]]:
     """Of the segments these operations (one side's, in order) wrote by rewriting rows (an update's new rows, a
     copy-on-write rewrite's kept rows, a compaction's), the segments they did not write whose rows each holds:
     followed back through the side's own rewrites (`segments_from` where it was recorded, else every segment the
