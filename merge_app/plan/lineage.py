@@ -113,7 +113,13 @@ def _taken_out_unreplayed(operations: Sequence[Op], source: set[str], discarded:
     replay did (a cherry-pick of an operation the merge base holds is no change since the base, overwrite as it
     may). Replayed by what its files left on the source, it would change nothing of what it addressed, though the
     source has none of those rows (merge-on-read: the target kept a row's old version), or take a segment out whose
-    other rows no rewrite brings back (copy-on-write: a row was lost). Unkeyed model seed 292."""
+    other rows no rewrite brings back (copy-on-write: a row was lost). Unkeyed model seed 292. The segments it
+    addressed that earlier source rewrites wrote count as those they were written from (`rules.segment_origins`):
+    the replay of those rewrites takes the older segments out, and nothing of what they became is left to bring in
+    (unkeyed model seed 341: `main` updated a row of a segment, rewrote its rewrite three times, and took the last
+    rewrite out by merging a restore the base holds; the merge took the first segment out of `b3`, which held it
+    again, and three rows were lost)."""
+    origins = rules.segment_origins(operations)
     found: set[str] = set()
     for index, op in enumerate(operations):
         if op.op not in rules.TOUCHING or index in discarded:
@@ -122,7 +128,7 @@ def _taken_out_unreplayed(operations: Sequence[Op], source: set[str], discarded:
         out = set().union(*(o.taken_out for o in later))
         deltas_on = op.details.get("deltas_on", {})
         if any(deltas_on.get(f) not in out for f in op.added - source - out):
-            found |= op.addressed
+            found |= op.addressed | set().union(*(origins.get(segment, ()) for segment in op.addressed))
     return found
 
 

@@ -1227,6 +1227,34 @@ def test_a_source_change_a_pick_of_an_overwrite_the_base_holds_took_out_is_refus
 
 
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_source_change_rewritten_again_before_a_pick_the_base_holds_took_it_out_is_refused(spark, mode):
+    """Unkeyed model seed 341 (192 steps, restores 8, picks 15; copy-on-write) cut down, the product's: as above, but
+    `main` updates row 2 twice before the pick takes the updates' files out. Copy-on-write, the first update took out
+    the segment of rows 2 and 3 and the second took out the first's rewrite: no later replayed change took the
+    second's rewrite out, and what it addressed was a segment the source wrote itself, so the check above found
+    nothing the target holds, and the replay took the segment of rows 2 and 3 out of `b1`, bringing nothing in (in
+    the seed `b3` lost rows 1, 2 and 3). The segments a change addressed count as the segments the source's earlier
+    rewrites wrote them from (`plan.lineage._taken_out_unreplayed`): R*."""
+    run = Scripted(spark, mode=mode)  # rows (rid, id, amount): a load's (rid, rid, rid * 10)
+    run.load("main", "append_only", 1)
+    run.branch("b3", "main")
+    run.load("b3", "full_refresh", 10)
+    run.branch("b2", "b3")  # the overwrite's commit, to pick later
+    run.update("b3", 10)  # an update of b3's own row: against main's insert below, a conflict
+    run.load("main", "append_only", 2, 3)
+    assert not run.merge("b3", "main")
+    assert run.merge("b3", "main", target_wins=True)  # main keeps its table: rows 1, 2 and 3
+    run.branch("b1", "main")
+    step = len(run.log)
+    run.update("main", 2)  # row 2's new version has rid step * 10**6 + 2
+    run.update("main", step * 10**6 + 2)
+    run.pick("b2", "main")  # the overwrite again: main holds row 10 only
+    run.delete("b1", 1)
+    assert "R*" in refusal(run, "main", "b1")
+    assert table(spark, run.catalog, "b1") == expect(2, 3)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 @pytest.mark.parametrize("apart", ["compaction", "delete", "update"])
 def test_a_pick_of_a_change_of_rows_the_target_holds_in_other_segments_is_refused(spark, mode, apart):
     """Keyless model seed 294 (17 steps, restores 8, picks 12; merge-on-read) cut down, where the model was wrong: `b1`

@@ -198,8 +198,13 @@ def brought_after_overwrite(rows: dict[int, Row], ops: list[MOp]) -> bool:
     return last is not None and bool(set(rows) - set().union(*(op.created for op in ops[last:])))
 
 
-def pair_verdict(src: MOp, dest: MOp, live: set[int]) -> str:
-    """The pair's verdict; `live`: the ids of the rows a common row must be one of to be a certain conflict."""
+def pair_verdict(src: MOp, dest: MOp, live: set[int], dest_replaced: bool = False) -> str:
+    """The pair's verdict; `live`: the ids of the rows a common row must be one of to be a certain conflict;
+    `dest_replaced`: a later target overwrite replaced what the target operation wrote. A1/A3 compare the segments
+    both changed, and a copy-on-write source rewrite before its change may have moved the row to a segment of its
+    own: the target's segment is gone, its overwrite then settles the source's change (A4/A5), and LakeUI may merge
+    (seed 341: `main` deleted a row, then updated row 2 of the rewritten segment; `b3` updated row 2 in the old one
+    and restored the table)."""
     if src.uncertain or dest.uncertain:
         return MAYBE
     if src.kind in POSITIONAL and dest.kind == "insert":
@@ -208,7 +213,7 @@ def pair_verdict(src: MOp, dest: MOp, live: set[int]) -> str:
         if dest.kind == "delete" and src.kind == "delete":
             return MAYBE  # A2 is ok; a copy-on-write rewrite of a common segment is R*
         common = {rid for rid in src.rids & dest.rids if rid % 10**6 in live}
-        if common and not (src.kind == "delete" and dest.kind == "update"):
+        if common and not (src.kind == "delete" and dest.kind == "update") and not dest_replaced:
             return MUST  # A1, A3 on a common row (seeds 84, 103: not on one an overwrite replaced)
         return MAYBE  # a common segment (A1/A3), copy-on-write rewrites (R*)
     if src.kind in POSITIONAL and dest.kind == "compaction":
@@ -365,8 +370,12 @@ class Model:
         # it.
         live = {rid % 10**6 for rows in (src.rows, base.rows, dest.rows) for rid in rows}
         replaced = [any(later.kind == "overwrite" for later in src_ops[i + 1 :]) for i in range(len(src_ops))]
+        dest_order = applied_order(dest_ops, dest, since)
+        dest_replaced = {
+            op.uid for n, op in enumerate(dest_order) if any(later.kind == "overwrite" for later in dest_order[n + 1 :])
+        }
         verdicts += [
-            pair_verdict(s, d, held_after(src.rows, src_ops[i + 1 :]) if replaced[i] else live)
+            pair_verdict(s, d, held_after(src.rows, src_ops[i + 1 :]) if replaced[i] else live, d.uid in dest_replaced)
             for i, s in enumerate(src_ops)
             for d in dest_ops
         ]
@@ -996,6 +1005,33 @@ def test_model_both_sides_updated_a_row_a_later_source_overwrite_replaced_may_me
 def test_model_both_sides_updated_a_row_the_source_still_holds_is_refused():
     model = seed_103_model(overwrite=False)
     assert model.merge("b1", "b2") == ("refused", None)
+
+
+def seed_341_model(*, overwrite: bool = True) -> Model:
+    """Seed 341 (192 steps, copy-on-write) cut down: main holds rows 1 and 2; b1 and b2 branch from it; b1 updates row
+    1 and then overwrites the table with row 5 (`overwrite`); b2 updates row 1."""
+    model = Model(copy_on_write=True)
+    model.heads["main"] = MCommit(0, None, None, {})
+    model.commit("main", "insert", rows=(Row(1, 1, 10), Row(2, 2, 20)))
+    model.heads["b1"] = model.heads["b2"] = model.heads["main"]
+    model.commit("b1", "update", rids=frozenset({1}), step=3)
+    if overwrite:
+        model.commit("b1", "overwrite", rows=(Row(5, 5, 50),))
+    model.commit("b2", "update", rids=frozenset({1}), step=5)
+    return model
+
+
+def test_model_both_sides_updated_a_row_a_later_target_overwrite_replaced_may_merge():
+    """The target's overwrite replaced its version of the row: A1/A3 compare the segments both updates changed, which
+    differ where the source rewrote the row's segment before (a copy-on-write delete of another row), and then the
+    overwrite discards the source's update (A4). The model refused it as A3 on a common row."""
+    model = seed_341_model()
+    assert model.merge("b2", "b1") == ("maybe", {5: Row(5, 5, 50)})
+
+
+def test_model_both_sides_updated_a_row_the_target_still_holds_is_refused():
+    model = seed_341_model(overwrite=False)
+    assert model.merge("b2", "b1") == ("refused", None)
 
 
 def seed_109_model() -> Model:
