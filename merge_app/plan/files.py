@@ -15,12 +15,15 @@ from typing import Any, Protocol
 from catalog_app.engine.segments import file_in_partitions, partitioned_by
 from merge_app.plan.lineage import (
     discarded_whole,
+    replaced_later,
     restored_by_target,
+    restored_results,
     rewrites_of_source_rows,
     rewritten_by_target,
+    segment_origins,
 )
 from merge_app.plan.objects import ObjectDiff, Pair
-from merge_app.plan.rules import Op, replaced_later, restored_results, segment_origins
+from merge_app.plan.rules import Op
 
 SEGMENT, DELTA = "segment", "delta"  # DataFile.Kind's values
 

@@ -3,15 +3,62 @@ pair, told by the lineage of a table's segments (docs/merge-semantics.md#tables-
 change of rows by position replays only where the target holds the segment it addressed, as the source saw it; a
 source overwrite replaces the target's rows but those the source still has; a source insert whose rows the target's
 restore holds rewritten cannot be told apart. Each is a conflict of the table's data (R*), or a compaction dropped
-(C*). Plain values in and out.
+(C*). The facts of a side's segments' lineage the other stages ask too are here: where a rewritten segment's rows
+came from (`segment_origins`), and what a later overwrite replaced (`replaced_later`, `restored_results`). Plain values
+in and out.
 """
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import merge_app.plan.rules as rules
 from merge_app.plan.objects import ROW_CHANGES, TABLE, ObjectDiff, Pair
 from merge_app.plan.rules import CONFLICT, DISCARDED, Op, Verdict
+
+
+def segment_origins(ops: Iterable[Op]) -> dict[str, frozenset[str]]:
+    """Of the segments these operations (one side's, in order) wrote by rewriting rows (an update's new rows, a
+    copy-on-write rewrite's kept rows, a compaction's), the segments they did not write whose rows each holds:
+    followed back through the side's own rewrites (`segments_from` where it was recorded, else every segment the
+    operation rewrote). A segment the source wrote from an older one holds the older one's rows: a target overwrite
+    that replaced the older one replaced them too (A4/A5). The undo of a commit that rewrote no rows (an overwrite's,
+    `undo.undo_operations`) puts back segments that hold their own rows, not those of the files it takes out
+    (unkeyed model seed 248)."""
+    origins: dict[str, frozenset[str]] = {}
+    for op in ops:
+        for new, came in op.origins.items():
+            origins[new] = frozenset().union(*(origins.get(segment, {segment}) for segment in came))
+    return origins
+
+
+def replaced_later(ops: Sequence[Op], skip: Collection[int] = ()) -> set[int]:
+    """The indices of these operations (one side's) whose files a later whole-table overwrite among them replaced,
+    later as the side applied them (`Op.applied`); `skip`: the indices of those not replayed. What such an operation
+    wrote is not the side's change, even where the side holds those files again: an operation the merge does not
+    replay brought them back (unkeyed model seed 303: `b2` restored the table, overwrote it, then cherry-picked
+    another branch's restore, which the merge base holds; the merge took the first restore's result back with it)."""
+    last = last_overwrite(ops, skip, whole_table=True)
+    if last is None:
+        return set()
+    return {index for index, op in enumerate(ops) if (op.applied, index) < (ops[last].applied, last)}
+
+
+def last_overwrite(ops: Sequence[Op], skip: Collection[int] = (), *, whole_table: bool = False) -> int | None:
+    """The index of the last of these operations' overwrites (of the whole table only, with `whole_table`), not
+    counting those in `skip`; last as the side applied them (`Op.applied`), not as they are listed: a merge may replay
+    an overwrite older than the side's own after it. None where there is none."""
+    overwrites = [
+        (op.applied, index) for index, op in enumerate(ops)
+        if index not in skip and op.op == "overwrite" and (op.details.get("whole_table") or not whole_table)
+    ]  # fmt: skip
+    return max(overwrites)[1] if overwrites else None
+
+
+def restored_results(ops: Sequence[Op], skip: Collection[int] = ()) -> set[str]:
+    """The files of these operations' restores' results that are still theirs (`Op.restored`): of the restores
+    replayed (not in `skip`), those no later whole-table overwrite replaced (`replaced_later`)."""
+    gone = set(skip) | replaced_later(ops, skip)
+    return set().union(*(op.restored for index, op in enumerate(ops) if index not in gone))
 
 
 def lineage_check(
@@ -114,12 +161,12 @@ def _taken_out_unreplayed(operations: Sequence[Op], source: set[str], discarded:
     may). Replayed by what its files left on the source, it would change nothing of what it addressed, though the
     source has none of those rows (merge-on-read: the target kept a row's old version), or take a segment out whose
     other rows no rewrite brings back (copy-on-write: a row was lost). Unkeyed model seed 292. The segments it
-    addressed that earlier source rewrites wrote count as those they were written from (`rules.segment_origins`):
+    addressed that earlier source rewrites wrote count as those they were written from (`segment_origins`):
     the replay of those rewrites takes the older segments out, and nothing of what they became is left to bring in
     (unkeyed model seed 341: `main` updated a row of a segment, rewrote its rewrite three times, and took the last
     rewrite out by merging a restore the base holds; the merge took the first segment out of `b3`, which held it
     again, and three rows were lost)."""
-    origins = rules.segment_origins(operations)
+    origins = segment_origins(operations)
     found: set[str] = set()
     for index, op in enumerate(operations):
         if op.op not in rules.TOUCHING or index in discarded:
@@ -180,7 +227,7 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
     and the rewrites whose new segments may also hold rows the source never had (an update's new versions, a
     compaction's other segments) are returned (the second), which the planner refuses."""
     # A restore's result is its own, not rows the source kept from before an older overwrite (issue 53)
-    restored = rules.restored_results(obj.source_operations)
+    restored = restored_results(obj.source_operations)
     lineage, kept, mixed = set(source_files) - restored, set(), []
     for op in obj.target_operations:
         if op.op in rules.REWRITES and op.removed & lineage:
@@ -267,7 +314,7 @@ def _check_restored_rewrites(objects: list[ObjectDiff], restored_origins: Mappin
 def inserted_segments(operations: Sequence[Op]) -> set[str]:
     """The segments these operations (a side's since the base) inserted: an insert's (a load's append, or one a
     merge or a pick replayed), and those the undo of a commit that rewrote no rows (an overwrite's) puts back, which
-    hold rows of their own as an insert's do (`rules.segment_origins`)."""
+    hold rows of their own as an insert's do (`segment_origins`)."""
     return {
         segment for op in operations if op.op == "insert" or op.puts_back_own
         for segment in op.details.get("segments_added", [])
@@ -306,7 +353,7 @@ def overwrite_taken_back(
     segments the source lacks and of the taken-back ones, the older segments whose rows each holds). A target that
     changed nothing since the base takes the source's table instead (`ObjectDiff.target_unchanged`)."""
     source = set(source_files)
-    restored = rules.restored_results(obj.source_operations)
+    restored = restored_results(obj.source_operations)
     discarded = {pair.source for pair in obj.discarded}
     overwrites = [
         op for index, op in enumerate(obj.source_operations) if op.op == "overwrite" and index not in discarded
@@ -348,7 +395,7 @@ def restore_replaced(
     seed 323: `main` restored the table and later held the base's segments again instead of the restore's file; the
     merge took neither, and four rows of the restore's result were lost)."""
     operations = obj.source_operations
-    restored = rules.restored_results(operations, discarded_whole(operations, obj.discarded))
+    restored = restored_results(operations, discarded_whole(operations, obj.discarded))
     gone = restored - set(source_files) - set().union(*(op.taken_out for op in operations))
     return brought_after_overwrite(operations, source_files, target_files) - restored if gone else set()
 
@@ -385,13 +432,13 @@ def restored_by_target(operations: Sequence[Op]) -> set[str]:
     (`Op.applied`), not as they are listed: a merge into the target may replay an overwrite older than its restore
     after it (unkeyed model seed 228: `b2` restored the table, then took `main`'s older overwrite by a merge; a pick of
     an insert whose segment the restore had held added nothing, and its row was lost)."""
-    last = rules.last_overwrite(operations)
+    last = last_overwrite(operations)
     return operations[last].restored if last is not None else set()
 
 
 def rewritten_by_target(operations: Sequence[Op], target: Iterable[str]) -> dict[str, frozenset[str]]:
     """The target's live segments (`target`: its live files' ids) that its operations since the base (`operations`)
     wrote by rewriting others (a compaction's, a copy-on-write change's), with the segments whose rows each holds
-    (`rules.segment_origins`)."""
-    origins = rules.segment_origins(operations)
+    (`segment_origins`)."""
+    origins = segment_origins(operations)
     return {fid: origins[fid] for fid in target if fid in origins}

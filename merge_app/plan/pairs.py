@@ -7,6 +7,7 @@ A primary-key table merged by key has its data pairs pending (4.4) until its key
 import uuid
 from collections.abc import Mapping
 
+import merge_app.plan.lineage as lineage
 import merge_app.plan.rules as rules
 from merge_app.plan.objects import MERGED_KINDS, ROW_CHANGES, TABLE, WRITES_DATA, ObjectDiff, Pair
 from merge_app.plan.rules import Facts
@@ -29,8 +30,8 @@ def pairs_decide(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mappi
                 op.op in WRITES_DATA and op.details.get("segments_added") for op in obj.source_operations
             )
             facts.src_changed_rows = any(op.op in ROW_CHANGES for op in obj.source_operations)
-            facts.src_origins = rules.segment_origins(obj.source_operations)
-            facts.src_restored = frozenset(rules.restored_results(obj.source_operations))
+            facts.src_origins = lineage.segment_origins(obj.source_operations)
+            facts.src_restored = frozenset(lineage.restored_results(obj.source_operations))
             facts.schema_settled = obj.schema
         for i, src_op in enumerate(obj.source_operations):
             for j, dest_op in enumerate(obj.target_operations):

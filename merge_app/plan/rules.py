@@ -12,7 +12,7 @@ positions no longer exist and replaying would lose that change, so the pair is a
 design's own F* is that check for dest compactions; R* applies it to the other rewrites.
 """
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,7 @@ class Op:
         """Of the segments it wrote by rewriting rows (an update's new rows, a copy-on-write rewrite's kept rows, a
         compaction's), the segments whose rows each holds: the one recorded (`segments_from`), else every segment it
         rewrote. Empty for an operation that rewrote none, and for the undo of a commit that rewrote none
-        (`puts_back_own`). Followed back through a side's earlier rewrites by `segment_origins`."""
+        (`puts_back_own`). Followed back through a side's earlier rewrites by `lineage.segment_origins`."""
         if self.op not in REWRITES or self.puts_back_own:
             return {}
         recorded, rewritten = self.details.get("segments_from", {}), frozenset(self.touched | self.removed)
@@ -189,7 +189,7 @@ class Facts:
     keyed: bool = False  # a primary-key table: its data operations are compared by key, never by file (4.4)
     reverting: bool = False  # the source's operations undo a commit's (a revert): `revert_verdict` decides
     # The segments the source wrote by rewriting others' rows, each with the segments it did not write whose rows it
-    # holds (`segment_origins`); any other segment holds its own.
+    # holds (`lineage.segment_origins`); any other segment holds its own.
     src_origins: dict[str, frozenset[str]] = field(default_factory=dict)
     src_restored: frozenset[str] = frozenset()  # the files of the source's restores' results (`Op.restored`)
     dest_live: frozenset[str] = frozenset()  # the target's live segments (read where the source rewrote by position)
@@ -225,51 +225,6 @@ def _common_segment(note: str) -> Condition:
         return Verdict(OK, note, "The two sides changed rows of different segments.")
 
     return decide
-
-
-def segment_origins(ops: Iterable[Op]) -> dict[str, frozenset[str]]:
-    """Of the segments these operations (one side's, in order) wrote by rewriting rows (an update's new rows, a
-    copy-on-write rewrite's kept rows, a compaction's), the segments they did not write whose rows each holds:
-    followed back through the side's own rewrites (`segments_from` where it was recorded, else every segment the
-    operation rewrote). A segment the source wrote from an older one holds the older one's rows: a target overwrite
-    that replaced the older one replaced them too (A4/A5). The undo of a commit that rewrote no rows (an overwrite's,
-    `undo.undo_operations`) puts back segments that hold their own rows, not those of the files it takes out
-    (unkeyed model seed 248)."""
-    origins: dict[str, frozenset[str]] = {}
-    for op in ops:
-        for new, came in op.origins.items():
-            origins[new] = frozenset().union(*(origins.get(segment, {segment}) for segment in came))
-    return origins
-
-
-def replaced_later(ops: Sequence[Op], skip: Collection[int] = ()) -> set[int]:
-    """The indices of these operations (one side's) whose files a later whole-table overwrite among them replaced,
-    later as the side applied them (`Op.applied`); `skip`: the indices of those not replayed. What such an operation
-    wrote is not the side's change, even where the side holds those files again: an operation the merge does not
-    replay brought them back (unkeyed model seed 303: `b2` restored the table, overwrote it, then cherry-picked
-    another branch's restore, which the merge base holds; the merge took the first restore's result back with it)."""
-    last = last_overwrite(ops, skip, whole_table=True)
-    if last is None:
-        return set()
-    return {index for index, op in enumerate(ops) if (op.applied, index) < (ops[last].applied, last)}
-
-
-def last_overwrite(ops: Sequence[Op], skip: Collection[int] = (), *, whole_table: bool = False) -> int | None:
-    """The index of the last of these operations' overwrites (of the whole table only, with `whole_table`), not
-    counting those in `skip`; last as the side applied them (`Op.applied`), not as they are listed: a merge may replay
-    an overwrite older than the side's own after it. None where there is none."""
-    overwrites = [
-        (op.applied, index) for index, op in enumerate(ops)
-        if index not in skip and op.op == "overwrite" and (op.details.get("whole_table") or not whole_table)
-    ]  # fmt: skip
-    return max(overwrites)[1] if overwrites else None
-
-
-def restored_results(ops: Sequence[Op], skip: Collection[int] = ()) -> set[str]:
-    """The files of these operations' restores' results that are still theirs (`Op.restored`): of the restores
-    replayed (not in `skip`), those no later whole-table overwrite replaced (`replaced_later`)."""
-    gone = set(skip) | replaced_later(ops, skip)
-    return set().union(*(op.restored for index, op in enumerate(ops) if index not in gone))
 
 
 def _replaced_by_overwrite(note: str) -> Condition:

@@ -56,7 +56,7 @@ def undo_operations(
             "rows_updated": sum(done.get("rows_updated", 0) for _, _, done in ops),
             "reverts": [commit_id, position, kind],
             # whether the commit rewrote rows (a delete, an update, a compaction): else the segments the undo puts
-            # back hold rows of their own, not those of the files it takes out (`rules.segment_origins`)
+            # back hold rows of their own, not those of the files it takes out (`lineage.segment_origins`)
             "rewrote": any(k in REWRITES for _, k, _ in ops),
         }  # fmt: skip
         undone.append((object_id, Op(commit_id, position, undo_kind([k for _, k, _ in ops], details), details)))

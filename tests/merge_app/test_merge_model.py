@@ -584,7 +584,7 @@ def replay(
     (docs/merge-semantics.md#restore). What a later overwrite replaced (`replaced`: the operations before the
     source's last overwrite, as the source applied them) is not added, though the source holds it again: an
     operation the base holds brought it back (seed 303: a restore, an overwrite, then a pick of another branch's
-    restore to the same point that the base holds; LakeUI's `plan.rules.replaced_later`)."""
+    restore to the same point that the base holds; LakeUI's `plan.lineage.replaced_later`)."""
     standing = [op for op in ops if op.uid not in replaced]
     created = set().union(*(op.created for op in standing))
     restored = {row.rid for op in standing if op.restore for row in op.rows}  # its own result, older rows too

@@ -187,7 +187,7 @@ def test_a_restores_result_a_later_overwrite_replaced_is_not_taken_over_where_th
     """Unkeyed model seed 303: the source appended s3, restored the table to s1 and overwrote it with o5; a pick of
     another branch's restore to the same point, which the merge base holds, brought s1 back. The target deleted row 1
     of s1 (a delete file; copy-on-write, s1 taken out). The overwrite replaced the first restore's result: s1 is
-    not the source's change, and neither comes back nor takes the target's delete file out (`rules.replaced_later`)."""
+    not the source's change, and neither comes back nor takes the target's delete file out (`lineage.replaced_later`)."""
     restore = op("overwrite", removed=["s2", "s3"], segments_kept=["s1"], restore=True, whole_table=True)
     load = op("overwrite", removed=["s1"], added=["o5"], whole_table=True)
     target = files("s1", "d1@s1", "s2") if mode == "merge-on-read" else files("s2")
