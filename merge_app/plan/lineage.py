@@ -247,8 +247,9 @@ def rewrites_of_source_rows(obj: ObjectDiff, source_files: Iterable[str]) -> tup
 def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid.UUID, Mapping[str, Mapping]]) -> None:
     """A source overwrite against a target's update or compaction of rows the source still has (see
     `rewrites_of_source_rows`), or one after which the source took back segments the target holds in no version,
-    against a target that holds rows older than the base the overwrite would take out (`overwrite_taken_back`):
-    which of the target's rows to keep cannot be told by file, so it is a conflict."""
+    against a target that holds rows older than the base the overwrite would take out (`overwrite_taken_back`), or
+    one that did not take out files of the operations it counts as replacing (`kept_past_overwrite`): which rows to
+    keep cannot be told by file, so it is a conflict."""
     for obj in objects:
         files = live_files.get(obj.object_id)
         if (
@@ -279,6 +280,17 @@ def _check_overwrite_lineage(objects: list[ObjectDiff], live_files: Mapping[uuid
                     f"{rules.segments_named(taken_back)} after it, which the target holds in no version: the "
                     f"target's segment(s) {rules.segments_named(older)}, which the overwrite would take out, may "
                     f"hold their rows in another version, and the rows to keep cannot be told apart.",
+                )
+            )  # fmt: skip
+            continue
+        kept = kept_past_overwrite(obj, files["source"])
+        if kept:
+            obj.data_issues.append(
+                Verdict(
+                    CONFLICT, "R*",
+                    f"The source holds segment(s) {rules.segments_named(kept)}, written before its last overwrite as "
+                    f"its history records them, which that overwrite did not take out (a merge replayed it after them "
+                    f"and kept them): whether they are its change or rows it replaced cannot be told by file.",
                 )
             )  # fmt: skip
             continue
@@ -384,6 +396,26 @@ def overwrite_taken_back(
         if segment is None and fid not in source and fid not in kept and fid not in new
     }  # fmt: skip
     return taken_back, older
+
+
+def kept_past_overwrite(obj: ObjectDiff, source_files: Mapping[str, str | None]) -> set[str]:
+    """The segments the source holds that its operations a later whole-table overwrite replaced wrote
+    (`replaced_later`), where that overwrite, as recorded, did not take them out nor keep them as its result (a
+    restore keeps the segments of its point). Such an overwrite came to the source by a merge after them, older than
+    they are on the side that made it (a merge replays an overwrite to keep the rows the source still has: unkeyed
+    model seed 338, where `main` restored the table and took `x`'s overwrite and insert after it, and `b1`, which had
+    them already, merged `main`; merged into `b2`, the plan took neither and `b2` was left empty). Where the
+    overwrite took them out and an operation the merge does not replay brought them back, they are not the source's
+    change (seed 303); where it never took them out they are, and by file the two cannot be told apart for certain:
+    a conflict, not rows lost."""
+    operations = obj.source_operations
+    skip = discarded_whole(operations, obj.discarded)
+    replaced = replaced_later(operations, skip)
+    if not replaced:
+        return set()
+    last = operations[last_overwrite(operations, skip, whole_table=True)]
+    written = set().union(*(operations[index].added for index in replaced))
+    return (written & set(source_files)) - last.taken_out - last.restored
 
 
 def restore_replaced(
