@@ -201,10 +201,10 @@ def brought_after_overwrite(rows: dict[int, Row], ops: list[MOp]) -> bool:
 def pair_verdict(src: MOp, dest: MOp, live: set[int], dest_replaced: bool = False) -> str:
     """The pair's verdict; `live`: the ids of the rows a common row must be one of to be a certain conflict;
     `dest_replaced`: a later target overwrite replaced what the target operation wrote. A1/A3 compare the segments
-    both changed, and a copy-on-write source rewrite before its change may have moved the row to a segment of its
-    own: the target's segment is gone, its overwrite then settles the source's change (A4/A5), and LakeUI may merge
-    (seed 341: `main` deleted a row, then updated row 2 of the rewritten segment; `b3` updated row 2 in the old one
-    and restored the table)."""
+    both changed, and the two sides may hold the row in different segments (restores to different points, a
+    copy-on-write rewrite on one line): the target's overwrite then settles the source's change (A4/A5), and LakeUI
+    may merge (seed 341: `main` updated row 2 in the segment its restore held, `b3` in the one its own restore held,
+    and then restored the table again)."""
     if src.uncertain or dest.uncertain:
         return MAYBE
     if src.kind in POSITIONAL and dest.kind == "insert":
@@ -1028,8 +1028,8 @@ def seed_341_model(*, overwrite: bool = True) -> Model:
 
 def test_model_both_sides_updated_a_row_a_later_target_overwrite_replaced_may_merge():
     """The target's overwrite replaced its version of the row: A1/A3 compare the segments both updates changed, which
-    differ where the source rewrote the row's segment before (a copy-on-write delete of another row), and then the
-    overwrite discards the source's update (A4). The model refused it as A3 on a common row."""
+    differ where the sides hold the row in different segments (restores to different points), and then the overwrite
+    discards the source's update (A4). The model refused it as A3 on a common row."""
     model = seed_341_model()
     assert model.merge("b2", "b1") == ("maybe", {5: Row(5, 5, 50)})
 
