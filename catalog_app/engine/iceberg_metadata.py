@@ -48,7 +48,7 @@ from pyiceberg.typedef import Record
 
 from catalog_app.engine import iceberg_incoming
 from catalog_app.engine.segments import Column
-from catalog_app.engine.types import decimal_digits, is_decimal, stat_value
+from catalog_app.engine.types import decimal_digits, is_decimal, is_widening, parse_type, stat_value
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
 FORMAT_REVISION = "2"  # part of every file name's hash: a change to what is written here starts afresh
@@ -544,10 +544,15 @@ def _check_readable(written: tuple[Column, ...], current: tuple[Column, ...]) ->
         old = by_id.get(column.id)
         if old is not None and not readable_as(old.type, column.type):
             raise NotRepresentable(
-                f"Column {column.name!r} was widened from {old.type} to {column.type}, which Iceberg readers cannot "
-                f"read in the files written before (Iceberg promotes only int to long, float to double and decimal "
-                f"precision up); read it with LakeUI's own readers (the rows API, read_arrow, read_table)."
+                f"Column {column.name!r} was {_changed(old.type, column.type)} from {old.type} to {column.type}, "
+                f"which Iceberg readers cannot read in the files written before (Iceberg promotes only int to long, "
+                f"float to double and decimal precision up); read it with LakeUI's own readers (the rows API, "
+                f"read_arrow, read_table)."
             )
+
+
+def _changed(old: str, new: str) -> str:
+    return "widened" if is_widening(parse_type(old), parse_type(new)) else "cast by a merge"
 
 
 def _without_expired(snapshots: list[dict], log: list[dict], expired: set[int]) -> tuple[list[dict], list[dict]]:

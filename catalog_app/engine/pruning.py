@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from catalog_app.engine.predicate_parser import Between, ColumnRef, Comparison, Expr, In, IsNull, Literal, Logical
 from catalog_app.engine.segments import Column
-from catalog_app.engine.types import is_pruned, stat_value
+from catalog_app.engine.types import is_pruned, is_widening, parse_type, stat_value
 
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -40,11 +40,25 @@ def bounds(stats: Mapping[str, Any], type_name: str) -> Bounds | None:
     return Bounds(low, high, stats.get("nulls"))
 
 
-def segment_bounds(stats: Mapping[str, Any], columns: Sequence[Column]) -> dict[str, Bounds]:
+def segment_bounds(
+    stats: Mapping[str, Any], columns: Sequence[Column], *, written: Sequence[Column] | None
+) -> dict[str, Bounds]:
     """A segment's statistics (JSON, by column id) as the `Bounds` of those of `columns` it has and that are
-    pruned on, by column name."""
-    found = {c.name: bounds(stats[str(c.id)], c.type) for c in columns if stats.get(str(c.id)) is not None}
+    pruned on, by column name. `written`: the columns the segment was written with (None: the same types, as for a
+    key column, which only widens). A column it wrote in a type of which the current one is not a widening (a merge
+    gave the column another type, `types.is_castable`) has statistics in the old type, which may not order as the
+    new type's values do ("9" after "10"): unknown here."""
+    kept = {c.id: c.type for c in columns}
+    if written is not None:
+        kept = {c.id: c.type for c in written if _same_order(c.type, kept.get(c.id))}
+    found = {
+        c.name: bounds(stats[str(c.id)], c.type) for c in columns if c.id in kept and stats.get(str(c.id)) is not None
+    }
     return {name: found_bounds for name, found_bounds in found.items() if found_bounds is not None}
+
+
+def _same_order(written: str, current: str | None) -> bool:
+    return current is not None and (written == current or is_widening(parse_type(written), parse_type(current)))
 
 
 def may_match(expr: Expr, columns: Mapping[str, Bounds], *, time_zone: str = "UTC") -> bool:

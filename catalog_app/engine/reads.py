@@ -2,8 +2,9 @@
 with pyarrow (`read_page_arrow`); the positions their delta files delete.
 
 A segment is read with the schema it was written with and projected onto the current schema by column id
-(renamed columns keep their data, added ones read as their default, widened ones are cast up), and the union of
-its delta files' positions is subtracted.
+(renamed columns keep their data, added ones read as their default, widened ones are cast up, and ones a merge
+gave another type cast to it: every value was checked to fit, `first_misfit`), and the union of its delta files'
+positions is subtracted.
 """
 
 import re
@@ -62,6 +63,27 @@ def read_segments(
     if not positions:
         rows = rows.drop(SEGMENT_ID, POSITION, ORDER)
     return rows
+
+
+def first_misfit(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    base: str,
+    current: Sequence[Column],
+    segments: Sequence[SegmentRead],
+    column: Column,
+    to: str,
+) -> Any | None:
+    """The first value of `column` in the rows of `segments` (read in the `current` schema, as JSON) that is not
+    itself once cast to type `to` and back (a number out of range or with more digits, text that is not the
+    number's or the date's own spelling): None when every value fits, so that a read casting the column's values
+    to `to` gives each of them exactly, in Spark and in Arrow alike."""
+    value = F.col(f"`{column.name}`")
+    cast = value.try_cast(spark_type(to))
+    back = cast.try_cast(spark_type(column.type))
+    rows = read_segments(spark, warehouse, base, current, segments).select(value)
+    found = rows.where(value.isNotNull() & (cast.isNull() | ~back.eqNullSafe(value))).limit(1).collect()
+    return json_value(found[0][0]) if found else None
 
 
 def _projection(written: Sequence[Column], current: Sequence[Column]) -> list[SparkColumn]:

@@ -81,6 +81,26 @@ def is_widening(old: ColumnType, new: ColumnType) -> bool:
     return False
 
 
+NUMBERS = ("int", "long", "float", "double", DECIMAL_TYPE)
+# The types a column of a type on the left may be given when every value it holds is checked to fit (a narrowing
+# or a change of kind: `is_castable`), beside the widenings, which always fit. Spark and Arrow cast these the same
+# way for the values that survive the round trip (a float or a timestamp as text they spell differently: left out).
+CASTS = {
+    **{number: (*NUMBERS, "string") for number in ("int", "long", DECIMAL_TYPE)},
+    "float": NUMBERS,
+    "double": NUMBERS,
+    "string": (*NUMBERS, "boolean", "date"),
+    "boolean": ("string",),
+    "date": ("string",),
+}
+
+
+def is_castable(old: ColumnType, new: ColumnType) -> bool:
+    """Whether a column of type `old` may become `new` once each of its values is checked to fit: cast to `new` and
+    back, it is the value it was (`catalog_app.engine.reads.first_misfit`). True for every widening."""
+    return is_widening(old, new) or (old != new and new.name in CASTS.get(old.name, ()))
+
+
 def utc_naive(value: Any) -> Any:
     """Timestamps come tz-aware (UTC) from footers and Arrow; the catalog keeps them naive, in UTC, as Spark gives
     them."""

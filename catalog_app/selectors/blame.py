@@ -717,7 +717,7 @@ class _Table:
                     found = stats.get(str(columns[0].id))
                     bound = Bounds(found.get("min"), found.get("max"), None) if found is not None else None
                 else:
-                    bound = segment_bounds(stats, columns).get(self.key[0])
+                    bound = segment_bounds(stats, columns, written=None).get(self.key[0])  # a key only widens
                 if bound is None or bound.low is None or bound.high is None:
                     return True
                 try:
@@ -728,7 +728,7 @@ class _Table:
                     return True
             return False
         for stats in made_live:
-            known = segment_bounds(stats, columns)
+            known = segment_bounds(stats, columns, written=None)  # key columns: they only widen
             for key in keys:
                 try:
                     if all(

@@ -332,8 +332,10 @@ def _segments_matching(spark, snapshot: Snapshot, where: Expr) -> list[DataFile]
     zone = time_zone(spark)
     emptied = snapshot.files.emptied()
     return [
-        s for s in snapshot.files.segments
-        if s.id not in emptied and pruning.may_match(where, pruning.segment_bounds(s.stats, columns), time_zone=zone)
+        s for s, read in zip(snapshot.files.segments, snapshot.files.reads(), strict=True)
+        if s.id not in emptied and pruning.may_match(
+            where, pruning.segment_bounds(s.stats, columns, written=read.columns), time_zone=zone
+        )
     ]  # fmt: skip
 
 

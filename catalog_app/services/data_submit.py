@@ -17,6 +17,7 @@ from django.core.files.uploadedfile import UploadedFile
 from catalog_app.engine import pruning
 from catalog_app.engine.incoming import FILE_FORMATS, PARQUET_MAGIC, catalog_value, upload_problem
 from catalog_app.engine.predicate_parser import parse_assignments, parse_predicate
+from catalog_app.engine.segments import Column
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.job_specs import (
     MESSAGE_PARTITIONS_FOR,
@@ -279,6 +280,9 @@ def table_scan(
     except (ValueError, zoneinfo.ZoneInfoNotFoundError):
         raise ApplicationError("invalid_input", f"Unknown time zone {time_zone!r}.") from None
     kept = [
-        s for s in plan.segments if pruning.may_match(expr, pruning.segment_bounds(s["stats"], columns), time_zone=zone)
-    ]
+        s for s in plan.segments if pruning.may_match(
+            expr, pruning.segment_bounds(s["stats"], columns, written=[Column.from_dict(c) for c in s["columns"]]),
+            time_zone=zone,
+        )
+    ]  # fmt: skip
     return dataclasses.replace(plan, segments=kept)

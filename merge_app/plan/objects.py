@@ -73,9 +73,12 @@ class ObjectDiff:
     key_mode: bool = False  # a primary-key table whose rows both sides changed: merged by key (4.4)
     keys: dict[str, Any] | None = None  # the key comparison: counts, `unresolved`, conflicts listed, choices
     resolution: str | None = None  # a whole-table resolution that settles its conflicts
-    # A6 settled by the resolution's `schema`: by column id, {"type": a type both sides' values widen to} or
+    # A6 settled by the resolution's `schema`: by column id, {"type": a type both sides' values fit} or
     # {"fill": the value of the rows written without the column} (`_schema_settled`)
     schema: dict[int, dict] = field(default_factory=dict)
+    # the columns of the merged state whose type is not a widening of a side's: that side's values are checked to
+    # fit on Spark before the merge writes (`states.value_casts`): {"side", "column_id", "column", "type", "to"}
+    casts: list[dict] = field(default_factory=list)
     source_wins: rules.SourceWins | None = None  # what a table choice `source_wins` settles (no primary key)
     reverting: bool = False  # the source's operations undo a commit's (a revert): judged by the files they share
     target_unchanged: bool = False  # no key, and the target holds it as the base has it: the source's version wins

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import merge_app.plan.semantics as semantics
-from catalog_app.engine.type_names import is_widening, parse_type
+from catalog_app.engine.type_names import is_castable, is_widening, parse_type
 from lakeui.errors import ApplicationError
 from merge_app.plan.objects import DATABASE, MERGED_KINDS, WRITES_DATA, ObjectDiff
 from merge_app.plan.rules import CONFLICT, PENDING, Op, Verdict
@@ -168,6 +168,7 @@ def state_merge(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
         return
     if obj.schema:
         merged = _schema_applied(obj, merged)
+    obj.casts = value_casts(obj, merged)
     duplicates = duplicate_column_names(merged["columns"])
     if duplicates:
         obj.issues.append(
@@ -189,10 +190,12 @@ def state_merge(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
 
 
 def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
-    """The merged table with its schema settlements: a column's type set to one both sides' types widen to
-    (400 `schema_type_lossy` naming a side whose values it cannot all hold), a column's default to the fill (400
-    `invalid_fill` for a value that does not fit the column)."""
+    """The merged table with its schema settlements: a column's type set to one both sides' values fit (400
+    `schema_type_lossy` where a side's type cannot become it at all, `is_castable`; the values themselves are checked
+    on Spark, `value_casts`), a column's default to the fill (400 `invalid_fill` for a value that does not fit the
+    column)."""
     types = {side: {c["id"]: c["type"] for c in getattr(obj, side).state["columns"]} for side in ("source", "target")}
+    located = {*(merged.get("primary_key") or []), *(merged.get("partition_by") or [])}
     columns = []
     for column in merged["columns"]:
         settlement = obj.schema.get(column["id"])
@@ -200,13 +203,16 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
             wanted = settlement["type"]
             for side, held in types.items():
                 old = held.get(column["id"])
-                if old is not None and old != wanted and not is_widening(parse_type(old), parse_type(wanted)):
+                if old is None or old == wanted or is_widening(parse_type(old), parse_type(wanted)):
+                    continue
+                if column["id"] in located or not is_castable(parse_type(old), parse_type(wanted)):
+                    how = "a key or partition column only widens" if column["id"] in located else "no cast keeps them"
                     raise ApplicationError(
                         "schema_type_lossy",
                         f"Column {column['name']!r} of {obj.name!r} cannot become {wanted}: the {side}'s {old} "
-                        f"values do not all fit it (a type both sides' types widen to: int to long or double, "
-                        f"float to double, a decimal to one of more precision and the same scale, an integer to a "
-                        f"decimal with enough digits).",
+                        f"values cannot be cast to it ({how}; a number or a string becomes another number type, "
+                        f"a number, a boolean or a date becomes a string, a string any of them, when every value "
+                        f"fits).",
                         details={"table": obj.name, "column": column["name"], "side": side, "type": old,
                                  "wanted": wanted},
                     )  # fmt: skip
@@ -221,6 +227,30 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
             column = {**column, "default": fill}
         columns.append(column)
     return {**merged, "columns": columns}
+
+
+def value_casts(obj: ObjectDiff, merged: dict) -> list[dict]:
+    """The columns of the merged table whose type is not a widening of a side's type for them (a type settled by
+    the resolution, or one an earlier merge settled, merged into a side that kept the old one): each side's values
+    must fit it, cast and back, which the worker checks on Spark before the merge writes (400 `schema_type_lossy`
+    naming the first that does not). Segments keep the type they were written with and are cast when read."""
+    casts = []
+    for side in ("source", "target"):
+        held = {c["id"]: c["type"] for c in getattr(obj, side).state["columns"]}
+        for column in merged["columns"]:
+            old = held.get(column["id"])
+            if old is None or old == column["type"] or is_widening(parse_type(old), parse_type(column["type"])):
+                continue
+            if not is_castable(parse_type(old), parse_type(column["type"])):
+                raise ApplicationError(
+                    "schema_type_lossy", f"Column {column['name']!r} of {obj.name!r} cannot become {column['type']}: "
+                    f"the {side}'s {old} values cannot be cast to it.",
+                    details={"table": obj.name, "column": column["name"], "side": side, "type": old,
+                             "wanted": column["type"]},
+                )  # fmt: skip
+            casts.append({"side": side, "column_id": column["id"], "column": column["name"], "type": old,
+                              "to": column["type"]})  # fmt: skip
+    return casts
 
 
 def _may_be_null(stats: dict | None, column_id: int) -> bool:

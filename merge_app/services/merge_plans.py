@@ -9,10 +9,16 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
+from catalog_app.engine.reads import first_misfit
+from catalog_app.engine.segments import Column
+from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Catalog, Commit
 from catalog_app.selectors.refs import commit_by_id
+from catalog_app.selectors.table_files import NO_FILES
 from catalog_app.spark import spark_session
-from lakeui.errors import ConflictError
+from lakeui.errors import ApplicationError, ConflictError
 from merge_app.models import VirtualBase
 from merge_app.plan.rules import LEAVE_OUT
 from merge_app.selectors.diff import BasesNotMerged, MergeDiff, merge_diff, merge_diff_again, virtual_base_key
@@ -58,11 +64,37 @@ def merge_plan(
 
 
 def keys_compared(diff: MergeDiff) -> Planned:
-    """In a worker: the plan of a diff, its primary-key tables changed on both sides compared by key on Spark."""
+    """In a worker: the plan of a diff, its columns given a type that is not a widening checked against the values
+    (`values_fit`), its primary-key tables changed on both sides compared by key on Spark."""
+    if any(obj.casts for obj in diff.objects):
+        values_fit(spark_session(), diff)
     if not any(obj.key_mode for obj in diff.objects):
         return Planned(diff)
     runs = keys.key_runs(spark_session(), diff)
     return Planned(merge_diff_again(diff, {table_id: run.compared() for table_id, run in runs.items()}), runs)
+
+
+def values_fit(spark, diff: MergeDiff) -> None:
+    """Each side's values of the columns the merged table gives a type that is not a widening of the side's
+    (`ObjectDiff.casts`, docs/merge-semantics.md#schema-conflicts-in-a-resolution), read on Spark: 400
+    `schema_type_lossy` naming the first value that the type cannot hold exactly. Nothing is written before."""
+    warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
+    for obj in diff.objects:
+        for cast in obj.casts:
+            side = cast["side"]
+            columns = [Column.from_dict(c) for c in getattr(obj, side).state["columns"]]
+            [column] = [c for c in columns if c.id == cast["column_id"]]
+            files = diff.files.of(side, [obj.object_id]).get(obj.object_id, NO_FILES)
+            base = f"{diff.catalog.id}/{obj.object_id}"
+            misfit = first_misfit(spark, warehouse, base, columns, files.reads(), column, cast["to"])
+            if misfit is not None:
+                raise ApplicationError(
+                    "schema_type_lossy",
+                    f"Column {cast['column']!r} of {obj.name!r} cannot become {cast['to']}: the {side}'s "
+                    f"{cast['type']} value {misfit!r} does not fit it (cast and back, it is not the same value).",
+                    details={"table": obj.name, "column": cast["column"], "side": side, "type": cast["type"],
+                             "wanted": cast["to"], "value": misfit},
+                )  # fmt: skip
 
 
 def merge_diff_with_bases(

@@ -6,13 +6,17 @@ rules, an expression and a cell pick on a primary-key table. Bad settlements are
 import decimal
 
 import pytest
+from django.conf import settings
 
+from catalog_app.engine.reads import read_rows_arrow
+from catalog_app.engine.warehouse import Warehouse
+from catalog_app.selectors.table_files import table_columns
 from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import column_add, column_update
 from lakeui.errors import ApplicationError, ConflictError
 from tests.support.catalogs import head, make_catalog, make_table, on
-from tests.support.data import read
-from tests.support.merges import insert, merge, table_at
+from tests.support.data import files_at, read
+from tests.support.merges import change, insert, merge, table_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +60,7 @@ def test_a_type_and_a_fill_settle_the_schema_conflicts_of_a_table_without_a_key(
         merge(catalog, resolution=settled(amount={"type": "decimal(20,0)"}))
     assert "A6.2: the target added NOT NULL column 'code'" in reasons_of(refused.value)
     bad = {
-        "schema_type_lossy": settled(amount={"type": "long"}),  # main's decimal(10,0) values would not all fit
+        "schema_type_lossy": settled(amount={"type": "int"}),  # dev's 2**40 is no int
         "invalid_fill": settled(amount={"type": "decimal(20,0)"}, code={"fill": None}),
         "unknown_column": settled(nope={"fill": 1}),
         "unknown_type": settled(amount={"type": "money"}),
@@ -119,3 +123,79 @@ def test_schema_and_cells_settled_together_on_a_primary_key_table(spark):
     logged = {(e["scope"], e.get("column")) for e in done.log["resolutions"]}
     assert {("schema", "amount"), ("schema", "code"), ("column", "amount"), ("column", "region"),
             ("cell", "code")} <= logged  # fmt: skip
+
+
+def cast_on_both_sides(**table):
+    """main: amount int -> decimal(10,0), rows 1 (amount 9) and 5 (amount 10) in one segment. dev: amount int ->
+    long, rows 2 (2**40) and 3 (30). late, branched before either: row 4 (amount 7), amount still an int."""
+    catalog = make_catalog()
+    make_table(catalog, **table)
+    branch_create(catalog=catalog, name="dev", source="main")
+    branch_create(catalog=catalog, name="late", source="main")
+    column_update(target=on(catalog), database="sales", table="orders", column="amount",
+                  changes={"type": "decimal(10,0)"})  # fmt: skip
+    insert(catalog, [{"id": 1, "amount": 9, "region": "eu"}, {"id": 5, "amount": 10, "region": "eu"}])
+    column_update(target=on(catalog, "dev"), database="sales", table="orders", column="amount",
+                  changes={"type": "long"})  # fmt: skip
+    insert(catalog, [{"id": 2, "amount": 2**40, "region": "us"}, {"id": 3, "amount": 30, "region": "us"}],
+           branch="dev")  # fmt: skip
+    insert(catalog, [{"id": 4, "amount": 7, "region": "uk"}], branch="late")
+    return catalog
+
+
+def arrow_rows(catalog, ref="main"):
+    version = table_at(catalog, ref)
+    rows = read_rows_arrow(Warehouse(settings.LAKEUI_WAREHOUSE), table_columns(version), files_at(catalog, ref).reads())
+    return sorted(tuple(row.values()) for row in rows.to_pylist())
+
+
+def test_a_type_no_side_widens_to_is_checked_against_every_value_and_read_cast(spark):
+    """A6.1 settled by a type that is not a widening of a side's (decimal(10,0) to long, long to string): each side's
+    values are checked to fit it on Spark, cast and back, and the merge is refused naming the first that does not;
+    the segments keep the type they were written in and are read cast (Spark and Arrow alike), and their statistics
+    of the old type prune nothing. A branch that kept the old type takes the merged one with its values checked."""
+    catalog = cast_on_both_sides()
+    before = head(catalog)
+    with pytest.raises(ApplicationError) as refused:  # dev's 2**40 is no int
+        merge(catalog, resolution=settled(amount={"type": "int"}))
+    assert refused.value.code == "schema_type_lossy"
+    assert refused.value.details["value"] == 2**40 and refused.value.details["side"] == "source"
+    assert head(catalog) == before
+
+    done = merge(catalog, resolution=settled(amount={"type": "string"}))
+    assert {c["name"]: c["type"] for c in table_at(catalog).state["columns"]}["amount"] == "string"
+    expected = [(1, "9", "eu"), (2, str(2**40), "us"), (3, "30", "us"), (5, "10", "eu")]
+    assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
+    assert arrow_rows(catalog) == expected
+    logged = {e["column"]: e["choice"] for e in done.log["resolutions"] if e["scope"] == "schema"}
+    assert logged == {"amount": {"type": "string"}}
+    merge(catalog, source="main", target="late")  # late's int 7 is checked to fit the text: "7"
+    assert arrow_rows(catalog, "late") == sorted([(4, "7", "uk"), *expected])
+    assert sorted(tuple(r) for r in read(spark, catalog, "late").collect()) == arrow_rows(catalog, "late")
+    # main's segment of rows 1 and 5 has decimal statistics 9 to 10: as text "10" < "9", which prune no row
+    change(catalog, "table_delete", {"where": "amount = '10'"})
+    assert arrow_rows(catalog) == [row for row in expected if row[0] != 5]
+
+def test_a_cast_that_one_value_does_not_survive_is_refused_with_that_value(spark):
+    """decimal(10,0) and long to double: 2**53 + 1 is no double (it comes back 2**53)."""
+    catalog = cast_on_both_sides()
+    insert(catalog, [{"id": 6, "amount": 2**53 + 1, "region": "us"}], branch="dev")
+    before = head(catalog)
+    with pytest.raises(ApplicationError) as refused:
+        merge(catalog, resolution=settled(amount={"type": "double"}))
+    assert (refused.value.code, refused.value.details["value"]) == ("schema_type_lossy", 2**53 + 1)
+    assert str(2**53 + 1) in refused.value.message
+    assert head(catalog) == before
+
+
+def test_a_key_column_only_widens(spark):
+    catalog = cast_on_both_sides(primary_key=["id"])
+    before = head(catalog)
+    with pytest.raises(ApplicationError) as refused:  # the keys would order as text ("10" before "9")
+        merge(catalog, resolution=settled(amount={"type": "long"}, id={"type": "string"}))
+    assert refused.value.code == "schema_type_lossy" and "key or partition column" in refused.value.message
+    assert head(catalog) == before
+    merge(catalog, resolution=settled(amount={"type": "long"}))  # decimal(10,0)'s 9 and 10 fit a long
+    expected = [(1, 9, "eu"), (2, 2**40, "us"), (3, 30, "us"), (5, 10, "eu")]
+    assert arrow_rows(catalog) == expected
+    assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected

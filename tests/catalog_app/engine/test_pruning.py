@@ -134,7 +134,7 @@ def test_a_pruned_segment_never_holds_a_matching_row(spark, tmp_path):
             warehouse, base, spark.createDataFrame(rows, schema).coalesce(1), COLUMNS, tag=f"s{segment}"
         )
         reads.append(SegmentRead(f"seg{segment}", written.path, tuple(COLUMNS), order=segment))
-        stats[f"seg{segment}"] = pruning.segment_bounds(written.stats, COLUMNS)
+        stats[f"seg{segment}"] = pruning.segment_bounds(written.stats, COLUMNS, written=COLUMNS)
     table = read_segments(spark, warehouse, base, COLUMNS, reads, positions=True).cache()
 
     pruned = 0
