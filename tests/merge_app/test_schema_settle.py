@@ -1,5 +1,5 @@
 """Schema and data conflicts settled in one resolution (docs/merge-semantics.md#schema-conflicts-in-a-resolution), on
-real Spark data: a column type both sides changed (A6.1) becomes a type both sides' values widen to, a NOT NULL
+real Spark data: a column type both sides changed (A6.1) becomes a type every value of both sides fits, a NOT NULL
 column one side added without a default (A6.2) is filled for the rows the other side wrote; together with column
 rules, an expression and a cell pick on a primary-key table. Bad settlements are refused and nothing merges."""
 
@@ -175,6 +175,7 @@ def test_a_type_no_side_widens_to_is_checked_against_every_value_and_read_cast(s
     # main's segment of rows 1 and 5 has decimal statistics 9 to 10: as text "10" < "9", which prune no row
     change(catalog, "table_delete", {"where": "amount = '10'"})
     assert arrow_rows(catalog) == [row for row in expected if row[0] != 5]
+
 
 def test_a_cast_that_one_value_does_not_survive_is_refused_with_that_value(spark):
     """decimal(10,0) and long to double: 2**53 + 1 is no double (it comes back 2**53)."""
