@@ -38,7 +38,7 @@ def _file_columns(source: pq.ParquetFile, segment: SegmentRead, wanted: Sequence
     names = []
     for column in wanted:
         if column.id not in written:
-            if column.default is not None:
+            if column.default is not None or column.fill:
                 raise Unsupported(f"column {column.name!r} added with a default since the segment was written")
             names.append(None)
             continue

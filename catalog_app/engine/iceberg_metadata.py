@@ -542,6 +542,12 @@ def _check_readable(written: tuple[Column, ...], current: tuple[Column, ...]) ->
     by_id = {c.id: c for c in written}
     for column in current:
         old = by_id.get(column.id)
+        if old is None and column.fill:
+            raise NotRepresentable(
+                f"Column {column.name!r} is filled by an expression for the rows written without it (a merge's "
+                f"fill), which Iceberg readers cannot compute; read it with LakeUI's own readers (the rows API, "
+                f"read_arrow, read_table)."
+            )
         if old is not None and not readable_as(old.type, column.type):
             raise NotRepresentable(
                 f"Column {column.name!r} was {_changed(old.type, column.type)} from {old.type} to {column.type}, "

@@ -114,6 +114,20 @@ def assigned(expr: Expr, rows: pa.Table, types: Mapping[str, str], column: Colum
     return array
 
 
+def computed(expr: Expr, rows: pa.Table, types: Mapping[str, str], type_name: str, *, time_zone: str) -> pa.Array:
+    """The value `expr` gives in each of `rows`, in `type_name`'s Arrow type, cast as Spark casts a value the cast
+    does not change: a merge's fill, whose values were checked on Spark to be exactly the column's
+    (`reads.fill_problem`). Unsupported where the expression needs Spark (a function, arithmetic on other than
+    integers)."""
+    value = _Evaluation(rows, types, time_zone).run(expr)
+    target = arrow_type(type_name)
+    if value.array is None:
+        if value.kind == "null":
+            return pa.nulls(rows.num_rows, target)
+        return pa.array([_exact(value.literal, type_name)] * rows.num_rows, target)
+    return value.array.cast(target, safe=False)
+
+
 def _converted(value: _Value, type_name: str) -> pa.Array:
     if value.kind == type_name:
         return value.array

@@ -9,18 +9,23 @@ positions is subtracted.
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from functools import reduce
+from dataclasses import replace
+from functools import lru_cache, reduce
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from catalog_app.engine.frames import arrow_frame, empty_frame, struct_type
+from catalog_app.engine.predicate_arrow import Unsupported, computed
+from catalog_app.engine.predicate_columns import to_column
+from catalog_app.engine.predicate_parser import Expr, parse_expression
 from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value, python_value, spark_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
@@ -87,12 +92,28 @@ def first_misfit(
 
 
 def _projection(written: Sequence[Column], current: Sequence[Column]) -> list[SparkColumn]:
-    """The columns of a segment written with `written`, in the `current` schema (matched by column id)."""
+    """The columns of a segment written with `written`, in the `current` schema (matched by column id). A column
+    it lacks reads as its default, or as its fill computed from the row's other columns (`fill_expression`)."""
     by_id = {column.id: column for column in written}
-    return [
-        (F.col(f"`{by_id[c.id].name}`") if c.id in by_id else F.lit(c.default)).cast(spark_type(c.type)).alias(c.name)
+    plain = {
+        c.name: (F.col(f"`{by_id[c.id].name}`") if c.id in by_id else F.lit(c.default)).cast(spark_type(c.type))
         for c in current
-    ]
+    }
+    filled = {
+        c.name: to_column(fill_expression(c, current), plain.__getitem__).cast(spark_type(c.type))
+        for c in current if c.fill and c.id not in by_id
+    }  # fmt: skip
+    return [filled.get(c.name, plain[c.name]).alias(c.name) for c in current]
+
+
+def fill_expression(column: Column, current: Sequence[Column]) -> Expr:
+    """The parsed fill of `column` (a merge's fill by an expression), over the other columns of `current`."""
+    return _parsed_fill(column.fill, tuple((c.name, c.type) for c in current if c.id != column.id))
+
+
+@lru_cache(maxsize=256)
+def _parsed_fill(text: str, types: tuple[tuple[str, str], ...]) -> Expr:
+    return parse_expression(text, dict(types))
 
 
 def _segment_rows(spark, warehouse: Warehouse, current, segment: SegmentRead) -> DataFrame:
@@ -229,8 +250,9 @@ def read_rows_arrow(warehouse: Warehouse, current: Sequence[Column], segments: S
 
 def projected_arrow(rows: pa.Table, written: Sequence[Column], current: Sequence[Column]) -> pa.Table:
     """Rows of a segment written with `written`, in the `current` schema: `_projection` in Arrow. Matched by
-    column id (a renamed column keeps its data), an added column reads as its default, a widened one is cast up
-    (every widening `types.is_widening` allows is exact in Arrow too)."""
+    column id (a renamed column keeps its data), an added column reads as its default or its fill, a widened one is
+    cast up (every widening `types.is_widening` allows is exact in Arrow too, and so is a cast a merge checked the
+    values for)."""
     by_id = {column.id: column for column in written}
     arrays = []
     for column in current:
@@ -238,7 +260,55 @@ def projected_arrow(rows: pa.Table, written: Sequence[Column], current: Sequence
             arrays.append(rows.column(by_id[column.id].name).cast(arrow_type(column.type)))
         else:
             arrays.append(_default_array(column, rows.num_rows))
-    return pa.Table.from_arrays(arrays, schema=_arrow_schema(current))
+    projected = pa.Table.from_arrays(arrays, schema=_arrow_schema(current))
+    for index, column in enumerate(current):
+        if column.fill and column.id not in by_id:  # computed from the row's other columns, as `_projection` does
+            types = {c.name: c.type for c in current}
+            value = computed(fill_expression(column, current), projected, types, column.type, time_zone="UTC")
+            projected = projected.set_column(index, projected.field(index), value)
+    return projected
+
+
+def fill_problem(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    base: str,
+    current: Sequence[Column],
+    segments: Sequence[SegmentRead],
+    column: Column,
+) -> str | None:
+    """What is wrong with the fill of `column` (an expression) in the rows of `segments` written without the column,
+    read in the `current` schema: an expression Arrow cannot compute as Spark does (`predicate_arrow.computed`: the
+    preview reads it there), a NULL in a NOT NULL column, a value the column's type does not hold exactly, or an
+    error computing it (a division by zero). None when every such row takes its fill exactly."""
+    expr = fill_expression(column, current)
+    types = {c.name: c.type for c in current}
+    try:
+        computed(expr, _arrow_schema(current).empty_table(), types, column.type, time_zone="UTC")
+    except Unsupported as why:
+        return (
+            f"it needs Spark to be computed ({why}); a fill takes columns, literals, integer arithmetic and comparisons"
+        )
+    lacking = [s for s in segments if column.id not in {c.id for c in s.columns}]
+    plain = [replace(c, fill=None) if c.id == column.id else c for c in current]
+    rows = read_segments(spark, warehouse, base, plain, lacking)
+    value = to_column(expr, lambda name: F.col(f"`{name}`"))
+    cast = value.try_cast(spark_type(column.type))
+    wrong = value.isNotNull() & (cast.isNull() | (cast != value))
+    if not column.nullable:
+        wrong = wrong | value.isNull()
+    try:
+        found = rows.select(value.alias("_fill"), *[F.col(f"`{c.name}`") for c in current if c.id != column.id])
+        found = found.where(wrong).limit(1).collect()
+    except CapturedException as error:
+        return f"computing it fails: {str(error).splitlines()[0][:300]}"
+    if not found:
+        return None
+    row = {name: json_value(v) for name, v in found[0].asDict().items() if name != "_fill"}
+    value = json_value(found[0]["_fill"])
+    if value is None:
+        return f"it gives NULL for the row {row}, and the column is NOT NULL"
+    return f"it gives {value!r} for the row {row}, which is not exactly a {column.type}"
 
 
 def _default_array(column: Column, size: int) -> pa.Array:

@@ -23,10 +23,13 @@ class Column:
     type: str
     nullable: bool = True
     default: Any = None
+    # a merge's fill by an expression (docs/merge-semantics.md#schema-conflicts-in-a-resolution): what a segment
+    # written without the column reads in it, computed from the row's other columns
+    fill: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> "Column":
-        return cls(data["id"], data["name"], data["type"], data["nullable"], data.get("default"))
+        return cls(data["id"], data["name"], data["type"], data["nullable"], data.get("default"), data.get("fill"))
 
 
 @dataclass(frozen=True)

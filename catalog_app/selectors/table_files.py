@@ -17,6 +17,7 @@ from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import DataFile, FileEntry, ObjectVersion, ReclaimedFile, SchemaVersion
 from catalog_app.selectors.objects import SchemaRow, chain_sql, newest_on_chain, schema_rows
 from catalog_app.selectors.refs import Chain
+from lakeui.errors import ApplicationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +373,18 @@ def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, wareh
         return {"id": str(file.id), "path": file.path, "uri": warehouse.uri(file.path), "row_count": file.row_count,
                 "size_bytes": file.size_bytes}  # fmt: skip
 
+    current = table_columns(table)
+    filled = [c for c in current if c.fill]
+    for read in files.reads() if filled else ():
+        lacking = [c.name for c in filled if c.id not in {w.id for w in read.columns}]
+        if lacking:
+            raise ApplicationError(
+                "scan_not_representable",
+                f"Column {lacking[0]!r} of {table.name!r} is filled by an expression for the rows written without it "
+                "(a merge's fill), which a reader outside the server (read_arrow, read_table) does not compute; "
+                "read the table with the rows API.",
+                status=406,
+            )
     segments = [
         {
             **described(segment),
@@ -388,7 +401,7 @@ def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, wareh
         table_id=str(table.object_id),
         warehouse=warehouse.root,
         base=f"{table.catalog_id}/{table.object_id}",
-        columns=[_column_dict(column) for column in table_columns(table)],
+        columns=[_column_dict(column) for column in current],
         partition_by=list(table.state["partition_by"]),
         primary_key=list(table.state.get("primary_key") or []),
         row_count=files.live_rows(warehouse),

@@ -247,8 +247,8 @@ def column_rules_shape(rules: Any, *, table: str) -> dict[str, Any]:
 
 def schema_settlements_shape(given: Any, *, table: str) -> dict[str, dict]:
     """A table's schema settlements checked for their shape: `{column: {"type": "decimal(20,0)"}}` (A6.1: a type
-    both sides' values fit) or `{column: {"fill": value}}` (A6.2: the value of the rows written without the column).
-    Raises `invalid_resolution`."""
+    both sides' values fit) or `{column: {"fill": value}}` (A6.2: the value of the rows written without the column;
+    `{"fill": {"expression": "..."}}`, one computed from each such row). Raises `invalid_resolution`."""
 
     def bad(message: str, **details: Any) -> ApplicationError:
         return ApplicationError("invalid_resolution", message, details={"table": table, **details})
@@ -260,6 +260,10 @@ def schema_settlements_shape(given: Any, *, table: str) -> dict[str, dict]:
             raise bad(f"{str(column)[:64]!r} is not a column name.", column=str(column)[:64])
         if not isinstance(settlement, dict) or len(settlement) != 1 or not set(settlement) <= {"type", "fill"}:
             raise bad(f'Column {column!r} of {table!r} is settled by {{"type": ...}} or {{"fill": ...}}.',
+                      column=column)  # fmt: skip
+        fill = settlement.get("fill")
+        if isinstance(fill, dict) and set(fill) != {EXPRESSION}:
+            raise bad(f'The fill of column {column!r} of {table!r} is a value or {{"expression": "..."}}.',
                       column=column)  # fmt: skip
     # each type as the catalog spells it (`unknown_type` for one it does not know)
     return {column: {"type": str(parse_type(s["type"]))} if "type" in s else s for column, s in given.items()}
@@ -316,6 +320,35 @@ def row_expression(text: str, types: dict[str, str]) -> predicate_parser.Expr:
     return _row_expression(text, tuple(types.items()))
 
 
+def _fits_column(expression_type: str, type_name: str) -> bool:
+    """Whether an expression's value type (predicate_parser's) is one a column of `type_name` takes."""
+    fits = {predicate_parser.NUMERIC} if type_name in NUMBERS or type_name.startswith("decimal") else set()
+    taken = fits or _EXPRESSION_FITS.get(type_name, set())
+    return expression_type == predicate_parser.NULL or expression_type in taken
+
+
+def fill_expression(text: Any, *, table: str, column: str, type_name: str, types: dict[str, str]) -> str:
+    """A fill given by an expression (`{"fill": {"expression": "amount * 2"}}`): the value of each row written without
+    the column, from that row's other columns (`types`: name -> type, the merged table's less the column), in the
+    language of an UPDATE's SET (predicate_parser.parse_expression: allow-listed functions and operators, no
+    subquery, no I/O), typed against the column. The text as given; 400 `invalid_fill` naming the problem."""
+    details = {"table": table, "column": column, "type": type_name}
+    try:
+        if not isinstance(text, str):
+            raise predicate_parser.PredicateError(predicate_parser.NOT_TEXT)
+        expr = predicate_parser.parse_expression(text, types)
+    except predicate_parser.PredicateError as bad:
+        where = "" if bad.position is None else f" (at character {bad.position})"
+        raise ApplicationError("invalid_fill", f"The fill of column {column!r} of {table!r} is refused: "
+                               f"{bad.message}{where}.", details={**details, "problem": bad.message,
+                               "position": bad.position}) from None  # fmt: skip
+    if not _fits_column(expr.type, type_name):
+        raise ApplicationError("invalid_fill", f"The fill of column {column!r} of {table!r} gives a {expr.type} "
+                               f"value, and the column is of type {type_name}.",
+                               details={**details, "expression_type": expr.type})  # fmt: skip
+    return text
+
+
 def _expression_check(text: str, *, table: str, column: str, types: dict[str, str]) -> None:
     """A column's expression parsed against the table's columns and typed against the column: 400
     `invalid_column_expression` (naming the problem and where it is in the text) or `column_rule_type`."""
@@ -328,8 +361,7 @@ def _expression_check(text: str, *, table: str, column: str, types: dict[str, st
                                f"refused: {bad.message}{where}.", details={**details, "problem": bad.message,
                                "position": bad.position}) from None  # fmt: skip
     type_name = types[column]
-    fits = {predicate_parser.NUMERIC} if type_name in NUMBERS or type_name.startswith("decimal") else set()
-    if expr.type != predicate_parser.NULL and expr.type not in (fits or _EXPRESSION_FITS.get(type_name, set())):
+    if not _fits_column(expr.type, type_name):
         raise ApplicationError(
             "column_rule_type",
             f"The expression cannot settle column {column!r} of {table!r}: it gives a {expr.type} value, and the "

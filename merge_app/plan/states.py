@@ -120,7 +120,7 @@ def table_problems(
         old = base_ids.get(column["id"])
         for side, other in (("source", "target"), ("target", "source")):
             added = old is None and column["id"] in side_ids[side] - side_ids[other]
-            if added and column.get("default") is None and wrote[other]:
+            if added and column.get("default") is None and not column.get("fill") and wrote[other]:
                 problems.append((
                     f"A6.2: the {side} added NOT NULL column {column['name']!r} without a default, and the {other} "
                     "wrote rows that have no value for it.", column,
@@ -217,7 +217,12 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
                                  "wanted": wanted},
                     )  # fmt: skip
             column = {**column, "type": wanted}
-        if settlement is not None and "fill" in settlement:
+        if settlement is not None and isinstance(settlement.get("fill"), dict):  # an expression over the row
+            others = {c["name"]: c["type"] for c in merged["columns"] if c["id"] != column["id"]}
+            text = semantics.fill_expression(settlement["fill"][semantics.EXPRESSION], table=obj.name,
+                                             column=column["name"], type_name=column["type"], types=others)  # fmt: skip
+            column = {**column, "fill": text}
+        elif settlement is not None and "fill" in settlement:
             try:
                 fill = semantics.cell_pick_value(settlement["fill"], column["type"], not_null=True)
             except ValueError as wrong:

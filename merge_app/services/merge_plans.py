@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from catalog_app.engine.reads import first_misfit
+from catalog_app.engine.reads import fill_problem, first_misfit
 from catalog_app.engine.segments import Column
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.models import Catalog, Commit
@@ -20,6 +20,7 @@ from catalog_app.selectors.table_files import NO_FILES
 from catalog_app.spark import spark_session
 from lakeui.errors import ApplicationError, ConflictError
 from merge_app.models import VirtualBase
+from merge_app.plan.objects import TABLE
 from merge_app.plan.rules import LEAVE_OUT
 from merge_app.selectors.diff import BasesNotMerged, MergeDiff, merge_diff, merge_diff_again, virtual_base_key
 from merge_app.services import keys
@@ -66,7 +67,7 @@ def merge_plan(
 def keys_compared(diff: MergeDiff) -> Planned:
     """In a worker: the plan of a diff, its columns given a type that is not a widening checked against the values
     (`values_fit`), its primary-key tables changed on both sides compared by key on Spark."""
-    if any(obj.casts for obj in diff.objects):
+    if any(obj.casts or _filled(obj) for obj in diff.objects):
         values_fit(spark_session(), diff)
     if not any(obj.key_mode for obj in diff.objects):
         return Planned(diff)
@@ -76,17 +77,18 @@ def keys_compared(diff: MergeDiff) -> Planned:
 
 def values_fit(spark, diff: MergeDiff) -> None:
     """Each side's values of the columns the merged table gives a type that is not a widening of the side's
-    (`ObjectDiff.casts`, docs/merge-semantics.md#schema-conflicts-in-a-resolution), read on Spark: 400
-    `schema_type_lossy` naming the first value that the type cannot hold exactly. Nothing is written before."""
+    (`ObjectDiff.casts`, docs/merge-semantics.md#schema-conflicts-in-a-resolution), and each fill by an expression
+    in the rows of a side written without its column, read on Spark: 400 `schema_type_lossy` naming the first value
+    that the type cannot hold exactly, `invalid_fill` the first row whose fill is not a value of the column. Nothing
+    is written before."""
     warehouse = Warehouse(settings.LAKEUI_WAREHOUSE)
     for obj in diff.objects:
+        base = f"{diff.catalog.id}/{obj.object_id}"
         for cast in obj.casts:
             side = cast["side"]
             columns = [Column.from_dict(c) for c in getattr(obj, side).state["columns"]]
             [column] = [c for c in columns if c.id == cast["column_id"]]
-            files = diff.files.of(side, [obj.object_id]).get(obj.object_id, NO_FILES)
-            base = f"{diff.catalog.id}/{obj.object_id}"
-            misfit = first_misfit(spark, warehouse, base, columns, files.reads(), column, cast["to"])
+            misfit = first_misfit(spark, warehouse, base, columns, _reads(diff, side, obj), column, cast["to"])
             if misfit is not None:
                 raise ApplicationError(
                     "schema_type_lossy",
@@ -95,6 +97,25 @@ def values_fit(spark, diff: MergeDiff) -> None:
                     details={"table": obj.name, "column": cast["column"], "side": side, "type": cast["type"],
                              "wanted": cast["to"], "value": misfit},
                 )  # fmt: skip
+        merged = [Column.from_dict(c) for c in (obj.merged_state or {}).get("columns", []) if obj.kind == TABLE]
+        for column in [c for c in merged if c.fill]:
+            for side in ("source", "target"):
+                if any(c["id"] == column.id for c in getattr(obj, side).state["columns"]):
+                    continue
+                problem = fill_problem(spark, warehouse, base, merged, _reads(diff, side, obj), column)
+                if problem is not None:
+                    raise ApplicationError(
+                        "invalid_fill", f"The fill of column {column.name!r} of {obj.name!r} is refused: {problem}.",
+                        details={"table": obj.name, "column": column.name, "side": side, "problem": problem},
+                    )  # fmt: skip
+
+
+def _filled(obj) -> bool:
+    return obj.kind == TABLE and any(c.get("fill") for c in (obj.merged_state or {}).get("columns", []))
+
+
+def _reads(diff: MergeDiff, side: str, obj) -> list:
+    return diff.files.of(side, [obj.object_id]).get(obj.object_id, NO_FILES).reads()
 
 
 def merge_diff_with_bases(

@@ -10,12 +10,12 @@ from django.conf import settings
 
 from catalog_app.engine.reads import read_rows_arrow
 from catalog_app.engine.warehouse import Warehouse
-from catalog_app.selectors.table_files import table_columns
+from catalog_app.selectors.table_files import table_columns, table_scan_plan
 from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import column_add, column_update
 from lakeui.errors import ApplicationError, ConflictError
 from tests.support.catalogs import head, make_catalog, make_table, on
-from tests.support.data import files_at, read
+from tests.support.data import files_at, read, table_version
 from tests.support.merges import change, insert, merge, table_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,5 +198,77 @@ def test_a_key_column_only_widens(spark):
     assert head(catalog) == before
     merge(catalog, resolution=settled(amount={"type": "long"}))  # decimal(10,0)'s 9 and 10 fit a long
     expected = [(1, 9, "eu"), (2, 2**40, "us"), (3, 30, "us"), (5, 10, "eu")]
+    assert arrow_rows(catalog) == expected
+    assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
+
+
+def a_column_one_side_added():
+    """main adds `qty` (long, NOT NULL, no default) to the empty table, then writes row 1 with it; dev writes rows 2
+    and 3 without it; late, branched before either, writes row 4."""
+    catalog = make_catalog()
+    make_table(catalog)
+    branch_create(catalog=catalog, name="dev", source="main")
+    branch_create(catalog=catalog, name="late", source="main")
+    column_add(target=on(catalog), database="sales", table="orders",
+               spec={"name": "qty", "type": "long", "nullable": False})  # fmt: skip
+    insert(catalog, [{"id": 1, "amount": 10, "region": "eu", "qty": 5}])
+    insert(catalog, [{"id": 2, "amount": 20, "region": "us"}, {"id": 3, "amount": 30, "region": "us"}], branch="dev")
+    insert(catalog, [{"id": 4, "amount": 7, "region": "uk"}], branch="late")
+    return catalog
+
+
+def filled(expression):
+    return settled(qty={"fill": {"expression": expression}})
+
+
+def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark):
+    """A6.2 settled by an expression: each row written without the column reads it computed from its own columns,
+    in Spark and in Arrow alike; the merge checks every such row first (a NULL, a value the type does not hold);
+    a branch that never had the column takes it with its rows checked and filled the same way."""
+    catalog = a_column_one_side_added()
+    before = head(catalog)
+    refused = {
+        "(SELECT 1)": "subqueries",
+        "nope + 1": "unknown column",
+        "region": "gives a string value",
+        "amount / 0": "needs Spark",  # no division in a fill (so no division by zero)
+        "1" * 100_001: "longer than",
+        "length(region)": "needs Spark",  # a function: the preview computes fills in Arrow, which has none
+        "NULL": "NULL",  # qty is NOT NULL
+    }
+    for expression, problem in refused.items():
+        with pytest.raises(ApplicationError) as error:
+            merge(catalog, resolution=filled(expression))
+        assert error.value.code in ("invalid_fill", "invalid_resolution"), (expression, error.value.message)
+        assert problem.lower() in error.value.message.lower(), (expression, error.value.message)
+    assert head(catalog) == before
+
+    done = merge(catalog, resolution=filled("id * 10 + amount"))
+    qty = {c["name"]: c for c in table_at(catalog).state["columns"]}["qty"]
+    assert (qty["fill"], qty["default"]) == ("id * 10 + amount", None)
+    expected = [(1, 10, "eu", 5), (2, 20, "us", 40), (3, 30, "us", 60)]
+    assert arrow_rows(catalog) == expected
+    assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
+    logged = {e["column"]: e["choice"] for e in done.log["resolutions"] if e["scope"] == "schema"}
+    assert logged == {"qty": {"fill": {"expression": "id * 10 + amount"}}}
+    chain, version = table_version(catalog)
+    with pytest.raises(ApplicationError) as error:  # a reader outside the server would read NULLs
+        table_scan_plan(chain, commit_id=head(catalog), table=version, warehouse=Warehouse(settings.LAKEUI_WAREHOUSE))
+    assert error.value.code == "scan_not_representable"
+
+    branch_create(catalog=catalog, name="gaps", source="late")
+    insert(catalog, [{"id": 9, "amount": None, "region": "us"}], branch="gaps")
+    gaps = head(catalog, "gaps")
+    with pytest.raises(ApplicationError) as error:  # row 9 has no amount: its qty would be NULL
+        merge(catalog, source="main", target="gaps")
+    assert error.value.code == "invalid_fill" and "NULL for the row {'id': 9" in error.value.message
+    assert head(catalog, "gaps") == gaps
+    merge(catalog, source="main", target="late")  # late never had qty: its row 4 is filled too
+    assert arrow_rows(catalog, "late") == sorted([*expected, (4, 7, "uk", 47)])
+    assert sorted(tuple(r) for r in read(spark, catalog, "late").collect()) == arrow_rows(catalog, "late")
+
+    # an update rewrites row 2 with the value its fill gave it; the others still compute theirs
+    change(catalog, "table_update", {"set": {"amount": "amount + 1"}, "where": "id = 2"})
+    expected = [(1, 10, "eu", 5), (2, 21, "us", 40), (3, 30, "us", 60)]
     assert arrow_rows(catalog) == expected
     assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
