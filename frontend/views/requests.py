@@ -262,7 +262,9 @@ def _schema_rows(obj: dict, settled: dict[str, dict]) -> list[dict]:
     for column, settlement in settled.items():
         by = next(iter(settlement))
         rows.setdefault(column, {"column": column, "by": by, "type": None, "reason": None})
-        rows[column] |= {"by": by, "value": _typed(settlement[by])}
+        fill = settlement[by]
+        shown = f"={fill['expression']}" if isinstance(fill, dict) and "expression" in fill else _typed(fill)
+        rows[column] |= {"by": by, "value": shown}
     return [{**row, "text": row["by"] == "fill" and row["type"] == "string"} for row in rows.values()]
 
 
@@ -328,7 +330,7 @@ def _resolutions_from(post) -> dict:
     id>:<column>` (base, source, target, value: the typed `cellvalue:` field, or none: the pick taken back); a
     typed value alone picks it too. A typed value is text for a column whose values are text (`celltext:`), else
     JSON (a number, true, false, null), else text. A schema conflict: `schema:<db.t>:<column>:<type|fill>`, a fill
-    typed as a cell's value is (`schematext:` for a text column)."""
+    typed as a cell's value is (`schematext:` for a text column), or an expression after `=` (`=id * 10`)."""
     given: dict = {}
     schema: dict[str, dict] = {}
     if post.get("default"):
@@ -356,7 +358,12 @@ def _resolutions_from(post) -> dict:
             name = field[len("schema:") :]
             table, _, rest = name.partition(":")
             column, _, by = rest.rpartition(":")
-            settled = value if by == "type" else _typed_value(value, text=bool(post.get(f"schematext:{name}")))
+            if by == "type":
+                settled = value
+            elif value.startswith("="):  # a fill by an expression, as a spreadsheet's formula is written
+                settled = {"expression": value[1:].strip()}
+            else:
+                settled = _typed_value(value, text=bool(post.get(f"schematext:{name}")))
             schema.setdefault(table, {})[column] = {by: settled}
     for table, settled in schema.items():  # a table's schema settlements go with its choice, if one is made
         chosen = given.setdefault("tables", {}).get(table)

@@ -1,6 +1,7 @@
 """The merge request page offers each schema conflict a resolution settles
 (docs/merge-semantics.md#schema-conflicts-in-a-resolution): a column type both sides changed takes a type, a NOT NULL
-column one side added takes a fill for the rows the other side wrote; saved from the form, the plan is mergeable."""
+column one side added takes a fill for the rows the other side wrote (a value, or an expression after "="); saved
+from the form, the plan is mergeable."""
 
 import re
 
@@ -49,3 +50,14 @@ def test_the_page_settles_a_type_and_a_fill(spark, user):
     assert sorted(re.findall(r'name="(schema:[^"]+)"', page)) == ["schema:sales.orders:amount:type",
                                                                   "schema:sales.orders:code:fill"]  # fmt: skip
     assert 'value="decimal(20,0)"' in page and 'value="007"' in page
+
+    # a fill by an expression, written after "=" as a spreadsheet's formula is
+    assert "Resolutions saved" in save(**{"schema:sales.orders:code:fill": "=nope"})  # checked by the plan
+    opened = planned(MergeRequest.objects.get(id=opened.id))
+    page = browser.get(url).content.decode()
+    assert "is refused: unknown column &#x27;nope&#x27;" in page and 'data-code="plan_failed"' in page
+    assert "Resolutions saved" in save(**{"schema:sales.orders:code:fill": "=region"})
+    opened = planned(MergeRequest.objects.get(id=opened.id))
+    assert opened.resolutions["schema"]["sales.orders"]["code"] == {"fill": {"expression": "region"}}
+    assert opened.plan["mergeable"], opened.plan
+    assert 'value="=region"' in browser.get(url).content.decode()
