@@ -339,7 +339,8 @@ def _columns(src: Op, dest: Op, facts: Facts) -> Verdict:
     if column is not None and "type" in facts.schema_settled.get(column["id"], {}):
         wanted = facts.schema_settled[column["id"]]["type"]
         return Verdict(OK, "A6", f"6.1 settled: column {column['name']!r} becomes {wanted}, which holds both sides' "
-                       "values.")  # fmt: skip
+                       "values (a widening holds them all; any other type is checked against them when the merge "
+                       "runs).")  # fmt: skip
     if column is not None and _narrower(src.details["new"], than=column["type"]):
         return Verdict(
             CONFLICT, "A6",
