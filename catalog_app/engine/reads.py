@@ -9,7 +9,6 @@ positions is subtracted.
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 from functools import lru_cache, reduce
 from typing import Any
 
@@ -26,7 +25,7 @@ from catalog_app.engine.frames import arrow_frame, empty_frame, struct_type
 from catalog_app.engine.predicate_arrow import Unsupported, computed
 from catalog_app.engine.predicate_columns import to_column
 from catalog_app.engine.predicate_parser import Expr, parse_expression
-from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, SegmentRead
+from catalog_app.engine.segments import ORDER, POSITION, SEGMENT_ID, Column, Fill, SegmentRead
 from catalog_app.engine.types import arrow_type, json_value, python_value, spark_type
 from catalog_app.engine.warehouse import Warehouse, arrow_filesystem
 
@@ -93,22 +92,23 @@ def first_misfit(
 
 def _projection(written: Sequence[Column], current: Sequence[Column]) -> list[SparkColumn]:
     """The columns of a segment written with `written`, in the `current` schema (matched by column id). A column
-    it lacks reads as its default, or as its fill computed from the row's other columns (`fill_expression`)."""
+    it lacks reads as its default, or as its fill computed from the segment's own values (`Fill`)."""
     by_id = {column.id: column for column in written}
-    plain = {
-        c.name: (F.col(f"`{by_id[c.id].name}`") if c.id in by_id else F.lit(c.default)).cast(spark_type(c.type))
-        for c in current
-    }
-    filled = {
-        c.name: to_column(fill_expression(c, current), plain.__getitem__).cast(spark_type(c.type))
-        for c in current if c.fill and c.id not in by_id
-    }  # fmt: skip
-    return [filled.get(c.name, plain[c.name]).alias(c.name) for c in current]
+
+    def projected(c: Column) -> SparkColumn:
+        if c.id in by_id:
+            return F.col(f"`{by_id[c.id].name}`").cast(spark_type(c.type))
+        if c.fill is None:
+            return F.lit(c.default).cast(spark_type(c.type))
+        inputs = {f.name: projected(f) for f in c.fill.columns}
+        return to_column(fill_expression(c.fill), inputs.__getitem__).cast(spark_type(c.type))
+
+    return [projected(c).alias(c.name) for c in current]
 
 
-def fill_expression(column: Column, current: Sequence[Column]) -> Expr:
-    """The parsed fill of `column` (a merge's fill by an expression), over the other columns of `current`."""
-    return _parsed_fill(column.fill, tuple((c.name, c.type) for c in current if c.id != column.id))
+def fill_expression(fill: Fill) -> Expr:
+    """A fill's expression, parsed over the columns it reads."""
+    return _parsed_fill(fill.expression, tuple((c.name, c.type) for c in fill.columns))
 
 
 @lru_cache(maxsize=256)
@@ -262,43 +262,36 @@ def projected_arrow(rows: pa.Table, written: Sequence[Column], current: Sequence
             arrays.append(_default_array(column, rows.num_rows))
     projected = pa.Table.from_arrays(arrays, schema=_arrow_schema(current))
     for index, column in enumerate(current):
-        if column.fill and column.id not in by_id:  # computed from the row's other columns, as `_projection` does
-            types = {c.name: c.type for c in current}
-            value = computed(fill_expression(column, current), projected, types, column.type, time_zone="UTC")
+        if column.fill is not None and column.id not in by_id:  # from the segment's own values, as `_projection`
+            inputs = projected_arrow(rows, written, column.fill.columns)
+            types = {c.name: c.type for c in column.fill.columns}
+            value = computed(fill_expression(column.fill), inputs, types, column.type, time_zone="UTC")
             projected = projected.set_column(index, projected.field(index), value)
     return projected
 
 
 def fill_problem(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    base: str,
-    current: Sequence[Column],
-    segments: Sequence[SegmentRead],
-    column: Column,
+    spark: SparkSession, warehouse: Warehouse, base: str, segments: Sequence[SegmentRead], column: Column
 ) -> str | None:
-    """What is wrong with the fill of `column` (an expression) in the rows of `segments` written without the column,
-    read in the `current` schema: an expression Arrow cannot compute as Spark does (`predicate_arrow.computed`: the
-    preview reads it there), a NULL in a NOT NULL column, a value the column's type does not hold exactly, or an
-    error computing it (a division by zero). None when every such row takes its fill exactly."""
-    expr = fill_expression(column, current)
-    types = {c.name: c.type for c in current}
+    """What is wrong with the fill of `column` (`Fill`) in the rows of `segments` written without the column: an
+    expression Arrow cannot compute as Spark does (`predicate_arrow.computed`: previews read it there), a NULL in
+    a NOT NULL column, a value the column's type does not hold exactly, or an error computing it. None when every
+    such row takes its fill exactly."""
+    expr = fill_expression(column.fill)
+    types = {c.name: c.type for c in column.fill.columns}
     try:
-        computed(expr, _arrow_schema(current).empty_table(), types, column.type, time_zone="UTC")
+        computed(expr, _arrow_schema(column.fill.columns).empty_table(), types, column.type, time_zone="UTC")
     except Unsupported as why:
-        return (
-            f"it needs Spark to be computed ({why}); a fill takes columns, literals, integer arithmetic and comparisons"
-        )
+        return f"it needs Spark to be computed ({why}): a fill takes columns, literals, integer arithmetic, comparisons"
     lacking = [s for s in segments if column.id not in {c.id for c in s.columns}]
-    plain = [replace(c, fill=None) if c.id == column.id else c for c in current]
-    rows = read_segments(spark, warehouse, base, plain, lacking)
+    rows = read_segments(spark, warehouse, base, column.fill.columns, lacking)
     value = to_column(expr, lambda name: F.col(f"`{name}`"))
     cast = value.try_cast(spark_type(column.type))
     wrong = value.isNotNull() & (cast.isNull() | (cast != value))
     if not column.nullable:
         wrong = wrong | value.isNull()
     try:
-        found = rows.select(value.alias("_fill"), *[F.col(f"`{c.name}`") for c in current if c.id != column.id])
+        found = rows.select(value.alias("_fill"), *[F.col(f"`{c.name}`") for c in column.fill.columns])
         found = found.where(wrong).limit(1).collect()
     except CapturedException as error:
         return f"computing it fails: {str(error).splitlines()[0][:300]}"

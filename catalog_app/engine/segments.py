@@ -25,11 +25,24 @@ class Column:
     default: Any = None
     # a merge's fill by an expression (docs/merge-semantics.md#schema-conflicts-in-a-resolution): what a segment
     # written without the column reads in it, computed from the row's other columns
-    fill: str | None = None
+    fill: "Fill | None" = None
 
     @classmethod
     def from_dict(cls, data: dict) -> "Column":
-        return cls(data["id"], data["name"], data["type"], data["nullable"], data.get("default"), data.get("fill"))
+        fill = data.get("fill")
+        if fill is not None:
+            fill = Fill(fill["expression"], tuple(cls.from_dict(c) for c in fill["columns"]))
+        return cls(data["id"], data["name"], data["type"], data["nullable"], data.get("default"), fill)
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A merge's fill by an expression: its text, and the columns it reads as the merged table had them. A segment it
+    fills is projected onto those columns by id (as onto the current schema), so that a later rename, drop or
+    widening of one of them changes no filled value: the inputs are the segment's own values."""
+
+    expression: str
+    columns: tuple[Column, ...]
 
 
 @dataclass(frozen=True)

@@ -327,11 +327,14 @@ def _fits_column(expression_type: str, type_name: str) -> bool:
     return expression_type == predicate_parser.NULL or expression_type in taken
 
 
-def fill_expression(text: Any, *, table: str, column: str, type_name: str, types: dict[str, str]) -> str:
+def fill_expression(
+    text: Any, *, table: str, column: str, type_name: str, types: dict[str, str]
+) -> predicate_parser.Expr:
     """A fill given by an expression (`{"fill": {"expression": "amount * 2"}}`): the value of each row written without
     the column, from that row's other columns (`types`: name -> type, the merged table's less the column), in the
     language of an UPDATE's SET (predicate_parser.parse_expression: allow-listed functions and operators, no
-    subquery, no I/O), typed against the column. The text as given; 400 `invalid_fill` naming the problem."""
+    subquery, no I/O), typed against the column, reading at least one column (a value is `{"fill": value}`). 400
+    `invalid_fill` naming the problem."""
     details = {"table": table, "column": column, "type": type_name}
     try:
         if not isinstance(text, str):
@@ -346,7 +349,10 @@ def fill_expression(text: Any, *, table: str, column: str, type_name: str, types
         raise ApplicationError("invalid_fill", f"The fill of column {column!r} of {table!r} gives a {expr.type} "
                                f"value, and the column is of type {type_name}.",
                                details={**details, "expression_type": expr.type})  # fmt: skip
-    return text
+    if not expr.columns():
+        raise ApplicationError("invalid_fill", f"The fill of column {column!r} of {table!r} reads no column: give "
+                               'a value as {"fill": value}.', details=details)  # fmt: skip
+    return expr
 
 
 def _expression_check(text: str, *, table: str, column: str, types: dict[str, str]) -> None:

@@ -217,12 +217,7 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
                                  "wanted": wanted},
                     )  # fmt: skip
             column = {**column, "type": wanted}
-        if settlement is not None and isinstance(settlement.get("fill"), dict):  # an expression over the row
-            others = {c["name"]: c["type"] for c in merged["columns"] if c["id"] != column["id"]}
-            text = semantics.fill_expression(settlement["fill"][semantics.EXPRESSION], table=obj.name,
-                                             column=column["name"], type_name=column["type"], types=others)  # fmt: skip
-            column = {**column, "fill": text}
-        elif settlement is not None and "fill" in settlement:
+        if settlement is not None and "fill" in settlement and not isinstance(settlement["fill"], dict):
             try:
                 fill = semantics.cell_pick_value(settlement["fill"], column["type"], not_null=True)
             except ValueError as wrong:
@@ -231,7 +226,21 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
                                        "column": column["name"], "type": column["type"]}) from None  # fmt: skip
             column = {**column, "default": fill}
         columns.append(column)
-    return {**merged, "columns": columns}
+    return {**merged, "columns": [_filled(obj, column, columns) for column in columns]}
+
+
+def _filled(obj: ObjectDiff, column: dict, columns: list[dict]) -> dict:
+    """`column` with its fill by an expression, if the resolution gives one: the text, and the columns it reads as
+    the merged table has them (`segments.Fill`)."""
+    fill = obj.schema.get(column["id"], {}).get("fill")
+    if not isinstance(fill, dict):
+        return column
+    others = [c for c in columns if c["id"] != column["id"]]
+    types = {c["name"]: c["type"] for c in others}
+    expr = semantics.fill_expression(fill[semantics.EXPRESSION], table=obj.name, column=column["name"],
+                                     type_name=column["type"], types=types)  # fmt: skip
+    reads = [{key: value for key, value in c.items() if key != "fill"} for c in others if c["name"] in expr.columns()]
+    return {**column, "fill": {"expression": fill[semantics.EXPRESSION], "columns": reads}}
 
 
 def value_casts(obj: ObjectDiff, merged: dict) -> list[dict]:

@@ -102,7 +102,7 @@ def values_fit(spark, diff: MergeDiff) -> None:
             for side in ("source", "target"):
                 if any(c["id"] == column.id for c in getattr(obj, side).state["columns"]):
                     continue
-                problem = fill_problem(spark, warehouse, base, merged, _reads(diff, side, obj), column)
+                problem = fill_problem(spark, warehouse, base, _reads(diff, side, obj), column)
                 if problem is not None:
                     raise ApplicationError(
                         "invalid_fill", f"The fill of column {column.name!r} of {obj.name!r} is refused: {problem}.",

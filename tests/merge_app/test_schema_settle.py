@@ -12,7 +12,7 @@ from catalog_app.engine.reads import read_rows_arrow
 from catalog_app.engine.warehouse import Warehouse
 from catalog_app.selectors.table_files import table_columns, table_scan_plan
 from catalog_app.services.refs import branch_create
-from catalog_app.services.tables import column_add, column_update
+from catalog_app.services.tables import column_add, column_drop, column_update
 from lakeui.errors import ApplicationError, ConflictError
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.data import files_at, read, table_version
@@ -234,7 +234,7 @@ def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark)
         "amount / 0": "needs Spark",  # no division in a fill (so no division by zero)
         "1" * 100_001: "longer than",
         "length(region)": "needs Spark",  # a function: the preview computes fills in Arrow, which has none
-        "NULL": "NULL",  # qty is NOT NULL
+        "NULL": "reads no column",  # a value is {"fill": value}
     }
     for expression, problem in refused.items():
         with pytest.raises(ApplicationError) as error:
@@ -245,7 +245,8 @@ def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark)
 
     done = merge(catalog, resolution=filled("id * 10 + amount"))
     qty = {c["name"]: c for c in table_at(catalog).state["columns"]}["qty"]
-    assert (qty["fill"], qty["default"]) == ("id * 10 + amount", None)
+    assert (qty["fill"]["expression"], qty["default"]) == ("id * 10 + amount", None)
+    assert [(c["id"], c["name"]) for c in qty["fill"]["columns"]] == [(1, "id"), (2, "amount")]  # what it reads
     expected = [(1, 10, "eu", 5), (2, 20, "us", 40), (3, 30, "us", 60)]
     assert arrow_rows(catalog) == expected
     assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
@@ -270,5 +271,14 @@ def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark)
     # an update rewrites row 2 with the value its fill gave it; the others still compute theirs
     change(catalog, "table_update", {"set": {"amount": "amount + 1"}, "where": "id = 2"})
     expected = [(1, 10, "eu", 5), (2, 21, "us", 40), (3, 30, "us", 60)]
+    assert arrow_rows(catalog) == expected
+    assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
+
+    # the fill reads the segment's own values by column id: a rename, or a drop, of a column it reads changes nothing
+    column_update(target=on(catalog), database="sales", table="orders", column="amount", changes={"name": "amt"})
+    assert arrow_rows(catalog) == expected
+    assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
+    column_drop(target=on(catalog), database="sales", table="orders", column="amt")
+    expected = [(1, "eu", 5), (2, "us", 40), (3, "us", 60)]
     assert arrow_rows(catalog) == expected
     assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
