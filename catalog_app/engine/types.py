@@ -29,6 +29,7 @@ from catalog_app.engine.type_names import (  # noqa: F401 (the names, plain Pyth
     SIMPLE_TYPES,
     ColumnType,
     decimal_digits,
+    is_castable,
     is_decimal,
     is_widening,
     json_value,

@@ -150,3 +150,15 @@ def test_a_pruned_segment_never_holds_a_matching_row(spark, tmp_path):
         pruned += len(stats) - len(kept)
     table.unpersist()
     assert pruned > 300, pruned  # pruning does happen: on average more than one segment per predicate
+
+
+def test_statistics_written_in_a_type_the_column_was_cast_from_prune_nothing():
+    """A segment written when `s` was a decimal has its statistics as decimals ("9" to "10"); a merge made `s` text,
+    where "10" sorts before "9": those bounds would rule out `s = '10'`, so they are unknown. A widening keeps them."""
+    stats = {"1": {"min": "9", "max": "10", "nulls": 0}}
+    text = [Column(1, "s", "string")]
+    assert pruning.segment_bounds(stats, text, written=[Column(1, "s", "string")])["s"].low == "9"
+    assert pruning.segment_bounds(stats, text, written=[Column(1, "s", "decimal(10,0)")]) == {}
+    assert pruning.may_match(parse_predicate("s = '10'", {"s": "string"}), {})
+    wide = [Column(1, "n", "long")]
+    assert pruning.segment_bounds({"1": {"min": 1, "max": 5, "nulls": 0}}, wide, written=[Column(1, "n", "int")])

@@ -13,6 +13,7 @@ from catalog_app.engine.types import (
     check_default,
     decimal_digits,
     has_statistics,
+    is_castable,
     is_decimal,
     is_pruned,
     is_widening,
@@ -73,6 +74,30 @@ def test_types_outside_the_allow_list_are_refused(written):
 )
 def test_types_only_widen(old, new, widens):
     assert is_widening(parse_type(old), parse_type(new)) is widens
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "castable"),
+    [
+        ("int", "long", True),  # every widening
+        ("long", "int", True),  # the rest: checked value by value when a merge settles the type
+        ("decimal(10,0)", "long", True),
+        ("decimal(10,2)", "decimal(10,1)", True),
+        ("double", "decimal(10,2)", True),
+        ("long", "string", True),
+        ("string", "date", True),
+        ("boolean", "string", True),
+        ("double", "string", False),  # Spark and Arrow spell a float differently
+        ("timestamp", "string", False),
+        ("string", "timestamp", False),
+        ("boolean", "int", False),
+        ("binary", "string", False),
+        ("date", "timestamp", False),
+        ("int", "int", False),
+    ],
+)
+def test_a_merge_may_cast_a_column_where_spark_and_arrow_cast_alike(old, new, castable):
+    assert is_castable(parse_type(old), parse_type(new)) is castable
 
 
 def test_each_type_has_its_spark_and_arrow_type():
