@@ -253,16 +253,23 @@ class MergeDiff:
 
 
 def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: dict[str, Any] | None) -> None:
-    """A checked resolution's column rules and cell picks (`resolution_check`) against the tables they name as `refs`
-    (the merge's source and target) hold them, where the merge is asked for: 400 `unknown_table` for a table
-    neither holds, `column_rules_keyless` for one without a primary key, and `semantics.column_rules_check`'s (and
-    `resolutions.cell_picks_check`'s) for the columns. A column the target has is checked with its type there, one
-    only the source has with the source's. The plan checks them again against the table it merges."""
+    """A checked resolution's column rules, cell picks and fills by an expression (`resolution_check`) against the
+    tables they name as `refs` (the merge's source and target) hold them, where the merge is asked for: 400
+    `unknown_table` for a table neither holds, `column_rules_keyless` for one without a primary key (rules and
+    picks), and `semantics.column_rules_check`'s (`resolutions.cell_picks_check`'s, `semantics.fill_expression`'s)
+    for the columns. A column the target has is checked with its type there, one only the source has with the
+    source's. The plan checks them again against the table it merges."""
     rules, picks = (resolution or {}).get("columns", {}), (resolution or {}).get("cells", {})
-    if not rules and not picks:
+    fills = {
+        table: {column: s["fill"][semantics.EXPRESSION] for column, s in settled.items()
+                if isinstance(s.get("fill"), dict)}
+        for table, settled in (resolution or {}).get("schema", {}).items()
+    }  # fmt: skip
+    fills = {table: found for table, found in fills.items() if found}
+    if not rules and not picks and not fills:
         return
     chains = [ref_resolve(catalog=catalog, ref=ref).chain for ref in refs]
-    for table in {*rules, *picks}:
+    for table in {*rules, *picks, *fills}:
         database, _, name = table.partition(".")
         found = []
         for chain in chains:
@@ -273,12 +280,19 @@ def resolution_columns_check(*, catalog: Catalog, refs: list[str], resolution: d
         if not found:
             raise ApplicationError("unknown_table", f"{table!r} is a table of neither side, for its column rules.",
                                    details={"table": table})  # fmt: skip
-        if not found[-1].get("primary_key"):
-            message = f"{table!r} has no primary key: column rules settle the conflicting cells of keyed tables only."
-            raise ApplicationError("column_rules_keyless", message, details={"table": table})
         by_name: dict[str, dict] = {}
         for state in found:  # the target's last: its type wins
             by_name |= {c["name"]: c for c in state["columns"]}
+        for column, text in fills.get(table, {}).items():
+            if column in by_name:  # else `unknown_column`, from the plan
+                others = {name: c["type"] for name, c in by_name.items() if name != column}
+                semantics.fill_expression(text, table=table, column=column, type_name=by_name[column]["type"],
+                                          types=others)  # fmt: skip
+        if table not in rules and table not in picks:
+            continue
+        if not found[-1].get("primary_key"):
+            message = f"{table!r} has no primary key: column rules settle the conflicting cells of keyed tables only."
+            raise ApplicationError("column_rules_keyless", message, details={"table": table})
         names = {c["id"]: c["name"] for state in found for c in state["columns"]}
         keys = [names.get(i) for i in found[-1]["primary_key"]]
         if table in rules:

@@ -14,6 +14,7 @@ from catalog_app.selectors.table_files import table_columns, table_scan_plan
 from catalog_app.services.refs import branch_create
 from catalog_app.services.tables import column_add, column_drop, column_update
 from lakeui.errors import ApplicationError, ConflictError
+from merge_app.models import Merge
 from tests.support.catalogs import head, make_catalog, make_table, on
 from tests.support.data import files_at, read, table_version
 from tests.support.merges import change, insert, merge, table_at
@@ -282,3 +283,21 @@ def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark)
     expected = [(1, "eu", 5), (2, "us", 40), (3, "us", 60)]
     assert arrow_rows(catalog) == expected
     assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
+
+
+def test_hostile_fills_are_refused_through_the_api_before_anything_runs(spark, user_client):
+    catalog = a_column_one_side_added()
+    before = head(catalog)
+    url = f"/api/v1/catalogs/{catalog.name}/merges"
+    hostile = {
+        "(SELECT qty FROM sales.orders)": "subqueries",
+        "read_file('/etc/passwd')": "unknown function",
+        "id + " * 20_000 + "id": "longer than",
+        "region || '/etc/passwd'": "",
+    }
+    for text, named in hostile.items():
+        response = user_client.post(url, {"source": "dev", "target": "main", "resolution": filled(text)}, format="json")
+        body = response.json()
+        assert (response.status_code, body["code"]) == (400, "invalid_fill"), (text[:40], body)
+        assert named in body["message"] and (body["details"]["table"], body["details"]["column"]) == (TABLE, "qty")
+    assert head(catalog) == before and not Merge.objects.filter(catalog=catalog).exists()
