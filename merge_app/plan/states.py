@@ -205,8 +205,13 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
                 old = held.get(column["id"])
                 if old is None or old == wanted or is_widening(parse_type(old), parse_type(wanted)):
                     continue
-                if column["id"] in located or not is_castable(parse_type(old), parse_type(wanted)):
-                    how = "a key or partition column only widens" if column["id"] in located else "no cast keeps them"
+                agreed = len({t[column["id"]] for t in types.values() if column["id"] in t}) == 1  # no A6.1
+                if agreed or column["id"] in located or not is_castable(parse_type(old), parse_type(wanted)):
+                    how = "no cast keeps them"
+                    if column["id"] in located:
+                        how = "a key or partition column only widens"
+                    elif agreed:  # a merge narrows no type the sides agree on
+                        how = "the sides do not type it apart, and a merge casts only a column they do"
                     raise ApplicationError(
                         "schema_type_lossy",
                         f"Column {column['name']!r} of {obj.name!r} cannot become {wanted}: the {side}'s {old} "

@@ -161,6 +161,9 @@ def test_a_type_no_side_widens_to_is_checked_against_every_value_and_read_cast(s
         merge(catalog, resolution=settled(amount={"type": "int"}))
     assert refused.value.code == "schema_type_lossy"
     assert refused.value.details["value"] == 2**40 and refused.value.details["side"] == "source"
+    with pytest.raises(ApplicationError) as refused:  # both sides hold region as text: no A6.1 to settle
+        merge(catalog, resolution=settled(amount={"type": "string"}, region={"type": "date"}))
+    assert refused.value.code == "schema_type_lossy" and "do not type it apart" in refused.value.message
     assert head(catalog) == before
 
     done = merge(catalog, resolution=settled(amount={"type": "string"}))
