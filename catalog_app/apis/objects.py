@@ -92,6 +92,9 @@ class ColumnSerializer(serializers.Serializer):
     type = serializers.CharField(max_length=40)
     nullable = serializers.BooleanField(default=True)
     default = serializers.JSONField(required=False, allow_null=True)
+    # a merge's fill by an expression (only where one settled the column): `{"expression", "columns"}`, the columns
+    # it reads as they were then (docs/merge-semantics.md#schema-conflicts-in-a-resolution)
+    fill = serializers.JSONField(read_only=True)
 
 
 class TableOutputSerializer(VersionOutputSerializer):
@@ -124,10 +127,12 @@ class TableOutputSerializer(VersionOutputSerializer):
 
 
 def column_json(column: dict) -> dict:
-    """A column as ColumnSerializer writes it: `default` only when the column has one."""
+    """A column as ColumnSerializer writes it: `default` and `fill` only when the column has one."""
     out = {"id": column["id"], "name": column["name"], "type": column["type"], "nullable": column.get("nullable", True)}
     if "default" in column:
         out["default"] = column["default"]
+    if column.get("fill"):
+        out["fill"] = column["fill"]
     return out
 
 

@@ -225,7 +225,7 @@ def filled(expression):
     return settled(qty={"fill": {"expression": expression}})
 
 
-def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark):
+def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark, user_client):
     """A6.2 settled by an expression: each row written without the column reads it computed from its own columns,
     in Spark and in Arrow alike; the merge checks every such row first (a NULL, a value the type does not hold);
     a branch that never had the column takes it with its rows checked and filled the same way."""
@@ -251,6 +251,10 @@ def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark)
     qty = {c["name"]: c for c in table_at(catalog).state["columns"]}["qty"]
     assert (qty["fill"]["expression"], qty["default"]) == ("id * 10 + amount", None)
     assert [(c["id"], c["name"]) for c in qty["fill"]["columns"]] == [(1, "id"), (2, "amount")]  # what it reads
+    shown = user_client.get(f"/api/v1/catalogs/{catalog.name}/refs/main/databases/sales/tables/orders").json()
+    assert {c["name"]: c.get("fill", {}).get("expression") for c in shown["columns"]} == {
+        "id": None, "amount": None, "region": None, "qty": "id * 10 + amount"
+    }  # fmt: skip
     expected = [(1, 10, "eu", 5), (2, 20, "us", 40), (3, 30, "us", 60)]
     assert arrow_rows(catalog) == expected
     assert sorted(tuple(r) for r in read(spark, catalog).collect()) == expected
