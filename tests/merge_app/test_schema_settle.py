@@ -85,11 +85,13 @@ def test_a_type_and_a_fill_settle_the_schema_conflicts_of_a_table_without_a_key(
     assert logged == {"amount": {"type": "decimal(20,0)"}, "code": {"fill": "legacy"}}
 
 
-def test_schema_and_cells_settled_together_on_a_primary_key_table(spark):
+@pytest.mark.parametrize(("fill", "dev_code"), [("legacy", "legacy"), ({"expression": "region"}, "us")])
+def test_schema_and_cells_settled_together_on_a_primary_key_table(spark, fill, dev_code):
     """Both sides inserted key 2 with different rows, in their own schemas: its cells are compared in the merged one
-    (amount as decimal(20,0), dev's missing code filled), then settled by a column rule, an expression and a pick."""
+    (amount as decimal(20,0), dev's missing code filled by a value or an expression), then settled by a column rule,
+    an expression and a pick."""
     catalog = both_changed_the_schema(primary_key=["id"])
-    schema = {"amount": {"type": "decimal(20,0)"}, "code": {"fill": "legacy"}}
+    schema = {"amount": {"type": "decimal(20,0)"}, "code": {"fill": fill}}
     rules = {"amount": "greatest", "region": {"expression": "concat(target.region, '+', source.region)"}}
     resolution = {"tables": {TABLE: {"schema": schema, "columns": rules}}}
     with pytest.raises(ConflictError):  # key 2's code: no rule settles it
@@ -99,7 +101,7 @@ def test_schema_and_cells_settled_together_on_a_primary_key_table(spark):
     [conflict] = obj["keys"]["listed"]
     assert (conflict["key_id"], sorted(conflict["cells"])) == ("[2]", ["amount", "code", "region"])
     inputs = {side: None if conflict[side] is None else conflict[side]["code"] for side in ("base", "source", "target")}
-    assert inputs == {"base": None, "source": "legacy", "target": "m2"}  # dev's row has the fill
+    assert inputs == {"base": None, "source": dev_code, "target": "m2"}  # dev's row has the fill
     pick = {"pick": "target", "inputs": inputs}
     before = head(catalog)
     stale = {**resolution, "cells": {TABLE: {"[2]": {"code": {**pick, "inputs": {**inputs, "target": "m9"}}}}}}
@@ -119,7 +121,7 @@ def test_schema_and_cells_settled_together_on_a_primary_key_table(spark):
     rows = sorted(tuple(r) for r in read(spark, catalog).collect())
     assert rows == [
         (1, decimal.Decimal(10), "eu", "m1"), (2, decimal.Decimal(2**40), "eu+us", "m2"),
-        (3, decimal.Decimal(30), "us", "legacy"),
+        (3, decimal.Decimal(30), "us", dev_code),
     ]  # fmt: skip
     logged = {(e["scope"], e.get("column")) for e in done.log["resolutions"]}
     assert {("schema", "amount"), ("schema", "code"), ("column", "amount"), ("column", "region"),
