@@ -268,7 +268,7 @@ def value_casts(obj: ObjectDiff, merged: dict) -> list[dict]:
                              "wanted": column["type"]},
                 )  # fmt: skip
             casts.append({"side": side, "column_id": column["id"], "column": column["name"], "type": old,
-                              "to": column["type"]})  # fmt: skip
+                          "to": column["type"]})  # fmt: skip
     return casts
 
 

@@ -100,8 +100,9 @@ def values_fit(spark, diff: MergeDiff) -> None:
         merged = [Column.from_dict(c) for c in (obj.merged_state or {}).get("columns", []) if obj.kind == TABLE]
         for column in [c for c in merged if c.fill]:
             for side in ("source", "target"):
-                if any(c["id"] == column.id for c in getattr(obj, side).state["columns"]):
-                    continue
+                version = getattr(obj, side)
+                if version is None or version.dropped or column.id in {c["id"] for c in version.state["columns"]}:
+                    continue  # a side without the table has no rows to fill (a table only the source has, say)
                 problem = fill_problem(spark, warehouse, base, _reads(diff, side, obj), column)
                 if problem is not None:
                     raise ApplicationError(

@@ -210,8 +210,9 @@ def test_a_key_column_only_widens(spark):
 
 def a_column_one_side_added():
     """main adds `qty` (long, NOT NULL, no default) to the empty table, then writes row 1 with it; dev writes rows 2
-    and 3 without it; late, branched before either, writes row 4."""
+    and 3 without it; late, branched before either, writes row 4. empty is branched before the table was made."""
     catalog = make_catalog()
+    branch_create(catalog=catalog, name="empty", source="main")
     make_table(catalog)
     branch_create(catalog=catalog, name="dev", source="main")
     branch_create(catalog=catalog, name="late", source="main")
@@ -277,6 +278,9 @@ def test_a_fill_by_an_expression_computes_each_row_from_its_other_columns(spark,
     merge(catalog, source="main", target="late")  # late never had qty: its row 4 is filled too
     assert arrow_rows(catalog, "late") == sorted([*expected, (4, 7, "uk", 47)])
     assert sorted(tuple(r) for r in read(spark, catalog, "late").collect()) == arrow_rows(catalog, "late")
+
+    merge(catalog, source="main", target="empty")  # the table is new there: nothing of empty's to fill
+    assert arrow_rows(catalog, "empty") == arrow_rows(catalog)
 
     # an update rewrites row 2 with the value its fill gave it; the others still compute theirs
     change(catalog, "table_update", {"set": {"amount": "amount + 1"}, "where": "id = 2"})
