@@ -265,7 +265,10 @@ def projected_arrow(rows: pa.Table, written: Sequence[Column], current: Sequence
         if column.fill is not None and column.id not in by_id:  # from the segment's own values, as `_projection`
             inputs = projected_arrow(rows, written, column.fill.columns)
             types = {c.name: c.type for c in column.fill.columns}
-            value = computed(fill_expression(column.fill), inputs, types, column.type, time_zone="UTC")
+            try:
+                value = computed(fill_expression(column.fill), inputs, types, column.type, time_zone="UTC")
+            except Unsupported as why:  # these rows need Spark (a NaN compared): read as a file this process cannot
+                raise pa.ArrowNotImplementedError(f"the fill of {column.name!r} needs Spark: {why}") from None
             projected = projected.set_column(index, projected.field(index), value)
     return projected
 
