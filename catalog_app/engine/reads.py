@@ -101,12 +101,12 @@ def _projection(written: Sequence[Column], current: Sequence[Column]) -> list[Sp
         if c.fill is None:
             return F.lit(c.default).cast(spark_type(c.type))
         inputs = {f.name: projected(f) for f in c.fill.columns}
-        return to_column(fill_expression(c.fill), inputs.__getitem__).cast(spark_type(c.type))
+        return to_column(parsed_fill(c.fill), inputs.__getitem__).cast(spark_type(c.type))
 
     return [projected(c).alias(c.name) for c in current]
 
 
-def fill_expression(fill: Fill) -> Expr:
+def parsed_fill(fill: Fill) -> Expr:
     """A fill's expression, parsed over the columns it reads."""
     return _parsed_fill(fill.expression, tuple((c.name, c.type) for c in fill.columns))
 
@@ -266,7 +266,7 @@ def projected_arrow(rows: pa.Table, written: Sequence[Column], current: Sequence
             inputs = projected_arrow(rows, written, column.fill.columns)
             types = {c.name: c.type for c in column.fill.columns}
             try:
-                value = computed(fill_expression(column.fill), inputs, types, column.type, time_zone="UTC")
+                value = computed(parsed_fill(column.fill), inputs, types, column.type, time_zone="UTC")
             except Unsupported as why:  # these rows need Spark (a NaN compared): read as a file this process cannot
                 raise pa.ArrowNotImplementedError(f"the fill of {column.name!r} needs Spark: {why}") from None
             projected = projected.set_column(index, projected.field(index), value)
@@ -280,7 +280,7 @@ def fill_problem(
     expression Arrow cannot compute as Spark does (`predicate_arrow.computed`: previews read it there), a NULL in
     a NOT NULL column, a value the column's type does not hold exactly, or an error computing it. None when every
     such row takes its fill exactly."""
-    expr = fill_expression(column.fill)
+    expr = parsed_fill(column.fill)
     types = {c.name: c.type for c in column.fill.columns}
     try:
         computed(expr, _arrow_schema(column.fill.columns).empty_table(), types, column.type, time_zone="UTC")

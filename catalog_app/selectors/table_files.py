@@ -373,9 +373,9 @@ def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, wareh
         return {"id": str(file.id), "path": file.path, "uri": warehouse.uri(file.path), "row_count": file.row_count,
                 "size_bytes": file.size_bytes}  # fmt: skip
 
-    current = table_columns(table)
+    current, reads = table_columns(table), files.reads()
     filled = [c for c in current if c.fill]
-    for read in files.reads() if filled else ():
+    for read in reads if filled else ():
         lacking = [c.name for c in filled if c.id not in {w.id for w in read.columns}]
         if lacking:
             raise ApplicationError(
@@ -394,7 +394,7 @@ def table_scan_plan(chain: Chain, *, commit_id: str, table: ObjectVersion, wareh
             "columns": [_column_dict(column) for column in read.columns],
             "deletes": [described(delta) for delta in files.deltas.get(segment.id, [])],
         }
-        for segment, read in zip(files.segments, files.reads(), strict=True)
+        for segment, read in zip(files.segments, reads, strict=True)
     ]
     return ScanPlan(
         commit=commit_id,

@@ -191,9 +191,9 @@ def state_merge(obj: ObjectDiff, stats: Mapping[str, dict]) -> None:
 
 def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
     """The merged table with its schema settlements: a column's type set to one both sides' values fit (400
-    `schema_type_lossy` where a side's type cannot become it at all, `is_castable`; the values themselves are checked
-    on Spark, `value_casts`), a column's default to the fill (400 `invalid_fill` for a value that does not fit the
-    column)."""
+    `schema_type_lossy` for a key or partition column that would not widen, or one the sides do not type apart;
+    which casts keep the values, and the values themselves, are `value_casts`'s), a column's default to the fill
+    (400 `invalid_fill` for a value that does not fit the column)."""
     types = {side: {c["id"]: c["type"] for c in getattr(obj, side).state["columns"]} for side in ("source", "target")}
     located = {*(merged.get("primary_key") or []), *(merged.get("partition_by") or [])}
     columns = []
@@ -206,18 +206,16 @@ def _schema_applied(obj: ObjectDiff, merged: dict) -> dict:
                 if old is None or old == wanted or is_widening(parse_type(old), parse_type(wanted)):
                     continue
                 agreed = len({t[column["id"]] for t in types.values() if column["id"] in t}) == 1  # no A6.1
-                if agreed or column["id"] in located or not is_castable(parse_type(old), parse_type(wanted)):
-                    how = "no cast keeps them"
-                    if column["id"] in located:
-                        how = "a key or partition column only widens"
-                    elif agreed:  # a merge narrows no type the sides agree on
-                        how = "the sides do not type it apart, and a merge casts only a column they do"
+                if agreed or column["id"] in located:  # which casts keep the values: `value_casts`
+                    how = (
+                        "a key or partition column only widens"
+                        if column["id"] in located
+                        else ("the sides do not type it apart, and a merge casts only a column they do")
+                    )
                     raise ApplicationError(
                         "schema_type_lossy",
                         f"Column {column['name']!r} of {obj.name!r} cannot become {wanted}: the {side}'s {old} "
-                        f"values cannot be cast to it ({how}; a number or a string becomes another number type, "
-                        f"a number, a boolean or a date becomes a string, a string any of them, when every value "
-                        f"fits).",
+                        f"values cannot be cast to it ({how}).",
                         details={"table": obj.name, "column": column["name"], "side": side, "type": old,
                                  "wanted": wanted},
                     )  # fmt: skip
@@ -263,7 +261,9 @@ def value_casts(obj: ObjectDiff, merged: dict) -> list[dict]:
             if not is_castable(parse_type(old), parse_type(column["type"])):
                 raise ApplicationError(
                     "schema_type_lossy", f"Column {column['name']!r} of {obj.name!r} cannot become {column['type']}: "
-                    f"the {side}'s {old} values cannot be cast to it.",
+                    f"the {side}'s {old} values cannot be cast to it (no cast keeps them; a number or a string "
+                    f"becomes another number type, a number, a boolean or a date becomes a string, a string any of "
+                    f"them, when every value fits).",
                     details={"table": obj.name, "column": column["name"], "side": side, "type": old,
                              "wanted": column["type"]},
                 )  # fmt: skip
